@@ -1,0 +1,49 @@
+// The stackbuild command line: one file per subcommand, each with its help.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "store/store.hpp"
+#include "util/status.hpp"
+
+namespace sb::cli {
+
+int main(int argc, char** argv);
+
+// Options every command takes.
+extern const std::vector<std::string> kCommonFlags;    // --help, --verbose, --json
+extern const std::vector<std::string> kCommonOptions;  // --store, --progress
+
+struct Context {
+  std::unique_ptr<Status> status;
+  fs::path store_root;
+  Store store() const { return Store(store_root); }
+};
+Context make_context(const Args& args);
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* help;  // full text of `stackbuild <cmd> --help`
+  int (*run)(const std::vector<std::string>& argv);
+};
+const std::vector<Command>& commands();
+
+int cmd_build(const std::vector<std::string>& argv);
+int cmd_layer(const std::vector<std::string>& argv);
+int cmd_unpack(const std::vector<std::string>& argv);
+int cmd_extract(const std::vector<std::string>& argv);
+int cmd_version(const std::vector<std::string>& argv);
+
+extern const char* const kBuildHelp;
+extern const char* const kLayerHelp;
+extern const char* const kUnpackHelp;
+extern const char* const kExtractHelp;
+
+// Prints a command's help when --help was given; returns true if it did.
+bool maybe_help(const Args& args, const char* help);
+
+}  // namespace sb::cli

@@ -1,0 +1,131 @@
+#include <cstdio>
+#include <cstring>
+#include <csignal>
+
+#include "cli/cli.hpp"
+#include "util/error.hpp"
+
+namespace sb::cli {
+
+const std::vector<std::string> kCommonFlags = {"--help", "-h", "--verbose", "-v", "--json"};
+const std::vector<std::string> kCommonOptions = {"--store", "--progress"};
+
+static const char* const kVersionHelp = "usage: stackbuild version\n\nPrints the version of stackbuild.\n";
+
+static const char* const kMainHelp =
+    "usage: stackbuild <command> [options] ...\n"
+    "       stackbuild RECIPE.yaml [build options]     (the same as 'stackbuild build RECIPE.yaml')\n"
+    "\n"
+    "Builds OCI images for GPU deep-learning stacks from YAML recipes, reproducibly.\n"
+    "\n"
+    "commands:\n"
+    "%s"
+    "\n"
+    "options for every command:\n"
+    "  --store DIR          the content-addressed store (default $XDG_CACHE_HOME/stackbuild,\n"
+    "                       else ~/.cache/stackbuild)\n"
+    "  --progress MODE      tty (progress bars), plain (one line per event) or json (JSON lines);\n"
+    "                       default: tty on a terminal, plain otherwise and when CI is set\n"
+    "  --json               the same as --progress json\n"
+    "  -v, --verbose        more detail\n"
+    "  -h, --help           help; 'stackbuild <command> --help' for a command's own\n"
+    "\n"
+    "exit status:\n"
+    "  0    success\n"
+    "  1    the work failed (I/O, a refused or corrupt layer, a failed tool)\n"
+    "  2    bad command line\n"
+    "  3    an input file (recipe) is invalid\n"
+    "  130  interrupted\n";
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> cmds = {
+      {"build", "build a recipe into an OCI layout or a docker-archive", kBuildHelp, cmd_build},
+      {"layer", "write one layer blob from a directory tree", kLayerHelp, cmd_layer},
+      {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
+      {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
+      {"version", "print the version", kVersionHelp, cmd_version},
+  };
+  return cmds;
+}
+
+bool maybe_help(const Args& args, const char* help) {
+  if (!args.has("--help") && !args.has("-h")) return false;
+  fputs(help, stdout);
+  return true;
+}
+
+Context make_context(const Args& args) {
+  Context c;
+  StatusMode mode = detect_status_mode(stderr);
+  if (args.has("--json")) mode = StatusMode::Json;
+  if (auto p = args.get("--progress")) {
+    if (*p == "tty") mode = StatusMode::Tty;
+    else if (*p == "plain") mode = StatusMode::Plain;
+    else if (*p == "json") mode = StatusMode::Json;
+    else throw Error("--progress wants tty, plain or json, not '" + *p + "'", kExitUsage);
+  }
+  bool verbose = args.has("--verbose") || args.has("-v");
+  // JSON events go to stdout for pipelines; human output to stderr.
+  c.status = make_status(mode, mode == StatusMode::Json ? stdout : stderr, verbose);
+  c.store_root = args.get("--store") ? fs::path(*args.get("--store")) : Store::default_root();
+  return c;
+}
+
+int cmd_version(const std::vector<std::string>& argv) {
+  Args args(argv, kCommonFlags, kCommonOptions);
+  if (maybe_help(args, kVersionHelp)) return kExitOk;
+  printf("stackbuild 0.1.0\n");
+  return kExitOk;
+}
+
+static void print_main_help(FILE* out) {
+  std::string list;
+  for (const auto& c : commands()) {
+    char line[160];
+    snprintf(line, sizeof line, "  %-9s %s\n", c.name, c.summary);
+    list += line;
+  }
+  fprintf(out, kMainHelp, list.c_str());
+}
+
+static bool looks_like_recipe(const std::string& s) {
+  auto ends = [&](const char* suf) { return s.size() > strlen(suf) && s.compare(s.size() - strlen(suf), strlen(suf), suf) == 0; };
+  return ends(".yaml") || ends(".yml");
+}
+
+int main(int argc, char** argv) {
+  std::signal(SIGPIPE, SIG_IGN);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  try {
+    if (args.empty()) {
+      print_main_help(stderr);
+      return kExitUsage;
+    }
+    std::string cmd = args[0];
+    if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+      if (args.size() > 1)
+        for (const auto& c : commands())
+          if (args[1] == c.name) return fputs(c.help, stdout), kExitOk;
+      print_main_help(stdout);
+      return kExitOk;
+    }
+    if (cmd == "--version") return cmd_version({});
+    if (looks_like_recipe(cmd)) return cmd_build(args);
+    for (const auto& c : commands())
+      if (cmd == c.name) return c.run(std::vector<std::string>(args.begin() + 1, args.end()));
+    std::vector<std::string> names;
+    for (const auto& c : commands()) names.push_back(c.name);
+    std::string s = suggest(cmd, names);
+    fprintf(stderr, "stackbuild: error: unknown command '%s'%s\n  see 'stackbuild --help'\n", cmd.c_str(),
+            s.empty() ? "" : (" (did you mean '" + s + "'?)").c_str());
+    return kExitUsage;
+  } catch (const Error& e) {
+    fprintf(stderr, "stackbuild: error: %s\n", e.render().c_str());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    fprintf(stderr, "stackbuild: error: %s\n", e.what());
+    return kExitFailure;
+  }
+}
+
+}  // namespace sb::cli

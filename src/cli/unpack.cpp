@@ -1,0 +1,136 @@
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "layer/extract.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb::cli {
+
+using json = nlohmann::json;
+
+const char* const kUnpackHelp =
+    "usage: stackbuild unpack LAYOUT[:REF] DIR [options]\n"
+    "\n"
+    "Unpacks the image named REF (an org.opencontainers.image.ref.name; optional when the\n"
+    "layout holds one image) from the OCI layout LAYOUT into DIR, which must not exist.\n"
+    "Every blob's digest is checked first; layers are applied with the safe extractor\n"
+    "(whiteouts honoured; traversal, escaping symlinks and hardlinks, duplicates and devices\n"
+    "refused). DIR appears only when the whole image unpacked.\n"
+    "\n"
+    "options:\n"
+    "  --allow-devices          create device nodes (needs root)\n"
+    "  --preserve-owner         chown entries to their uid/gid (needs root)\n"
+    "  --max-size BYTES         refuse images that unpack to more (default 64 GiB)\n";
+
+const char* const kExtractHelp =
+    "usage: stackbuild extract DIR BLOB... [options]\n"
+    "\n"
+    "Applies layer blobs (tar, tar+gzip or tar+zstd), in order, onto DIR (created if missing),\n"
+    "with the safe extractor: whiteouts and opaque directories are honoured; '..', absolute\n"
+    "paths, writes or links through symlinks that leave DIR, duplicate entries and (unless\n"
+    "allowed) devices are refused with an error, and nothing is written outside DIR.\n"
+    "\n"
+    "options:\n"
+    "  --allow-devices          create device nodes (needs root)\n"
+    "  --preserve-owner         chown entries to their uid/gid (needs root)\n"
+    "  --max-size BYTES         refuse layers that unpack to more (default 64 GiB)\n"
+    "  --max-entries N          refuse layers with more entries (default 10000000)\n";
+
+static ExtractOptions extract_options(const Args& args) {
+  ExtractOptions o;
+  o.allow_devices = args.has("--allow-devices");
+  o.preserve_owner = args.has("--preserve-owner");
+  if (auto m = args.integer("--max-size", 0, INT64_MAX)) o.max_bytes = static_cast<uint64_t>(*m);
+  if (auto m = args.integer("--max-entries", 0, INT64_MAX)) o.max_entries = static_cast<uint64_t>(*m);
+  return o;
+}
+
+static std::vector<std::string> extract_flags() {
+  std::vector<std::string> f = kCommonFlags;
+  f.insert(f.end(), {"--allow-devices", "--preserve-owner"});
+  return f;
+}
+
+static std::vector<std::string> extract_opts() {
+  std::vector<std::string> o = kCommonOptions;
+  o.insert(o.end(), {"--max-size", "--max-entries"});
+  return o;
+}
+
+int cmd_extract(const std::vector<std::string>& argv) {
+  Args args(argv, extract_flags(), extract_opts());
+  if (maybe_help(args, kExtractHelp)) return kExitOk;
+  if (args.positional().size() < 2) throw Error("extract wants a directory and at least one layer blob", kExitUsage);
+  fs::path dir = args.positional()[0];
+  fs::create_directories(dir);
+  ExtractOptions o = extract_options(args);
+  ExtractStats stats;
+  for (size_t i = 1; i < args.positional().size(); ++i) extract_layer(args.positional()[i], dir, o, stats);
+  fprintf(stderr, "extracted %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
+          (unsigned long long)stats.bytes, dir.c_str());
+  return kExitOk;
+}
+
+// Reads a layout blob after checking its digest.
+static fs::path checked_blob(const fs::path& layout, const json& desc) {
+  Digest d = Digest::parse(desc.at("digest").get<std::string>());
+  fs::path p = layout / "blobs" / "sha256" / d.hex();
+  if (::access(p.c_str(), R_OK) != 0) throw Error("layout " + layout.string() + " lacks blob " + d.str());
+  if (Digest::of_file(p) != d) throw Error("blob " + p.string() + " does not match its digest " + d.str());
+  return p;
+}
+
+int cmd_unpack(const std::vector<std::string>& argv) {
+  Args args(argv, extract_flags(), extract_opts());
+  if (maybe_help(args, kUnpackHelp)) return kExitOk;
+  if (args.positional().size() != 2) throw Error("unpack wants LAYOUT[:REF] and DIR", kExitUsage);
+  std::string src = args.positional()[0];
+  fs::path layout = src;
+  std::string ref;
+  if (!fs::is_directory(layout)) {
+    auto colon = src.rfind(':');
+    if (colon == std::string::npos) throw Error("no OCI layout at " + src, kExitUsage);
+    layout = src.substr(0, colon);
+    ref = src.substr(colon + 1);
+  }
+  fs::path dest = args.positional()[1];
+  if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", kExitUsage);
+
+  json index;
+  try {
+    index = json::parse(read_file(layout / "index.json"));
+  } catch (const json::exception& e) {
+    throw Error((layout / "index.json").string() + ": " + e.what());
+  }
+  const json* chosen = nullptr;
+  std::vector<std::string> refs;
+  for (const auto& m : index.value("manifests", json::array())) {
+    std::string r = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
+    refs.push_back(r);
+    if (ref.empty() ? index["manifests"].size() == 1 : r == ref) chosen = &m;
+  }
+  if (!chosen) {
+    std::string list;
+    for (const auto& r : refs) list += (list.empty() ? "" : ", ") + r;
+    throw Error(ref.empty() ? "layout holds several images; name one of: " + list
+                            : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
+  }
+  json manifest = json::parse(read_file(checked_blob(layout, *chosen)));
+
+  fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());
+  TempDir tmp(dest.parent_path().empty() ? fs::path(".") : dest.parent_path(), "." + dest.filename().string() + ".tmp-");
+  fs::path root = tmp.path() / "rootfs";
+  fs::create_directory(root);
+  ExtractOptions o = extract_options(args);
+  ExtractStats stats;
+  for (const auto& l : manifest.at("layers")) extract_layer(checked_blob(layout, l), root, o, stats);
+  fs::rename(root, dest);
+  fprintf(stderr, "unpacked %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
+          (unsigned long long)stats.bytes, dest.c_str());
+  return kExitOk;
+}
+
+}  // namespace sb::cli

@@ -1,0 +1,134 @@
+#include "image/image.hpp"
+
+#include <ctime>
+#include <regex>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+
+namespace sb {
+
+using json = nlohmann::json;
+
+std::string rfc3339(int64_t epoch) {
+  time_t t = static_cast<time_t>(epoch);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+void to_json(json& j, const Descriptor& d) {
+  j = json{{"mediaType", d.media_type}, {"digest", d.digest.str()}, {"size", d.size}};
+  if (!d.annotations.empty()) j["annotations"] = d.annotations;
+  if (d.platform) j["platform"] = json{{"os", d.platform->first}, {"architecture", d.platform->second}};
+}
+
+static std::string canonical(const json& j) { return j.dump(); }  // keys sorted: nlohmann objects are std::map
+
+static json config_document(const ImageConfig& c, const std::vector<Layer>& layers,
+                            const std::vector<HistoryEntry>& history, int64_t created) {
+  json cfg = json::object();
+  if (!c.env.empty()) cfg["Env"] = c.env;
+  if (!c.entrypoint.empty()) cfg["Entrypoint"] = c.entrypoint;
+  if (!c.cmd.empty()) cfg["Cmd"] = c.cmd;
+  if (!c.working_dir.empty()) cfg["WorkingDir"] = c.working_dir;
+  if (!c.user.empty()) cfg["User"] = c.user;
+  if (!c.labels.empty()) cfg["Labels"] = c.labels;
+  if (!c.stop_signal.empty()) cfg["StopSignal"] = c.stop_signal;
+  if (!c.exposed_ports.empty()) {
+    json ports = json::object();
+    for (const auto& p : c.exposed_ports) ports[p] = json::object();
+    cfg["ExposedPorts"] = ports;
+  }
+  json diff_ids = json::array();
+  for (const auto& l : layers) diff_ids.push_back(l.diff_id.str());
+  json hist = json::array();
+  for (const auto& h : history) {
+    json e{{"created", rfc3339(created)}, {"created_by", h.created_by}};
+    if (!h.comment.empty()) e["comment"] = h.comment;
+    if (h.empty_layer) e["empty_layer"] = true;
+    hist.push_back(e);
+  }
+  json doc{{"architecture", c.architecture},
+           {"os", c.os},
+           {"created", rfc3339(created)},
+           {"config", cfg},
+           {"rootfs", {{"type", "layers"}, {"diff_ids", diff_ids}}},
+           {"history", hist}};
+  if (!c.variant.empty()) doc["variant"] = c.variant;
+  return doc;
+}
+
+Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
+                 const std::vector<HistoryEntry>& history, int64_t created, const ImageAnnotations& a) {
+  size_t real_layers = 0;
+  for (const auto& h : history) real_layers += h.empty_layer ? 0 : 1;
+  if (real_layers != layers.size())
+    throw Error("internal: " + std::to_string(layers.size()) + " layers but " + std::to_string(real_layers) +
+                " history entries");
+  std::string config_json = canonical(config_document(config, layers, history, created));
+  Descriptor config_desc{kMediaTypeConfig, Digest::of_bytes(config_json), config_json.size(), {}, {}};
+
+  json layer_descs = json::array();
+  for (const auto& l : layers) layer_descs.push_back(Descriptor{l.media_type, l.digest, l.size, {}, {}});
+  std::map<std::string, std::string> ann{{"org.opencontainers.image.created", rfc3339(created)}};
+  auto put = [&](const char* key, const std::string& v) {
+    if (!v.empty()) ann[std::string("org.opencontainers.image.") + key] = v;
+  };
+  put("title", a.title);
+  put("version", a.version);
+  put("source", a.source);
+  put("revision", a.revision);
+  put("description", a.description);
+  json manifest{{"schemaVersion", 2},
+                {"mediaType", kMediaTypeManifest},
+                {"config", config_desc},
+                {"layers", layer_descs},
+                {"annotations", ann}};
+  std::string manifest_json = canonical(manifest);
+  Descriptor manifest_desc{kMediaTypeManifest, Digest::of_bytes(manifest_json), manifest_json.size(), {},
+                           std::make_pair(config.os, config.architecture)};
+  return Image{layers, config_json, config_desc, manifest_json, manifest_desc};
+}
+
+std::string make_index_json(const std::vector<Descriptor>& manifests) {
+  json list = json::array();
+  for (const auto& m : manifests) list.push_back(m);
+  return canonical(json{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}});
+}
+
+std::string oci_architecture(const std::string& m) {
+  if (m == "x86_64" || m == "amd64") return "amd64";
+  if (m == "aarch64" || m == "arm64") return "arm64";
+  if (m == "ppc64le") return "ppc64le";
+  if (m == "s390x") return "s390x";
+  return m;
+}
+
+void validate_tag(const std::string& tag) {
+  // name: lowercase path components; tag: [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}
+  static const std::regex name_re("[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)*");
+  static const std::regex tag_re("[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}");
+  auto colon = tag.rfind(':');
+  std::string name = colon == std::string::npos ? "" : tag.substr(0, colon);
+  std::string t = colon == std::string::npos ? tag : tag.substr(colon + 1);
+  if (!std::regex_match(t, tag_re))
+    throw Error("invalid tag '" + t + "' in '" + tag + "': use letters, digits, '_', '.', '-' (up to 128)");
+  if (colon != std::string::npos) {
+    // Allow a registry host (with port) in front: host[:port]/path.
+    std::string path = name;
+    auto slash = name.find('/');
+    if (slash != std::string::npos) {
+      std::string first = name.substr(0, slash);
+      if (first.find('.') != std::string::npos || first.find(':') != std::string::npos || first == "localhost")
+        path = name.substr(slash + 1);
+    }
+    if (!std::regex_match(path, name_re))
+      throw Error("invalid image name '" + name + "' in '" + tag + "': use lowercase letters, digits and . _ - /");
+  }
+}
+
+}  // namespace sb

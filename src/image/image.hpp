@@ -1,0 +1,82 @@
+// OCI image documents: config, manifest and index, built from layers and a
+// plain ImageConfig. Every document is serialised once, canonically (sorted
+// keys, no whitespace), and its digest is that of those exact bytes.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "layer/layer.hpp"
+
+namespace sb {
+
+struct ImageConfig {
+  std::string architecture = "amd64";
+  std::string os = "linux";
+  std::string variant;                      // e.g. "v8" for arm64, usually empty
+  std::vector<std::string> env;             // "KEY=value", in recipe order
+  std::vector<std::string> entrypoint;
+  std::vector<std::string> cmd;
+  std::string working_dir;
+  std::string user;
+  std::map<std::string, std::string> labels;
+  std::vector<std::string> exposed_ports;   // "8888/tcp"
+  std::string stop_signal;
+};
+
+struct HistoryEntry {
+  std::string created_by;   // what made the layer, e.g. "stackbuild: layer 'app' (copy)"
+  std::string comment;
+  bool empty_layer = false;
+};
+
+// The standard org.opencontainers.image.* annotations a manifest carries.
+struct ImageAnnotations {
+  std::string title, version, source, revision, description;
+};
+
+struct Descriptor {
+  std::string media_type;
+  Digest digest;
+  uint64_t size = 0;
+  std::map<std::string, std::string> annotations;
+  std::optional<std::pair<std::string, std::string>> platform;  // (os, architecture)
+};
+void to_json(nlohmann::json& j, const Descriptor& d);
+
+// A built image: its documents' bytes and descriptors.
+struct Image {
+  std::vector<Layer> layers;
+  std::string config_json;
+  Descriptor config;
+  std::string manifest_json;
+  Descriptor manifest;
+};
+
+constexpr const char* kMediaTypeConfig = "application/vnd.oci.image.config.v1+json";
+constexpr const char* kMediaTypeManifest = "application/vnd.oci.image.manifest.v1+json";
+constexpr const char* kMediaTypeIndex = "application/vnd.oci.image.index.v1+json";
+
+// RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z".
+std::string rfc3339(int64_t epoch);
+
+// Assembles config and manifest. `history` has one entry per layer.
+Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
+                 const std::vector<HistoryEntry>& history, int64_t created_epoch,
+                 const ImageAnnotations& annotations);
+
+// An image index listing manifests, each with its ref name annotation.
+std::string make_index_json(const std::vector<Descriptor>& manifests);
+
+// The Go-style names OCI uses: "amd64", "arm64" from `uname -m` style names.
+std::string oci_architecture(const std::string& machine);
+
+// Checks a tag ("name:tag" or "tag") for what registries and layouts accept.
+void validate_tag(const std::string& tag);
+
+}  // namespace sb

@@ -1,0 +1,131 @@
+#include "image/layout.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "layer/extract.hpp"
+#include "layer/tar_writer.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb {
+
+using json = nlohmann::json;
+
+std::string layout_ref_name(const std::string& tag) {
+  auto slash = tag.rfind('/');
+  auto colon = tag.rfind(':');
+  if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) return "latest";
+  return tag.substr(colon + 1);
+}
+
+// Puts a store blob into the layout: a hardlink where the filesystem allows,
+// else a checked copy. Skips blobs already present.
+static void place_blob(const fs::path& blobs, const Store& store, const Digest& d) {
+  fs::path dest = blobs / d.hex();
+  if (::access(dest.c_str(), F_OK) == 0) return;
+  fs::path src = store.blob_path(d);
+  if (::link(src.c_str(), dest.c_str()) == 0) return;
+  AtomicFile f(dest, 0644);
+  UniqueFd in(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  if (in.get() < 0) throw_errno("open " + src.string());
+  Sha256 sha;
+  std::string buf(1 << 20, '\0');
+  for (;;) {
+    ssize_t n = ::read(in.get(), buf.data(), buf.size());
+    if (n < 0) throw_errno("read " + src.string());
+    if (n == 0) break;
+    sha.update(buf.data(), static_cast<size_t>(n));
+    f.write(buf.data(), static_cast<size_t>(n));
+  }
+  if (sha.finish() != d) throw Error("store blob " + d.str() + " is corrupt; delete " + src.string());
+  f.commit();
+}
+
+static void place_bytes(const fs::path& blobs, const std::string& bytes, const Digest& d) {
+  fs::path dest = blobs / d.hex();
+  if (::access(dest.c_str(), F_OK) == 0) return;
+  write_file_atomic(dest, bytes);
+}
+
+void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images) {
+  fs::path blobs = dir / "blobs" / "sha256";
+  try {
+    fs::create_directories(blobs);
+  } catch (const fs::filesystem_error& e) {
+    throw Error("cannot create OCI layout " + dir.string() + ": " + e.code().message());
+  }
+  FileLock lock(dir / ".stackbuild.lock");
+
+  fs::path layout_file = dir / "oci-layout";
+  if (::access(layout_file.c_str(), F_OK) != 0) write_file_atomic(layout_file, R"({"imageLayoutVersion":"1.0.0"})");
+
+  // Keep what the index already lists under other ref names.
+  std::vector<Descriptor> manifests;
+  std::vector<json> kept;
+  fs::path index_file = dir / "index.json";
+  std::set<std::string> new_refs;
+  for (const auto& ti : images) new_refs.insert(layout_ref_name(ti.tag));
+  if (::access(index_file.c_str(), F_OK) == 0) {
+    json old;
+    try {
+      old = json::parse(read_file(index_file));
+    } catch (const json::exception& e) {
+      throw Error(index_file.string() + " is not valid JSON: " + e.what());
+    }
+    for (const auto& m : old.value("manifests", json::array())) {
+      std::string ref = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
+      if (!new_refs.count(ref)) kept.push_back(m);
+    }
+  }
+
+  for (const auto& ti : images) {
+    for (const auto& l : ti.image.layers) place_blob(blobs, store, l.digest);
+    place_bytes(blobs, ti.image.config_json, ti.image.config.digest);
+    place_bytes(blobs, ti.image.manifest_json, ti.image.manifest.digest);
+  }
+
+  json list = json::array();
+  for (auto& k : kept) list.push_back(k);
+  for (const auto& ti : images) {
+    Descriptor d = ti.image.manifest;
+    d.annotations["org.opencontainers.image.ref.name"] = layout_ref_name(ti.tag);
+    list.push_back(d);
+  }
+  json index{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}};
+  write_file_atomic(index_file, index.dump(2) + "\n");
+}
+
+void write_docker_archive(const fs::path& out, const Store& store, const std::vector<TaggedImage>& images) {
+  auto scratch = store.temp_dir();
+  std::vector<TarMember> members;
+  std::set<std::string> added;
+  json manifest = json::array();
+  for (const auto& ti : images) {
+    json layers = json::array();
+    for (const auto& l : ti.image.layers) {
+      std::string name = l.diff_id.hex() + "/layer.tar";
+      layers.push_back(name);
+      if (!added.insert(name).second) continue;
+      fs::path tar = scratch->path() / (l.diff_id.hex() + ".tar");
+      decompress_layer(store.blob_path(l.digest), tar);
+      members.push_back({name, {}, tar});
+    }
+    std::string config_name = ti.image.config.digest.hex() + ".json";
+    if (added.insert(config_name).second) members.push_back({config_name, ti.image.config_json, {}});
+    std::string tag = ti.tag.find(':') == std::string::npos ? ti.tag + ":latest" : ti.tag;
+    manifest.push_back(json{{"Config", config_name}, {"RepoTags", json::array({tag})}, {"Layers", layers}});
+  }
+  members.push_back({"manifest.json", manifest.dump() + "\n", {}});
+
+  AtomicFile f(out, 0644);
+  FdSink sink(f.fd(), out.string());
+  write_plain_tar(members, sink);
+  f.commit();
+}
+
+}  // namespace sb

@@ -1,0 +1,32 @@
+// Writers for finished images: an OCI image layout directory and a
+// docker-archive tarball (what `docker save` writes and `docker load` reads).
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "image/image.hpp"
+#include "store/store.hpp"
+
+namespace sb {
+
+struct TaggedImage {
+  std::string tag;   // "name:tag" (the layout's ref name is the part after ':')
+  Image image;
+};
+
+// The ref name an image gets in an OCI layout: the tag part of "name:tag".
+std::string layout_ref_name(const std::string& tag);
+
+// Adds the images to the OCI layout at `dir` (created if missing). Images
+// already there under other ref names are kept; the same ref name is replaced.
+// Blobs go in first, index.json last and atomically, so a reader never sees a
+// manifest whose blobs are missing.
+void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images);
+
+// Writes a docker-archive tarball (manifest.json, config, uncompressed layers)
+// to `out`, atomically.
+void write_docker_archive(const fs::path& out, const Store& store, const std::vector<TaggedImage>& images);
+
+}  // namespace sb

@@ -1,0 +1,330 @@
+#include "layer/blob_writer.hpp"
+
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
+#include <zlib.h>
+#include <zstd.h>
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace sb {
+
+using Emit = std::function<void(const void*, size_t)>;
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  virtual void write(const char* data, size_t size) = 0;
+  virtual void finish() = 0;
+};
+
+namespace {
+
+int thread_count(int requested) {
+  if (requested > 0) return requested;
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+class NoCompressor final : public Compressor {
+ public:
+  explicit NoCompressor(Emit emit) : emit_(std::move(emit)) {}
+  void write(const char* data, size_t size) override { emit_(data, size); }
+  void finish() override {}
+
+ private:
+  Emit emit_;
+};
+
+// ---- gzip: parallel ISA-L over fixed chunks -------------------------------
+
+constexpr size_t kWindow = 32 * 1024;
+
+// Buffers are recycled between chunks: fresh multi-megabyte allocations
+// would cost a page fault per 4 KiB, which showed as more system time than
+// the compression itself.
+struct Buffer {
+  std::unique_ptr<char[]> data;
+  size_t capacity = 0;
+  size_t size = 0;
+  void reserve(size_t n) {
+    if (n <= capacity) return;
+    data.reset(new char[n]);  // uninitialised on purpose
+    capacity = n;
+  }
+};
+
+struct GzipJob {
+  std::string input;
+  std::string dict;      // up to 32 KiB of the input before this chunk
+  bool last = false;
+  Buffer output;
+  uint32_t crc = 0;
+  bool done = false;
+  std::string error;
+};
+
+void compress_chunk(GzipJob& job, int level) {
+  size_t level_size = level == 1 ? ISAL_DEF_LVL1_DEFAULT
+                      : level == 2 ? ISAL_DEF_LVL2_DEFAULT
+                      : level == 3 ? ISAL_DEF_LVL3_DEFAULT
+                                   : 0;
+  thread_local Buffer level_buf;  // ISA-L's work area, one per worker thread
+  level_buf.reserve(level_size);
+  isal_zstream s;
+  isal_deflate_init(&s);
+  s.level = static_cast<uint32_t>(level);
+  s.level_buf = level_size ? reinterpret_cast<uint8_t*>(level_buf.data.get()) : nullptr;
+  s.level_buf_size = static_cast<uint32_t>(level_size);
+  s.gzip_flag = IGZIP_DEFLATE;
+  if (!job.dict.empty() &&
+      isal_deflate_set_dict(&s, reinterpret_cast<uint8_t*>(job.dict.data()),
+                            static_cast<uint32_t>(job.dict.size())) != COMP_OK) {
+    job.error = "ISA-L: cannot set the dictionary";
+    return;
+  }
+  s.end_of_stream = job.last ? 1 : 0;
+  s.flush = job.last ? NO_FLUSH : SYNC_FLUSH;
+  s.next_in = reinterpret_cast<uint8_t*>(job.input.data());
+  s.avail_in = static_cast<uint32_t>(job.input.size());
+  // Deflate never grows data by more than 5 bytes per 64 KiB stored block.
+  job.output.reserve(job.input.size() + job.input.size() / 1024 + 4096);
+  s.next_out = reinterpret_cast<uint8_t*>(job.output.data.get());
+  s.avail_out = static_cast<uint32_t>(job.output.capacity);
+  int rc = isal_deflate(&s);
+  bool finished = job.last ? s.internal_state.state == ZSTATE_END
+                           : s.avail_in == 0 && s.internal_state.state == ZSTATE_NEW_HDR;
+  if (rc != COMP_OK || !finished) {
+    job.error = "ISA-L deflate failed (" + std::to_string(rc) + ")";
+    return;
+  }
+  job.output.size = job.output.capacity - s.avail_out;
+  job.crc = crc32_gzip_refl(0, reinterpret_cast<const uint8_t*>(job.input.data()), job.input.size());
+}
+
+class GzipCompressor final : public Compressor {
+ public:
+  GzipCompressor(Emit emit, int level, int threads, size_t chunk_size)
+      : emit_(std::move(emit)), level_(level), chunk_size_(chunk_size) {
+    if (level_ < 0) level_ = 2;
+    if (level_ > 3) throw Error("gzip level " + std::to_string(level_) + " is not supported (ISA-L levels 0-3)");
+    // RFC 1952 header: no name, mtime 0, no extra flags, OS unknown.
+    static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
+    emit_(header, sizeof header);
+    int n = thread_count(threads);
+    max_in_flight_ = static_cast<size_t>(2 * n);
+    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
+    current_.reserve(chunk_size_);
+  }
+
+  ~GzipCompressor() override { stop(); }
+
+  void write(const char* data, size_t size) override {
+    while (size > 0) {
+      size_t take = std::min(size, chunk_size_ - current_.size());
+      current_.append(data, take);
+      data += take;
+      size -= take;
+      if (current_.size() == chunk_size_) submit(false);
+    }
+  }
+
+  void finish() override {
+    submit(true);
+    while (!queue_.empty()) drain_one();
+    stop();
+    unsigned char trailer[8];
+    for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>(crc_ >> (8 * i));
+    uint32_t isize = static_cast<uint32_t>(total_in_);  // modulo 2^32, as RFC 1952 says
+    for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>(isize >> (8 * i));
+    emit_(trailer, sizeof trailer);
+  }
+
+ private:
+  void submit(bool last) {
+    std::shared_ptr<GzipJob> job;
+    {
+      std::lock_guard lk(mu_);
+      if (!free_.empty()) {
+        job = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (!job) job = std::make_shared<GzipJob>();
+    job->done = false;
+    job->dict = std::move(dict_);
+    job->last = last;
+    size_t keep = std::min(kWindow, current_.size());
+    // The next chunk's dictionary: the last 32 KiB of everything so far.
+    if (keep < kWindow && !job->dict.empty()) {
+      size_t from_old = std::min(job->dict.size(), kWindow - keep);
+      dict_ = job->dict.substr(job->dict.size() - from_old);
+    }
+    dict_.append(current_, current_.size() - keep, keep);
+    std::swap(job->input, current_);  // current_ takes the recycled input buffer
+    current_.clear();
+    current_.reserve(chunk_size_);
+    {
+      std::lock_guard lk(mu_);
+      queue_.push_back(job);
+      pending_.push_back(job);
+    }
+    cv_work_.notify_one();
+    while (queue_.size() > max_in_flight_) drain_one();
+  }
+
+  // Waits for the oldest job and emits its output, in order.
+  void drain_one() {
+    std::shared_ptr<GzipJob> job = queue_.front();
+    {
+      std::unique_lock lk(mu_);
+      cv_done_.wait(lk, [&] { return job->done; });
+    }
+    queue_.pop_front();
+    if (!job->error.empty()) throw Error(job->error);
+    emit_(job->output.data.get(), job->output.size);
+    crc_ = static_cast<uint32_t>(crc32_combine(crc_, job->crc, static_cast<z_off_t>(job->input.size())));
+    total_in_ += job->input.size();
+    std::lock_guard lk(mu_);
+    free_.push_back(std::move(job));
+  }
+
+  void work() {
+    for (;;) {
+      std::shared_ptr<GzipJob> job;
+      {
+        std::unique_lock lk(mu_);
+        cv_work_.wait(lk, [&] { return stopping_ || !pending_.empty(); });
+        if (pending_.empty()) return;
+        job = pending_.front();
+        pending_.pop_front();
+      }
+      compress_chunk(*job, level_);
+      {
+        std::lock_guard lk(mu_);
+        job->done = true;
+      }
+      cv_done_.notify_all();
+    }
+  }
+
+  void stop() {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+    }
+    cv_work_.notify_all();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+    workers_.clear();
+  }
+
+  Emit emit_;
+  int level_;
+  size_t chunk_size_;
+  size_t max_in_flight_;
+  std::string current_;
+  std::string dict_;
+  uint32_t crc_ = 0;
+  uint64_t total_in_ = 0;
+  std::deque<std::shared_ptr<GzipJob>> queue_;    // submitted, in order (producer only)
+  std::deque<std::shared_ptr<GzipJob>> pending_;  // not yet taken by a worker
+  std::vector<std::shared_ptr<GzipJob>> free_;    // finished, buffers to reuse
+  std::mutex mu_;
+  std::condition_variable cv_work_, cv_done_;
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;
+};
+
+// ---- zstd: libzstd's workers ----------------------------------------------
+
+class ZstdCompressor final : public Compressor {
+ public:
+  ZstdCompressor(Emit emit, int level, int threads) : emit_(std::move(emit)), out_(ZSTD_CStreamOutSize(), '\0') {
+    cctx_ = ZSTD_createCCtx();
+    if (!cctx_) throw Error("zstd: out of memory");
+    check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level < 0 ? 3 : level));
+    check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1));
+    // Always at least one worker: libzstd's output is then the same for any count.
+    size_t rc = ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, thread_count(threads));
+    if (ZSTD_isError(rc)) throw Error("zstd: this libzstd has no multithreading support");
+  }
+  ~ZstdCompressor() override { ZSTD_freeCCtx(cctx_); }
+
+  void write(const char* data, size_t size) override {
+    ZSTD_inBuffer in{data, size, 0};
+    while (in.pos < in.size) run(&in, ZSTD_e_continue);
+  }
+
+  void finish() override {
+    ZSTD_inBuffer in{nullptr, 0, 0};
+    while (run(&in, ZSTD_e_end) != 0) {
+    }
+  }
+
+ private:
+  size_t run(ZSTD_inBuffer* in, ZSTD_EndDirective mode) {
+    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    size_t remaining = ZSTD_compressStream2(cctx_, &out, in, mode);
+    check(remaining);
+    if (out.pos) emit_(out_.data(), out.pos);
+    return remaining;
+  }
+  static void check(size_t rc) {
+    if (ZSTD_isError(rc)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(rc));
+  }
+
+  Emit emit_;
+  ZSTD_CCtx* cctx_ = nullptr;
+  std::string out_;
+};
+
+std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
+  switch (o.compression) {
+    case Compression::Gzip:
+      return std::make_unique<GzipCompressor>(std::move(emit), o.level, thread_count(o.threads), o.chunk_size);
+    case Compression::Zstd: return std::make_unique<ZstdCompressor>(std::move(emit), o.level, o.threads);
+    case Compression::None: break;
+  }
+  return std::make_unique<NoCompressor>(std::move(emit));
+}
+
+}  // namespace
+
+LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options)
+    : options_(options), out_(store.writer()) {
+  compressor_ = make_compressor(options_, [this](const void* d, size_t n) { out_.write(d, n); });
+}
+
+LayerBlobWriter::~LayerBlobWriter() = default;
+
+void LayerBlobWriter::write(const void* data, size_t size) {
+  diff_sha_.update(data, size);
+  bytes_in_ += size;
+  compressor_->write(static_cast<const char*>(data), size);
+}
+
+Layer LayerBlobWriter::finish() {
+  compressor_->finish();
+  Digest diff_id = diff_sha_.finish();
+  uint64_t size = out_.bytes_written();
+  Digest digest = out_.commit();
+  return Layer{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+}
+
+std::string compress_bytes(std::string_view data, const LayerOptions& options) {
+  std::string out;
+  auto c = make_compressor(options, [&](const void* d, size_t n) { out.append(static_cast<const char*>(d), n); });
+  c->write(data.data(), data.size());
+  c->finish();
+  return out;
+}
+
+}  // namespace sb

@@ -1,0 +1,47 @@
+// Turns an uncompressed tar stream into a layer blob in the store, computing
+// diff_id (of the input) and digest (of the output) in the same pass.
+//
+// gzip uses ISA-L in fixed-size chunks compressed in parallel, each primed with
+// the 32 KiB before it and ended with a sync flush (pigz's method), so the
+// bytes are the same for any thread count; the header carries no name and
+// mtime 0. zstd uses libzstd's own workers, whose output does not depend on
+// their number either (nbWorkers >= 1 always).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "layer/layer.hpp"
+#include "store/store.hpp"
+
+namespace sb {
+
+class ByteSink {
+ public:
+  virtual ~ByteSink() = default;
+  virtual void write(const void* data, size_t size) = 0;
+};
+
+class Compressor;  // one per compression, in blob_writer.cpp
+
+class LayerBlobWriter final : public ByteSink {
+ public:
+  LayerBlobWriter(const Store& store, const LayerOptions& options);
+  ~LayerBlobWriter() override;
+
+  void write(const void* data, size_t size) override;
+  uint64_t bytes_in() const { return bytes_in_; }
+  Layer finish();  // flushes, commits the blob, returns its description
+
+ private:
+  const LayerOptions options_;
+  Store::Writer out_;
+  Sha256 diff_sha_;
+  uint64_t bytes_in_ = 0;
+  std::unique_ptr<Compressor> compressor_;
+};
+
+// The compressed form of `data` as one blob would hold it (for tests and tools).
+std::string compress_bytes(std::string_view data, const LayerOptions& options);
+
+}  // namespace sb

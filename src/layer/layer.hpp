@@ -1,0 +1,39 @@
+// The output of the layer stage: one OCI layer blob in the store.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "util/digest.hpp"
+
+namespace sb {
+
+enum class Compression { Gzip, Zstd, None };
+
+std::string to_string(Compression c);
+Compression parse_compression(const std::string& name);  // "gzip", "zstd", "none"
+std::string layer_media_type(Compression c);  // application/vnd.oci.image.layer.v1.tar+gzip ...
+
+struct Layer {
+  Digest diff_id;           // sha256 of the uncompressed tar
+  Digest digest;            // sha256 of the blob as stored (compressed)
+  uint64_t size = 0;        // bytes of the blob
+  uint64_t uncompressed_size = 0;
+  std::string media_type;
+};
+
+void to_json(nlohmann::json& j, const Layer& l);
+Layer layer_from_json(const nlohmann::json& j);
+
+// How layers are written. The output bytes depend on `compression` and
+// `level` only: never on `threads`.
+struct LayerOptions {
+  Compression compression = Compression::Gzip;
+  int level = -1;           // -1: the default (gzip: ISA-L level 2; zstd: 3)
+  int threads = 0;          // 0: one per core
+  size_t chunk_size = 4 << 20;  // gzip: bytes of input per independently compressed chunk
+};
+
+}  // namespace sb

@@ -1,0 +1,171 @@
+#include "pipeline/build.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "layer/write.hpp"
+#include "util/error.hpp"
+
+namespace sb {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The entries of a layer made of `copy:` items. Sources are relative to the
+// recipe's directory; a destination ending in '/' receives the source inside it.
+EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch) {
+  ScanOptions o;
+  o.source_date_epoch = epoch;
+  o.uid = spec.uid.value_or(0);
+  o.gid = spec.gid.value_or(0);
+  o.normalize_modes = !spec.preserve_modes;
+  EntryMap entries;
+  for (const auto& c : spec.copy) {
+    fs::path src = fs::path(c.src).is_absolute() ? fs::path(c.src) : recipe.dir() / c.src;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(src, ec)))
+      throw InputError(c.where, "copy source '" + c.src + "' does not exist (looked for " + src.string() + ")");
+    std::string dst = c.dst;
+    if (dst.back() == '/' && !fs::is_directory(src)) dst += src.filename().string();
+    EntryMap one;
+    add_path(src, dst, o, one);
+    if (c.mode)
+      for (auto& [path, e] : one)
+        if (e.type == TarEntry::Type::File) e.mode = *c.mode;
+    for (auto& [path, e] : one) entries[path] = std::move(e);  // later copies win, as in a Dockerfile
+  }
+  add_parent_dirs(o, entries);
+  link_hardlinks(entries);
+  return entries;
+}
+
+Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions& lo, int64_t epoch,
+                 const EntryMap& entries) {
+  KeyHasher key;
+  key.field("stackbuild-layer", "1")
+      .field("parent", parent.str())
+      .field("spec", nlohmann::json(spec).dump())
+      .field("compression", to_string(lo.compression))
+      .field("level", lo.level)
+      .field("epoch", epoch);
+  hash_entries(entries, key);
+  return key.finish();
+}
+
+ImageConfig image_config(const Recipe& r) {
+  ImageConfig c;
+  c.architecture = r.architecture;
+  for (const auto& [k, v] : r.config.env) c.env.push_back(k + "=" + v);
+  c.entrypoint = r.config.entrypoint;
+  c.cmd = r.config.cmd;
+  c.working_dir = r.config.workdir;
+  c.user = r.config.user;
+  c.labels = r.config.labels;
+  c.exposed_ports = r.config.ports;
+  c.stop_signal = r.config.stop_signal;
+  return c;
+}
+
+ImageAnnotations annotations(const Recipe& r) {
+  auto get = [&](const char* k) {
+    auto it = r.annotations.find(k);
+    return it == r.annotations.end() ? std::string() : it->second;
+  };
+  ImageAnnotations a{get("title"), get("version"), get("source"), get("revision"), get("description")};
+  if (a.title.empty()) a.title = r.stack;
+  return a;
+}
+
+}  // namespace
+
+int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag) {
+  if (flag) return *flag;
+  if (recipe.source_date_epoch) return *recipe.source_date_epoch;
+  if (const char* env = getenv("SOURCE_DATE_EPOCH"); env && *env) {
+    char* end = nullptr;
+    long long v = strtoll(env, &end, 10);
+    if (*end || v < 0) throw Error("SOURCE_DATE_EPOCH='" + std::string(env) + "' is not a non-negative integer");
+    return v;
+  }
+  return 0;
+}
+
+BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
+  BuildResult result;
+  const int64_t epoch = choose_source_date_epoch(recipe, options.source_date_epoch);
+  result.source_date_epoch = epoch;
+
+  // 1. Layers, bottom to top: each keyed by its parent, spec and inputs.
+  Digest parent = Digest::of_bytes("");
+  std::vector<Layer> layers;
+  std::vector<HistoryEntry> history;
+  for (const auto& spec : recipe.layers) {
+    auto start = std::chrono::steady_clock::now();
+    try {
+      EntryMap entries = copy_entries(recipe, spec, epoch);
+      Digest key = layer_key(parent, spec, options.layer, epoch, entries);
+      LayerReport report{spec.name, Layer{key, key, 0, 0, ""}, true, 0};
+      auto lookup = [&]() -> std::optional<Layer> {
+        auto rec = store.get_record("layer", key);
+        if (!rec) return std::nullopt;
+        Layer l = layer_from_json(nlohmann::json::parse(*rec));
+        return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
+      };
+      std::optional<Layer> hit = lookup();
+      if (!hit) {
+        auto lock = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
+        hit = lookup();
+        if (!hit) {
+          report.cached = false;
+          int task = status.task_begin("layer " + spec.name, content_bytes(entries));
+          Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
+          store.put_record("layer", key, nlohmann::json(l).dump());
+          status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+          hit = l;
+        }
+      }
+      if (report.cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
+      report.layer = *hit;
+      report.seconds = since(start);
+      result.layers.push_back(report);
+      layers.push_back(*hit);
+      history.push_back({"stackbuild: layer '" + spec.name + "' (copy)", spec.comment, false});
+      parent = key;
+    } catch (Error& e) {
+      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
+    }
+  }
+
+  // 2. Image documents, one image per tag (same bytes for every tag).
+  Image image = make_image(image_config(recipe), layers, history, epoch, annotations(recipe));
+  std::vector<std::string> tags = options.tags.empty() ? recipe.tags : options.tags;
+  for (const auto& t : tags) {
+    try {
+      validate_tag(t);
+    } catch (Error& e) {
+      if (options.tags.empty() && recipe.tags_where.known()) throw InputError(recipe.tags_where, e.what());
+      throw Error(e.what(), kExitUsage);
+    }
+    result.images.push_back({t, image});
+  }
+
+  // 3. Output.
+  try {
+    if (options.format == OutputFormat::OciLayout)
+      write_oci_layout(options.output, store, result.images);
+    else
+      write_docker_archive(options.output, store, result.images);
+  } catch (Error& e) {
+    e.add_trace("while writing " + options.output.string());
+    throw;
+  }
+  return result;
+}
+
+}  // namespace sb

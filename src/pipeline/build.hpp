@@ -1,0 +1,46 @@
+// The driver: recipe in, images out. The only place that knows the order of
+// the stages; it owns the layer cache and reports through Status.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "image/layout.hpp"
+#include "layer/layer.hpp"
+#include "recipe/recipe.hpp"
+#include "store/store.hpp"
+#include "util/status.hpp"
+
+namespace sb {
+
+enum class OutputFormat { OciLayout, DockerArchive };
+
+struct BuildOptions {
+  fs::path output;                         // a layout directory or a tarball
+  OutputFormat format = OutputFormat::OciLayout;
+  LayerOptions layer;
+  std::optional<int64_t> source_date_epoch;  // --source-date-epoch: overrides all
+  std::vector<std::string> tags;           // --tag: replaces the recipe's tags
+};
+
+struct LayerReport {
+  std::string name;
+  Layer layer;
+  bool cached = false;
+  double seconds = 0;
+};
+
+struct BuildResult {
+  std::vector<TaggedImage> images;
+  std::vector<LayerReport> layers;
+  int64_t source_date_epoch = 0;
+};
+
+// The build's timestamp: --source-date-epoch, else the recipe's, else
+// $SOURCE_DATE_EPOCH, else 0.
+int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag);
+
+BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status);
+
+}  // namespace sb

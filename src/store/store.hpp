@@ -1,0 +1,70 @@
+// The content-addressed store: blobs/sha256/<hex> under a cache directory,
+// plus small records (refs/<kind>/<key>) that map cache keys to blobs.
+//
+// A blob enters only through a Writer, which hashes what it writes and renames
+// the temporary file into place once the digest is known (and, when one was
+// expected, matches). Readers therefore never see a partial or wrong blob, and
+// two stackbuild processes sharing a store can insert the same blob at once.
+// Work that should happen once across processes takes a lock() first.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "util/digest.hpp"
+#include "util/file.hpp"
+
+namespace sb {
+
+class Store {
+ public:
+  explicit Store(fs::path root);
+  // $XDG_CACHE_HOME/stackbuild, else $HOME/.cache/stackbuild.
+  static fs::path default_root();
+
+  const fs::path& root() const { return root_; }
+  fs::path blob_path(const Digest& d) const;
+  bool has(const Digest& d) const;
+  uint64_t size(const Digest& d) const;
+
+  // Streams a new blob in. commit() checks `expected` (when given), then moves
+  // the blob into place and returns its digest. Dropped uncommitted: no trace.
+  class Writer {
+   public:
+    void write(const void* data, size_t size);
+    void write(std::string_view s) { write(s.data(), s.size()); }
+    uint64_t bytes_written() const { return size_; }
+    Digest commit(const std::optional<Digest>& expected = std::nullopt);
+
+   private:
+    friend class Store;
+    Writer(const Store& store, fs::path temp_name);
+    const Store& store_;
+    AtomicFile file_;
+    Sha256 sha_;
+    uint64_t size_ = 0;
+  };
+  Writer writer() const;
+
+  Digest put(std::string_view bytes, const std::optional<Digest>& expected = std::nullopt) const;
+  Digest put_file(const fs::path& src, const std::optional<Digest>& expected = std::nullopt) const;
+  std::string read(const Digest& d) const;  // re-checks the digest
+
+  // Small JSON records keyed by a cache key, e.g. ("layer", key) -> Layer.
+  std::optional<std::string> get_record(std::string_view kind, const Digest& key) const;
+  void put_record(std::string_view kind, const Digest& key, std::string_view json) const;
+
+  // An exclusive inter-process lock on a name, e.g. "layer-<key>".
+  std::unique_ptr<FileLock> lock(std::string_view name) const;
+
+  // A scratch directory inside the store (same filesystem as the blobs).
+  std::unique_ptr<TempDir> temp_dir() const;
+
+ private:
+  fs::path root_;
+};
+
+}  // namespace sb

@@ -1,0 +1,143 @@
+#include "util/file.hpp"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <random>
+
+#include "util/error.hpp"
+
+namespace sb {
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
+static std::string random_suffix() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char chars[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string s;
+  for (int i = 0; i < 10; ++i) s += chars[rng() % 36];
+  return s;
+}
+
+void write_all(int fd, const void* data, size_t size, const std::string& what) {
+  auto* p = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("write " + what);
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+}
+
+void fsync_dir(const fs::path& dir) {
+  UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd.get() >= 0) ::fsync(fd.get());
+}
+
+AtomicFile::AtomicFile(fs::path dest, int mode) : dest_(std::move(dest)) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    temp_ = dest_;
+    temp_ += ".tmp-" + random_suffix();
+    int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd >= 0) {
+      fd_.reset(fd);
+      ::fchmod(fd, mode);  // not subject to the umask: the same bytes and modes everywhere
+      return;
+    }
+    if (errno != EEXIST) throw_errno("create " + temp_.string());
+  }
+  throw Error("create " + temp_.string() + ": too many temporary files");
+}
+
+AtomicFile::~AtomicFile() {
+  if (!done_) {
+    fd_.reset();
+    ::unlink(temp_.c_str());
+  }
+}
+
+void AtomicFile::write(const void* data, size_t size) { write_all(fd_.get(), data, size, temp_.string()); }
+
+void AtomicFile::commit() { commit_as(dest_); }
+
+void AtomicFile::commit_as(const fs::path& dest) {
+  if (::fsync(fd_.get()) != 0) throw_errno("fsync " + temp_.string());
+  fd_.reset();
+  if (::rename(temp_.c_str(), dest.c_str()) != 0) throw_errno("rename to " + dest.string());
+  done_ = true;
+  fsync_dir(dest.parent_path());
+}
+
+std::string read_file(const fs::path& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("open " + path.string());
+  std::string out;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw_errno("read " + path.string());
+    }
+    if (n == 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+  }
+}
+
+void write_file_atomic(const fs::path& path, std::string_view data, int mode) {
+  AtomicFile f(path, mode);
+  f.write(data);
+  f.commit();
+}
+
+FileLock::FileLock(const fs::path& lock_file) {
+  fd_.reset(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd_.get() < 0) throw_errno("open lock " + lock_file.string());
+  while (::flock(fd_.get(), LOCK_EX) != 0) {
+    if (errno != EINTR) throw_errno("lock " + lock_file.string());
+  }
+}
+
+FileLock::~FileLock() {
+  if (fd_.get() >= 0) ::flock(fd_.get(), LOCK_UN);
+}
+
+TempDir::TempDir(const fs::path& parent, std::string_view prefix) {
+  fs::path base = parent;
+  if (base.empty()) {
+    const char* t = getenv("TMPDIR");
+    base = t && *t ? t : "/tmp";
+  }
+  fs::create_directories(base);
+  std::string templ = (base / (std::string(prefix) + "XXXXXX")).string();
+  if (!mkdtemp(templ.data())) throw_errno("mkdtemp in " + base.string());
+  path_ = templ;
+}
+
+TempDir::~TempDir() {
+  if (keep_) return;
+  std::error_code ec;
+  // Make read-only directories writable so they can be removed.
+  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
+  }
+  fs::remove_all(path_, ec);
+}
+
+}  // namespace sb

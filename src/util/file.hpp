@@ -1,0 +1,85 @@
+// Files: owned descriptors, atomic writes, locks and scratch directories.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+namespace sb {
+
+namespace fs = std::filesystem;
+
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  int release() { int f = fd_; fd_ = -1; return f; }
+  void reset(int fd = -1);
+
+ private:
+  int fd_ = -1;
+};
+
+// Writes to a temporary file beside the destination; commit() fsyncs and
+// renames it into place. Destroyed without commit(), it leaves nothing behind
+// (ccache's AtomicFile, mold's output file).
+class AtomicFile {
+ public:
+  explicit AtomicFile(fs::path dest, int mode = 0644);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t size);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  int fd() const { return fd_.get(); }
+  const fs::path& temp_path() const { return temp_; }
+  void commit();                           // fsync, rename over dest, fsync the directory
+  void commit_as(const fs::path& dest);    // the same, to a name known only now
+
+ private:
+  fs::path dest_;
+  fs::path temp_;
+  UniqueFd fd_;
+  bool done_ = false;
+};
+
+std::string read_file(const fs::path& path);
+void write_file_atomic(const fs::path& path, std::string_view data, int mode = 0644);
+void write_all(int fd, const void* data, size_t size, const std::string& what);
+void fsync_dir(const fs::path& dir);
+
+// An exclusive advisory lock (flock) held for the object's lifetime; blocks
+// until it is free. Two stackbuild processes sharing a store serialise on it.
+class FileLock {
+ public:
+  explicit FileLock(const fs::path& lock_file);
+  ~FileLock();
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  UniqueFd fd_;
+};
+
+// A fresh directory under `parent` (or $TMPDIR), removed with everything in it
+// when the object goes away, unless keep() was called.
+class TempDir {
+ public:
+  explicit TempDir(const fs::path& parent = {}, std::string_view prefix = "stackbuild-");
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const fs::path& path() const { return path_; }
+  void keep() { keep_ = true; }
+
+ private:
+  fs::path path_;
+  bool keep_ = false;
+};
+
+}  // namespace sb

@@ -1,0 +1,30 @@
+// The one way to start a process: an argv vector, an explicit environment,
+// no shell in between.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace sb {
+
+struct ProcessSpec {
+  std::vector<std::string> argv;             // argv[0] is looked up in PATH if it has no '/'
+  std::map<std::string, std::string> env;    // the whole environment; nothing is inherited
+  std::filesystem::path cwd;                 // empty: the caller's
+  bool capture_stdout = false;
+  bool merge_stderr = false;                 // with capture: stderr goes to the same pipe
+};
+
+struct ProcessResult {
+  int exit_status = -1;    // 0..255, or 128+signal when killed by one
+  std::string output;      // captured stdout (and stderr if merged)
+};
+
+ProcessResult run_process(const ProcessSpec& spec);
+
+// The current environment as a map, for callers that want to pass it on.
+std::map<std::string, std::string> current_environment();
+
+}  // namespace sb

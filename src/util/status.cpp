@@ -1,0 +1,236 @@
+#include "util/status.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
+
+namespace sb {
+
+using Clock = std::chrono::steady_clock;
+
+std::string human_bytes(double b) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) b /= 1024, ++u;
+  char buf[32];
+  snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", b, units[u]);
+  return buf;
+}
+
+namespace {
+
+struct Task {
+  std::string label;
+  uint64_t total = 0;
+  uint64_t done = 0;
+  Clock::time_point start = Clock::now();
+};
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+class NullStatus final : public Status {
+ public:
+  int task_begin(std::string_view, uint64_t) override { return 0; }
+  void task_progress(int, uint64_t) override {}
+  void task_end(int, std::string_view) override {}
+  void message(Level, std::string_view) override {}
+  void result(std::string_view, std::string_view) override {}
+};
+
+// Shared bookkeeping of the three renderings.
+class BaseStatus : public Status {
+ public:
+  BaseStatus(FILE* out, bool verbose) : out_(out), verbose_(verbose) {}
+
+ protected:
+  FILE* out_;
+  bool verbose_;
+  std::mutex mu_;
+  std::map<int, Task> tasks_;
+  int next_id_ = 1;
+};
+
+class PlainStatus final : public BaseStatus {
+ public:
+  using BaseStatus::BaseStatus;
+  int task_begin(std::string_view label, uint64_t total) override {
+    std::lock_guard lk(mu_);
+    int id = next_id_++;
+    tasks_[id] = Task{std::string(label), total};
+    if (verbose_) fprintf(out_, "[start] %.*s\n", (int)label.size(), label.data());
+    return id;
+  }
+  void task_progress(int id, uint64_t done) override {
+    std::lock_guard lk(mu_);
+    tasks_[id].done = done;
+  }
+  void task_end(int id, std::string_view result) override {
+    std::lock_guard lk(mu_);
+    Task& t = tasks_[id];
+    fprintf(out_, "[done] %s: %.*s (%.2fs)\n", t.label.c_str(), (int)result.size(), result.data(),
+            seconds_since(t.start));
+    fflush(out_);
+    tasks_.erase(id);
+  }
+  void message(Level level, std::string_view text) override {
+    if (level == Level::Debug && !verbose_) return;
+    std::lock_guard lk(mu_);
+    fprintf(out_, "%s%.*s\n", level == Level::Warning ? "warning: " : "", (int)text.size(), text.data());
+    fflush(out_);
+  }
+  void result(std::string_view key, std::string_view value) override {
+    std::lock_guard lk(mu_);
+    fprintf(out_, "%.*s: %.*s\n", (int)key.size(), key.data(), (int)value.size(), value.data());
+    fflush(out_);
+  }
+};
+
+// Progress bars for running tasks, redrawn in place at most 10 times a second.
+class TtyStatus final : public BaseStatus {
+ public:
+  using BaseStatus::BaseStatus;
+  ~TtyStatus() override {
+    std::lock_guard lk(mu_);
+    clear();
+  }
+  int task_begin(std::string_view label, uint64_t total) override {
+    std::lock_guard lk(mu_);
+    int id = next_id_++;
+    tasks_[id] = Task{std::string(label), total};
+    redraw(true);
+    return id;
+  }
+  void task_progress(int id, uint64_t done) override {
+    std::lock_guard lk(mu_);
+    tasks_[id].done = done;
+    redraw(false);
+  }
+  void task_end(int id, std::string_view result) override {
+    std::lock_guard lk(mu_);
+    Task t = tasks_[id];
+    tasks_.erase(id);
+    clear();
+    fprintf(out_, "\033[32m✓\033[0m %s: %.*s (%.2fs)\n", t.label.c_str(), (int)result.size(), result.data(),
+            seconds_since(t.start));
+    redraw(true);
+  }
+  void message(Level level, std::string_view text) override {
+    if (level == Level::Debug && !verbose_) return;
+    std::lock_guard lk(mu_);
+    clear();
+    fprintf(out_, "%s%.*s\n", level == Level::Warning ? "\033[33mwarning:\033[0m " : "", (int)text.size(),
+            text.data());
+    redraw(true);
+  }
+  void result(std::string_view key, std::string_view value) override {
+    std::lock_guard lk(mu_);
+    clear();
+    fprintf(out_, "%.*s: %.*s\n", (int)key.size(), key.data(), (int)value.size(), value.data());
+    redraw(true);
+  }
+
+ private:
+  void clear() {
+    for (int i = 0; i < drawn_; ++i) fputs("\033[1A\033[2K", out_);
+    drawn_ = 0;
+  }
+  void redraw(bool force) {
+    auto now = Clock::now();
+    if (!force && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    clear();
+    for (const auto& [id, t] : tasks_) {
+      double secs = seconds_since(t.start);
+      double rate = secs > 0 ? t.done / secs : 0;
+      std::string bar;
+      if (t.total > 0) {
+        int filled = static_cast<int>(30.0 * std::min<uint64_t>(t.done, t.total) / t.total);
+        bar = "[" + std::string(filled, '#') + std::string(30 - filled, '.') + "] ";
+      }
+      fprintf(out_, "  %s %s%s %s/s\n", t.label.c_str(), bar.c_str(), human_bytes(t.done).c_str(),
+              human_bytes(rate).c_str());
+      ++drawn_;
+    }
+    fflush(out_);
+  }
+  int drawn_ = 0;
+  Clock::time_point last_{};
+};
+
+// One JSON object per line: {"event": ..., ...}, for pipelines.
+class JsonStatus final : public BaseStatus {
+ public:
+  using BaseStatus::BaseStatus;
+  int task_begin(std::string_view label, uint64_t total) override {
+    std::lock_guard lk(mu_);
+    int id = next_id_++;
+    tasks_[id] = Task{std::string(label), total};
+    emit({{"event", "task_begin"}, {"id", id}, {"label", label}, {"total", total}});
+    return id;
+  }
+  void task_progress(int id, uint64_t done) override {
+    std::lock_guard lk(mu_);
+    Task& t = tasks_[id];
+    t.done = done;
+    auto now = Clock::now();
+    if (now - last_ < std::chrono::milliseconds(500)) return;
+    last_ = now;
+    emit({{"event", "task_progress"}, {"id", id}, {"done", done}, {"total", t.total}});
+  }
+  void task_end(int id, std::string_view result) override {
+    std::lock_guard lk(mu_);
+    Task& t = tasks_[id];
+    emit({{"event", "task_end"}, {"id", id}, {"label", t.label}, {"result", result},
+          {"seconds", seconds_since(t.start)}});
+    tasks_.erase(id);
+  }
+  void message(Level level, std::string_view text) override {
+    if (level == Level::Debug && !verbose_) return;
+    std::lock_guard lk(mu_);
+    const char* l = level == Level::Warning ? "warning" : level == Level::Info ? "info" : "debug";
+    emit({{"event", "message"}, {"level", l}, {"text", text}});
+  }
+  void result(std::string_view key, std::string_view value) override {
+    std::lock_guard lk(mu_);
+    emit({{"event", "result"}, {"key", key}, {"value", value}});
+  }
+
+ private:
+  void emit(const nlohmann::json& j) {
+    fprintf(out_, "%s\n", j.dump().c_str());
+    fflush(out_);
+  }
+  Clock::time_point last_{};
+};
+
+}  // namespace
+
+StatusMode detect_status_mode(FILE* out) {
+  const char* ci = getenv("CI");
+  const char* term = getenv("TERM");
+  if (isatty(fileno(out)) && !(ci && *ci) && !(term && std::string(term) == "dumb")) return StatusMode::Tty;
+  return StatusMode::Plain;
+}
+
+std::unique_ptr<Status> make_status(StatusMode mode, FILE* out, bool verbose) {
+  switch (mode) {
+    case StatusMode::Tty: return std::make_unique<TtyStatus>(out, verbose);
+    case StatusMode::Json: return std::make_unique<JsonStatus>(out, verbose);
+    case StatusMode::Plain: break;
+  }
+  return std::make_unique<PlainStatus>(out, verbose);
+}
+
+Status& null_status() {
+  static NullStatus s;
+  return s;
+}
+
+}  // namespace sb

@@ -1,0 +1,40 @@
+// All user-facing output goes through one Status (ninja's Status): stage code
+// reports tasks and messages; the rendering (TTY progress bars, plain lines,
+// JSON lines) is chosen once by the CLI. Stage code never prints.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace sb {
+
+enum class Level { Debug, Info, Warning };
+enum class StatusMode { Tty, Plain, Json };
+
+class Status {
+ public:
+  virtual ~Status() = default;
+  // A unit of work (a layer being written, a blob being copied). `total` is in
+  // bytes, 0 when unknown. Returns an id for the calls below.
+  virtual int task_begin(std::string_view label, uint64_t total) = 0;
+  virtual void task_progress(int id, uint64_t done) = 0;
+  virtual void task_end(int id, std::string_view result) = 0;
+  virtual void message(Level level, std::string_view text) = 0;
+  // A finished record for machines and humans alike, e.g. the digest of an image.
+  virtual void result(std::string_view key, std::string_view value) = 0;
+};
+
+// The rendering that fits `out`: TTY when it is a terminal and CI is unset.
+StatusMode detect_status_mode(FILE* out);
+std::unique_ptr<Status> make_status(StatusMode mode, FILE* out, bool verbose = false);
+
+// A Status that drops everything, for tests and library callers.
+Status& null_status();
+
+// "1.5 GiB", "340 MiB/s": sizes for humans.
+std::string human_bytes(double bytes);
+
+}  // namespace sb
