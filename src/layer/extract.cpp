@@ -14,6 +14,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "layer/utf8_locale.hpp"
 
 namespace sb {
 
@@ -167,7 +168,8 @@ class LayerApplier {
   LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats) : root_(root), o_(o), stats_(stats) {}
 
   void apply(struct archive* a, struct archive_entry* e) {
-    std::string raw = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
+    // The UTF-8 forms: the bytes as archived, whatever this process's locale.
+    std::string raw = archive_entry_pathname_utf8(e) ? archive_entry_pathname_utf8(e) : "";
     auto comps = split_entry_path(raw);
     std::string path = join(comps, comps.size());
     if (++stats_.entries > o_.max_entries)
@@ -179,7 +181,7 @@ class LayerApplier {
     if (!seen_.insert(path).second) refuse(raw, "appears twice in the layer");
 
     UniqueFd dir = root_.open_dir(parent, true, raw);
-    const char* hardlink = archive_entry_hardlink(e);
+    const char* hardlink = archive_entry_hardlink_utf8(e);
     mode_t type = archive_entry_filetype(e);
     uint32_t mode = archive_entry_perm(e);
     if (hardlink) return link(raw, dir.get(), name, hardlink);
@@ -196,7 +198,7 @@ class LayerApplier {
     switch (type) {
       case AE_IFREG: return file(a, e, raw, dir.get(), name, mode);
       case AE_IFLNK: {
-        const char* target = archive_entry_symlink(e);
+        const char* target = archive_entry_symlink_utf8(e);
         if (::symlinkat(target ? target : "", dir.get(), name.c_str()) != 0) throw_errno("symlink " + raw);
         break;
       }
@@ -315,6 +317,7 @@ class LayerApplier {
 }  // namespace
 
 void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options, ExtractStats& stats) {
+  Utf8Locale locale;
   Root root(target);
   ReadPtr a = open_blob(blob, false);
   LayerApplier applier(root, options, stats);

@@ -11,6 +11,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "layer/utf8_locale.hpp"
 
 namespace sb {
 
@@ -68,6 +69,7 @@ class TarOut {
     const char* msg = archive_error_string(a_.get());
     throw Error("tar: " + what + ": " + (msg ? msg : "libarchive error"));
   }
+  Utf8Locale locale_;  // before a_: pax names are translated while it lives
   WriteContext ctx_;
   ArchivePtr a_;
 };

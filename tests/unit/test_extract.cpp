@@ -1,0 +1,156 @@
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <map>
+
+#include "helpers.hpp"
+#include "layer/extract.hpp"
+#include "tar_fixture.hpp"
+
+using namespace sb;
+using test::RawEntry;
+
+namespace {
+
+// A base directory with the target and, beside it, things a hostile layer
+// would like to reach. snapshot() records everything outside the target.
+struct Sandbox {
+  TempDir base;
+  fs::path target = base.path() / "target";
+  fs::path outside = base.path() / "outside";
+  Sandbox() {
+    fs::create_directories(target);
+    test::write(outside / "secret", "secret", 0600);
+    fs::create_directories(outside / "dir");
+    ::chmod((outside / "dir").c_str(), 0700);
+  }
+  std::map<std::string, std::string> snapshot() const {
+    std::map<std::string, std::string> out;
+    for (auto it = fs::recursive_directory_iterator(base.path()); it != fs::recursive_directory_iterator(); ++it) {
+      if (it->path() == target) {
+        it.disable_recursion_pending();
+        continue;
+      }
+      struct stat st;
+      ::lstat(it->path().c_str(), &st);
+      std::string v = std::to_string(st.st_mode);
+      if (S_ISREG(st.st_mode)) v += ":" + read_file(it->path());
+      out[it->path().string()] = v;
+    }
+    return out;
+  }
+  void apply(const std::vector<std::vector<RawEntry>>& layers, ExtractOptions o = {}, bool gzip = false) {
+    ExtractStats stats;
+    int i = 0;
+    TempDir blobs;  // away from base, which must stay as it was
+    for (const auto& l : layers) {
+      fs::path blob = blobs.path() / ("layer" + std::to_string(i++) + ".tar");
+      test::make_tar(blob, l, gzip);
+      extract_layer(blob, target, o, stats);
+      fs::remove(blob);
+    }
+  }
+};
+
+void expect_refused(const std::vector<std::vector<RawEntry>>& layers, const std::string& why,
+                    ExtractOptions o = {}, bool gzip = false) {
+  Sandbox sb;
+  auto before = sb.snapshot();
+  CHECK_THROWS_WITH(sb.apply(layers, o, gzip), Catch::Contains(why));
+  CHECK(sb.snapshot() == before);
+}
+
+}  // namespace
+
+TEST_CASE("extractor refuses hostile layers and writes nothing outside the target", "[extract]") {
+  SECTION("traversal") { expect_refused({{{"../outside/evil", 'f', "x"}}}, "'..' component"); }
+  SECTION("traversal in the middle") { expect_refused({{{"a/../../outside/evil", 'f', "x"}}}, "'..' component"); }
+  SECTION("absolute path") { expect_refused({{{"/tmp/evil", 'f', "x"}}}, "absolute path"); }
+  SECTION("write through a symlink that leaves the root") {
+    expect_refused({{{"esc", 'l', "../outside"}, {"esc/evil", 'f', "x"}}}, "leads out of the root");
+  }
+  SECTION("write through a symlink placed by a lower layer") {
+    expect_refused({{{"up", 'l', ".."}}, {{"up/outside/evil", 'f', "x"}}}, "leads out of the root");
+  }
+  SECTION("symlink chains that climb out") {
+    expect_refused({{{"a", 'l', "b/.."}, {"b", 'l', "c/../.."}, {"c", 'd'}, {"a/x", 'f', "x"}}},
+                   "leads out of the root");
+  }
+  SECTION("hardlink to a path outside") {
+    expect_refused({{{"hl", 'h', "../outside/secret"}}}, "'..' component");
+  }
+  SECTION("hardlink through an escaping symlink") {
+    expect_refused({{{"esc", 'l', "../outside"}, {"hl", 'h', "esc/secret"}}}, "leads out of the root");
+  }
+  SECTION("hardlink to nothing") { expect_refused({{{"hl", 'h', "missing"}}}, "does not exist"); }
+  SECTION("whiteout of ..") { expect_refused({{{"a", 'd'}}, {{"a/.wh...", 'f', ""}}}, "whiteout of '..'"); }
+  SECTION("bare whiteout") { expect_refused({{{"a/.wh.", 'f', ""}}}, "whiteout names nothing"); }
+  SECTION("duplicate entries") {
+    expect_refused({{{"f", 'f', "one"}, {"f", 'f', "two"}}}, "appears twice");
+  }
+  SECTION("device nodes unless allowed") { expect_refused({{{"null", 'c'}}}, "device nodes are not allowed"); }
+  SECTION("tar bomb past the size limit") {
+    ExtractOptions o;
+    o.max_bytes = 1 << 20;
+    expect_refused({{{"big", 'f', "", 0644, 8 << 20}}}, "size limit", o);
+  }
+  SECTION("gzip bomb past the size limit") {
+    ExtractOptions o;
+    o.max_bytes = 4 << 20;
+    expect_refused({{{"a", 'f', "", 0644, 3 << 20}, {"b", 'f', "", 0644, 3 << 20}}}, "size limit", o, true);
+  }
+  SECTION("too many entries") {
+    ExtractOptions o;
+    o.max_entries = 3;
+    expect_refused({{{"a", 'f'}, {"b", 'f'}, {"c", 'f'}, {"d", 'f'}}}, "entries", o);
+  }
+}
+
+TEST_CASE("extractor resolves symlinks inside the image root", "[extract]") {
+  Sandbox sb;
+  auto before = sb.snapshot();
+  // An absolute symlink means the image's /etc, not the host's.
+  sb.apply({{{"etc", 'd', "", 0755}, {"link", 'l', "/etc"}, {"usr", 'd'}, {"usr/lib", 'd'}, {"lib", 'l', "usr/lib"}},
+            {{"link/passwd", 'f', "image"}, {"lib/libx.so", 'f', "x"}}});
+  CHECK(read_file(sb.target / "etc" / "passwd") == "image");
+  CHECK(read_file(sb.target / "usr" / "lib" / "libx.so") == "x");
+  CHECK(fs::is_symlink(sb.target / "lib"));
+  CHECK(sb.snapshot() == before);
+}
+
+TEST_CASE("a directory entry replaces a symlink instead of chmod-ing through it", "[extract]") {
+  Sandbox sb;
+  auto before = sb.snapshot();
+  std::string out = fs::relative(sb.outside / "dir", sb.target).string();
+  sb.apply({{{"d", 'l', "/" + out}}, {{"d", 'd', "", 0777}}});
+  CHECK(fs::is_directory(fs::symlink_status(sb.target / "d")));
+  CHECK(sb.snapshot() == before);
+}
+
+TEST_CASE("whiteouts and opaque directories hide lower layers", "[extract]") {
+  Sandbox sb;
+  sb.apply({{{"a", 'd'}, {"a/keep", 'f', "k"}, {"a/gone", 'f', "g"}, {"b", 'd'}, {"b/old", 'f', "o"}},
+            {{"a/.wh.gone", 'f', ""}, {"b/.wh..wh..opq", 'f', ""}, {"b/new", 'f', "n"}}});
+  CHECK(fs::exists(sb.target / "a" / "keep"));
+  CHECK_FALSE(fs::exists(sb.target / "a" / "gone"));
+  CHECK_FALSE(fs::exists(sb.target / "a" / ".wh.gone"));
+  CHECK_FALSE(fs::exists(sb.target / "b" / "old"));
+  CHECK(read_file(sb.target / "b" / "new") == "n");
+  CHECK_FALSE(fs::exists(sb.target / "b" / ".wh..wh..opq"));
+}
+
+TEST_CASE("files, modes, symlinks and hardlinks come out as archived", "[extract]") {
+  Sandbox sb;
+  sb.apply({{{"bin", 'd', "", 0755}, {"bin/tool", 'f', "#!/bin/sh\n", 0755}, {"bin/alias", 'h', "bin/tool"},
+             {"bin/link", 'l', "tool"}, {"secret", 'f', "s", 0600}}});
+  struct stat a, b;
+  ::stat((sb.target / "bin/tool").c_str(), &a);
+  ::stat((sb.target / "bin/alias").c_str(), &b);
+  CHECK(a.st_ino == b.st_ino);
+  CHECK((a.st_mode & 07777) == 0755);
+  CHECK(fs::read_symlink(sb.target / "bin/link") == "tool");
+  ::stat((sb.target / "secret").c_str(), &a);
+  CHECK((a.st_mode & 07777) == 0600);
+  CHECK(a.st_mtime == 1000);
+}

@@ -1,0 +1,119 @@
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "store/store.hpp"
+#include "util/digest.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+using namespace sb;
+
+TEST_CASE("Digest parses only well-formed sha256 digests", "[util]") {
+  std::string hex(64, 'a');
+  CHECK(Digest::parse("sha256:" + hex).hex() == hex);
+  CHECK_THROWS_WITH(Digest::parse("sha512:" + hex), Catch::Contains("only sha256"));
+  CHECK_THROWS_WITH(Digest::parse("sha256:" + hex.substr(1)), Catch::Contains("64 hex"));
+  CHECK_THROWS_WITH(Digest::parse("sha256:" + std::string(64, 'A')), Catch::Contains("lowercase hex"));
+}
+
+TEST_CASE("Sha256 matches the FIPS 180-2 test vectors, in one piece or streamed", "[util]") {
+  CHECK(Digest::of_bytes("abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  CHECK(Digest::of_bytes("").hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  Sha256 h;
+  h.update("a");
+  h.update("bc");
+  CHECK(h.finish() == Digest::of_bytes("abc"));
+}
+
+TEST_CASE("KeyHasher keeps field boundaries", "[util]") {
+  CHECK(KeyHasher().field("x", "ab").field("y", "c").finish() !=
+        KeyHasher().field("x", "a").field("y", "bc").finish());
+  CHECK(KeyHasher().field("x", "a").finish() != KeyHasher().field("y", "a").finish());
+  CHECK(KeyHasher().field("x", "a").finish() == KeyHasher().field("x", "a").finish());
+}
+
+TEST_CASE("AtomicFile leaves nothing without commit, the whole file with it", "[util]") {
+  TempDir dir;
+  fs::path dest = dir.path() / "out";
+  {
+    AtomicFile f(dest);
+    f.write("partial");
+  }
+  CHECK(fs::is_empty(dir.path()));
+  {
+    AtomicFile f(dest, 0600);
+    f.write("whole");
+    f.commit();
+  }
+  CHECK(read_file(dest) == "whole");
+  CHECK((fs::status(dest).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
+}
+
+TEST_CASE("InputError renders file:line:col, the quoted line and a caret", "[util]") {
+  TempDir dir;
+  fs::path f = dir.path() / "r.yaml";
+  test::write(f, "stack: x\nlayrs: []\n");
+  InputError e(SourceLocation{f.string(), 2, 1}, "unknown key 'layrs'", "known keys: layers");
+  std::string r = e.render();
+  CHECK_THAT(r, Catch::StartsWith(f.string() + ":2:1: unknown key 'layrs'"));
+  CHECK_THAT(r, Catch::Contains("\n    layrs: []\n    ^"));
+  CHECK_THAT(r, Catch::Contains("known keys: layers"));
+  CHECK(e.exit_code() == kExitInput);
+  CHECK(suggest("layrs", {"stack", "layers", "tags"}) == "layers");
+  CHECK(suggest("zzzzzz", {"stack", "layers"}).empty());
+}
+
+TEST_CASE("run_process passes argv and exactly the given environment", "[util]") {
+  auto r = run_process({{"sh", "-c", "echo \"$1:$FOO:${HOME-unset}\"", "sh", "a b"},
+                        {{"FOO", "bar"}, {"PATH", "/usr/bin:/bin"}}, {}, true, false});
+  CHECK(r.exit_status == 0);
+  CHECK(r.output == "a b:bar:unset\n");
+  CHECK(run_process({{"sh", "-c", "exit 7"}, {{"PATH", "/usr/bin:/bin"}}, {}, false, false}).exit_status == 7);
+  CHECK_THROWS_WITH(run_process({{"no-such-program-here"}, {{"PATH", "/usr/bin"}}, {}, false, false}),
+                    Catch::Contains("not found"));
+}
+
+TEST_CASE("Store checks digests on the way in and keeps no partial blob", "[store]") {
+  TempDir dir;
+  Store store(dir.path());
+  Digest d = store.put("hello");
+  CHECK(store.has(d));
+  CHECK(store.read(d) == "hello");
+  CHECK(store.blob_path(d) == dir.path() / "blobs" / "sha256" / d.hex());
+  CHECK_THROWS_WITH(store.put("other", d), Catch::Contains("digest mismatch"));
+  CHECK(fs::is_empty(dir.path() / "tmp"));
+  {
+    auto w = store.writer();
+    w.write("never committed");
+  }
+  CHECK(fs::is_empty(dir.path() / "tmp"));
+  // A corrupted blob is caught when read back.
+  fs::permissions(store.blob_path(d), fs::perms::owner_all);
+  test::write(store.blob_path(d), "hellO");
+  CHECK_THROWS_WITH(store.read(d), Catch::Contains("corrupt"));
+}
+
+TEST_CASE("Store locks exclude another process", "[store]") {
+  TempDir dir;
+  Store store(dir.path());
+  fs::path marker = dir.path() / "marker";
+  auto lock = store.lock("x");
+  pid_t pid = fork();
+  if (pid == 0) {
+    // The child blocks on the lock, then records whether the marker existed.
+    Store s(dir.path());
+    auto l = s.lock("x");
+    _exit(fs::exists(marker) ? 0 : 1);
+  }
+  usleep(200 * 1000);
+  test::write(marker, "parent was first");
+  lock.reset();
+  int status = 0;
+  waitpid(pid, &status, 0);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
