@@ -115,6 +115,14 @@ class GzipCompressor final : public Compressor {
       : emit_(std::move(emit)), level_(level), chunk_size_(chunk_size) {
     if (level_ < 0) level_ = 2;
     if (level_ > 3) throw Error("gzip level " + std::to_string(level_) + " is not supported (ISA-L levels 0-3)");
+#if defined(__x86_64__)
+    // ISA-L's deflate gives the same bytes on every x86-64 CPU with SSE4.2
+    // (checked under emulation: Nehalem, Haswell, AVX-512 hosts) and other
+    // bytes below it. Refuse rather than write layers that differ by machine.
+    if (!__builtin_cpu_supports("sse4.2"))
+      throw Error("this CPU lacks SSE4.2, on which gzip layers would not be bit-identical to those built "
+                  "elsewhere; use --compression zstd (identical on every x86-64 CPU)");
+#endif
     // RFC 1952 header: no name, mtime 0, no extra flags, OS unknown.
     static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
     emit_(header, sizeof header);

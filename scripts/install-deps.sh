@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what stackbuild needs to build and test, from Debian's packages.
+# Runs as root on a fresh Debian 12; does nothing when all is already there.
+set -euo pipefail
+
+build_deps=(g++ cmake make pkg-config
+  libarchive-dev libssl-dev libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev
+  libzstd-dev libisal-dev zlib1g-dev catch2)
+# Real tools the integration tests drive (nobody here wrote them).
+test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zstd qemu-user tar gzip)
+
+want=("${build_deps[@]}")
+[ "${1:-}" = "--with-tests" ] && want+=("${test_deps[@]}")
+
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#want[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The main job: install, build stackbuild, build the main recipe into an OCI
+# layout under out/. Extra arguments go to `stackbuild build`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+recipe="${STACKBUILD_RECIPE:-examples/hello.yaml}"
+stack=$(basename "$recipe" .yaml)
+./build/stackbuild build "$recipe" -o "out/$stack" "$@"
+echo "main: OCI layout written to out/$stack"
