@@ -30,6 +30,12 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
       value = a.substr(eq + 1);
       has_value = true;
     }
+    // A short option with its value attached: "-j2".
+    if (!has_value && a[1] != '-' && a.size() > 2 && contains(options, a.substr(0, 2))) {
+      name = a.substr(0, 2);
+      value = a.substr(2);
+      has_value = true;
+    }
     if (contains(flags, name)) {
       if (has_value) throw Error("option " + name + " takes no value", kExitUsage);
       values_[name].push_back("");

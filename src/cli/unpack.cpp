@@ -105,12 +105,13 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   } catch (const json::exception& e) {
     throw Error((layout / "index.json").string() + ": " + e.what());
   }
+  const json manifests = index.value("manifests", json::array());
   const json* chosen = nullptr;
   std::vector<std::string> refs;
-  for (const auto& m : index.value("manifests", json::array())) {
+  for (const auto& m : manifests) {
     std::string r = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
     refs.push_back(r);
-    if (ref.empty() ? index["manifests"].size() == 1 : r == ref) chosen = &m;
+    if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
   }
   if (!chosen) {
     std::string list;
@@ -119,6 +120,9 @@ int cmd_unpack(const std::vector<std::string>& argv) {
                             : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
   }
   json manifest = json::parse(read_file(checked_blob(layout, *chosen)));
+  checked_blob(layout, manifest.at("config"));  // every blob is checked, the config too
+  std::vector<fs::path> layers;
+  for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l));
 
   fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());
   TempDir tmp(dest.parent_path().empty() ? fs::path(".") : dest.parent_path(), "." + dest.filename().string() + ".tmp-");
@@ -126,7 +130,7 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   fs::create_directory(root);
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
-  for (const auto& l : manifest.at("layers")) extract_layer(checked_blob(layout, l), root, o, stats);
+  for (const auto& blob : layers) extract_layer(blob, root, o, stats);
   fs::rename(root, dest);
   fprintf(stderr, "unpacked %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
           (unsigned long long)stats.bytes, dest.c_str());

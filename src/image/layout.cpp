@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <map>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -104,8 +105,17 @@ void write_docker_archive(const fs::path& out, const Store& store, const std::ve
   auto scratch = store.temp_dir();
   std::vector<TarMember> members;
   std::set<std::string> added;
+  // One manifest.json item per image, listing all its tags, as `docker save`
+  // writes it (skopeo refuses an archive whose items repeat an image).
   json manifest = json::array();
+  std::map<std::string, size_t> item_of;  // manifest digest -> index in `manifest`
   for (const auto& ti : images) {
+    std::string tag = ti.tag.find(':') == std::string::npos ? ti.tag + ":latest" : ti.tag;
+    auto known = item_of.find(ti.image.manifest.digest.hex());
+    if (known != item_of.end()) {
+      manifest[known->second]["RepoTags"].push_back(tag);
+      continue;
+    }
     json layers = json::array();
     for (const auto& l : ti.image.layers) {
       std::string name = l.diff_id.hex() + "/layer.tar";
@@ -117,7 +127,7 @@ void write_docker_archive(const fs::path& out, const Store& store, const std::ve
     }
     std::string config_name = ti.image.config.digest.hex() + ".json";
     if (added.insert(config_name).second) members.push_back({config_name, ti.image.config_json, {}});
-    std::string tag = ti.tag.find(':') == std::string::npos ? ti.tag + ":latest" : ti.tag;
+    item_of[ti.image.manifest.digest.hex()] = manifest.size();
     manifest.push_back(json{{"Config", config_name}, {"RepoTags", json::array({tag})}, {"Layers", layers}});
   }
   members.push_back({"manifest.json", manifest.dump() + "\n", {}});

@@ -1,0 +1,174 @@
+# Shared bits of the integration tests. Sourced by tests/integration/test_*.sh, which
+# CTest runs as `bash test_x.sh` with SB (the stackbuild binary) and SB_SOURCE_DIR
+# (the repository root) in the environment. Exit status: 0 pass, 77 skipped (a missing
+# prerequisite, with the reason printed), anything else a failure.
+#
+# After sourcing: $TMP is a fresh directory removed on exit, $STORE is a --store in it,
+# $HERE is this folder, $SCHEMAS the OCI JSON schemas (may not exist: require_schemas).
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+TEST_NAME=$(basename "$0" .sh)
+
+say()  { printf '%s: %s\n' "$TEST_NAME" "$*"; }
+# check WHAT: announces the next assertion, so a failure reads in context.
+check() { printf '%s: check: %s\n' "$TEST_NAME" "$*"; }
+fail() { printf '%s: FAIL: %s\n' "$TEST_NAME" "$*" >&2; exit 1; }
+skip() { printf '%s: SKIP: %s\n' "$TEST_NAME" "$*" >&2; exit 77; }
+pass() { printf '%s: PASS\n' "$TEST_NAME"; exit 0; }
+
+require_tool() {
+  local t
+  for t in "$@"; do
+    command -v "$t" >/dev/null 2>&1 || skip "'$t' is not installed"
+  done
+}
+require_python_module() {
+  local m
+  for m in "$@"; do
+    python3 -c "import $m" >/dev/null 2>&1 || skip "python3 module '$m' is not installed"
+  done
+}
+require_schemas() {
+  [[ -f "$SCHEMAS/image-manifest-schema.json" ]] ||
+    skip "the OCI JSON schemas are not at $SCHEMAS (../shared/oci-image-spec-schemas beside the repository)"
+}
+
+[[ -n "${SB:-}" ]] || fail "SB (the stackbuild binary) is not set; run through ctest, or SB=build/stackbuild SB_SOURCE_DIR=. bash $0"
+[[ -x "$SB" ]] || fail "SB=$SB is not an executable"
+SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
+[[ -n "${SB_SOURCE_DIR:-}" && -d "$SB_SOURCE_DIR" ]] || fail "SB_SOURCE_DIR (the repository root) is not set or not a directory"
+SB_SOURCE_DIR=$(cd "$SB_SOURCE_DIR" && pwd)
+SCHEMAS="$SB_SOURCE_DIR/../shared/oci-image-spec-schemas"
+require_tool python3
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sb-$TEST_NAME.XXXXXX")
+cleanup() {
+  local rc=$?
+  chmod -R u+rwX "$TMP" 2>/dev/null || true
+  rm -rf "$TMP"
+  return $rc
+}
+trap cleanup EXIT
+# shellcheck disable=SC2034  # used by the scripts that source this file
+STORE="$TMP/store"
+
+# sb ARGS...: runs stackbuild with plain progress (the store is given by the caller).
+sb() { "$SB" "$@" --progress plain; }
+
+# in_dir DIR CMD...: runs CMD (a command or a function) in DIR, in a subshell.
+in_dir() {
+  local d=$1
+  shift
+  (cd "$d" && "$@")
+}
+
+# run_capture NAME CMD...: runs CMD with stdout in $TMP/NAME.out, stderr in $TMP/NAME.err;
+# sets RC (never aborts the script).
+run_capture() {
+  local name=$1
+  shift
+  RC=0
+  "$@" >"$TMP/$name.out" 2>"$TMP/$name.err" || RC=$?
+}
+
+# show_output NAME: prints a captured command's output (for failure context).
+show_output() {
+  sed "s/^/  [$1 stdout] /" "$TMP/$1.out" >&2 || true
+  sed "s/^/  [$1 stderr] /" "$TMP/$1.err" >&2 || true
+}
+
+# expect_ok NAME CMD...: runs CMD (captured) and fails the test unless it exits 0.
+expect_ok() {
+  local name=$1
+  run_capture "$@"
+  if [[ $RC -ne 0 ]]; then
+    show_output "$name"
+    shift
+    fail "'$*' exited $RC, expected 0"
+  fi
+}
+
+# expect_rc CODE NAME CMD...: runs CMD (captured) and fails the test unless it exits CODE.
+expect_rc() {
+  local want=$1 name=$2
+  shift
+  run_capture "$@"
+  if [[ $RC -ne $want ]]; then
+    show_output "$name"
+    shift
+    fail "'$*' exited $RC, expected $want"
+  fi
+}
+
+# json FILE EXPR: prints the python expression EXPR evaluated with j = the JSON in FILE.
+json() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+
+# manifest_digest LAYOUT REF: the hex of the manifest named REF in LAYOUT's index.json.
+manifest_digest() {
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+idx = json.load(open(sys.argv[1] + "/index.json"))
+hits = [m["digest"] for m in idx["manifests"]
+        if (m.get("annotations") or {}).get("org.opencontainers.image.ref.name") == sys.argv[2]]
+if len(hits) != 1:
+    sys.exit(f"{sys.argv[1]}/index.json: {len(hits)} manifests named {sys.argv[2]!r}")
+print(hits[0].split(":", 1)[1])
+PY
+}
+
+# image_digests LAYOUT REF: prints "manifest <d>", "config <d>", "layer<i> <d>" and
+# "diff_id<i> <d>" lines (full digests) for the image REF.
+image_digests() {
+  local m
+  m=$(manifest_digest "$1" "$2") || fail "no image '$2' in $1"
+  python3 - "$1" "$m" <<'PY'
+import json, sys
+layout, m = sys.argv[1], sys.argv[2]
+man = json.load(open(f"{layout}/blobs/sha256/{m}"))
+cfg = json.load(open(f"{layout}/blobs/sha256/{man['config']['digest'].split(':')[1]}"))
+print("manifest sha256:" + m)
+print("config " + man["config"]["digest"])
+for i, l in enumerate(man["layers"]):
+    print(f"layer{i} {l['digest']}")
+for i, d in enumerate(cfg["rootfs"]["diff_ids"]):
+    print(f"diff_id{i} {d}")
+PY
+}
+
+# leftover_temps DIR: lists temp files (*.tmp-*, *.tmp, .tmp*) under DIR.
+leftover_temps() {
+  find "$1" \( -name '*.tmp-*' -o -name '*.tmp' -o -name '.tmp*' -o -name '*.partial' \) -print 2>/dev/null || true
+}
+
+# store_temps STORE: leftover temp files and anything left in the store's tmp/ folder.
+store_temps() {
+  leftover_temps "$1"
+  if [[ -d "$1/tmp" ]]; then find "$1/tmp" -mindepth 1 -print; fi
+}
+
+# verify_blobs DIR: every DIR/blobs/sha256/<hex> hashes to <hex>.
+verify_blobs() {
+  local f n=0
+  [[ -d "$1/blobs/sha256" ]] || fail "$1 has no blobs/sha256"
+  for f in "$1"/blobs/sha256/*; do
+    [[ "$(sha256sum <"$f" | cut -d' ' -f1)" == "$(basename "$f")" ]] ||
+      fail "blob $f does not hash to its name"
+    n=$((n + 1))
+  done
+  [[ $n -gt 0 ]] || fail "$1/blobs/sha256 is empty"
+  say "$n blob(s) in $1 hash to their names"
+}
+
+# make_tree DIR [--reverse]: the rich input tree (see make_tree.py).
+make_tree() { python3 "$HERE/make_tree.py" "$@"; }
+
+# expected_copy SRC DST: copies SRC's contents to DST the way a copy layer normalises
+# them: directories and files with any x bit 0755, other files 0644 (symlinks as is),
+# hardlinks kept.
+expected_copy() {
+  mkdir -p "$2"
+  cp -a "$1/." "$2/"
+  find "$2" -type d -exec chmod 0755 {} +
+  find "$2" -type f -perm /0111 -exec chmod 0755 {} +
+  find "$2" -type f ! -perm /0111 -exec chmod 0644 {} +
+}
