@@ -14,6 +14,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/interrupt.hpp"
 #include "layer/utf8_locale.hpp"
 
 namespace sb {
@@ -327,6 +328,7 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
       int rc = archive_read_next_header(a.get(), &e);
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) throw Error(std::string("corrupt layer: ") + archive_error_string(a.get()));
+      check_interrupted();
       applier.apply(a.get(), e);
     }
     applier.finish();

@@ -11,6 +11,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/interrupt.hpp"
 #include "layer/utf8_locale.hpp"
 
 namespace sb {
@@ -87,6 +88,7 @@ void copy_content(TarOut& out, const fs::path& src, uint64_t expected, const std
       throw_errno("read " + src.string());
     }
     if (n == 0) break;
+    check_interrupted();
     total += static_cast<uint64_t>(n);
     if (total > expected) break;
     out.data(buf.data(), static_cast<size_t>(n), path);
@@ -106,6 +108,7 @@ void write_canonical_tar(const EntryMap& entries, ByteSink& sink, const Progress
   std::string buf(1 << 20, '\0');
   uint64_t done = 0;
   for (const auto& [path, t] : entries) {
+    check_interrupted();
     archive_entry_clear(e.get());
     bool dir = t.type == TarEntry::Type::Dir;
     archive_entry_copy_pathname(e.get(), dir ? (path + "/").c_str() : path.c_str());
