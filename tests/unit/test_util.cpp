@@ -117,3 +117,49 @@ TEST_CASE("Store locks exclude another process", "[store]") {
   CHECK(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
 }
+
+#include <nlohmann/json.hpp>
+
+#include "util/status.hpp"
+
+static std::vector<std::string> status_lines(StatusMode mode, bool verbose = false) {
+  FILE* f = tmpfile();
+  {
+    auto s = make_status(mode, f, verbose);
+    int id = s->task_begin("layer app", 100);
+    s->task_progress(id, 50);
+    s->message(Level::Debug, "debug detail");
+    s->message(Level::Warning, "careful");
+    s->task_end(id, "sha256:x");
+    s->result("hello:1.0", "sha256:y");
+  }
+  rewind(f);
+  std::vector<std::string> lines;
+  char buf[1024];
+  while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\n"));
+  fclose(f);
+  return lines;
+}
+
+TEST_CASE("Status renders plain lines and JSON lines", "[util]") {
+  auto plain = status_lines(StatusMode::Plain);
+  REQUIRE(plain.size() == 3);  // no debug line without --verbose
+  CHECK(plain[0] == "warning: careful");
+  CHECK_THAT(plain[1], Catch::StartsWith("[done] layer app: sha256:x ("));
+  CHECK(plain[2] == "hello:1.0: sha256:y");
+  CHECK(status_lines(StatusMode::Plain, true).size() == 5);  // [start] and the debug line
+
+  auto json = status_lines(StatusMode::Json);
+  std::vector<std::string> events;
+  for (const auto& l : json) events.push_back(nlohmann::json::parse(l).at("event"));
+  CHECK(events == std::vector<std::string>{"task_begin", "task_progress", "message", "task_end", "result"});
+  auto end = nlohmann::json::parse(json[3]);
+  CHECK(end["label"] == "layer app");
+  CHECK(end["result"] == "sha256:x");
+}
+
+TEST_CASE("human_bytes", "[util]") {
+  CHECK(human_bytes(512) == "512 B");
+  CHECK(human_bytes(1536) == "1.5 KiB");
+  CHECK(human_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");
+}
