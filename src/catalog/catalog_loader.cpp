@@ -7,13 +7,48 @@
 #include <cctype>
 
 #include "catalog/catalog.hpp"
-#include "catalog/yaml_reader.hpp"
+#include "util/yaml_reader.hpp"
 
 namespace sb::catalog {
 
 namespace {
 
-using detail::YamlReader;
+// The shared strict reader, plus the catalog's own value kinds.
+class YamlReader : public yaml::Reader {
+ public:
+  using yaml::Reader::Reader;
+
+  Version version(const YAML::Node& node, std::string_view what) const {
+    std::string why;
+    auto v = Version::parse(string(node, what), &why);
+    if (!v) fail(node, why, "versions are dotted numbers with an optional -revision: 12.6.3, 2.23.4-1");
+    return *v;
+  }
+
+  // A range, or a list of ranges meaning any of them.
+  VersionRange range(const YAML::Node& node, std::string_view what) const {
+    std::vector<std::string> texts = string_or_strings(node, what);
+    std::string why;
+    auto r = VersionRange::parse_any_of(texts, &why);
+    if (!r) fail(node, why, "ranges look like \"12.6\", \">=12.0,<12.4\", \"12.0 - 12.3\" or a list of them");
+    return *r;
+  }
+
+  // A compute capability such as "8.0" or "9.0a".
+  std::string arch(const YAML::Node& node) const {
+    std::string s = string(node, "a compute capability");
+    size_t dot = s.find('.');
+    bool ok = dot != std::string::npos && dot > 0 && dot + 1 < s.size();
+    for (size_t i = 0; ok && i < s.size(); ++i) {
+      char c = s[i];
+      if (i == dot) continue;
+      bool letter_suffix = i + 1 == s.size() && i > dot + 1 && (c == 'a' || c == 'f');
+      ok = std::isdigit(static_cast<unsigned char>(c)) || letter_suffix;
+    }
+    if (!ok) fail(node, "bad compute capability '" + s + "'", "write it as major.minor: 8.0, 9.0a, 12.0");
+    return s;
+  }
+};
 
 // A component named in requires:/prefers:, checked once all files are read.
 struct NameUse {
@@ -41,7 +76,7 @@ class FileLoader {
       r_.expect_map(n, "'citations'");
       for (auto it = n.begin(); it != n.end(); ++it) r_.string_or_strings(it->second, "a citation");
     }
-    if (auto n = root["priority"]) c.priority = r_.integer(n, "'priority'");
+    if (auto n = root["priority"]) c.priority = static_cast<int>(r_.integer(n, "'priority'"));
     if (auto n = root["arch_support"]) {
       r_.expect_list(n, "'arch_support'");
       for (const auto& item : n) c.arch_support.push_back(arch_support(item));

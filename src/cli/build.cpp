@@ -2,9 +2,55 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/plan.hpp"
+#include "resolve/plan.hpp"
 #include "util/error.hpp"
 
 namespace sb::cli {
+
+namespace {
+
+// What stops a layer that needs more than local files: fetching or building
+// it is later work (apt: issue 4; pip and NVIDIA redist: issue 5; build
+// steps and source builds: issue 6).
+[[noreturn]] void not_implemented(const Planned& planned) {
+  const resolve::PlanPoint* point = nullptr;
+  for (const auto& p : planned.plan.points)
+    if (p.stack && !point) point = &p;
+  for (const auto& l : planned.recipe.layers) {
+    std::string need = l.needs();
+    if (need.empty()) continue;
+    std::string what;
+    if (need == "use") {
+      std::string versions;
+      for (const auto& u : l.use) {
+        std::string v = "?";
+        if (point)
+          for (const auto& [c, ver] : point->stack->versions)
+            if (c == u) v = ver;
+        versions += (versions.empty() ? "" : ", ") + u + (v == "?" ? "" : " " + v);
+      }
+      what = l.from == "source"
+                 ? "needs " + versions + " built from source: building from source is not implemented yet (issue 6)"
+                 : "needs " + versions +
+                       " from the catalog: fetching apt packages (issue 4), pip wheels and NVIDIA redist "
+                       "archives (issue 5) is not implemented yet";
+    } else if (need == "apt") {
+      what = "installs apt packages: fetching apt sources is not implemented yet (issue 4)";
+    } else if (need == "pip") {
+      what = "installs pip packages: fetching pip wheels is not implemented yet (issue 5)";
+    } else {
+      what = "has build steps: running them is not implemented yet (issue 6)";
+    }
+    Error e("layer '" + l.name + "' (" + l.where.str() + ") " + what);
+    e.add_trace("the recipe resolved (" + std::to_string(planned.plan.points.size()) +
+                " matrix points; see 'stackbuild plan'); nothing was built");
+    throw e;
+  }
+  throw Error("internal: no layer needs components");
+}
+
+}  // namespace
 
 const char* const kBuildHelp =
     "usage: stackbuild build RECIPE.yaml [options]\n"
@@ -25,22 +71,45 @@ const char* const kBuildHelp =
     "                           it); default: the recipe's source_date_epoch, else $SOURCE_DATE_EPOCH,\n"
     "                           else 0\n"
     "  --tag NAME:TAG           tag the image NAME:TAG instead of the recipe's tags (repeatable)\n"
+    "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
+    "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
+    "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
+    "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
+    "                           beside the recipe or above it, else the built-in one)\n"
     "\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG.\n"
+    "A recipe with a matrix, catalog components (use:, apt:, pip:, build:) or ${vars} is\n"
+    "resolved first (as 'stackbuild plan' shows it). Layers of components cannot be built yet:\n"
+    "the build stops after resolving and names the layer.\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
 int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   std::vector<std::string> options = kCommonOptions;
+  flags.push_back("--locked");
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
-                                 "--source-date-epoch"});
-  Args args(argv, flags, options, {"--tag"});
+                                 "--source-date-epoch", "--catalog"});
+  Args args(argv, flags, options, {"--tag", "--set"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
 
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
+  if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
+    Planned planned = plan_recipe(recipe, plan_options(args));
+    if (args.has("--locked")) check_lock(planned);
+    const auto& points = planned.plan.points;
+    if (planned.plan.unsatisfiable() == points.size())
+      throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+    if (recipe.needs_components()) not_implemented(planned);
+    if (points.size() != 1)
+      throw Error("the matrix has " + std::to_string(points.size()) +
+                      " points; building several images in one run is not implemented yet: choose one "
+                      "point with --set KEY=VALUE",
+                  kExitUsage);
+    recipe = resolve::instantiate(planned.recipe, points.front());
+  }
 
   BuildOptions o;
   std::string format = args.get("--format").value_or("oci");

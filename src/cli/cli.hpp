@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "pipeline/plan.hpp"
 #include "store/store.hpp"
 #include "util/status.hpp"
 
@@ -37,11 +38,19 @@ int cmd_layer(const std::vector<std::string>& argv);
 int cmd_unpack(const std::vector<std::string>& argv);
 int cmd_extract(const std::vector<std::string>& argv);
 int cmd_version(const std::vector<std::string>& argv);
+int cmd_plan(const std::vector<std::string>& argv);
+int cmd_lock(const std::vector<std::string>& argv);
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
 extern const char* const kUnpackHelp;
 extern const char* const kExtractHelp;
+extern const char* const kPlanHelp;
+extern const char* const kLockHelp;
+
+// --catalog DIR and --set KEY=VALUE, shared by plan, lock and build.
+extern const std::vector<std::string> kPlanOptions;  // --catalog (--set is repeatable)
+PlanOptions plan_options(const Args& args);
 
 // Prints a command's help when --help was given; returns true if it did.
 bool maybe_help(const Args& args, const char* help);

@@ -4,6 +4,7 @@
 
 #include "cli/cli.hpp"
 #include "util/error.hpp"
+#include "util/interrupt.hpp"
 
 namespace sb::cli {
 
@@ -34,12 +35,16 @@ static const char* const kMainHelp =
     "  0    success\n"
     "  1    the work failed (I/O, a refused or corrupt layer, a failed tool)\n"
     "  2    bad command line\n"
-    "  3    an input file (recipe) is invalid\n"
+    "  3    an input file (recipe, catalog, lockfile) is invalid, or --locked found the\n"
+    "       lockfile missing or stale\n"
+    "  4    --strict: some matrix points cannot be resolved\n"
     "  130  interrupted\n";
 
 const std::vector<Command>& commands() {
   static const std::vector<Command> cmds = {
       {"build", "build a recipe into an OCI layout or a docker-archive", kBuildHelp, cmd_build},
+      {"plan", "resolve a recipe's matrix against the catalog and print it", kPlanHelp, cmd_plan},
+      {"lock", "write RECIPE.lock: every resolved version of every matrix point", kLockHelp, cmd_lock},
       {"layer", "write one layer blob from a directory tree", kLayerHelp, cmd_layer},
       {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
@@ -95,6 +100,7 @@ static bool looks_like_recipe(const std::string& s) {
 
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
+  install_interrupt_handlers();
   std::vector<std::string> args(argv + 1, argv + argc);
   try {
     if (args.empty()) {

@@ -17,7 +17,8 @@ double since(std::chrono::steady_clock::time_point t) {
 }
 
 // The entries of a layer made of `copy:` items. Sources are relative to the
-// recipe's directory; a destination ending in '/' receives the source inside it.
+// directory of the recipe that wrote them (a parent's, under `extends:`); a
+// destination ending in '/' receives the source inside it.
 EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch) {
   ScanOptions o;
   o.source_date_epoch = epoch;
@@ -26,7 +27,7 @@ EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch
   o.normalize_modes = !spec.preserve_modes;
   EntryMap entries;
   for (const auto& c : spec.copy) {
-    fs::path src = fs::path(c.src).is_absolute() ? fs::path(c.src) : recipe.dir() / c.src;
+    fs::path src = fs::path(c.src).is_absolute() ? fs::path(c.src) : c.base / c.src;
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(src, ec)))
       throw InputError(c.where, "copy source '" + c.src + "' does not exist (looked for " + src.string() + ")");
@@ -60,7 +61,7 @@ Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions
 ImageConfig image_config(const Recipe& r) {
   ImageConfig c;
   c.architecture = r.architecture;
-  for (const auto& [k, v] : r.config.env) c.env.push_back(k + "=" + v);
+  for (const auto& [k, v] : r.config.env) c.env.push_back(k + "=" + v.value);
   c.entrypoint = r.config.entrypoint;
   c.cmd = r.config.cmd;
   c.working_dir = r.config.workdir;

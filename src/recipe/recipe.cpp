@@ -1,124 +1,218 @@
+// load_recipe(): read the file and its `extends:` parents, merge them
+// (nearest wins), validate what only the whole recipe can show.
 #include "recipe/recipe.hpp"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
 
-#include "recipe/yaml_reader.hpp"
+#include "recipe/parse.hpp"
 #include "util/file.hpp"
 
 namespace sb {
 
+namespace detail {
+
 namespace {
 
-using yaml::Reader;
-
-CopySpec parse_copy(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "a copy item", {"src", "dst", "mode"}, {"src", "dst"});
-  CopySpec c;
-  c.where = r.where(n);
-  c.src = r.str(n["src"], "copy.src");
-  c.dst = r.str(n["dst"], "copy.dst");
-  if (c.src.empty()) r.fail(n["src"], "copy.src is empty");
-  if (c.dst.empty() || c.dst[0] != '/')
-    r.fail(n["dst"], "copy.dst must be an absolute path in the image, not '" + c.dst + "'");
-  if (("/" + c.dst + "/").find("/../") != std::string::npos) r.fail(n["dst"], "copy.dst must not contain '..'");
-  if (n["mode"]) c.mode = r.octal_mode(n["mode"], "copy.mode");
-  return c;
+template <class T, class Key>
+T* by_name(std::vector<T>& v, const Key& name) {
+  for (auto& x : v)
+    if (x.name == name) return &x;
+  return nullptr;
 }
 
-LayerSpec parse_layer(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "a layer", {"name", "copy", "owner", "preserve_modes", "comment"}, {"name"});
-  LayerSpec l;
-  l.where = r.where(n);
-  l.name = r.str(n["name"], "layer name");
-  if (l.name.empty() || l.name.find_first_of("/ \t") != std::string::npos)
-    r.fail(n["name"], "layer name '" + l.name + "' must be a non-empty word");
-  if (n["copy"])
-    for (const auto& item : r.seq(n["copy"], "copy")) l.copy.push_back(parse_copy(r, item));
-  if (n["owner"]) {
-    std::string owner = r.str(n["owner"], "owner");
-    auto colon = owner.find(':');
-    try {
-      size_t used = 0;
-      std::string u = owner.substr(0, colon);
-      l.uid = static_cast<uint32_t>(std::stoul(u, &used));
-      if (used != u.size()) throw std::invalid_argument(u);
-      std::string g = colon == std::string::npos ? u : owner.substr(colon + 1);
-      l.gid = static_cast<uint32_t>(std::stoul(g, &used));
-      if (used != g.size()) throw std::invalid_argument(g);
-    } catch (const std::exception&) {
-      r.fail(n["owner"], "owner must be numeric 'UID:GID', not '" + owner + "'");
-    }
+// The keys `child` gave, over `base`.
+void merge_layer(LayerSpec& base, const LayerSpec& child) {
+  auto replace = child.key_where.find("replace");
+  if (replace != child.key_where.end()) {  // `replace: true`: the child's layer alone
+    base = child;
+    return;
   }
-  if (n["preserve_modes"]) l.preserve_modes = r.boolean(n["preserve_modes"], "preserve_modes");
-  if (n["comment"]) l.comment = r.str(n["comment"], "comment");
-  if (l.copy.empty()) r.fail(n, "layer '" + l.name + "' has nothing in it", "add a 'copy:' list");
-  return l;
+  for (const auto& [key, where] : child.key_where) {
+    if (key == "copy") base.copy = child.copy;
+    else if (key == "owner") base.uid = child.uid, base.gid = child.gid;
+    else if (key == "preserve_modes") base.preserve_modes = child.preserve_modes;
+    else if (key == "comment") base.comment = child.comment;
+    else if (key == "use") base.use = child.use;
+    else if (key == "version") base.version = child.version;
+    else if (key == "components") base.components = child.components;
+    else if (key == "packages") base.packages = child.packages;
+    else if (key == "from") base.from = child.from;
+    else if (key == "build") base.build = child.build;
+    else if (key == "keep_source") base.keep_source = child.keep_source;
+    else if (key == "patches") base.patches.insert(base.patches.end(), child.patches.begin(), child.patches.end());
+    else if (key == "apt") base.apt = child.apt;
+    else if (key == "pip") base.pip = child.pip;
+    base.key_where[key] = where;
+  }
 }
 
-ConfigSpec parse_config(const Reader& r, const YAML::Node& n) {
-  r.expect_map(n, "config", {"env", "entrypoint", "cmd", "workdir", "user", "labels", "ports", "stop_signal"});
-  ConfigSpec c;
-  if (const auto& env = n["env"]) {
-    if (!env.IsMap()) r.fail(env, "config.env must be a mapping of NAME: value");
-    for (const auto& kv : env) {
-      std::string k = r.str(kv.first, "an env name");
-      if (k.empty() || k.find('=') != std::string::npos) r.fail(kv.first, "bad environment variable name '" + k + "'");
-      c.env.emplace_back(k, r.str(kv.second, "config.env." + k));
-    }
+template <class V>
+void merge_pairs(std::vector<std::pair<std::string, V>>& base, const std::vector<std::pair<std::string, V>>& child) {
+  for (const auto& kv : child) {
+    auto it = std::find_if(base.begin(), base.end(), [&](const auto& b) { return b.first == kv.first; });
+    if (it != base.end()) it->second = kv.second;
+    else base.push_back(kv);
   }
-  if (n["entrypoint"]) c.entrypoint = r.str_list(n["entrypoint"], "config.entrypoint");
-  if (n["cmd"]) c.cmd = r.str_list(n["cmd"], "config.cmd");
-  if (n["workdir"]) c.workdir = r.str(n["workdir"], "config.workdir");
-  if (n["user"]) c.user = r.str(n["user"], "config.user");
-  if (n["labels"]) c.labels = r.str_map(n["labels"], "config.labels");
-  if (n["ports"]) c.ports = r.str_list(n["ports"], "config.ports");
-  if (n["stop_signal"]) c.stop_signal = r.str(n["stop_signal"], "config.stop_signal");
-  return c;
 }
 
 }  // namespace
 
+void merge_recipe(Recipe& base, const Recipe& child) {
+  auto given = [&](const char* key) { return child.key_where.count(key) > 0; };
+  if (given("stack")) base.stack = child.stack;
+  if (given("release")) base.release = child.release;
+  if (given("architecture")) base.architecture = child.architecture;
+  if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;
+  if (given("matrix")) {
+    for (const auto& axis : child.matrix.axes) {
+      auto it = std::find_if(base.matrix.axes.begin(), base.matrix.axes.end(),
+                             [&](const MatrixAxis& a) { return a.key == axis.key; });
+      if (it != base.matrix.axes.end()) *it = axis;
+      else base.matrix.axes.push_back(axis);
+    }
+    if (!child.matrix.include.empty()) base.matrix.include = child.matrix.include;
+    if (!child.matrix.exclude.empty()) base.matrix.exclude = child.matrix.exclude;
+  }
+  for (const auto& l : child.layers) {
+    if (LayerSpec* mine = by_name(base.layers, l.name)) merge_layer(*mine, l);
+    else base.layers.push_back(l);
+  }
+  if (given("config")) {
+    const ConfigSpec& c = child.config;
+    merge_pairs(base.config.env, c.env);
+    if (!c.entrypoint.empty()) base.config.entrypoint = c.entrypoint;
+    if (!c.cmd.empty()) base.config.cmd = c.cmd;
+    if (!c.workdir.empty()) base.config.workdir = c.workdir;
+    if (!c.user.empty()) base.config.user = c.user;
+    if (!c.stop_signal.empty()) base.config.stop_signal = c.stop_signal;
+    if (!c.ports.empty()) base.config.ports = c.ports;
+    for (const auto& [k, v] : c.labels) base.config.labels[k] = v;
+  }
+  for (const auto& [k, v] : child.annotations) base.annotations[k] = v;
+  if (given("tags")) {
+    base.tags = child.tags;
+    base.tag_where = child.tag_where;
+    base.tags_where = child.tags_where;
+  }
+  if (given("push")) base.push = child.push;
+  for (const auto& t : child.tests) {
+    if (TestSpec* mine = by_name(base.tests, t.name)) *mine = t;
+    else base.tests.push_back(t);
+  }
+  for (const auto& [k, w] : child.key_where) base.key_where[k] = w;
+  base.file = child.file;
+}
+
+void validate_recipe(const Recipe& r) {
+  SourceLocation top{r.file.string(), 1, 1};
+  if (r.stack.empty()) throw InputError(top, "missing key 'stack' in the recipe");
+  if (r.layers.empty()) {
+    auto it = r.key_where.find("layers");
+    throw InputError(it == r.key_where.end() ? top : it->second,
+                     it == r.key_where.end() ? "missing key 'layers' in the recipe" : "the recipe has no layers");
+  }
+  for (const auto& l : r.layers) {
+    auto fail = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
+      throw InputError(l.at(key), "layer '" + l.name + "': " + msg, hint);
+    };
+    if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty())
+      fail("name", "has nothing in it", "give it 'copy:', 'use:', 'apt:', 'pip:' or 'build:'");
+    if (l.copies())
+      for (const char* k : {"use", "apt", "pip", "build"})
+        if (l.key_where.count(k))
+          fail(k, std::string("copies files and has '") + k + "'",
+               "a layer either copies files or installs software: split it in two");
+    if (l.use.empty())
+      for (const char* k : {"version", "components", "packages", "from", "keep_source", "patches"})
+        if (l.key_where.count(k))
+          fail(k, std::string("'") + k + "' needs 'use:' (the catalog component it applies to)");
+    if (l.use.size() > 1)
+      for (const char* k : {"version", "from", "keep_source", "patches", "components"})
+        if (l.key_where.count(k))
+          fail(k, std::string("'") + k + "' applies to one component, and the layer uses " +
+                      std::to_string(l.use.size()),
+               "use one layer per component, or let the resolver choose the versions");
+    for (const auto& p : l.patches) {
+      std::error_code ec;
+      if (!fs::is_regular_file(p.file, ec))
+        throw InputError(p.where, "layer '" + l.name + "': patch '" + p.path + "' not found (looked for " +
+                                      p.file.string() + ")",
+                         "patch paths are relative to the recipe that names them");
+    }
+    if ((!l.keep_source.empty() || !l.patches.empty()) && l.from != "source")
+      fail(l.keep_source.empty() ? "patches" : "keep_source",
+           std::string(l.keep_source.empty() ? "patches" : "keep_source") + " needs 'from: source'",
+           "patches and kept sources belong to a framework built from its source");
+  }
+  std::vector<std::string> keys;
+  for (const auto& a : r.matrix.axes) keys.push_back(a.key);
+  for (const auto* list : {&r.matrix.include, &r.matrix.exclude}) {
+    const bool is_include = list == &r.matrix.include;
+    for (const auto& combo : *list) {
+      for (const auto& [k, v] : combo.values) {
+        const MatrixAxis* axis = r.matrix.find(k);
+        if (!axis && !is_include) {
+          std::string best = suggest(k, keys);
+          throw InputError(v.where, "exclude names '" + k + "', which is not a matrix key" +
+                                        (best.empty() ? "" : " (did you mean '" + best + "'?)"));
+        }
+        if (!axis && is_include) {
+          std::string best = suggest(k, keys);
+          if (!best.empty())
+            throw InputError(v.where, "include names '" + k + "', which is not a matrix key (did you mean '" +
+                                          best + "'?)");
+          continue;  // an include may bring a key of its own
+        }
+        if (!is_include && std::find(axis->values.begin(), axis->values.end(), v) == axis->values.end())
+          throw InputError(v.where, "exclude value " + k + "='" + v.str() + "' is not in matrix." + k,
+                           "an exclude that matches nothing is likely a typo");
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
 Recipe parse_recipe(const std::string& text, const fs::path& file) {
-  Reader r(file.string());
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    throw InputError(SourceLocation{file.string(), e.mark.line + 1, e.mark.column + 1}, e.msg);
+  // The chain child -> parent -> ..., read until a file has no `extends:`.
+  std::vector<detail::RecipeFile> chain;
+  chain.push_back(detail::parse_recipe_file(text, file));
+  std::vector<fs::path> seen{fs::weakly_canonical(file)};
+  while (!chain.back().extends.empty()) {
+    const auto& child = chain.back();
+    fs::path parent = fs::path(child.extends).is_absolute() ? fs::path(child.extends)
+                                                             : (child.recipe.file.parent_path() / child.extends).lexically_normal();
+    fs::path canon = fs::weakly_canonical(parent);
+    if (auto it = std::find(seen.begin(), seen.end(), canon); it != seen.end()) {
+      std::string names;
+      for (const auto& f : chain) names += f.recipe.file.filename().string() + " -> ";
+      throw InputError(child.extends_where, "extends cycle: " + names + parent.filename().string(),
+                       "a recipe cannot extend itself through its parents");
+    }
+    seen.push_back(canon);
+    std::string parent_text;
+    try {
+      parent_text = read_file(parent);
+    } catch (Error& e) {
+      throw InputError(child.extends_where, "cannot read the parent recipe '" + child.extends + "': " + e.what());
+    }
+    try {
+      chain.push_back(detail::parse_recipe_file(parent_text, parent));
+    } catch (Error& e) {
+      e.add_trace("while reading '" + child.extends + "', extended at " + child.extends_where.str());
+      throw;
+    }
   }
-  if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
-  r.expect_map(root, "the recipe",
-               {"stack", "architecture", "source_date_epoch", "layers", "config", "annotations", "tags"},
-               {"stack", "layers"});
-  Recipe rec;
-  rec.file = file;
-  rec.stack = r.str(root["stack"], "stack");
-  if (rec.stack.empty()) r.fail(root["stack"], "stack must not be empty");
-  if (root["architecture"]) rec.architecture = r.str(root["architecture"], "architecture");
-  if (root["source_date_epoch"]) {
-    int64_t e = r.integer(root["source_date_epoch"], "source_date_epoch");
-    if (e < 0) r.fail(root["source_date_epoch"], "source_date_epoch must not be negative");
-    rec.source_date_epoch = e;
+  Recipe r = chain.back().recipe;  // the farthest parent, then each child over it
+  for (size_t i = chain.size() - 1; i-- > 0;) detail::merge_recipe(r, chain[i].recipe);
+  for (size_t i = 1; i < chain.size(); ++i) r.extends_chain.push_back(chain[i].recipe.file);
+  r.file = file;
+  detail::validate_recipe(r);
+  if (r.tags.empty()) {
+    r.tags.push_back(r.stack + ":latest");
+    r.tag_where.push_back({});
   }
-  for (const auto& item : r.seq(root["layers"], "layers")) {
-    LayerSpec l = parse_layer(r, item);
-    for (const auto& other : rec.layers)
-      if (other.name == l.name)
-        r.fail(item["name"], "layer name '" + l.name + "' is used twice", "first at " + other.where.str());
-    rec.layers.push_back(std::move(l));
-  }
-  if (rec.layers.empty()) r.fail(root["layers"], "the recipe has no layers");
-  if (root["config"]) rec.config = parse_config(r, root["config"]);
-  if (const auto& a = root["annotations"]) {
-    r.expect_map(a, "annotations", {"title", "version", "source", "revision", "description"});
-    rec.annotations = r.str_map(a, "annotations");
-  }
-  if (root["tags"]) {
-    rec.tags = r.str_list(root["tags"], "tags");
-    rec.tags_where = r.where(root["tags"]);
-  }
-  if (rec.tags.empty()) rec.tags.push_back(rec.stack + ":latest");
-  return rec;
+  return r;
 }
 
 Recipe load_recipe(const fs::path& file) {
@@ -129,38 +223,6 @@ Recipe load_recipe(const fs::path& file) {
     throw Error(e.what(), kExitInput);
   }
   return parse_recipe(text, file);
-}
-
-void to_json(nlohmann::json& j, const LayerSpec& l) {
-  nlohmann::json copies = nlohmann::json::array();
-  for (const auto& c : l.copy) {
-    nlohmann::json cj{{"src", c.src}, {"dst", c.dst}};
-    if (c.mode) cj["mode"] = *c.mode;
-    copies.push_back(cj);
-  }
-  j = nlohmann::json{{"name", l.name}, {"copy", copies}, {"preserve_modes", l.preserve_modes}};
-  if (l.uid) j["uid"] = *l.uid;
-  if (l.gid) j["gid"] = *l.gid;
-  if (!l.comment.empty()) j["comment"] = l.comment;
-}
-
-void to_json(nlohmann::json& j, const Recipe& r) {
-  nlohmann::json env = nlohmann::json::array();
-  for (const auto& [k, v] : r.config.env) env.push_back(k + "=" + v);
-  j = nlohmann::json{{"stack", r.stack},
-                     {"architecture", r.architecture},
-                     {"layers", r.layers},
-                     {"config",
-                      {{"env", env},
-                       {"entrypoint", r.config.entrypoint},
-                       {"cmd", r.config.cmd},
-                       {"workdir", r.config.workdir},
-                       {"user", r.config.user},
-                       {"labels", r.config.labels},
-                       {"ports", r.config.ports}}},
-                     {"annotations", r.annotations},
-                     {"tags", r.tags}};
-  if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
 }
 
 }  // namespace sb

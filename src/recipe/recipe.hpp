@@ -1,15 +1,19 @@
 // The Recipe: what a user declared, as plain values, every node with the
-// place in the YAML it came from. recipe/ is the only stage that sees YAML.
+// place in the YAML it came from. recipe/ is the only stage that reads
+// recipes; YAML types never leave it. The language is documented, key by key,
+// in docs/recipes.md.
 //
-// This is the first part of the recipe language of DESIGN.md: layers made of
-// local files (`copy`), image config, annotations and tags. Matrix, `use:`
-// components and build steps grow from here.
+// load_recipe() reads a file and the chain of `extends:` parents, merges
+// them (child keys win; layers and tests merge by name) and validates the
+// result. Strings may hold `${var}` references (see variables.hpp); they are
+// kept as written here and expanded per matrix point by resolve/.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,12 +26,33 @@ namespace sb {
 
 namespace fs = std::filesystem;
 
+// A string as written, with where it was written (for `${var}` errors).
+struct Text {
+  std::string value;
+  SourceLocation where;
+};
+
 // One `copy:` item: a host path (relative to the recipe's directory) into the image.
 struct CopySpec {
   std::string src;
   std::string dst;                       // absolute image path; ending in '/' means "into"
   std::optional<uint32_t> mode;          // forced permission bits for files
+  fs::path base;                         // the directory `src` is relative to (its recipe's)
   SourceLocation where;
+};
+
+// A patch applied to a framework's source before it is built.
+struct PatchSpec {
+  std::string path;  // as written, relative to the recipe that names it
+  fs::path file;     // that recipe's directory joined with `path`
+  SourceLocation where;
+};
+
+// `build:` steps of a layer: shell commands run in order, with extra env.
+struct BuildSpec {
+  std::vector<std::pair<std::string, Text>> env;
+  std::vector<Text> run;
+  bool empty() const { return env.empty() && run.empty(); }
 };
 
 struct LayerSpec {
@@ -36,36 +61,107 @@ struct LayerSpec {
   std::optional<uint32_t> uid, gid;      // owner of every entry; default 0:0
   bool preserve_modes = false;           // keep host modes instead of 0644/0755
   std::string comment;
+  // Catalog components (`use:`) and their options.
+  std::vector<std::string> use;          // component names, or an alias such as "debian"
+  Text version;                          // "" = the resolver chooses; may use matrix ${vars}
+  std::vector<std::string> components;   // parts of the component: cudart, cublas, nvcc, ...
+  std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
+  std::string from;                      // "", "source" or "wheel"
+  std::string keep_source;               // image path where a source build's tree stays
+  std::vector<PatchSpec> patches;        // applied to the source (from: source)
+  // Tool layers and own build steps.
+  std::vector<std::string> apt, pip;
+  BuildSpec build;
   SourceLocation where;
+  std::map<std::string, SourceLocation> key_where;  // where each key given was written
+
+  SourceLocation at(const std::string& key) const;  // the key's place, else the layer's
+  bool copies() const { return !copy.empty(); }
+  // What the layer needs beyond local files: "" for a copy layer, else the
+  // first of "use", "apt", "pip", "build".
+  std::string needs() const;
 };
 
 struct ConfigSpec {
-  std::vector<std::pair<std::string, std::string>> env;  // in recipe order
+  std::vector<std::pair<std::string, Text>> env;  // in recipe order
   std::vector<std::string> entrypoint, cmd;
   std::string workdir, user, stop_signal;
   std::map<std::string, std::string> labels;
   std::vector<std::string> ports;
 };
 
+// A matrix value: one string, or (for `arch`) a list of compute capabilities.
+struct MatrixValue {
+  std::vector<std::string> items;
+  bool is_list = false;
+  SourceLocation where;
+
+  std::string str() const;  // "12.6", or "8.0;9.0" for a list
+  friend bool operator==(const MatrixValue& a, const MatrixValue& b) {
+    return a.items == b.items && a.is_list == b.is_list;
+  }
+};
+
+struct MatrixAxis {
+  std::string key;  // a component name (cuda), arch, or a variable of the recipe's own
+  std::vector<MatrixValue> values;
+  SourceLocation where;
+};
+
+// One `include:` or `exclude:` entry: values for some of the keys.
+struct MatrixCombo {
+  std::vector<std::pair<std::string, MatrixValue>> values;
+  SourceLocation where;
+};
+
+struct Matrix {
+  std::vector<MatrixAxis> axes;  // in recipe order; the first varies slowest
+  std::vector<MatrixCombo> include, exclude;
+
+  bool empty() const { return axes.empty() && include.empty(); }
+  const MatrixAxis* find(const std::string& key) const;
+};
+
+struct TestSpec {
+  std::string name;
+  Text run;          // a shell command, run in the image
+  bool gpu = false;  // needs a GPU; skipped (never passed) without one
+  Text expect;       // text its output must contain; "" = only the exit status counts
+  SourceLocation where;
+};
+
 struct Recipe {
   fs::path file;                          // as given on the command line
+  std::vector<fs::path> extends_chain;    // the parents read, nearest first
   std::string stack;
+  std::string release;                    // ${release}; "" = not set
   std::string architecture = "amd64";     // OCI name: amd64, arm64, ...
   std::optional<int64_t> source_date_epoch;
+  Matrix matrix;
   std::vector<LayerSpec> layers;
   ConfigSpec config;
   std::map<std::string, std::string> annotations;  // title, version, source, revision, description
   std::vector<std::string> tags;
+  std::vector<SourceLocation> tag_where;  // one per tag
   SourceLocation tags_where;
+  std::vector<Text> push;                 // registry references to push each image to
+  std::vector<TestSpec> tests;
+  std::map<std::string, SourceLocation> key_where;  // where each top-level key was written
 
   fs::path dir() const { return file.parent_path(); }
+  // Whether any layer needs the catalog (use:, apt:, pip:, build:).
+  bool needs_components() const;
 };
 
-// Parses and validates a recipe file. Throws sb::InputError at file:line:col.
+// Parses and validates a recipe file and its `extends:` parents. Throws
+// sb::InputError at file:line:col.
 Recipe load_recipe(const fs::path& file);
+// The same for text in memory; `extends:` paths are read from disk, relative
+// to `file`'s directory.
 Recipe parse_recipe(const std::string& text, const fs::path& file);
 
 void to_json(nlohmann::json& j, const Recipe& r);
 void to_json(nlohmann::json& j, const LayerSpec& l);
+void to_json(nlohmann::json& j, const MatrixValue& v);
 
 }  // namespace sb

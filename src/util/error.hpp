@@ -21,6 +21,7 @@ enum ExitCode : int {
   kExitFailure = 1,   // the work failed: I/O, a tool, a hostile archive, ...
   kExitUsage = 2,     // bad command line
   kExitInput = 3,     // a recipe or other input file is invalid
+  kExitUnsatisfiable = 4,  // --strict: some matrix points cannot be resolved
   kExitInterrupted = 130,
 };
 

@@ -1,0 +1,148 @@
+// `stackbuild plan` and `stackbuild lock`: the matrix of a recipe, resolved.
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "pipeline/plan.hpp"
+#include "util/error.hpp"
+
+namespace sb::cli {
+
+const char* const kPlanHelp =
+    "usage: stackbuild plan RECIPE.yaml [options]\n"
+    "\n"
+    "Expands the recipe's matrix and resolves every point against the component catalog:\n"
+    "prints a table of points (tag, component versions, driver requirement, compute\n"
+    "capabilities), then the points that cannot be satisfied, each with its reasons.\n"
+    "Nothing is fetched or built.\n"
+    "\n"
+    "options:\n"
+    "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable); arch takes a list:\n"
+    "                     --set arch=8.0,9.0\n"
+    "  --catalog DIR      the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
+    "                     beside the recipe or above it, else the built-in one)\n"
+    "  --strict           exit 4 when any point is unsatisfiable\n"
+    "  --json             print the plan as one JSON document on stdout (instead of the table)\n";
+
+const char* const kLockHelp =
+    "usage: stackbuild lock RECIPE.yaml [options]\n"
+    "\n"
+    "Resolves every matrix point of the recipe and writes RECIPE.yaml.lock beside it: JSON,\n"
+    "sorted keys, one resolved stack per point, so changes read well in a diff. The file is\n"
+    "replaced atomically; an error leaves the old lockfile as it was. 'stackbuild build\n"
+    "--locked' refuses to build when the lockfile is missing or stale.\n"
+    "Unsatisfiable points are recorded as such (and reported); --strict refuses to write.\n"
+    "\n"
+    "options:\n"
+    "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable)\n"
+    "  --catalog DIR      the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
+    "                     beside the recipe or above it, else the built-in one)\n"
+    "  --strict           exit 4, writing nothing, when any point is unsatisfiable\n";
+
+const std::vector<std::string> kPlanOptions = {"--catalog"};
+
+PlanOptions plan_options(const Args& args) {
+  PlanOptions o;
+  if (auto c = args.get("--catalog")) o.catalog = fs::path(*c);
+  o.sets = args.all("--set");
+  return o;
+}
+
+namespace {
+
+// The table: one row a resolved point, one column a component.
+std::string plan_table(const Planned& planned) {
+  const resolve::Plan& plan = planned.plan;
+  std::set<std::string> comps;
+  for (const auto& p : plan.points)
+    if (p.stack)
+      for (const auto& [c, v] : p.stack->versions) comps.insert(c);
+  std::vector<std::string> header{"TAG"};
+  for (const auto& c : comps) header.push_back(c);
+  header.insert(header.end(), {"DRIVER", "ARCH"});
+  std::vector<std::vector<std::string>> rows{header};
+  for (const auto& p : plan.points) {
+    if (!p.stack) continue;
+    std::vector<std::string> row{p.tags.empty() ? p.point.id() : p.tags.front()};
+    for (const auto& c : comps) {
+      auto it = p.stack->versions.find(c);
+      row.push_back(it == p.stack->versions.end() ? "-" : it->second);
+    }
+    row.push_back(p.stack->driver_min.empty() ? "-" : ">=" + p.stack->driver_min);
+    std::string arch;
+    for (const auto& a : p.stack->arch) arch += (arch.empty() ? "" : ",") + a;
+    row.push_back(arch.empty() ? "-" : arch);
+    rows.push_back(row);
+  }
+  std::vector<size_t> width(header.size(), 0);
+  for (const auto& r : rows)
+    for (size_t i = 0; i < r.size(); ++i) width[i] = std::max(width[i], r[i].size());
+  size_t bad = plan.unsatisfiable();
+  std::string out = plan.recipe + ": stack " + plan.stack + ", " + std::to_string(plan.points.size()) +
+                    (plan.points.size() == 1 ? " point" : " points") + " (" +
+                    std::to_string(plan.points.size() - bad) + " resolved, " + std::to_string(bad) +
+                    " unsatisfiable)" + (planned.catalog_dir.empty() ? "" : ", catalog " + planned.catalog_dir.string()) +
+                    "\n";
+  if (rows.size() > 1) {
+    out += "\n";
+    for (const auto& r : rows) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        std::string cell = i == 0 ? r[i] : "  " + r[i];
+        if (i + 1 < r.size()) cell.resize(cell.size() + width[i] - r[i].size(), ' ');
+        line += cell;
+      }
+      out += line + "\n";
+    }
+  }
+  if (bad) out += "\n" + unsatisfiable_report(plan) + "\n";
+  return out;
+}
+
+}  // namespace
+
+int cmd_plan(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--strict");
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
+  Args args(argv, flags, options, {"--set"});
+  if (maybe_help(args, kPlanHelp)) return kExitOk;
+  if (args.positional().size() != 1)
+    throw Error("plan wants one recipe file (see 'stackbuild plan --help')", kExitUsage);
+  Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
+  if (args.has("--json"))
+    fputs((nlohmann::json(planned.plan).dump(2) + "\n").c_str(), stdout);
+  else
+    fputs(plan_table(planned).c_str(), stdout);
+  if (size_t bad = planned.plan.unsatisfiable(); bad && args.has("--strict"))
+    throw Error("--strict: " + std::to_string(bad) + " of " + std::to_string(planned.plan.points.size()) +
+                    " matrix points are unsatisfiable (listed above)",
+                kExitUnsatisfiable);
+  return kExitOk;
+}
+
+int cmd_lock(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--strict");
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
+  Args args(argv, flags, options, {"--set"});
+  if (maybe_help(args, kLockHelp)) return kExitOk;
+  if (args.positional().size() != 1)
+    throw Error("lock wants one recipe file (see 'stackbuild lock --help')", kExitUsage);
+  Context ctx = make_context(args);
+  Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
+  size_t bad = planned.plan.unsatisfiable();
+  if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+  if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
+  fs::path path = write_lock(planned);
+  ctx.status->result("lock", path.string() + " (" + std::to_string(planned.plan.points.size()) + (planned.plan.points.size() == 1 ? " point, " : " points, ") +
+                                 std::to_string(bad) + " unsatisfiable)");
+  return kExitOk;
+}
+
+}  // namespace sb::cli

@@ -1,0 +1,52 @@
+// Planning a recipe: read it, find and load the catalog, expand and resolve
+// the matrix; and the lockfile on disk (written atomically, checked by
+// `build --locked`).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "catalog/catalog.hpp"
+#include "recipe/recipe.hpp"
+#include "resolve/plan.hpp"
+
+namespace sb {
+
+struct PlanOptions {
+  std::optional<fs::path> catalog;  // --catalog DIR; default: find_catalog()
+  std::vector<std::string> sets;    // --set key=value, in order
+};
+
+struct Planned {
+  Recipe recipe;
+  fs::path catalog_dir;  // empty when the recipe needs no catalog and none was found
+  resolve::Plan plan;
+};
+
+// The `layers/` directory next to the recipe, else next to one of its
+// parent directories, nearest first; nullopt when there is none.
+std::optional<fs::path> find_catalog(const fs::path& recipe_file);
+
+// Whether the recipe must be planned before building: a matrix, components,
+// or ${vars}. A copy-only recipe without them builds as written.
+bool needs_plan(const Recipe& recipe);
+
+// Loads the catalog (when one is needed or found) and plans `recipe`.
+// Throws InputError for recipe mistakes, Error(kExitInput) when a needed
+// catalog is nowhere to be found.
+Planned plan_recipe(Recipe recipe, const PlanOptions& options);
+
+// Writes <recipe>.lock (atomically: a failure leaves the old one, or none).
+fs::path write_lock(const Planned& planned);
+
+// Throws Error(kExitInput) when <recipe>.lock is missing or differs from the
+// plan, listing what changed (point, component: old -> new).
+void check_lock(const Planned& planned);
+
+// "3 of 12 matrix points are unsatisfiable:" and each point with its reasons;
+// thrown as Error(kExitUnsatisfiable) by --strict.
+std::string unsatisfiable_report(const resolve::Plan& plan);
+
+}  // namespace sb

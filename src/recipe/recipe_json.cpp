@@ -1,0 +1,133 @@
+// The Recipe's small helpers and its JSON form.
+//
+// A copy-only layer's JSON is part of its cache key (pipeline/build.cpp), so
+// it has exactly the fields it had before the component keys existed; the new
+// keys appear only when set.
+#include <nlohmann/json.hpp>
+
+#include "recipe/recipe.hpp"
+
+namespace sb {
+
+SourceLocation LayerSpec::at(const std::string& key) const {
+  auto it = key_where.find(key);
+  return it == key_where.end() ? where : it->second;
+}
+
+std::string LayerSpec::needs() const {
+  if (!use.empty()) return "use";
+  if (!apt.empty()) return "apt";
+  if (!pip.empty()) return "pip";
+  if (!build.empty()) return "build";
+  return "";
+}
+
+bool Recipe::needs_components() const {
+  for (const auto& l : layers)
+    if (!l.needs().empty()) return true;
+  return false;
+}
+
+std::string MatrixValue::str() const {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : ";") + i;
+  return s;
+}
+
+const MatrixAxis* Matrix::find(const std::string& key) const {
+  for (const auto& a : axes)
+    if (a.key == key) return &a;
+  return nullptr;
+}
+
+void to_json(nlohmann::json& j, const MatrixValue& v) {
+  if (v.is_list) j = v.items;
+  else j = v.items.empty() ? std::string() : v.items.front();
+}
+
+static nlohmann::json env_json(const std::vector<std::pair<std::string, Text>>& env) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [k, v] : env) out.push_back(k + "=" + v.value);
+  return out;
+}
+
+void to_json(nlohmann::json& j, const LayerSpec& l) {
+  nlohmann::json copies = nlohmann::json::array();
+  for (const auto& c : l.copy) {
+    nlohmann::json cj{{"src", c.src}, {"dst", c.dst}};
+    if (c.mode) cj["mode"] = *c.mode;
+    copies.push_back(cj);
+  }
+  j = nlohmann::json{{"name", l.name}, {"copy", copies}, {"preserve_modes", l.preserve_modes}};
+  if (l.uid) j["uid"] = *l.uid;
+  if (l.gid) j["gid"] = *l.gid;
+  if (!l.comment.empty()) j["comment"] = l.comment;
+  if (!l.use.empty()) j["use"] = l.use;
+  if (!l.version.value.empty()) j["version"] = l.version.value;
+  if (!l.components.empty()) j["components"] = l.components;
+  if (!l.packages.empty()) j["packages"] = l.packages;
+  if (!l.from.empty()) j["from"] = l.from;
+  if (!l.keep_source.empty()) j["keep_source"] = l.keep_source;
+  if (!l.patches.empty()) {
+    nlohmann::json p = nlohmann::json::array();
+    for (const auto& patch : l.patches) p.push_back(patch.path);
+    j["patches"] = p;
+  }
+  if (!l.apt.empty()) j["apt"] = l.apt;
+  if (!l.pip.empty()) j["pip"] = l.pip;
+  if (!l.build.empty()) {
+    nlohmann::json run = nlohmann::json::array();
+    for (const auto& r : l.build.run) run.push_back(r.value);
+    j["build"] = {{"env", env_json(l.build.env)}, {"run", run}};
+  }
+}
+
+void to_json(nlohmann::json& j, const Recipe& r) {
+  j = nlohmann::json{{"stack", r.stack},
+                     {"architecture", r.architecture},
+                     {"layers", r.layers},
+                     {"config",
+                      {{"env", env_json(r.config.env)},
+                       {"entrypoint", r.config.entrypoint},
+                       {"cmd", r.config.cmd},
+                       {"workdir", r.config.workdir},
+                       {"user", r.config.user},
+                       {"labels", r.config.labels},
+                       {"ports", r.config.ports}}},
+                     {"annotations", r.annotations},
+                     {"tags", r.tags}};
+  if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
+  if (!r.release.empty()) j["release"] = r.release;
+  if (!r.matrix.empty()) {
+    nlohmann::json m = nlohmann::json::object();
+    for (const auto& a : r.matrix.axes) m[a.key] = a.values;
+    auto combos = [](const std::vector<MatrixCombo>& cs) {
+      nlohmann::json out = nlohmann::json::array();
+      for (const auto& c : cs) {
+        nlohmann::json o = nlohmann::json::object();
+        for (const auto& [k, v] : c.values) o[k] = v;
+        out.push_back(o);
+      }
+      return out;
+    };
+    if (!r.matrix.include.empty()) m["include"] = combos(r.matrix.include);
+    if (!r.matrix.exclude.empty()) m["exclude"] = combos(r.matrix.exclude);
+    j["matrix"] = m;
+  }
+  if (!r.push.empty()) {
+    nlohmann::json p = nlohmann::json::array();
+    for (const auto& t : r.push) p.push_back(t.value);
+    j["push"] = p;
+  }
+  if (!r.tests.empty()) {
+    nlohmann::json tests = nlohmann::json::array();
+    for (const auto& t : r.tests) {
+      nlohmann::json tj{{"name", t.name}, {"run", t.run.value}, {"gpu", t.gpu}};
+      if (!t.expect.value.empty()) tj["expect"] = t.expect.value;
+      tests.push_back(tj);
+    }
+    j["tests"] = tests;
+  }
+}
+
+}  // namespace sb

@@ -1,0 +1,339 @@
+// parse_recipe_file(): one recipe file's YAML -> a partial Recipe, strictly:
+// every key known, every value of its type, at file:line:col.
+#include <cctype>
+
+#include "recipe/parse.hpp"
+#include "recipe/variables.hpp"
+#include "util/yaml_reader.hpp"
+
+namespace sb::detail {
+
+namespace {
+
+using yaml::Reader;
+
+// Records where each key of `map` was written.
+std::map<std::string, SourceLocation> key_places(const Reader& r, const YAML::Node& map) {
+  std::map<std::string, SourceLocation> out;
+  for (auto it = map.begin(); it != map.end(); ++it) out[it->first.Scalar()] = r.at(it->first);
+  return out;
+}
+
+// A string that may hold ${vars}: checked for syntax now, expanded later.
+Text text(const Reader& r, const YAML::Node& n, std::string_view what) {
+  Text t{r.string(n, what), r.at(n)};
+  variable_names(t.value, t.where);
+  return t;
+}
+
+std::vector<std::pair<std::string, Text>> env_list(const Reader& r, const YAML::Node& n, std::string_view what) {
+  r.expect_map(n, what);
+  std::vector<std::pair<std::string, Text>> out;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string k = r.string(it->first, "an environment variable name");
+    if (k.empty() || k.find('=') != std::string::npos)
+      r.fail(it->first, "bad environment variable name '" + k + "'");
+    for (const auto& [seen, v] : out)
+      if (seen == k) r.fail(it->first, "duplicate key '" + k + "' in " + std::string(what));
+    out.emplace_back(k, text(r, it->second, std::string(what) + "." + k));
+  }
+  return out;
+}
+
+std::string word(const Reader& r, const YAML::Node& n, std::string_view what) {
+  std::string s = r.string(n, what);
+  if (s.empty() || s.find_first_of("/ \t") != std::string::npos)
+    r.fail(n, std::string(what) + " '" + s + "' must be a non-empty word");
+  return s;
+}
+
+CopySpec parse_copy(const Reader& r, const YAML::Node& n, const fs::path& base) {
+  r.check_keys(n, "a copy item", {"src", "dst", "mode"}, {"src", "dst"});
+  CopySpec c;
+  c.where = r.at(n);
+  c.base = base;
+  c.src = r.string(n["src"], "copy.src");
+  c.dst = r.string(n["dst"], "copy.dst");
+  if (c.src.empty()) r.fail(n["src"], "copy.src is empty");
+  if (c.dst.empty() || c.dst[0] != '/')
+    r.fail(n["dst"], "copy.dst must be an absolute path in the image, not '" + c.dst + "'");
+  if (("/" + c.dst + "/").find("/../") != std::string::npos) r.fail(n["dst"], "copy.dst must not contain '..'");
+  if (n["mode"]) c.mode = r.octal_mode(n["mode"], "copy.mode");
+  return c;
+}
+
+void parse_owner(const Reader& r, const YAML::Node& n, LayerSpec& l) {
+  std::string owner = r.string(n, "owner");
+  auto colon = owner.find(':');
+  try {
+    size_t used = 0;
+    std::string u = owner.substr(0, colon);
+    l.uid = static_cast<uint32_t>(std::stoul(u, &used));
+    if (used != u.size()) throw std::invalid_argument(u);
+    std::string g = colon == std::string::npos ? u : owner.substr(colon + 1);
+    l.gid = static_cast<uint32_t>(std::stoul(g, &used));
+    if (used != g.size()) throw std::invalid_argument(g);
+  } catch (const std::exception&) {
+    r.fail(n, "owner must be numeric 'UID:GID', not '" + owner + "'");
+  }
+}
+
+LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
+  r.check_keys(n, "a layer",
+               {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
+                "from", "build", "keep_source", "patches", "apt", "pip", "replace"},
+               {"name"});
+  LayerSpec l;
+  l.where = r.at(n);
+  l.key_where = key_places(r, n);
+  l.name = word(r, n["name"], "layer name");
+  if (auto v = n["copy"]) {
+    r.expect_list(v, "'copy'");
+    for (const auto& item : v) l.copy.push_back(parse_copy(r, item, base));
+    if (l.copy.empty()) r.fail(v, "'copy' is an empty list");
+  }
+  if (auto v = n["owner"]) parse_owner(r, v, l);
+  if (auto v = n["preserve_modes"]) l.preserve_modes = r.boolean(v, "'preserve_modes'");
+  if (auto v = n["comment"]) l.comment = r.string(v, "'comment'");
+  if (auto v = n["use"]) {
+    l.use = r.string_or_strings(v, "'use'");
+    if (l.use.empty()) r.fail(v, "'use' is an empty list");
+    for (const auto& u : l.use)
+      if (u.empty() || u.find_first_of(" \t${}") != std::string::npos)
+        r.fail(v, "'use' names catalog components, not '" + u + "'", "e.g. use: cuda, or use: [cudnn, nccl]");
+  }
+  if (auto v = n["version"]) l.version = text(r, v, "'version'");
+  if (auto v = n["components"]) l.components = r.strings(v, "'components'");
+  if (auto v = n["packages"]) l.packages = r.strings(v, "'packages'");
+  if (auto v = n["from"]) {
+    l.from = r.string(v, "'from'");
+    if (l.from != "source" && l.from != "wheel") {
+      std::string best = suggest(l.from, {"source", "wheel"});
+      r.fail(v, "'from' is source or wheel, not '" + l.from + "'" +
+                    (best.empty() ? "" : " (did you mean '" + best + "'?)"));
+    }
+  }
+  if (auto v = n["build"]) {
+    r.check_keys(v, "'build'", {"env", "run"});
+    if (auto e = v["env"]) l.build.env = env_list(r, e, "build.env");
+    if (auto run = v["run"]) {
+      if (run.IsScalar())
+        l.build.run.push_back(text(r, run, "build.run"));
+      else {
+        r.expect_list(run, "build.run");
+        for (const auto& cmd : run) l.build.run.push_back(text(r, cmd, "a build.run command"));
+      }
+    }
+  }
+  if (auto v = n["keep_source"]) {
+    l.keep_source = r.string(v, "'keep_source'");
+    if (l.keep_source.empty() || l.keep_source[0] != '/')
+      r.fail(v, "'keep_source' must be an absolute path in the image, not '" + l.keep_source + "'");
+  }
+  if (auto v = n["patches"]) {
+    r.expect_list(v, "'patches'");
+    for (const auto& p : v) {
+      std::string path = r.string(p, "a patch path");
+      if (path.empty()) r.fail(p, "a patch path is empty");
+      l.patches.push_back({path, fs::path(path).is_absolute() ? fs::path(path) : base / path, r.at(p)});
+    }
+  }
+  if (auto v = n["apt"]) l.apt = r.string_or_strings(v, "'apt'");
+  if (auto v = n["pip"]) l.pip = r.string_or_strings(v, "'pip'");
+  if (auto v = n["replace"]) r.boolean(v, "'replace'");  // kept in key_where; see merge_recipe
+  return l;
+}
+
+ConfigSpec parse_config(const Reader& r, const YAML::Node& n) {
+  r.check_keys(n, "'config'", {"env", "entrypoint", "cmd", "workdir", "user", "labels", "ports", "stop_signal"});
+  ConfigSpec c;
+  if (auto v = n["env"]) c.env = env_list(r, v, "config.env");
+  if (auto v = n["entrypoint"]) c.entrypoint = r.string_or_strings(v, "config.entrypoint");
+  if (auto v = n["cmd"]) c.cmd = r.string_or_strings(v, "config.cmd");
+  if (auto v = n["workdir"]) c.workdir = r.string(v, "config.workdir");
+  if (auto v = n["user"]) c.user = r.string(v, "config.user");
+  if (auto v = n["labels"]) c.labels = r.string_map(v, "config.labels");
+  if (auto v = n["ports"]) c.ports = r.string_or_strings(v, "config.ports");
+  if (auto v = n["stop_signal"]) c.stop_signal = r.string(v, "config.stop_signal");
+  return c;
+}
+
+MatrixValue matrix_value(const Reader& r, const YAML::Node& n, const std::string& key) {
+  MatrixValue v;
+  v.where = r.at(n);
+  if (key == "arch") {
+    if (!n.IsSequence())
+      r.fail(n, "a value of matrix.arch is a list of compute capabilities, got " + std::string(yaml::describe(n)),
+             "write arch: [[\"8.0\", \"9.0\"]] for one point building for 8.0 and 9.0");
+    v.is_list = true;
+    for (const auto& cc : n) {
+      std::string s = r.string(cc, "a compute capability");
+      if (!is_compute_capability(s)) r.fail(cc, "bad compute capability '" + s + "'", "write 8.0, 9.0a or 8.6+PTX");
+      v.items.push_back(s);
+    }
+    if (v.items.empty()) r.fail(n, "an arch list is empty");
+  } else {
+    std::string s = r.string(n, "a value of matrix." + key);
+    if (s.find("${") != std::string::npos) r.fail(n, "matrix values cannot use variables");
+    v.items.push_back(s);
+  }
+  return v;
+}
+
+MatrixCombo matrix_combo(const Reader& r, const YAML::Node& n, const char* what) {
+  r.expect_map(n, std::string("an ") + what + " entry");
+  MatrixCombo c;
+  c.where = r.at(n);
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = r.string(it->first, "a matrix key");
+    for (const auto& [k, v] : c.values)
+      if (k == key) r.fail(it->first, "duplicate key '" + key + "' in an " + what + " entry");
+    c.values.emplace_back(key, matrix_value(r, it->second, key));
+    c.values.back().second.where = r.at(it->first);
+  }
+  if (c.values.empty()) r.fail(n, std::string("an empty ") + what + " entry");
+  return c;
+}
+
+Matrix parse_matrix(const Reader& r, const YAML::Node& n) {
+  r.expect_map(n, "'matrix'");
+  Matrix m;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = r.string(it->first, "a matrix key");
+    if (key == "include" || key == "exclude") {
+      r.expect_list(it->second, "matrix." + key);
+      for (const auto& e : it->second)
+        (key == "include" ? m.include : m.exclude).push_back(matrix_combo(r, e, key.c_str()));
+      continue;
+    }
+    for (char c : key)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-')
+        r.fail(it->first, "bad matrix key '" + key + "'", "keys are names usable as ${key}: cuda, pytorch, arch");
+    if (m.find(key)) r.fail(it->first, "duplicate key '" + key + "' in 'matrix'");
+    MatrixAxis axis{key, {}, r.at(it->first)};
+    if (key == "arch" && it->second.IsSequence() && it->second.size() > 0 && it->second[0].IsScalar())
+      r.fail(it->second, "matrix.arch is a list of arch lists", "write arch: [[\"8.0\", \"9.0\"]], not arch: [\"8.0\", \"9.0\"]");
+    r.expect_list(it->second, "matrix." + key);
+    for (const auto& v : it->second) {
+      MatrixValue mv = matrix_value(r, v, key);
+      for (const auto& seen : axis.values)
+        if (seen == mv) r.fail(v, "matrix." + key + " lists '" + mv.str() + "' twice");
+      axis.values.push_back(std::move(mv));
+    }
+    if (axis.values.empty()) r.fail(it->second, "matrix." + key + " is an empty list");
+    m.axes.push_back(std::move(axis));
+  }
+  return m;
+}
+
+TestSpec parse_test(const Reader& r, const YAML::Node& n) {
+  r.check_keys(n, "a test", {"name", "run", "gpu", "expect"}, {"name", "run"});
+  TestSpec t;
+  t.where = r.at(n);
+  t.name = word(r, n["name"], "test name");
+  t.run = text(r, n["run"], "'run'");
+  if (auto v = n["gpu"]) t.gpu = r.boolean(v, "'gpu'");
+  if (auto v = n["expect"]) t.expect = text(r, v, "'expect'");
+  return t;
+}
+
+}  // namespace
+
+bool is_compute_capability(const std::string& s0) {
+  std::string s = s0;
+  if (s.ends_with("+PTX")) s.resize(s.size() - 4);
+  size_t dot = s.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 >= s.size()) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (i == dot) continue;
+    bool suffix = i + 1 == s.size() && i > dot + 1 && (c == 'a' || c == 'f');
+    if (!std::isdigit(static_cast<unsigned char>(c)) && !suffix) return false;
+  }
+  return true;
+}
+
+RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
+  Reader r(file.string());
+  YAML::Node root = r.parse(text_);
+  if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
+  r.check_keys(root, "the recipe",
+               {"stack", "extends", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
+                "annotations", "tags", "push", "tests"});
+  RecipeFile out;
+  Recipe& rec = out.recipe;
+  rec.file = file;
+  rec.key_where = key_places(r, root);
+  const fs::path base = file.parent_path();
+  if (auto n = root["extends"]) {
+    out.extends = r.string(n, "'extends'");
+    out.extends_where = r.at(n);
+    if (out.extends.empty()) r.fail(n, "'extends' is empty");
+  }
+  if (auto n = root["stack"]) {
+    rec.stack = r.string(n, "'stack'");
+    if (rec.stack.empty()) r.fail(n, "stack must not be empty");
+  }
+  if (auto n = root["release"]) rec.release = r.string(n, "'release'");
+  if (auto n = root["architecture"]) rec.architecture = r.string(n, "'architecture'");
+  if (auto n = root["source_date_epoch"]) {
+    int64_t e = r.integer(n, "'source_date_epoch'");
+    if (e < 0) r.fail(n, "source_date_epoch must not be negative");
+    rec.source_date_epoch = e;
+  }
+  if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
+  if (auto n = root["layers"]) {
+    r.expect_list(n, "'layers'");
+    for (const auto& item : n) {
+      LayerSpec l = parse_layer(r, item, base);
+      for (const auto& other : rec.layers)
+        if (other.name == l.name)
+          r.fail(item["name"], "layer name '" + l.name + "' is used twice", "first at " + other.where.str());
+      rec.layers.push_back(std::move(l));
+    }
+    if (rec.layers.empty()) r.fail(n, "the recipe has no layers");
+  }
+  if (auto n = root["config"]) rec.config = parse_config(r, n);
+  if (auto n = root["annotations"]) {
+    r.check_keys(n, "'annotations'", {"title", "version", "source", "revision", "description"});
+    rec.annotations = r.string_map(n, "'annotations'");
+  }
+  if (auto n = root["tags"]) {
+    rec.tags_where = r.at(n);
+    if (n.IsScalar()) {
+      rec.tags.push_back(text(r, n, "'tags'").value);
+      rec.tag_where.push_back(r.at(n));
+    } else {
+      r.expect_list(n, "'tags'");
+      for (const auto& t : n) {
+        rec.tags.push_back(text(r, t, "a tag").value);
+        rec.tag_where.push_back(r.at(t));
+      }
+    }
+  }
+  if (auto n = root["push"]) {
+    if (n.IsScalar())
+      rec.push.push_back(text(r, n, "'push'"));
+    else {
+      r.expect_list(n, "'push'");
+      for (const auto& p : n) rec.push.push_back(text(r, p, "a push target"));
+    }
+    for (const auto& p : rec.push)
+      if (p.value.empty() || p.value.find_first_of(" \t") != std::string::npos)
+        throw InputError(p.where, "push target '" + p.value + "' is not an image reference",
+                         "write registry.example.com/team/name:tag");
+  }
+  if (auto n = root["tests"]) {
+    r.expect_list(n, "'tests'");
+    for (const auto& item : n) {
+      TestSpec t = parse_test(r, item);
+      for (const auto& other : rec.tests)
+        if (other.name == t.name)
+          r.fail(item["name"], "test name '" + t.name + "' is used twice", "first at " + other.where.str());
+      rec.tests.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace sb::detail

@@ -1,0 +1,118 @@
+#include "resolve/lockfile.hpp"
+
+#include <map>
+#include <set>
+
+namespace sb::resolve {
+
+namespace {
+
+nlohmann::json lock_json(const Plan& plan) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : plan.points) {
+    nlohmann::json j = {{"matrix", matrix_json(p.point)}};
+    if (p.stack) j["resolved"] = *p.stack;
+    else j["unsatisfiable"] = p.conflict ? p.conflict->summary : std::string("unsatisfiable");
+    points.push_back(std::move(j));
+  }
+  return {{"lockfile_version", kLockfileVersion},
+          {"recipe", std::filesystem::path(plan.recipe).filename().string()},
+          {"stack", plan.stack},
+          {"points", points}};
+}
+
+// "cuda=12.6 pytorch=2.6 arch=8.0;9.0" from a lock's matrix object.
+std::string point_name(const nlohmann::json& matrix) {
+  if (matrix.empty()) return "(no matrix)";
+  std::string s;
+  for (const auto& [k, v] : matrix.items()) {
+    std::string val;
+    if (v.is_array())
+      for (const auto& x : v) val += (val.empty() ? "" : ";") + x.get<std::string>();
+    else
+      val = v.get<std::string>();
+    s += (s.empty() ? "" : " ") + k + "=" + val;
+  }
+  return s;
+}
+
+std::string get(const nlohmann::json& j, const char* field, const std::string& key) {
+  if (!j.contains(field) || !j[field].contains(key)) return "(none)";
+  return j[field][key].get<std::string>();
+}
+
+void compare(const std::string& name, const nlohmann::json& old_p, const nlohmann::json& new_p,
+             std::vector<std::string>& out) {
+  bool was = old_p.contains("resolved"), is = new_p.contains("resolved");
+  if (was != is) {
+    out.push_back("point " + name + ": " +
+                  (was ? "resolved in the lock, unsatisfiable now (" + new_p.value("unsatisfiable", "") + ")"
+                       : "unsatisfiable in the lock, resolves now"));
+    return;
+  }
+  if (!is) return;
+  const auto& o = old_p["resolved"];
+  const auto& n = new_p["resolved"];
+  std::set<std::string> comps;
+  for (const auto* side : {&o, &n})
+    if (side->contains("versions"))
+      for (const auto& [k, v] : (*side)["versions"].items()) comps.insert(k);
+  for (const auto& c : comps) {
+    std::string ov = get(o, "versions", c), nv = get(n, "versions", c);
+    std::string ob = get(o, "builds", c), nb = get(n, "builds", c);
+    if (ov != nv) out.push_back("point " + name + ": " + c + " " + ov + " -> " + nv);
+    else if (ob != nb) out.push_back("point " + name + ": " + c + " " + ov + " build " + ob + " -> " + nb);
+  }
+  for (const char* f : {"driver_min", "nvidia_require_cuda", "arch"})
+    if (o.value(f, nlohmann::json()) != n.value(f, nlohmann::json()))
+      out.push_back("point " + name + ": " + f + " " + o.value(f, nlohmann::json()).dump() + " -> " +
+                    n.value(f, nlohmann::json()).dump());
+}
+
+}  // namespace
+
+std::filesystem::path lock_path(const std::filesystem::path& recipe) {
+  std::filesystem::path p = recipe;
+  p += ".lock";
+  return p;
+}
+
+std::string render_lock(const Plan& plan) { return lock_json(plan).dump(2) + "\n"; }
+
+std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan) {
+  nlohmann::json old_lock;
+  try {
+    old_lock = nlohmann::json::parse(lock_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError({lock_file, 0, 0}, "not a lockfile: " + std::string(e.what()),
+                     "write it again with 'stackbuild lock'");
+  }
+  if (!old_lock.is_object() || old_lock.value("lockfile_version", 0) != kLockfileVersion ||
+      !old_lock.contains("points") || !old_lock["points"].is_array())
+    throw InputError({lock_file, 0, 0}, "not a version " + std::to_string(kLockfileVersion) + " lockfile",
+                     "write it again with 'stackbuild lock'");
+  nlohmann::json now = lock_json(plan);
+  std::vector<std::string> out;
+  if (old_lock.value("stack", "") != now["stack"])
+    out.push_back("stack " + old_lock.value("stack", "") + " -> " + now["stack"].get<std::string>());
+  std::map<std::string, const nlohmann::json*> old_points;
+  try {
+    for (const auto& p : old_lock["points"]) old_points[p.at("matrix").dump()] = &p;
+    std::set<std::string> seen;
+    for (const auto& p : now["points"]) {
+      std::string key = p["matrix"].dump();
+      seen.insert(key);
+      auto it = old_points.find(key);
+      if (it == old_points.end()) out.push_back("point " + point_name(p["matrix"]) + ": not in the lock (new in the matrix)");
+      else compare(point_name(p["matrix"]), *it->second, p, out);
+    }
+    for (const auto& [key, p] : old_points)
+      if (!seen.count(key)) out.push_back("point " + point_name((*p)["matrix"]) + ": in the lock, no longer in the matrix");
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError({lock_file, 0, 0}, "a malformed lockfile: " + std::string(e.what()),
+                     "write it again with 'stackbuild lock'");
+  }
+  return out;
+}
+
+}  // namespace sb::resolve

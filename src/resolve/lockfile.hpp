@@ -1,0 +1,40 @@
+// The lockfile: every resolved version of every matrix point, as JSON with
+// sorted keys and a 2-space indent, so that a change reads well in a diff.
+//
+//   {
+//     "lockfile_version": 1,
+//     "points": [
+//       {"matrix": {"cuda": "12.6", ...}, "resolved": {"versions": {...}, ...}},
+//       {"matrix": {...}, "unsatisfiable": "no cudnn 9.0 version works with cuda 12.6"}
+//     ],
+//     "recipe": "pytorch.yaml",
+//     "stack": "pytorch"
+//   }
+//
+// Later stages add the URL and sha256 of every artifact fetched.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "resolve/plan.hpp"
+
+namespace sb::resolve {
+
+constexpr int kLockfileVersion = 1;
+
+// <recipe>.lock beside the recipe: recipes/pytorch.yaml -> recipes/pytorch.yaml.lock
+std::filesystem::path lock_path(const std::filesystem::path& recipe);
+
+// The lockfile's text for `plan` (ends in a newline).
+std::string render_lock(const Plan& plan);
+
+// What differs between a lockfile's text and `plan`, one line a change:
+//   "point cuda=12.6 pytorch=2.6: cudnn 9.5.1.17 -> 9.6.0.74"
+//   "point cuda=12.8: not in the lock (new in the matrix)"
+// Empty when the lock is current. Throws InputError at `lock_file` when the
+// text is not a lockfile.
+std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan);
+
+}  // namespace sb::resolve

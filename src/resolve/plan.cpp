@@ -1,0 +1,240 @@
+// make_plan(): recipe + catalog -> one resolved stack (or conflict) per
+// matrix point. Points asking the same thing share one resolution.
+#include "resolve/plan.hpp"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+#include "recipe/variables.hpp"
+
+namespace sb::resolve {
+
+namespace {
+
+// A layer's `use:` name as a catalog component, and the alias it named, if any
+// (`use: debian` is component os, version "debian").
+struct UseOf {
+  const LayerSpec* layer;
+  std::string component, alias;
+};
+
+std::vector<UseOf> uses_of(const Recipe& r, const catalog::Catalog& cat) {
+  std::vector<UseOf> out;
+  std::vector<std::string> names = cat.component_names();
+  for (const auto& l : r.layers) {
+    for (const auto& u : l.use) {
+      if (cat.index_of(u) >= 0) {
+        out.push_back({&l, u, ""});
+        continue;
+      }
+      std::string found;
+      for (const auto& c : cat.components)
+        for (const auto& rec : c.records)
+          if (found.empty() && std::find(rec.aliases.begin(), rec.aliases.end(), u) != rec.aliases.end())
+            found = c.name;
+      if (!found.empty()) {
+        out.push_back({&l, found, u});
+        continue;
+      }
+      std::string best = suggest(u, names);
+      std::string all;
+      for (const auto& n : names) all += (all.empty() ? "" : ", ") + n;
+      throw InputError(l.at("use"), "layer '" + l.name + "' uses '" + u + "', which is not in the catalog" +
+                                        (best.empty() ? "" : " (did you mean '" + best + "'?)"),
+                       all.empty() ? "the catalog is empty" : "the catalog's components are: " + all);
+    }
+  }
+  return out;
+}
+
+// Every ${var} must name something that can have a value; a version may use
+// only what is known before resolving (matrix values, stack, release).
+void check_variables(const Recipe& r, const Matrix& m, const catalog::Catalog& cat) {
+  std::set<std::string> given{"stack"};
+  if (!r.release.empty()) given.insert("release");
+  for (const auto& a : m.axes) given.insert(a.key);
+  for (const auto& inc : m.include)
+    for (const auto& [k, v] : inc.values) given.insert(k);
+  std::vector<std::string> known(given.begin(), given.end());
+  for (const auto& n : cat.component_names())
+    if (!given.count(n)) known.push_back(n);
+  if (!given.count("arch")) known.push_back("arch");  // the resolved stack's arch list
+
+  auto uses = variable_uses(r);
+  for (const auto& u : uses) {
+    bool component = cat.index_of(u.name) >= 0;
+    if (u.in_version && !given.count(u.name)) {
+      if (component || u.name == "arch")
+        throw InputError(u.where, "a version cannot use '${" + u.name + "}': " + u.name +
+                                      " is chosen by the resolver, not given",
+                         "add " + u.name + " to the matrix to choose it there");
+    }
+    if (std::find(known.begin(), known.end(), u.name) != known.end()) continue;
+    std::string best = suggest(u.name, known);
+    std::string all;
+    for (const auto& k : known) all += (all.empty() ? "" : ", ") + ("${" + k + "}");
+    throw InputError(u.where, "undefined variable '${" + u.name + "}'" +
+                                  (best.empty() ? "" : " (did you mean '${" + best + "}'?)"),
+                     "variables are matrix keys, catalog components, ${arch}, ${stack} and ${release}: " + all);
+  }
+  for (const auto& a : m.axes) {
+    if (a.key == "arch" || a.key == "release" || cat.index_of(a.key) >= 0) continue;
+    if (std::any_of(uses.begin(), uses.end(), [&](const VariableUse& u) { return u.name == a.key; })) continue;
+    std::string best = suggest(a.key, cat.component_names());
+    throw InputError(a.where, "matrix key '" + a.key + "' is not a catalog component, and no ${" + a.key +
+                                  "} uses it" + (best.empty() ? "" : " (did you mean '" + best + "'?)"),
+                     "matrix keys choose components (cuda, pytorch, python), arch, or values used as ${key}");
+  }
+}
+
+std::vector<std::string> keys_of(const std::map<std::string, std::string>& m) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : m) out.push_back(k);
+  return out;
+}
+
+}  // namespace
+
+size_t Plan::unsatisfiable() const {
+  return static_cast<size_t>(std::count_if(points.begin(), points.end(), [](const PlanPoint& p) { return !p.stack; }));
+}
+
+std::map<std::string, std::string> point_variables(const Recipe& recipe, const PlanPoint& p) {
+  std::map<std::string, std::string> vars{{"stack", recipe.stack}};
+  if (!recipe.release.empty()) vars["release"] = recipe.release;
+  if (p.stack) {
+    for (const auto& [c, v] : p.stack->versions) vars[c] = v;
+    if (!p.stack->arch.empty()) {
+      std::string a;
+      for (const auto& x : p.stack->arch) a += (a.empty() ? "" : ";") + x;
+      vars["arch"] = a;
+    }
+  }
+  for (const auto& [k, v] : p.point.values) vars[k] = v.str();
+  return vars;
+}
+
+Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
+  auto vars = point_variables(recipe, p);
+  std::vector<std::string> known = keys_of(vars);
+  VariableLookup lookup = [&](const std::string& n) -> std::optional<std::string> {
+    auto it = vars.find(n);
+    return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
+  };
+  std::string ctx = "at point " + p.point.id();
+  auto expand = [&](Text& t) { t.value = expand_variables(t, lookup, known, ctx); };
+  Recipe r = recipe;
+  for (auto& [k, v] : r.config.env) expand(v);
+  for (size_t i = 0; i < r.tags.size(); ++i) {
+    Text t{r.tags[i], i < r.tag_where.size() ? r.tag_where[i] : r.tags_where};
+    r.tags[i] = expand_variables(t, lookup, known, ctx);
+  }
+  for (auto& t : r.push) expand(t);
+  for (auto& l : r.layers) {
+    for (auto& [k, v] : l.build.env) expand(v);
+    for (auto& cmd : l.build.run) expand(cmd);
+  }
+  for (auto& t : r.tests) {
+    expand(t.run);
+    expand(t.expect);
+  }
+  return r;
+}
+
+Plan make_plan(const Recipe& recipe, const catalog::Catalog& cat, const std::vector<Override>& sets) {
+  Matrix m = recipe.matrix;
+  std::vector<std::string> new_keys = cat.component_names();
+  new_keys.insert(new_keys.end(), {"arch", "release"});
+  apply_overrides(m, sets, new_keys);
+  check_variables(recipe, m, cat);
+  const std::vector<UseOf> uses = uses_of(recipe, cat);
+
+  Plan plan{recipe.file.string(), recipe.stack, {}};
+  std::unordered_map<std::string, Result> memo;
+  for (Point& point : expand_matrix(m)) {
+    std::map<std::string, std::string> given;
+    for (const auto& [k, v] : point.values) given[k] = v.str();
+    if (!recipe.release.empty() && !given.count("release")) given["release"] = recipe.release;
+    given.emplace("stack", recipe.stack);
+    VariableLookup lookup = [&](const std::string& n) -> std::optional<std::string> {
+      auto it = given.find(n);
+      return it == given.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    Request req;  // matrix values first, then what layers ask; the same want once
+    auto want = [&](const std::string& component, const std::string& version, const SourceLocation& where) {
+      for (const auto& w : req.wants)
+        if (w.component == component && w.version == version) return;
+      req.wants.push_back({component, version, where});
+    };
+    for (const auto& [k, v] : point.values) {
+      if (k == "arch") {
+        req.arch = v.items;
+        req.arch_where = v.where;
+      } else if (cat.index_of(k) >= 0) {
+        want(k, v.str(), v.where);
+      }
+    }
+    for (const auto& u : uses) {
+      if (!u.alias.empty()) want(u.component, u.alias, u.layer->at("use"));
+      if (!u.layer->version.value.empty())
+        want(u.component, expand_variables(u.layer->version, lookup, keys_of(given), "at point " + point.id()),
+             u.layer->version.where);
+      else if (u.alias.empty())
+        want(u.component, "", u.layer->at("use"));
+    }
+    std::string key;
+    for (const auto& w : req.wants) key += w.component + '\x1f' + w.version + '\x1f' + w.where.str() + '\x1e';
+    for (const auto& a : req.arch) key += a + '\x1f';
+    key += req.arch_where.str();
+    auto it = memo.find(key);
+    if (it == memo.end()) it = memo.emplace(key, resolve_point(cat, req)).first;
+
+    PlanPoint pp{std::move(point), it->second.stack, it->second.conflict, {}, {}};
+    if (pp.stack) {
+      Recipe r = instantiate(recipe, pp);
+      pp.tags = r.tags;
+      for (const auto& t : r.push) pp.push.push_back(t.value);
+    }
+    plan.points.push_back(std::move(pp));
+  }
+  // Two points tagged alike would overwrite each other's image.
+  std::map<std::string, const PlanPoint*> tagged;
+  for (const auto& p : plan.points)
+    for (size_t i = 0; i < p.tags.size(); ++i) {
+      auto [it, fresh] = tagged.emplace(p.tags[i], &p);
+      if (!fresh && it->second != &p)
+        throw InputError(i < recipe.tag_where.size() ? recipe.tag_where[i] : recipe.tags_where,
+                         "tag '" + p.tags[i] + "' names two matrix points: " + it->second->point.id() + " and " +
+                             p.point.id(),
+                         "use the matrix values that differ in the tag, e.g. ${cuda}");
+    }
+  return plan;
+}
+
+nlohmann::json matrix_json(const Point& p) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [k, v] : p.values) j[k] = v;
+  return j;
+}
+
+void to_json(nlohmann::json& j, const PlanPoint& p) {
+  j = {{"matrix", matrix_json(p.point)}};
+  if (p.stack) {
+    j["tags"] = p.tags;
+    if (!p.push.empty()) j["push"] = p.push;
+    j["resolved"] = *p.stack;
+  } else if (p.conflict) {
+    j["unsatisfiable"] = *p.conflict;
+  }
+}
+
+void to_json(nlohmann::json& j, const Plan& p) {
+  size_t bad = p.unsatisfiable();
+  j = {{"recipe", p.recipe},
+       {"stack", p.stack},
+       {"points", p.points},
+       {"summary", {{"points", p.points.size()}, {"satisfiable", p.points.size() - bad}, {"unsatisfiable", bad}}}};
+}
+
+}  // namespace sb::resolve

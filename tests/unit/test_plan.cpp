@@ -1,0 +1,181 @@
+// Plans of recipes against the real catalog: valid points, each kind of
+// conflict, the lockfile (stale detection, no half-written lock), and golden
+// `plan --json` outputs for recipes/.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "pipeline/plan.hpp"
+#include "resolve/lockfile.hpp"
+
+using namespace sb;
+
+namespace {
+
+const fs::path kSource = SB_SOURCE_DIR;
+
+Planned plan_text(const fs::path& dir, const std::string& yaml, std::vector<std::string> sets = {}) {
+  test::write(dir / "r.yaml", yaml);
+  return plan_recipe(load_recipe(dir / "r.yaml"), PlanOptions{kSource / "layers", std::move(sets)});
+}
+
+bool has(const std::vector<std::string>& lines, const std::string& text) {
+  for (const auto& l : lines)
+    if (l.find(text) != std::string::npos) return true;
+  return false;
+}
+
+const std::string kFramework =
+    "stack: t\nmatrix:\n  cuda: [\"12.4\", \"12.6\", \"12.8\"]\n  pytorch: [\"2.6\"]\n"
+    "layers:\n  - {name: cuda, use: cuda, version: \"${cuda}\"}\n"
+    "  - {name: fw, use: pytorch, version: \"${pytorch}\"}\n"
+    "tags: [\"t:${pytorch}-cuda${cuda}-py${python}\"]\n";
+
+}  // namespace
+
+TEST_CASE("valid points resolve; unsatisfiable ones stay in the plan", "[plan]") {
+  TempDir tmp;
+  Planned p = plan_text(tmp.path(), kFramework);
+  const auto& pts = p.plan.points;
+  REQUIRE(pts.size() == 3);
+  REQUIRE(pts[0].stack);
+  CHECK(pts[0].stack->versions.at("cuda") == "12.4.1");
+  CHECK(pts[0].stack->versions.at("cudnn") == "9.1.0.70");
+  CHECK(pts[0].stack->builds.at("pytorch") == "cu124");
+  CHECK(pts[0].tags == std::vector<std::string>{"t:2.6-cuda12.4-py3.13"});
+  REQUIRE(pts[1].stack);
+  CHECK(pts[1].stack->versions.at("cudnn") == "9.5.1.17");
+  CHECK(pts[1].stack->driver_min == "560.35.05");
+  // PyTorch 2.6 has no CUDA 12.8 build: listed with reasons, not dropped.
+  CHECK_FALSE(pts[2].stack);
+  REQUIRE(pts[2].conflict);
+  CHECK(pts[2].point.id() == "cuda=12.8 pytorch=2.6");
+  CHECK(pts[2].conflict->summary == "no pytorch 2.6 version works with cuda 12.8");
+  CHECK(has(pts[2].conflict->reasons, "layers/pytorch.yaml:"));
+  CHECK(has(pts[2].conflict->reasons, "cuda 12.8 asked at " + (tmp.path() / "r.yaml").string() + ":3:"));
+  CHECK(pts[2].tags.empty());
+  CHECK(p.plan.unsatisfiable() == 1);
+  CHECK_THAT(unsatisfiable_report(p.plan), Catch::StartsWith("1 of 3 matrix points are unsatisfiable:"));
+
+  nlohmann::json j = p.plan;
+  CHECK(j["summary"]["unsatisfiable"] == 1);
+  CHECK(j["points"][2]["unsatisfiable"]["summary"] == "no pytorch 2.6 version works with cuda 12.8");
+}
+
+TEST_CASE("each kind of conflict, through a recipe", "[plan][conflict]") {
+  TempDir tmp;
+  struct Case {
+    const char* name;
+    std::string yaml;
+    const char* summary;  // a part of the conflict's summary
+    const char* reason;   // a part of one reason
+  };
+  const Case cases[] = {
+      {"cuDNN against CUDA", "stack: t\nmatrix:\n  cuda: [\"12.6\"]\n  cudnn: [\"9.0\"]\nlayers:\n  - {name: l, use: [cuda, cudnn]}\n",
+       "cudnn", "requires cuda 12.0 - 12.3"},
+      {"framework against Python", "stack: t\nmatrix:\n  pytorch: [\"2.6\"]\n  python: [\"3.14\"]\nlayers:\n  - {name: f, use: pytorch}\n",
+       "python", "python 3.14 asked at"},
+      {"arch against CUDA", "stack: t\nmatrix:\n  cuda: [\"13.0\"]\n  arch: [[\"7.0\"]]\nlayers:\n  - {name: c, use: cuda}\n",
+       "", "arch 7.0 asked at"},
+      {"a version the catalog lacks", "stack: t\nmatrix:\n  cuda: [\"12.7\"]\nlayers:\n  - {name: c, use: cuda}\n",
+       "12.7", "cuda 12.7 asked at"},
+      {"an OS alias against Python", "stack: t\nmatrix:\n  python: [\"3.14\"]\nlayers:\n  - {name: os, use: debian, version: bookworm}\n  - {name: f, use: tensorflow}\n",
+       "", "asked at"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      Planned p = plan_text(tmp.path(), c.yaml);
+      REQUIRE(p.plan.points.size() == 1);
+      const auto& pt = p.plan.points[0];
+      REQUIRE_FALSE(pt.stack);
+      REQUIRE(pt.conflict);
+      INFO(pt.conflict->str());
+      CHECK_THAT(pt.conflict->summary, Catch::Contains(c.summary));
+      CHECK(has(pt.conflict->reasons, c.reason));
+    }
+  }
+}
+
+TEST_CASE("--set overrides a matrix value", "[plan]") {
+  TempDir tmp;
+  Planned p = plan_text(tmp.path(), kFramework, {"cuda=12.6", "arch=8.0,9.0"});
+  REQUIRE(p.plan.points.size() == 1);
+  REQUIRE(p.plan.points[0].stack);
+  CHECK(p.plan.points[0].stack->versions.at("cuda") == "12.6.3");
+  CHECK(p.plan.points[0].stack->arch == std::vector<std::string>{"8.0", "9.0"});
+  CHECK_THROWS_WITH(plan_text(tmp.path(), kFramework, {"pytroch=2.6"}), Catch::Contains("did you mean 'pytorch'"));
+}
+
+TEST_CASE("the lockfile: stable text, stale detection, never half-written", "[plan][lock]") {
+  TempDir tmp;
+  Planned p = plan_text(tmp.path(), kFramework);
+  fs::path lock = write_lock(p);
+  CHECK(lock == tmp.path() / "r.yaml.lock");
+  std::string text = test::slurp(lock);
+  CHECK(text == resolve::render_lock(p.plan));
+  CHECK(text.back() == '\n');
+  CHECK_THAT(text, Catch::Contains("\n  \"lockfile_version\": 1,\n"));
+  CHECK(resolve::lock_changes(text, lock.string(), p.plan).empty());
+  CHECK_NOTHROW(check_lock(p));
+
+  SECTION("a changed version is named: point, component, old -> new") {
+    std::string stale = text;
+    auto at = stale.find("\"9.5.1.17\"");
+    REQUIRE(at != std::string::npos);
+    stale.replace(at, 10, "\"9.5.0.50\"");
+    test::write(lock, stale);
+    auto changes = resolve::lock_changes(stale, lock.string(), p.plan);
+    REQUIRE(changes.size() == 1);
+    CHECK(changes[0] == "point cuda=12.6 pytorch=2.6: cudnn 9.5.0.50 -> 9.5.1.17");
+    try {
+      check_lock(p);
+      FAIL("a stale lock passed");
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitInput);
+      CHECK_THAT(e.what(), Catch::Contains("is stale (1 change)"));
+    }
+  }
+  SECTION("points added to and gone from the matrix") {
+    Planned q = plan_text(tmp.path(), kFramework, {"cuda=12.4"});
+    auto changes = resolve::lock_changes(text, lock.string(), q.plan);
+    CHECK(has(changes, "point cuda=12.6 pytorch=2.6: in the lock, no longer in the matrix"));
+    CHECK(has(changes, "point cuda=12.8 pytorch=2.6: in the lock, no longer in the matrix"));
+    auto back = resolve::lock_changes(resolve::render_lock(q.plan), lock.string(), p.plan);
+    CHECK(has(back, "point cuda=12.6 pytorch=2.6: not in the lock (new in the matrix)"));
+  }
+  SECTION("a missing lock and a corrupt one are refused") {
+    fs::remove(lock);
+    CHECK_THROWS_WITH(check_lock(p), Catch::Contains("there is no lockfile"));
+    test::write(lock, "{\"lockfile_version\": 1, \"points\": [");
+    CHECK_THROWS_AS(check_lock(p), InputError);
+  }
+  SECTION("a recipe error leaves the lock as it was, and no temp file") {
+    test::write(tmp.path() / "r.yaml", kFramework + "layrs: []\n");
+    auto lock_cli = [&] { write_lock(plan_recipe(load_recipe(tmp.path() / "r.yaml"), PlanOptions{kSource / "layers", {}})); };
+    CHECK_THROWS_AS(lock_cli(), InputError);
+    test::write(tmp.path() / "r.yaml", kFramework + "config: {env: {X: \"${nope}\"}}\n");
+    CHECK_THROWS_AS(lock_cli(), InputError);
+    CHECK(test::slurp(lock) == text);
+    size_t files = 0;
+    for (const auto& e : fs::directory_iterator(tmp.path())) files += e.is_regular_file() ? 1 : 0;
+    CHECK(files == 2);  // r.yaml and r.yaml.lock
+  }
+}
+
+TEST_CASE("golden plan --json for every recipe in recipes/", "[plan][golden]") {
+  size_t seen = 0;
+  for (const auto& e : fs::directory_iterator(kSource / "recipes")) {
+    if (e.path().extension() != ".yaml") continue;
+    ++seen;
+    std::string name = e.path().filename().string();
+    SECTION(name) {
+      Planned p = plan_recipe(load_recipe(e.path()), PlanOptions{});
+      CHECK(p.plan.unsatisfiable() == 0);  // every shipped recipe resolves cleanly
+      p.plan.recipe = "recipes/" + name;    // the golden file must not depend on the checkout's path
+      std::string actual = nlohmann::json(p.plan).dump(2) + "\n";
+      std::string expected;
+      test::check_golden("plan/" + e.path().stem().string() + ".json", actual, expected);
+      CHECK(actual == expected);
+    }
+  }
+  CHECK(seen >= 4);
+}

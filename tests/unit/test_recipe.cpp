@@ -1,0 +1,245 @@
+// The recipe language: every validation error at its file:line:col, extends
+// chains and cycles, variable errors, matrix include/exclude and --set.
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "pipeline/plan.hpp"
+#include "recipe/recipe.hpp"
+#include "resolve/matrix.hpp"
+
+using namespace sb;
+
+namespace {
+
+const char* const kHead = "stack: t\n";  // line 1 of most cases
+
+struct ErrorCase {
+  const char* name;
+  std::string yaml;
+  int line, column;
+  const char* message;  // a part of the message
+};
+
+// Loads `yaml` as dir/recipe.yaml (with extra files) and returns the error.
+std::optional<InputError> load_error(const fs::path& dir, const std::string& yaml, bool with_plan = false) {
+  test::write(dir / "recipe.yaml", yaml);
+  try {
+    Recipe r = load_recipe(dir / "recipe.yaml");
+    if (with_plan) plan_recipe(r, PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
+  } catch (const InputError& e) {
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::string ids(const std::vector<resolve::Point>& points) {
+  std::string s;
+  for (const auto& p : points) s += p.id() + "|";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("every recipe validation error names its place", "[recipe][errors]") {
+  TempDir tmp;
+  const std::string copy = "layers:\n  - {name: a, copy: [{src: f, dst: /f}]}\n";
+  const ErrorCase cases[] = {
+      {"unknown top-level key", std::string(kHead) + "layrs: []\n", 2, 1,
+       "unknown key 'layrs' in the recipe (did you mean 'layers'?)"},
+      {"unknown layer key", std::string(kHead) + "layers:\n  - {name: os, use: debian, packagess: [git]}\n", 3, 29,
+       "unknown key 'packagess' in a layer (did you mean 'packages'?)"},
+      {"wrong type", std::string(kHead) + copy + "tags: {a: b}\n", 4, 7, "expected a list for 'tags', got a map"},
+      {"from: a typo", std::string(kHead) + "layers:\n  - {name: f, use: pytorch, from: sauce}\n", 3, 35,
+       "did you mean 'source'"},
+      {"version without use", std::string(kHead) + "layers:\n  - {name: a, apt: [git], version: \"1\"}\n", 3, 27,
+       "'version' needs 'use:'"},
+      {"copy and use together", std::string(kHead) + "layers:\n  - {name: a, copy: [{src: f, dst: /f}], use: cuda}\n",
+       3, 42, "copies files and has 'use'"},
+      {"a layer with nothing", std::string(kHead) + "layers:\n  - {name: a, comment: x}\n", 3, 6, "has nothing in it"},
+      {"flat arch list", std::string(kHead) + "matrix:\n  arch: [\"8.0\", \"9.0\"]\n" + copy, 3, 9,
+       "matrix.arch is a list of arch lists"},
+      {"bad compute capability", std::string(kHead) + "matrix:\n  arch: [[\"8\"]]\n" + copy, 3, 11,
+       "bad compute capability '8'"},
+      {"exclude of an unknown key",
+       std::string(kHead) + "matrix:\n  cuda: [\"12.4\"]\n  exclude: [{cdua: \"12.4\"}]\n" + copy, 4, 14,
+       "not a matrix key (did you mean 'cuda'?)"},
+      {"exclude of a value not in the matrix",
+       std::string(kHead) + "matrix:\n  cuda: [\"12.4\"]\n  exclude: [{cuda: \"12.5\"}]\n" + copy, 4, 14,
+       "exclude value cuda='12.5' is not in matrix.cuda"},
+      {"unterminated variable", std::string(kHead) + copy + "tags: [\"t:${cuda\"]\n", 4, 8,
+       "unterminated variable reference"},
+      {"keep_source without from: source",
+       std::string(kHead) + "layers:\n  - {name: f, use: pytorch, keep_source: /opt/src}\n", 3, 29,
+       "keep_source needs 'from: source'"},
+      {"a layer name twice", std::string(kHead) + "layers:\n  - {name: a, apt: [x]}\n  - {name: a, apt: [y]}\n", 4, 12,
+       "layer name 'a' is used twice"},
+      {"version for several components",
+       std::string(kHead) + "layers:\n  - {name: d, use: [cudnn, nccl], version: \"9\"}\n", 3, 35,
+       "applies to one component"},
+      {"a missing patch",
+       std::string(kHead) + "layers:\n  - {name: f, use: pytorch, from: source, patches: [no.patch]}\n", 3, 53,
+       "patch 'no.patch' not found"},
+      {"a variable in a matrix value", std::string(kHead) + "matrix:\n  cuda: [\"${x}\"]\n" + copy, 3, 10,
+       "matrix values cannot use variables"},
+      {"no stack", "layers:\n  - {name: a, apt: [git]}\n", 1, 1, "missing key 'stack'"},
+      {"a duplicate key", std::string(kHead) + copy + "stack: u\n", 4, 1, "duplicate key 'stack'"},
+      {"an empty arch list", std::string(kHead) + "matrix:\n  arch: [[]]\n" + copy, 3, 10, "an arch list is empty"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      auto e = load_error(tmp.path(), c.yaml);
+      REQUIRE(e);
+      INFO(e->render());
+      CHECK(e->location().file == (tmp.path() / "recipe.yaml").string());
+      CHECK(e->location().line == c.line);
+      CHECK(e->location().column == c.column);
+      CHECK_THAT(e->message(), Catch::Contains(c.message));
+      CHECK_THAT(e->render(), Catch::Contains("^"));  // the line is quoted, with a caret
+    }
+  }
+}
+
+TEST_CASE("errors only the catalog can reveal are at their place too", "[recipe][errors][variables]") {
+  TempDir tmp;
+  const std::string base = "stack: t\nmatrix:\n  cuda: [\"12.6\"]\nlayers:\n  - {name: c, use: cuda, version: \"${cuda}\"}\n";
+  const ErrorCase cases[] = {
+      {"an undefined variable with a near miss", base + "tags: [\"t:${cdua}\"]\n", 6, 8,
+       "undefined variable '${cdua}' (did you mean '${cuda}'?)"},
+      {"a version using a resolved value",
+       base + "  - {name: d, use: cudnn, version: \"${cudnn}\"}\n", 6, 36,
+       "a version cannot use '${cudnn}'"},
+      {"a matrix key nothing uses", "stack: t\nmatrix:\n  cdua: [\"12.6\"]\nlayers:\n  - {name: c, use: cuda}\n", 3, 3,
+       "matrix key 'cdua' is not a catalog component, and no ${cdua} uses it (did you mean 'cuda'?)"},
+      {"an unknown component in use:", "stack: t\nlayers:\n  - {name: f, use: pytroch}\n", 3, 15,
+       "uses 'pytroch', which is not in the catalog (did you mean 'pytorch'?)"},
+      {"a variable with no value at a point", base + "tags: [\"t:${cudnn}\"]\n", 6, 8,
+       "undefined variable '${cudnn}'"},
+      {"two points with one tag", "stack: t\nmatrix:\n  cuda: [\"12.4\", \"12.6\"]\nlayers:\n  - {name: c, use: cuda}\n"
+                                  "tags: [\"t:1\"]\n", 6, 8, "tag 't:1' names two matrix points"},
+      {"a bad version in the matrix", "stack: t\nmatrix:\n  cuda: [\"twelve\"]\nlayers:\n  - {name: c, use: cuda}\n", 3,
+       10, "twelve"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      auto e = load_error(tmp.path(), c.yaml, true);
+      REQUIRE(e);
+      INFO(e->render());
+      CHECK(e->location().line == c.line);
+      CHECK(e->location().column == c.column);
+      CHECK_THAT(e->message(), Catch::Contains(c.message));
+    }
+  }
+}
+
+TEST_CASE("extends: a chain merges, nearest wins; cycles and bad parents are errors", "[recipe][extends]") {
+  TempDir tmp;
+  const fs::path d = tmp.path();
+  test::write(d / "base/grand.yaml",
+              "stack: grand\nrelease: \"1\"\nmatrix:\n  cuda: [\"12.4\", \"12.6\"]\n"
+              "layers:\n  - {name: os, use: ubuntu}\n  - {name: cuda, use: cuda, version: \"${cuda}\"}\n"
+              "  - {name: files, copy: [{src: f, dst: /f}]}\n"
+              "config:\n  env: {A: \"1\", B: \"2\"}\ntags: [\"g:${cuda}\"]\n");
+  test::write(d / "base/parent.yaml",
+              "extends: grand.yaml\nstack: parent\nmatrix:\n  pytorch: [\"2.6\"]\n"
+              "layers:\n  - {name: fw, use: pytorch, version: \"${pytorch}\", from: source}\n");
+  test::write(d / "fork/p.patch", "--- a\n+++ b\n");
+  test::write(d / "fork/child.yaml",
+              "extends: ../base/parent.yaml\nstack: child\nmatrix:\n  cuda: [\"12.6\"]\n"
+              "layers:\n  - {name: fw, patches: [p.patch]}\n  - {name: extra, pip: [einops]}\n"
+              "config:\n  env: {B: \"3\", C: \"4\"}\n");
+  Recipe r = load_recipe(d / "fork/child.yaml");
+  CHECK(r.stack == "child");
+  CHECK(r.release == "1");
+  REQUIRE(r.extends_chain.size() == 2);
+  REQUIRE(r.layers.size() == 5);
+  CHECK(r.layers[3].name == "fw");
+  CHECK(r.layers[3].from == "source");        // from the parent
+  REQUIRE(r.layers[3].patches.size() == 1);   // added by the child
+  CHECK(r.layers[3].patches[0].file == d / "fork/p.patch");
+  CHECK(r.layers[2].copy[0].base == d / "base");  // copy sources stay relative to their own recipe
+  CHECK(r.layers[4].name == "extra");
+  REQUIRE(r.matrix.axes.size() == 2);
+  CHECK(r.matrix.axes[0].values.size() == 1);  // cuda: the child's list
+  REQUIRE(r.config.env.size() == 3);
+  CHECK(r.config.env[1].second.value == "3");
+  CHECK(r.tags == std::vector<std::string>{"g:${cuda}"});
+
+  SECTION("a cycle names the chain, at the extends that closes it") {
+    test::write(d / "a.yaml", "extends: b.yaml\nstack: a\n");
+    test::write(d / "b.yaml", "stack: b\nextends: a.yaml\n");
+    try {
+      load_recipe(d / "a.yaml");
+      FAIL("no error");
+    } catch (const InputError& e) {
+      CHECK(e.message() == "extends cycle: a.yaml -> b.yaml -> a.yaml");
+      CHECK(e.location().file == (d / "b.yaml").string());
+      CHECK(e.location().line == 2);
+      CHECK(e.location().column == 10);
+    }
+  }
+  SECTION("a recipe extending itself") {
+    test::write(d / "self.yaml", "extends: ./self.yaml\nstack: s\n");
+    CHECK_THROWS_WITH(load_recipe(d / "self.yaml"), Catch::Contains("extends cycle: self.yaml -> self.yaml"));
+  }
+  SECTION("a missing parent is an error at the extends") {
+    auto e = load_error(d, "extends: nowhere.yaml\nstack: x\n");
+    REQUIRE(e);
+    CHECK(e->location().line == 1);
+    CHECK_THAT(e->message(), Catch::Contains("cannot read the parent recipe 'nowhere.yaml'"));
+  }
+  SECTION("an error in a parent is reported in the parent's file") {
+    test::write(d / "bad.yaml", "stack: b\nlayers:\n  - {name: a, aptt: [x]}\n");
+    auto e = load_error(d, "extends: bad.yaml\n");
+    REQUIRE(e);
+    CHECK(e->location().file == (d / "bad.yaml").string());
+    CHECK(e->location().line == 3);
+    CHECK_THAT(e->render(), Catch::Contains("while reading 'bad.yaml'"));
+  }
+  SECTION("replace: true drops the parent's layer") {
+    test::write(d / "r.yaml", "extends: base/parent.yaml\nlayers:\n  - {name: fw, replace: true, pip: [torch]}\n");
+    Recipe rr = load_recipe(d / "r.yaml");
+    CHECK(rr.layers[3].use.empty());
+    CHECK(rr.layers[3].pip == std::vector<std::string>{"torch"});
+  }
+}
+
+TEST_CASE("matrix expansion: product order, exclude, include, --set", "[recipe][matrix]") {
+  TempDir tmp;
+  test::write(tmp.path() / "m.yaml",
+              "stack: m\nmatrix:\n  cuda: [\"12.4\", \"12.6\"]\n  pytorch: [\"2.5\", \"2.6\"]\n"
+              "  exclude: [{cuda: \"12.6\", pytorch: \"2.5\"}]\n"
+              "  include: [{cuda: \"12.8\", pytorch: \"2.7\"}, {pytorch: \"2.4\"}, {cuda: \"12.4\", pytorch: \"2.6\"}]\n"
+              "layers:\n  - {name: fw, use: pytorch}\n");
+  Recipe r = load_recipe(tmp.path() / "m.yaml");
+  CHECK(ids(resolve::expand_matrix(r.matrix)) ==
+        "cuda=12.4 pytorch=2.5|cuda=12.4 pytorch=2.6|cuda=12.6 pytorch=2.6|cuda=12.8 pytorch=2.7|"
+        "cuda=12.4 pytorch=2.4|cuda=12.6 pytorch=2.4|");
+
+  Matrix m = r.matrix;
+  resolve::apply_overrides(m, {{"cuda", "12.6"}, {"arch", "8.0,9.0"}}, {"arch"});
+  // The set value replaces the list; the exclude of 12.6/2.5 still holds;
+  // includes naming another cuda are dropped; the new arch axis joins all.
+  CHECK(ids(resolve::expand_matrix(m)) == "cuda=12.6 pytorch=2.6 arch=8.0;9.0|cuda=12.6 pytorch=2.4 arch=8.0;9.0|");
+  CHECK_THROWS_WITH(resolve::apply_overrides(m, {{"cdua", "1"}}, {"cuda"}), Catch::Contains("did you mean 'cuda'"));
+  CHECK_THROWS_AS(resolve::parse_override("cuda"), Error);
+  CHECK_THROWS_WITH(resolve::apply_overrides(m, {{"arch", "8"}}, {}), Catch::Contains("bad compute capability"));
+
+  Matrix none;
+  CHECK(ids(resolve::expand_matrix(none)) == "(no matrix)|");
+}
+
+TEST_CASE("variables: syntax, escapes and to_json of copy layers", "[recipe][variables]") {
+  TempDir tmp;
+  test::write(tmp.path() / "v.yaml",
+              "stack: v\nlayers:\n  - name: b\n    build: {run: [\"echo $${HOME} $HOME ${stack}\"]}\n");
+  Recipe r = load_recipe(tmp.path() / "v.yaml");
+  resolve::PlanPoint p;
+  p.stack = resolve::ResolvedStack{};
+  Recipe i = resolve::instantiate(r, p);
+  CHECK(i.layers[0].build.run[0].value == "echo ${HOME} $HOME v");
+
+  // A copy layer's JSON is its cache key: no new fields may appear in it.
+  test::write(tmp.path() / "c.yaml", "stack: c\nlayers:\n  - {name: a, copy: [{src: f, dst: /f, mode: \"0600\"}]}\n");
+  nlohmann::json j = load_recipe(tmp.path() / "c.yaml").layers[0];
+  CHECK(j.dump() == R"({"copy":[{"dst":"/f","mode":384,"src":"f"}],"name":"a","preserve_modes":false})");
+}
