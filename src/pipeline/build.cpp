@@ -96,55 +96,49 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
   return 0;
 }
 
+namespace {
+
+// One copy layer: from the cache when its key is there, else written now.
+// The key covers the parent's key, so a changed lower layer rebuilds the rest.
+LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                             const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
+                             Digest& key_out) {
+  auto start = std::chrono::steady_clock::now();
+  EntryMap entries = copy_entries(recipe, spec, epoch);
+  Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
+  key_out = key;
+  auto lookup = [&]() -> std::optional<Layer> {
+    auto rec = store.get_record("layer", key);
+    if (!rec) return std::nullopt;
+    Layer l = layer_from_json(nlohmann::json::parse(*rec));
+    return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
+  };
+  bool cached = true;
+  std::optional<Layer> hit = lookup();
+  if (!hit) {
+    auto lock = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
+    hit = lookup();
+    if (!hit) {
+      cached = false;
+      int task = status.task_begin("layer " + spec.name, content_bytes(entries));
+      Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
+      store.put_record("layer", key, nlohmann::json(l).dump());
+      status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+      hit = l;
+    }
+  }
+  if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
+  return LayerReport{spec.name, *hit, cached, since(start)};
+}
+
+}  // namespace
+
 BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
   BuildResult result;
   const int64_t epoch = choose_source_date_epoch(recipe, options.source_date_epoch);
   result.source_date_epoch = epoch;
 
-  // 1. Layers, bottom to top: each keyed by its parent, spec and inputs.
-  Digest parent = Digest::of_bytes("");
-  std::vector<Layer> layers;
-  std::vector<HistoryEntry> history;
-  for (const auto& spec : recipe.layers) {
-    auto start = std::chrono::steady_clock::now();
-    try {
-      EntryMap entries = copy_entries(recipe, spec, epoch);
-      Digest key = layer_key(parent, spec, options.layer, epoch, entries);
-      LayerReport report{spec.name, Layer{key, key, 0, 0, ""}, true, 0};
-      auto lookup = [&]() -> std::optional<Layer> {
-        auto rec = store.get_record("layer", key);
-        if (!rec) return std::nullopt;
-        Layer l = layer_from_json(nlohmann::json::parse(*rec));
-        return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
-      };
-      std::optional<Layer> hit = lookup();
-      if (!hit) {
-        auto lock = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-        hit = lookup();
-        if (!hit) {
-          report.cached = false;
-          int task = status.task_begin("layer " + spec.name, content_bytes(entries));
-          Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-          store.put_record("layer", key, nlohmann::json(l).dump());
-          status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
-          hit = l;
-        }
-      }
-      if (report.cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-      report.layer = *hit;
-      report.seconds = since(start);
-      result.layers.push_back(report);
-      layers.push_back(*hit);
-      history.push_back({"stackbuild: layer '" + spec.name + "' (copy)", spec.comment, false});
-      parent = key;
-    } catch (Error& e) {
-      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
-      throw;
-    }
-  }
-
-  // 2. Image documents, one image per tag (same bytes for every tag).
-  Image image = make_image(image_config(recipe), layers, history, epoch, annotations(recipe));
+  // 1. Tags, checked first so that a bad one costs no work.
   std::vector<std::string> tags = options.tags.empty() ? recipe.tags : options.tags;
   for (const auto& t : tags) {
     try {
@@ -153,10 +147,28 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
       if (options.tags.empty() && recipe.tags_where.known()) throw InputError(recipe.tags_where, e.what());
       throw Error(e.what(), kExitUsage);
     }
-    result.images.push_back({t, image});
   }
 
-  // 3. Output.
+  // 2. Layers, bottom to top, each keyed by its parent, spec and inputs.
+  Digest key = Digest::of_bytes("");
+  std::vector<Layer> layers;
+  std::vector<HistoryEntry> history;
+  for (const auto& spec : recipe.layers) {
+    try {
+      result.layers.push_back(build_copy_layer(recipe, spec, key, store, options, epoch, status, key));
+    } catch (Error& e) {
+      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
+    }
+    layers.push_back(result.layers.back().layer);
+    history.push_back({"stackbuild: layer '" + spec.name + "' (copy)", spec.comment, false});
+  }
+
+  // 3. Image documents: one image, under every tag.
+  Image image = make_image(image_config(recipe), layers, history, epoch, annotations(recipe));
+  for (const auto& t : tags) result.images.push_back({t, image});
+
+  // 4. Output.
   try {
     if (options.format == OutputFormat::OciLayout)
       write_oci_layout(options.output, store, result.images);

@@ -65,11 +65,12 @@ expect_error 3 relative-dst "reldst\.yaml:6:[0-9]+:" "absolute" -- sb build reld
 good | sed 's|dst: /a}|dst: /a, mode: "0999"}|' >badmode.yaml
 expect_error 3 bad-mode "badmode\.yaml:6:[0-9]+:" "0999" -- sb build badmode.yaml -o out-badmode --store "$STORE"
 
-check "a bad tag in the recipe: exit 3 at the tags"
+check "a bad tag in the recipe: exit 3 at the tags, before any layer is built"
 good 'tags: ["Bad Tag!:1.0"]
 ' >badtag.yaml
-expect_error 3 bad-tag "badtag\.yaml:7:[0-9]+:" "Bad Tag!" -- sb build badtag.yaml -o out-badtag --store "$STORE"
+expect_error 3 bad-tag "badtag\.yaml:7:[0-9]+:" "Bad Tag!" -- sb build badtag.yaml -o out-badtag --store "$TMP/tagstore"
 no_output out-badtag
+[[ -z "$(ls -A "$TMP/tagstore/blobs/sha256" 2>/dev/null)" ]] || fail "a build with a bad tag wrote layer blobs first"
 
 check "a bad --tag on the command line: exit 2"
 good >good.yaml
