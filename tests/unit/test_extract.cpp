@@ -140,7 +140,7 @@ TEST_CASE("whiteouts and opaque directories hide lower layers", "[extract]") {
   CHECK_FALSE(fs::exists(sb.target / "b" / ".wh..wh..opq"));
 }
 
-TEST_CASE("files, modes, symlinks and hardlinks come out as archived", "[extract]") {
+TEST_CASE("files - modes - symlinks and hardlinks come out as archived", "[extract]") {
   Sandbox sb;
   sb.apply({{{"bin", 'd', "", 0755}, {"bin/tool", 'f', "#!/bin/sh\n", 0755}, {"bin/alias", 'h', "bin/tool"},
              {"bin/link", 'l', "tool"}, {"secret", 'f', "s", 0600}}});

@@ -163,7 +163,7 @@ TEST_CASE("a layer's tar is canonical and its digests are golden", "[layer]") {
   }
 }
 
-TEST_CASE("xattrs are archived sorted; host-only ones are dropped", "[layer]") {
+TEST_CASE("xattrs are archived sorted - host-only ones are dropped", "[layer]") {
   TempDir dir;
   fs::path f = dir.path() / "tree/file";
   test::write(f, "x");

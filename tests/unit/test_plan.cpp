@@ -32,7 +32,7 @@ const std::string kFramework =
 
 }  // namespace
 
-TEST_CASE("valid points resolve; unsatisfiable ones stay in the plan", "[plan]") {
+TEST_CASE("valid points resolve - unsatisfiable ones stay in the plan", "[plan]") {
   TempDir tmp;
   Planned p = plan_text(tmp.path(), kFramework);
   const auto& pts = p.plan.points;
@@ -61,7 +61,7 @@ TEST_CASE("valid points resolve; unsatisfiable ones stay in the plan", "[plan]")
   CHECK(j["points"][2]["unsatisfiable"]["summary"] == "no pytorch 2.6 version works with cuda 12.8");
 }
 
-TEST_CASE("each kind of conflict, through a recipe", "[plan][conflict]") {
+TEST_CASE("each kind of conflict - through a recipe", "[plan][conflict]") {
   TempDir tmp;
   struct Case {
     const char* name;
@@ -95,7 +95,7 @@ TEST_CASE("each kind of conflict, through a recipe", "[plan][conflict]") {
   }
 }
 
-TEST_CASE("--set overrides a matrix value", "[plan]") {
+TEST_CASE("a matrix value is overridden with --set", "[plan]") {
   TempDir tmp;
   Planned p = plan_text(tmp.path(), kFramework, {"cuda=12.6", "arch=8.0,9.0"});
   REQUIRE(p.plan.points.size() == 1);
@@ -105,7 +105,7 @@ TEST_CASE("--set overrides a matrix value", "[plan]") {
   CHECK_THROWS_WITH(plan_text(tmp.path(), kFramework, {"pytroch=2.6"}), Catch::Contains("did you mean 'pytorch'"));
 }
 
-TEST_CASE("the lockfile: stable text, stale detection, never half-written", "[plan][lock]") {
+TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[plan][lock]") {
   TempDir tmp;
   Planned p = plan_text(tmp.path(), kFramework);
   fs::path lock = write_lock(p);

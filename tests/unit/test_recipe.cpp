@@ -131,7 +131,7 @@ TEST_CASE("errors only the catalog can reveal are at their place too", "[recipe]
   }
 }
 
-TEST_CASE("extends: a chain merges, nearest wins; cycles and bad parents are errors", "[recipe][extends]") {
+TEST_CASE("extends: a chain merges - nearest wins - cycles and bad parents are errors", "[recipe][extends]") {
   TempDir tmp;
   const fs::path d = tmp.path();
   test::write(d / "base/grand.yaml",
@@ -203,7 +203,7 @@ TEST_CASE("extends: a chain merges, nearest wins; cycles and bad parents are err
   }
 }
 
-TEST_CASE("matrix expansion: product order, exclude, include, --set", "[recipe][matrix]") {
+TEST_CASE("matrix expansion: product order - exclude - include - --set", "[recipe][matrix]") {
   TempDir tmp;
   test::write(tmp.path() / "m.yaml",
               "stack: m\nmatrix:\n  cuda: [\"12.4\", \"12.6\"]\n  pytorch: [\"2.5\", \"2.6\"]\n"
@@ -228,7 +228,7 @@ TEST_CASE("matrix expansion: product order, exclude, include, --set", "[recipe][
   CHECK(ids(resolve::expand_matrix(none)) == "(no matrix)|");
 }
 
-TEST_CASE("variables: syntax, escapes and to_json of copy layers", "[recipe][variables]") {
+TEST_CASE("variables: syntax - escapes and to_json of copy layers", "[recipe][variables]") {
   TempDir tmp;
   test::write(tmp.path() / "v.yaml",
               "stack: v\nlayers:\n  - name: b\n    build: {run: [\"echo $${HOME} $HOME ${stack}\"]}\n");

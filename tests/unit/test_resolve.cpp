@@ -226,7 +226,7 @@ TEST_CASE("malformed requests are input errors at the recipe location", "[resolv
   CHECK(error_of(request({{"cuda", ""}}, {"12.0+PTX", "9.0a"})) == "no error");
 }
 
-TEST_CASE("ResolvedStack round-trips through JSON; records_of finds its records", "[resolve]") {
+TEST_CASE("ResolvedStack round-trips through JSON - records_of finds its records", "[resolve]") {
   Result r = resolve_point(cat(), request({{"cuda", "12.6"}, {"pytorch", "2.6"}}, {"8.0", "9.0"}));
   REQUIRE(r.stack);
   nlohmann::json j = *r.stack;

@@ -19,7 +19,7 @@ TEST_CASE("Digest parses only well-formed sha256 digests", "[util]") {
   CHECK_THROWS_WITH(Digest::parse("sha256:" + std::string(64, 'A')), Catch::Contains("lowercase hex"));
 }
 
-TEST_CASE("Sha256 matches the FIPS 180-2 test vectors, in one piece or streamed", "[util]") {
+TEST_CASE("Sha256 matches the FIPS 180-2 test vectors - in one piece or streamed", "[util]") {
   CHECK(Digest::of_bytes("abc").hex() == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(Digest::of_bytes("").hex() == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
   Sha256 h;
@@ -35,7 +35,7 @@ TEST_CASE("KeyHasher keeps field boundaries", "[util]") {
   CHECK(KeyHasher().field("x", "a").finish() == KeyHasher().field("x", "a").finish());
 }
 
-TEST_CASE("AtomicFile leaves nothing without commit, the whole file with it", "[util]") {
+TEST_CASE("AtomicFile leaves nothing without commit - the whole file with it", "[util]") {
   TempDir dir;
   fs::path dest = dir.path() / "out";
   {
@@ -53,7 +53,7 @@ TEST_CASE("AtomicFile leaves nothing without commit, the whole file with it", "[
   CHECK(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()) == 1);
 }
 
-TEST_CASE("InputError renders file:line:col, the quoted line and a caret", "[util]") {
+TEST_CASE("InputError renders file:line:col - the quoted line and a caret", "[util]") {
   TempDir dir;
   fs::path f = dir.path() / "r.yaml";
   test::write(f, "stack: x\nlayrs: []\n");
