@@ -1,0 +1,255 @@
+#include "util/http.hpp"
+
+#include <curl/curl.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <exception>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "util/file.hpp"
+
+namespace sb::http {
+
+std::string Response::header(const std::string& name) const {
+  auto it = headers.find(name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+namespace {
+
+void global_init() {
+  static std::once_flag once;
+  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+}
+
+struct Transfer {
+  CURL* curl = nullptr;
+  const Request* req = nullptr;
+  Response* resp = nullptr;
+  int body_fd = -1;
+  uint64_t body_sent = 0;
+  std::exception_ptr error;  // from a callback; rethrown after curl returns
+};
+
+size_t on_header(char* data, size_t size, size_t n, void* ud) {
+  auto* t = static_cast<Transfer*>(ud);
+  std::string line(data, size * n);
+  while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
+  if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or 100-continue)
+    t->resp->headers.clear();
+    return size * n;
+  }
+  auto colon = line.find(':');
+  if (colon != std::string::npos) {
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+    std::string value = line.substr(colon + 1);
+    value.erase(0, value.find_first_not_of(" \t"));
+    t->resp->headers[name] = value;
+  }
+  return size * n;
+}
+
+size_t on_write(char* data, size_t size, size_t n, void* ud) {
+  auto* t = static_cast<Transfer*>(ud);
+  size_t len = size * n;
+  try {
+    // Only a successful response's body is streamed; redirect and error
+    // bodies are kept in Response::body (error bodies explain the error).
+    long code = 0;
+    curl_easy_getinfo(t->curl, CURLINFO_RESPONSE_CODE, &code);
+    if (t->req->on_data && code >= 200 && code < 300) {
+      t->req->on_data(data, len);
+    } else {
+      t->resp->body.append(data, len);
+    }
+    return len;
+  } catch (...) {
+    t->error = std::current_exception();
+    return 0;  // makes curl stop with CURLE_WRITE_ERROR
+  }
+}
+
+size_t on_read(char* buf, size_t size, size_t n, void* ud) {
+  auto* t = static_cast<Transfer*>(ud);
+  size_t want = std::min<uint64_t>(size * n, t->req->body_length - t->body_sent);
+  if (want == 0) return 0;
+  ssize_t got = ::pread(t->body_fd, buf, want, static_cast<off_t>(t->req->body_offset + t->body_sent));
+  if (got <= 0) return CURL_READFUNC_ABORT;
+  t->body_sent += static_cast<uint64_t>(got);
+  return static_cast<size_t>(got);
+}
+
+int on_progress(void* ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
+  auto* t = static_cast<Transfer*>(ud);
+  if (!t->req->on_progress) return 0;
+  try {
+    if (ultotal > 0)
+      t->req->on_progress(static_cast<uint64_t>(ulnow), static_cast<uint64_t>(ultotal));
+    else
+      t->req->on_progress(static_cast<uint64_t>(dlnow), static_cast<uint64_t>(dltotal));
+  } catch (...) {
+    t->error = std::current_exception();
+    return 1;
+  }
+  return 0;
+}
+
+bool transient_curl(CURLcode c) {
+  switch (c) {
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+    case CURLE_GOT_NOTHING:
+    case CURLE_PARTIAL_FILE:
+    case CURLE_HTTP2:
+    case CURLE_HTTP2_STREAM:
+    case CURLE_SSL_CONNECT_ERROR:
+      return true;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+struct Client::Impl {
+  ClientOptions options;
+  CURL* curl = nullptr;
+};
+
+Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
+  global_init();
+  impl_->options = std::move(options);
+  impl_->curl = curl_easy_init();
+  if (!impl_->curl) throw Error("libcurl: cannot create a handle");
+}
+
+Client::~Client() { curl_easy_cleanup(impl_->curl); }
+
+Response Client::perform(const Request& req) {
+  CURL* c = impl_->curl;
+  curl_easy_reset(c);  // keeps the connection cache: later requests reuse connections
+  Response resp;
+  Transfer t;
+  t.curl = c;
+  t.req = &req;
+  t.resp = &resp;
+  UniqueFd body_fd;
+
+  curl_easy_setopt(c, CURLOPT_URL, req.url.c_str());
+  curl_easy_setopt(c, CURLOPT_USERAGENT, impl_->options.user_agent.c_str());
+  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, req.follow_redirects ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_MAXREDIRS, 10L);
+  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, req.connect_timeout_seconds);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1024L);
+  curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, req.stall_seconds);
+  curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+  curl_easy_setopt(c, CURLOPT_HEADERDATA, &t);
+  curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_write);
+  curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
+  curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+  curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, req.on_progress ? 0L : 1L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, impl_->options.verify_tls ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, impl_->options.verify_tls ? 2L : 0L);
+  if (!impl_->options.ca_file.empty()) {  // the private CA, and the system store beside it
+    curl_easy_setopt(c, CURLOPT_CAINFO, impl_->options.ca_file.c_str());
+    curl_easy_setopt(c, CURLOPT_CAPATH, "/etc/ssl/certs");
+  }
+  curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+  curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+
+  if (req.no_body || req.method == "HEAD") {
+    curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
+  } else if (!req.body_file.empty()) {
+    body_fd.reset(::open(req.body_file.c_str(), O_RDONLY | O_CLOEXEC));
+    if (body_fd.get() < 0) throw_errno("open " + req.body_file.string());
+    t.body_fd = body_fd.get();
+    curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(c, CURLOPT_READFUNCTION, on_read);
+    curl_easy_setopt(c, CURLOPT_READDATA, &t);
+    curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(req.body_length));
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  } else if (req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || !req.body.empty()) {
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req.body.data());
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body.size()));
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  } else if (req.method != "GET") {
+    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+  }
+
+  struct curl_slist* headers = nullptr;
+  for (const auto& h : req.headers) headers = curl_slist_append(headers, h.c_str());
+  if (!req.body_file.empty() || !req.body.empty()) headers = curl_slist_append(headers, "Expect:");
+  curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+
+  char errbuf[CURL_ERROR_SIZE] = {0};
+  curl_easy_setopt(c, CURLOPT_ERRORBUFFER, errbuf);
+  CURLcode rc = curl_easy_perform(c);
+  curl_slist_free_all(headers);
+  if (t.error) std::rethrow_exception(t.error);
+  if (rc != CURLE_OK) {
+    std::string msg = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    throw HttpError(req.method + " " + req.url, msg, transient_curl(rc));
+  }
+  curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
+  char* eff = nullptr;
+  curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
+  if (eff) resp.effective_url = eff;
+  return resp;
+}
+
+bool transient_status(long s) { return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }
+
+std::optional<double> retry_after(const Response& r) {
+  std::string v = r.header("retry-after");
+  if (v.empty()) return std::nullopt;
+  if (std::all_of(v.begin(), v.end(), ::isdigit)) return std::stod(v);
+  struct tm tm {};
+  if (strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) {
+    double secs = std::difftime(timegm(&tm), std::time(nullptr));
+    return std::max(0.0, secs);
+  }
+  return std::nullopt;
+}
+
+Response with_retries(const RetryPolicy& p, const std::function<Response()>& attempt,
+                      const std::function<void(const std::string&)>& on_retry) {
+  static thread_local std::mt19937 rng{std::random_device{}()};
+  auto sleep = p.sleep ? p.sleep : [](double s) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(s));
+  };
+  double backoff = p.base_seconds;
+  for (int i = 1;; ++i) {
+    std::string why;
+    std::optional<double> wait;
+    try {
+      Response r = attempt();
+      if (!transient_status(r.status) || i >= p.attempts) return r;
+      why = "HTTP " + std::to_string(r.status);
+      wait = retry_after(r);
+    } catch (const HttpError& e) {
+      if (!e.transient() || i >= p.attempts) throw;
+      why = e.what();
+    }
+    // Full jitter on the exponential backoff, unless the server said how long.
+    double delay = wait ? std::min(*wait, p.max_seconds)
+                        : std::uniform_real_distribution<double>(backoff / 2, backoff)(rng);
+    backoff = std::min(backoff * 2, p.max_seconds);
+    if (on_retry) on_retry(why + "; retrying in " + std::to_string(static_cast<int>(delay * 1000)) + " ms");
+    sleep(delay);
+  }
+}
+
+}  // namespace sb::http

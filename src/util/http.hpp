@@ -1,0 +1,100 @@
+// HTTP over libcurl, for the fetch and registry stages: one request at a time
+// per Client (use one Client per thread), streaming bodies both ways, TLS
+// verified against the system store (or a given CA file), the proxy variables
+// (http_proxy, https_proxy, no_proxy) honoured as curl does. HTTP statuses are
+// returned; transport failures throw HttpError. with_retries() adds backoff
+// with jitter for what is worth retrying (connection failures, 408/429/5xx,
+// honouring Retry-After).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace sb::http {
+
+struct Request {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::string> headers;  // "Name: value"
+  // The body: `body` bytes, or `body_length` bytes of `body_file` from `body_offset`.
+  std::string body;
+  std::filesystem::path body_file;
+  uint64_t body_offset = 0;
+  uint64_t body_length = 0;
+  // Streams a 2xx response body; otherwise (unset, or a redirect or error
+  // status) the body is collected into Response::body. May throw.
+  std::function<void(const char* data, size_t size)> on_data;
+  std::function<void(uint64_t done, uint64_t total)> on_progress;  // bytes up (with a body) or down
+  bool follow_redirects = true;
+  bool no_body = false;                  // HEAD
+  long connect_timeout_seconds = 30;
+  long stall_seconds = 60;               // abort when under 1 KiB/s for this long
+};
+
+struct Response {
+  long status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names; the last value of a repeated header
+  std::string body;                            // unless Request::on_data was set
+  std::string effective_url;
+  std::string header(const std::string& lower_name) const;
+};
+
+// A failure below HTTP: DNS, refused or reset connections, TLS, timeouts.
+class HttpError : public Error {
+ public:
+  HttpError(const std::string& url, const std::string& what, bool transient)
+      : Error(url + ": " + what), url_(url), transient_(transient) {}
+  const std::string& url() const { return url_; }
+  bool transient() const { return transient_; }
+
+ private:
+  std::string url_;
+  bool transient_;
+};
+
+struct ClientOptions {
+  std::filesystem::path ca_file;  // a private CA, trusted besides the system store
+  bool verify_tls = true;
+  std::string user_agent = "stackbuild/0.1";
+};
+
+class Client {
+ public:
+  explicit Client(ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Response perform(const Request& request);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RetryPolicy {
+  int attempts = 6;            // tries in all
+  double base_seconds = 0.5;   // first backoff; doubles each time, with jitter
+  double max_seconds = 30;
+  std::function<void(double)> sleep;  // for tests; default: really sleep
+};
+
+bool transient_status(long status);  // 408, 429, 500, 502, 503, 504
+// Seconds a Retry-After header asks for (delta-seconds or an HTTP-date), if any.
+std::optional<double> retry_after(const Response& response);
+
+// Runs `attempt` until it returns a response whose status is not transient, or
+// the policy's attempts are spent (then returns the last response, or rethrows
+// the last transient HttpError). `on_retry` hears why each retry happens.
+Response with_retries(const RetryPolicy& policy, const std::function<Response()>& attempt,
+                      const std::function<void(const std::string&)>& on_retry = {});
+
+}  // namespace sb::http

@@ -1,0 +1,111 @@
+#include <catch2/catch.hpp>
+
+#include "helpers.hpp"
+#include "http_server.hpp"
+#include "util/http.hpp"
+
+using namespace sb;
+using test::http_response;
+
+TEST_CASE("http: GET collects the body and lower-cases header names", "[http]") {
+  test::HttpServer server([](const test::HttpRequest& r) {
+    return http_response(200, "hello " + r.path, "Docker-Content-Digest: sha256:abc\r\n");
+  });
+  http::Client client;
+  auto resp = client.perform({.url = server.url("/v2/")});
+  CHECK(resp.status == 200);
+  CHECK(resp.body == "hello /v2/");
+  CHECK(resp.header("docker-content-digest") == "sha256:abc");
+}
+
+TEST_CASE("http: only a 2xx body streams - an error body is kept for the message", "[http]") {
+  test::HttpServer server([](const test::HttpRequest& r) {
+    return r.path == "/ok" ? http_response(200, "data") : http_response(404, "{\"errors\":[]}");
+  });
+  http::Client client;
+  std::string streamed;
+  http::Request req{.url = server.url("/ok")};
+  req.on_data = [&](const char* d, size_t n) { streamed.append(d, n); };
+  CHECK(client.perform(req).body.empty());
+  CHECK(streamed == "data");
+  streamed.clear();
+  req.url = server.url("/missing");
+  auto resp = client.perform(req);
+  CHECK(resp.status == 404);
+  CHECK(streamed.empty());
+  CHECK(resp.body == "{\"errors\":[]}");
+}
+
+TEST_CASE("http: a body from a file range goes up exactly", "[http]") {
+  std::string got;
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    got = r.method + " " + r.body;
+    return http_response(201, "");
+  });
+  TempDir dir;
+  test::write(dir.path() / "blob", "0123456789");
+  http::Client client;
+  http::Request req{.method = "PATCH", .url = server.url("/upload")};
+  req.body_file = dir.path() / "blob";
+  req.body_offset = 3;
+  req.body_length = 4;
+  CHECK(client.perform(req).status == 201);
+  CHECK(got == "PATCH 3456");
+}
+
+TEST_CASE("http: retries transient statuses with backoff and honours Retry-After", "[http]") {
+  int n = 0;
+  test::HttpServer server([&](const test::HttpRequest&) {
+    ++n;
+    if (n == 1) return http_response(503, "busy");
+    if (n == 2) return http_response(429, "slow down", "Retry-After: 7\r\n");
+    return http_response(200, "done");
+  });
+  http::Client client;
+  std::vector<double> slept;
+  std::vector<std::string> why;
+  http::RetryPolicy policy;
+  policy.sleep = [&](double s) { slept.push_back(s); };
+  auto resp = http::with_retries(policy, [&] { return client.perform({.url = server.url()}); },
+                                 [&](const std::string& w) { why.push_back(w); });
+  CHECK(resp.status == 200);
+  CHECK(resp.body == "done");
+  REQUIRE(slept.size() == 2);
+  CHECK(slept[0] >= policy.base_seconds / 2);
+  CHECK(slept[0] <= policy.base_seconds);
+  CHECK(slept[1] == 7);
+  CHECK_THAT(why[1], Catch::StartsWith("HTTP 429"));
+
+  policy.attempts = 2;
+  n = 0;
+  CHECK(http::with_retries(policy, [&] { return client.perform({.url = server.url()}); }).status == 429);
+}
+
+TEST_CASE("http: transport failures are HttpErrors that say whether to retry", "[http]") {
+  int port;
+  {
+    test::HttpServer gone([](const test::HttpRequest&) { return std::string(); });
+    port = std::stoi(gone.url().substr(gone.url().rfind(':') + 1));
+  }
+  http::Client client;
+  http::RetryPolicy policy;
+  int sleeps = 0;
+  policy.sleep = [&](double) { ++sleeps; };
+  std::string url = "http://127.0.0.1:" + std::to_string(port) + "/";
+  try {
+    http::with_retries(policy, [&] { return client.perform({.url = url}); });
+    FAIL("no error");
+  } catch (const http::HttpError& e) {
+    CHECK(e.transient());
+    CHECK_THAT(std::string(e.what()), Catch::Contains(url));
+  }
+  CHECK(sleeps == policy.attempts - 1);
+  try {
+    client.perform({.url = "ftp://127.0.0.1/x"});
+    FAIL("no error");
+  } catch (const http::HttpError& e) {
+    CHECK_FALSE(e.transient());
+  }
+  test::HttpServer drop([](const test::HttpRequest&) { return std::string(); });
+  CHECK_THROWS_AS(client.perform({.url = drop.url()}), http::HttpError);
+}
