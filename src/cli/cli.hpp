@@ -38,6 +38,8 @@ int cmd_layer(const std::vector<std::string>& argv);
 int cmd_unpack(const std::vector<std::string>& argv);
 int cmd_extract(const std::vector<std::string>& argv);
 int cmd_version(const std::vector<std::string>& argv);
+int cmd_gpu(const std::vector<std::string>& argv);
+int cmd_test(const std::vector<std::string>& argv);
 int cmd_plan(const std::vector<std::string>& argv);
 int cmd_lock(const std::vector<std::string>& argv);
 
@@ -45,6 +47,8 @@ extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
 extern const char* const kUnpackHelp;
 extern const char* const kExtractHelp;
+extern const char* const kGpuHelp;
+extern const char* const kTestHelp;
 extern const char* const kPlanHelp;
 extern const char* const kLockHelp;
 

@@ -48,6 +48,8 @@ const std::vector<Command>& commands() {
       {"layer", "write one layer blob from a directory tree", kLayerHelp, cmd_layer},
       {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
+      {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
+      {"gpu", "show what GPU tests would inject from this host (or a CDI spec)", kGpuHelp, cmd_gpu},
       {"version", "print the version", kVersionHelp, cmd_version},
   };
   return cmds;

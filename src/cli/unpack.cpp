@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "image/layout.hpp"
 #include "layer/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -74,55 +75,14 @@ int cmd_extract(const std::vector<std::string>& argv) {
   return kExitOk;
 }
 
-// Reads a layout blob after checking its digest.
-static fs::path checked_blob(const fs::path& layout, const json& desc) {
-  Digest d = Digest::parse(desc.at("digest").get<std::string>());
-  fs::path p = layout / "blobs" / "sha256" / d.hex();
-  if (::access(p.c_str(), R_OK) != 0) throw Error("layout " + layout.string() + " lacks blob " + d.str());
-  if (Digest::of_file(p) != d) throw Error("blob " + p.string() + " does not match its digest " + d.str());
-  return p;
-}
-
 int cmd_unpack(const std::vector<std::string>& argv) {
   Args args(argv, extract_flags(), extract_opts());
   if (maybe_help(args, kUnpackHelp)) return kExitOk;
   if (args.positional().size() != 2) throw Error("unpack wants LAYOUT[:REF] and DIR", kExitUsage);
-  std::string src = args.positional()[0];
-  fs::path layout = src;
-  std::string ref;
-  if (!fs::is_directory(layout)) {
-    auto colon = src.rfind(':');
-    if (colon == std::string::npos) throw Error("no OCI layout at " + src, kExitUsage);
-    layout = src.substr(0, colon);
-    ref = src.substr(colon + 1);
-  }
+  auto [layout, ref] = split_layout_ref(args.positional()[0]);
   fs::path dest = args.positional()[1];
   if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", kExitUsage);
-
-  json index;
-  try {
-    index = json::parse(read_file(layout / "index.json"));
-  } catch (const json::exception& e) {
-    throw Error((layout / "index.json").string() + ": " + e.what());
-  }
-  const json manifests = index.value("manifests", json::array());
-  const json* chosen = nullptr;
-  std::vector<std::string> refs;
-  for (const auto& m : manifests) {
-    std::string r = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
-    refs.push_back(r);
-    if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
-  }
-  if (!chosen) {
-    std::string list;
-    for (const auto& r : refs) list += (list.empty() ? "" : ", ") + r;
-    throw Error(ref.empty() ? "layout holds several images; name one of: " + list
-                            : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
-  }
-  json manifest = json::parse(read_file(checked_blob(layout, *chosen)));
-  checked_blob(layout, manifest.at("config"));  // every blob is checked, the config too
-  std::vector<fs::path> layers;
-  for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l));
+  LayoutImage image = open_layout_image(layout, ref);
 
   fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());
   TempDir tmp(dest.parent_path().empty() ? fs::path(".") : dest.parent_path(), "." + dest.filename().string() + ".tmp-");
@@ -130,7 +90,7 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   fs::create_directory(root);
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
-  for (const auto& blob : layers) extract_layer(blob, root, o, stats);
+  for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
   fs::rename(root, dest);
   fprintf(stderr, "unpacked %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
           (unsigned long long)stats.bytes, dest.c_str());

@@ -138,4 +138,59 @@ void write_docker_archive(const fs::path& out, const Store& store, const std::ve
   f.commit();
 }
 
+std::pair<fs::path, std::string> split_layout_ref(const std::string& arg) {
+  if (fs::is_directory(arg)) return {arg, ""};
+  auto colon = arg.rfind(':');
+  auto slash = arg.rfind('/');
+  if (colon == std::string::npos || (slash != std::string::npos && colon < slash))
+    throw Error("no OCI layout at " + arg, kExitUsage);
+  return {arg.substr(0, colon), arg.substr(colon + 1)};
+}
+
+// A layout blob's path, after checking its digest and size.
+static fs::path checked_blob(const fs::path& layout, const json& desc) {
+  Digest d = Digest::parse(desc.at("digest").get<std::string>());
+  fs::path p = layout / "blobs" / "sha256" / d.hex();
+  if (::access(p.c_str(), R_OK) != 0) throw Error("layout " + layout.string() + " lacks blob " + d.str());
+  if (desc.contains("size") && fs::file_size(p) != desc["size"].get<uint64_t>())
+    throw Error("blob " + p.string() + " has " + std::to_string(fs::file_size(p)) + " bytes, its descriptor says " +
+                std::to_string(desc["size"].get<uint64_t>()));
+  if (Digest::of_file(p) != d) throw Error("blob " + p.string() + " does not match its digest " + d.str());
+  return p;
+}
+
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref) {
+  json index;
+  try {
+    index = json::parse(read_file(layout / "index.json"));
+  } catch (const json::exception& e) {
+    throw Error((layout / "index.json").string() + ": " + e.what());
+  }
+  const json manifests = index.value("manifests", json::array());
+  const json* chosen = nullptr;
+  std::vector<std::string> refs;
+  for (const auto& m : manifests) {
+    std::string r = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
+    refs.push_back(r);
+    if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
+  }
+  if (!chosen) {
+    std::string list;
+    for (const auto& r : refs) list += (list.empty() ? "" : ", ") + r;
+    throw Error(ref.empty() ? "layout holds several images; name one of: " + list
+                            : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
+  }
+  try {
+    std::string manifest_json = read_file(checked_blob(layout, *chosen));
+    json manifest = json::parse(manifest_json);
+    std::string config_json = read_file(checked_blob(layout, manifest.at("config")));
+    std::vector<fs::path> layers;
+    for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l));
+    std::string r = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
+    return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers};
+  } catch (const json::exception& e) {
+    throw Error("a malformed document in " + layout.string() + ": " + e.what());
+  }
+}
+
 }  // namespace sb

@@ -29,4 +29,19 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
 // to `out`, atomically.
 void write_docker_archive(const fs::path& out, const Store& store, const std::vector<TaggedImage>& images);
 
+// An image read back from an OCI layout, every blob's digest checked.
+struct LayoutImage {
+  Digest manifest_digest;
+  std::string ref;                      // its org.opencontainers.image.ref.name
+  std::string manifest_json;
+  std::string config_json;
+  std::vector<fs::path> layer_blobs;    // in order, bottom first
+};
+
+// "DIR[:REF]" -> (DIR, REF): DIR as a whole when it is a directory.
+std::pair<fs::path, std::string> split_layout_ref(const std::string& arg);
+
+// The image under `ref` (may be empty when the layout holds one image).
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref);
+
 }  // namespace sb

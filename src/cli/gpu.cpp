@@ -1,0 +1,65 @@
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "util/error.hpp"
+#include "verify/gpu.hpp"
+
+namespace sb::cli {
+
+const char* const kGpuHelp =
+    "usage: stackbuild gpu [options]\n"
+    "\n"
+    "Prints what a GPU test would inject into an image from this host: the driver version,\n"
+    "the selected GPUs, device nodes, and the driver's libraries, binaries and firmware\n"
+    "(read-only mounts). A CDI spec for nvidia.com/gpu in /etc/cdi or /var/run/cdi is used\n"
+    "when there is one; otherwise the driver is discovered the way libnvidia-container does.\n"
+    "Exits 0 with \"no NVIDIA driver\" on a host without one.\n"
+    "\n"
+    "options:\n"
+    "  --gpus SEL         all (default), none, indices (0,1) or GPU UUIDs\n"
+    "  --cdi              print a CDI spec (JSON) for what was found\n"
+    "  --json             print what was found as JSON\n"
+    "  --host-root DIR    look at DIR as the host's root (for tests; default /)\n";
+
+int cmd_gpu(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--cdi");
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--gpus", "--host-root"});
+  Args args(argv, flags, options);
+  if (maybe_help(args, kGpuHelp)) return kExitOk;
+  if (!args.positional().empty()) throw Error("gpu takes no arguments", kExitUsage);
+  fs::path root = args.get("--host-root").value_or("/");
+  std::string sel = args.get("--gpus").value_or("all");
+
+  auto found = verify::load_cdi(root, sel);
+  if (!found) found = verify::discover_gpus(root, sel);
+  if (!found) {
+    printf("no NVIDIA driver on this host (no CDI spec, no /proc/driver/nvidia/version)\n");
+    return kExitOk;
+  }
+  const auto& g = *found;
+  if (args.has("--cdi")) {
+    fputs(verify::to_cdi_json(g).c_str(), stdout);
+    return kExitOk;
+  }
+  if (args.has("--json")) {
+    nlohmann::json gpus = nlohmann::json::array(), mounts = nlohmann::json::array();
+    for (const auto& d : g.gpus)
+      gpus.push_back({{"index", d.index}, {"minor", d.minor}, {"uuid", d.uuid}, {"model", d.model}, {"pci", d.pci_bus}});
+    for (const auto& m : g.mounts) mounts.push_back({{"host", "/" + m.host_path.string()}, {"container", m.container_path}});
+    nlohmann::json j{{"source", g.source}, {"driver_version", g.driver_version}, {"gpus", gpus},
+                     {"device_nodes", g.device_nodes}, {"mounts", mounts}, {"env", g.env}, {"warnings", g.warnings}};
+    printf("%s\n", j.dump(2).c_str());
+    return kExitOk;
+  }
+  printf("source: %s\ndriver: %s\n", g.source.c_str(), g.driver_version.empty() ? "?" : g.driver_version.c_str());
+  for (const auto& d : g.gpus)
+    printf("gpu %d: %s %s (minor %d, %s)\n", d.index, d.model.c_str(), d.uuid.c_str(), d.minor, d.pci_bus.c_str());
+  for (const auto& n : g.device_nodes) printf("device: %s\n", n.c_str());
+  for (const auto& m : g.mounts) printf("mount: /%s -> %s (ro)\n", m.host_path.c_str(), m.container_path.c_str());
+  for (const auto& w : g.warnings) printf("warning: %s\n", w.c_str());
+  return kExitOk;
+}
+
+}  // namespace sb::cli

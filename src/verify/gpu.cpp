@@ -1,0 +1,189 @@
+#include "verify/gpu.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "util/error.hpp"
+
+namespace sb::verify {
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+fs::path under(const fs::path& root, const std::string& abs) { return root / fs::path(abs).relative_path(); }
+
+std::string driver_version(const fs::path& root) {
+  static const std::regex re(R"(Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?))");
+  std::smatch m;
+  std::string text = slurp(under(root, "/proc/driver/nvidia/version"));
+  if (std::regex_search(text, m, re)) return m[1];
+  std::string sys = slurp(under(root, "/sys/module/nvidia/version"));
+  sys.erase(sys.find_last_not_of(" \n") + 1);
+  return sys;
+}
+
+std::vector<GpuDevice> find_gpus(const fs::path& root) {
+  std::vector<GpuDevice> out;
+  fs::path dir = under(root, "/proc/driver/nvidia/gpus");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::istringstream info(slurp(e.path() / "information"));
+    GpuDevice g;
+    g.pci_bus = e.path().filename().string();
+    g.minor = -1;
+    std::string line;
+    while (std::getline(info, line)) {
+      auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string key = line.substr(0, colon), value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      if (key == "Model") g.model = value;
+      if (key == "GPU UUID") g.uuid = value;
+      if (key == "Device Minor") g.minor = std::atoi(value.c_str());
+    }
+    if (g.minor >= 0) out.push_back(g);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.minor < b.minor; });
+  for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int>(i);
+  return out;
+}
+
+std::vector<GpuDevice> select(const std::vector<GpuDevice>& all, const std::string& selection) {
+  if (selection.empty() || selection == "all") return all;
+  if (selection == "none") return {};
+  std::vector<GpuDevice> out;
+  std::stringstream ss(selection);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    auto it = std::find_if(all.begin(), all.end(), [&](const GpuDevice& g) {
+      return g.uuid == item || (!item.empty() && std::all_of(item.begin(), item.end(), ::isdigit) &&
+                                g.index == std::atoi(item.c_str()));
+    });
+    if (it == all.end())
+      throw Error("--gpus " + selection + ": no GPU '" + item + "' on this host (it has " +
+                  std::to_string(all.size()) + ")", kExitUsage);
+    out.push_back(*it);
+  }
+  return out;
+}
+
+// (soname or file name) -> image path, from the host's /etc/ld.so.cache.
+std::vector<std::string> ld_cache_paths(const fs::path& root) {
+  std::string data = slurp(under(root, "/etc/ld.so.cache"));
+  const char magic[] = "glibc-ld.so.cache1.1";
+  size_t base = data.find(magic);
+  std::vector<std::string> out;
+  if (base == std::string::npos || base + 48 > data.size()) return out;
+  uint32_t nlibs;
+  std::memcpy(&nlibs, data.data() + base + 20, 4);
+  for (uint32_t i = 0; i < nlibs; ++i) {
+    size_t e = base + 48 + static_cast<size_t>(i) * 24;
+    if (e + 24 > data.size()) break;
+    uint32_t value;
+    std::memcpy(&value, data.data() + e + 8, 4);
+    if (base + value >= data.size()) continue;
+    out.emplace_back(data.c_str() + base + value);
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::vector<std::string>& driver_library_names() {
+  static const std::vector<std::string> names = {
+      "libcuda.so",          "libcudadebugger.so",       "libnvidia-ml.so",     "libnvidia-cfg.so",
+      "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so", "libnvidia-gpucomp.so", "libnvidia-opencl.so",
+      "libnvidia-allocator.so", "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so",
+      "libnvidia-fatbinaryloader.so"};
+  return names;
+}
+
+int compare_versions(const std::string& a, const std::string& b) {
+  std::stringstream sa(a), sb(b);
+  std::string x, y;
+  for (;;) {
+    bool ha = static_cast<bool>(std::getline(sa, x, '.')), hb = static_cast<bool>(std::getline(sb, y, '.'));
+    if (!ha && !hb) return 0;
+    long vx = ha ? std::atol(x.c_str()) : 0, vy = hb ? std::atol(y.c_str()) : 0;
+    if (vx != vy) return vx < vy ? -1 : 1;
+  }
+}
+
+std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::string& selection) {
+  std::string version = driver_version(root);
+  if (version.empty()) return std::nullopt;
+  GpuInjection g;
+  g.source = "discovered";
+  g.driver_version = version;
+  g.gpus = select(find_gpus(root), selection);
+
+  for (const auto& gpu : g.gpus) {
+    std::string node = "/dev/nvidia" + std::to_string(gpu.minor);
+    if (!fs::exists(under(root, node)))
+      g.warnings.push_back("GPU " + std::to_string(gpu.index) + " (" + gpu.uuid + "): " + node + " is missing");
+    else
+      g.device_nodes.push_back(node);
+  }
+  for (const char* node : {"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}) {
+    if (fs::exists(under(root, node)))
+      g.device_nodes.push_back(node);
+    else if (std::string(node) == "/dev/nvidiactl" || std::string(node) == "/dev/nvidia-uvm")
+      g.warnings.push_back(std::string(node) + " is missing: CUDA will not start");
+  }
+
+  // Libraries: the file whose suffix is exactly the running driver's version,
+  // from the linker cache first, then the usual driver directories.
+  std::vector<std::string> candidates = ld_cache_paths(root);
+  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/nvidia/lib64",
+                          "/usr/local/nvidia/lib", "/usr/lib/aarch64-linux-gnu"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(under(root, dir), ec))
+      candidates.push_back(std::string(dir) + "/" + e.path().filename().string());
+  }
+  std::set<std::string> taken;
+  for (const auto& name : driver_library_names()) {
+    std::string want = name + "." + version;
+    for (const auto& c : candidates) {
+      if (fs::path(c).filename() != want || !fs::exists(under(root, c)) || !taken.insert(want).second) continue;
+      g.mounts.push_back({fs::path(c).relative_path(), "/usr/lib/x86_64-linux-gnu/" + want});
+    }
+  }
+  for (const char* bin : {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",
+                          "nvidia-cuda-mps-server"}) {
+    for (const char* dir : {"/usr/bin", "/usr/local/nvidia/bin", "/usr/sbin"}) {
+      std::string p = std::string(dir) + "/" + bin;
+      if (fs::exists(under(root, p))) {
+        g.mounts.push_back({fs::path(p).relative_path(), std::string("/usr/bin/") + bin});
+        break;
+      }
+    }
+  }
+  std::error_code ec;
+  std::string fw = "/lib/firmware/nvidia/" + version;
+  for (const auto& e : fs::directory_iterator(under(root, fw), ec))
+    g.mounts.push_back({fs::path(fw + "/" + e.path().filename().string()).relative_path(),
+                        fw + "/" + e.path().filename().string()});
+  if (std::none_of(g.mounts.begin(), g.mounts.end(),
+                   [&](const Mount& m) { return m.container_path.find("libcuda.so.") != std::string::npos; }))
+    g.warnings.push_back("no libcuda.so." + version + " found for the running driver");
+  return g;
+}
+
+void check_driver(const GpuInjection& gpu, const std::string& required) {
+  if (required.empty()) return;
+  if (compare_versions(gpu.driver_version, required) < 0)
+    throw Error("the image needs NVIDIA driver " + required + " or newer; this host runs " + gpu.driver_version);
+}
+
+}  // namespace sb::verify

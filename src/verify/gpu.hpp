@@ -1,0 +1,68 @@
+// What of the host's NVIDIA driver a GPU test needs inside the image, found
+// the way the NVIDIA container toolkit does: from a CDI spec when the host has
+// one (/etc/cdi, /var/run/cdi), else by discovery like libnvidia-container:
+// the driver version from /proc/driver/nvidia/version, the GPUs from
+// /proc/driver/nvidia/gpus/*/information, the user-space libraries whose
+// version suffix is the running driver's (through the host's ld.so.cache and
+// driver directories such as /usr/local/nvidia), nvidia-smi, the device
+// nodes, and the firmware. Every lookup is under `host_root`, so tests use
+// fake trees.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sb::verify {
+
+namespace fs = std::filesystem;
+
+struct GpuDevice {
+  int index = 0;          // in the order of their minor numbers
+  int minor = 0;          // /dev/nvidia<minor>
+  std::string uuid;       // "GPU-..."
+  std::string model;
+  std::string pci_bus;    // "0000:3b:00.0"
+};
+
+struct Mount {
+  fs::path host_path;     // relative to the host root the discovery ran on
+  std::string container_path;
+};
+
+struct GpuInjection {
+  std::string source;                 // "cdi <file>" or "discovered"
+  std::string driver_version;         // "550.54.15"
+  std::vector<GpuDevice> gpus;        // the selected ones
+  std::vector<std::string> device_nodes;  // every node to create, e.g. /dev/nvidia0, /dev/nvidiactl
+  std::vector<Mount> mounts;          // libraries, binaries, firmware; read-only
+  std::vector<std::string> env;       // "KEY=value" from a CDI spec
+  std::vector<std::string> warnings;  // e.g. a GPU whose device node is missing
+
+  bool has_gpu() const { return !gpus.empty(); }
+};
+
+// The libraries libnvidia-container mounts for compute and utility use.
+const std::vector<std::string>& driver_library_names();
+
+// `selection`: "all", "none", indices "0,1", or GPU UUIDs "GPU-...,GPU-...".
+// Returns nullopt when the host has no NVIDIA driver. Throws sb::Error for a
+// selection naming a GPU that is not there.
+std::optional<GpuInjection> discover_gpus(const fs::path& host_root, const std::string& selection = "all");
+
+// Reads the first CDI spec for kind nvidia.com/gpu under host_root's /etc/cdi
+// or /var/run/cdi; nullopt when there is none.
+std::optional<GpuInjection> load_cdi(const fs::path& host_root, const std::string& selection = "all");
+
+// A CDI spec (JSON, cdiVersion 0.6.0, kind nvidia.com/gpu) for what was found.
+std::string to_cdi_json(const GpuInjection& gpu);
+
+// Throws sb::Error when the host driver is older than `required` (e.g. the
+// resolver's driver_min), saying both versions.
+void check_driver(const GpuInjection& gpu, const std::string& required);
+
+// Compares dotted numeric versions: <0, 0, >0.
+int compare_versions(const std::string& a, const std::string& b);
+
+}  // namespace sb::verify

@@ -1,0 +1,102 @@
+#include "verify/report.hpp"
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+namespace sb::verify {
+
+std::string to_string(Outcome o) {
+  switch (o) {
+    case Outcome::Passed: return "passed";
+    case Outcome::Failed: return "failed";
+    case Outcome::Skipped: return "skipped";
+  }
+  return "?";
+}
+
+int VerifyReport::count(Outcome o) const {
+  int n = 0;
+  for (const auto& r : results) n += r.outcome == o ? 1 : 0;
+  return n;
+}
+
+void to_json(nlohmann::json& j, const TestResult& r) {
+  j = nlohmann::json{{"name", r.name}, {"kind", r.kind}, {"outcome", to_string(r.outcome)}, {"seconds", r.seconds}};
+  if (!r.message.empty()) j["message"] = r.message;
+  if (!r.details.empty()) j["details"] = r.details;
+}
+
+void to_json(nlohmann::json& j, const VerifyReport& r) {
+  j = nlohmann::json{{"image", r.image},
+                     {"results", r.results},
+                     {"summary",
+                      {{"passed", r.count(Outcome::Passed)},
+                       {"failed", r.count(Outcome::Failed)},
+                       {"skipped", r.count(Outcome::Skipped)}}}};
+}
+
+static std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string junit_xml(const VerifyReport& r) {
+  double total = 0;
+  for (const auto& t : r.results) total += t.seconds;
+  char head[512];
+  snprintf(head, sizeof head, "<testsuite name=\"%s\" tests=\"%zu\" failures=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
+           xml_escape("stackbuild test " + r.image).c_str(), r.results.size(), r.count(Outcome::Failed),
+           r.count(Outcome::Skipped), total);
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+  out += head;
+  for (const auto& t : r.results) {
+    char line[64];
+    snprintf(line, sizeof line, "%.3f", t.seconds);
+    out += "  <testcase classname=\"" + xml_escape(t.kind) + "\" name=\"" + xml_escape(t.name) + "\" time=\"" + line +
+           "\"";
+    std::string body;
+    for (const auto& d : t.details) body += d + "\n";
+    if (t.outcome == Outcome::Passed) {
+      out += "/>\n";
+      continue;
+    }
+    out += ">\n";
+    if (t.outcome == Outcome::Failed)
+      out += "    <failure message=\"" + xml_escape(t.message) + "\">" + xml_escape(body) + "</failure>\n";
+    else
+      out += "    <skipped message=\"" + xml_escape(t.message) + "\"/>\n";
+    out += "  </testcase>\n";
+  }
+  out += "</testsuite>\n</testsuites>\n";
+  return out;
+}
+
+std::string summary_table(const VerifyReport& r) {
+  size_t width = 4;
+  for (const auto& t : r.results) width = std::max(width, t.name.size());
+  std::string out;
+  char line[1024];
+  for (const auto& t : r.results) {
+    snprintf(line, sizeof line, "%-7s  %-*s  %s\n", to_string(t.outcome).c_str(), static_cast<int>(width),
+             t.name.c_str(), t.message.c_str());
+    out += line;
+    for (size_t i = 0; i < t.details.size() && i < 20; ++i) out += "           " + t.details[i] + "\n";
+    if (t.details.size() > 20) out += "           ... and " + std::to_string(t.details.size() - 20) + " more\n";
+  }
+  snprintf(line, sizeof line, "%d passed, %d failed, %d skipped\n", r.count(Outcome::Passed),
+           r.count(Outcome::Failed), r.count(Outcome::Skipped));
+  out += line;
+  return out;
+}
+
+}  // namespace sb::verify

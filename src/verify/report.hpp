@@ -1,0 +1,38 @@
+// What verification found: one result per check or test, rendered as a
+// summary table, JSON, or JUnit XML for CI. A GPU test on a host without a
+// GPU is Skipped, never Passed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace sb::verify {
+
+enum class Outcome { Passed, Failed, Skipped };
+std::string to_string(Outcome o);
+
+struct TestResult {
+  std::string name;      // e.g. "static: libraries resolve", "recipe: imports"
+  std::string kind;      // "static", "recipe", "builtin"
+  Outcome outcome = Outcome::Passed;
+  std::string message;   // why it failed or was skipped; empty when it passed
+  std::vector<std::string> details;  // e.g. each unresolved library
+  double seconds = 0;
+};
+
+struct VerifyReport {
+  std::string image;     // what was tested: "out/hello:1.0"
+  std::vector<TestResult> results;
+
+  int count(Outcome o) const;
+  bool ok() const { return count(Outcome::Failed) == 0; }
+};
+
+void to_json(nlohmann::json& j, const TestResult& r);
+void to_json(nlohmann::json& j, const VerifyReport& r);
+std::string junit_xml(const VerifyReport& r);
+std::string summary_table(const VerifyReport& r);
+
+}  // namespace sb::verify

@@ -1,0 +1,228 @@
+#include "verify/static_checks.hpp"
+
+#include <chrono>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+#include "verify/elf.hpp"
+#include "verify/fatbin.hpp"
+
+namespace sb::verify {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// Every regular ELF file of the image, in path order, with its parsed headers.
+std::vector<std::pair<fs::path, ElfInfo>> elf_files(const ImageRoot& root) {
+  std::vector<std::pair<fs::path, ElfInfo>> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(root.root(), fs::directory_options::skip_permission_denied, ec);
+       it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    if (ec) break;
+    if (!it->is_regular_file(ec) || it->is_symlink(ec) || !is_elf(it->path())) continue;
+    try {
+      if (auto info = read_elf(it->path())) out.emplace_back(it->path(), *info);
+    } catch (const Error&) {
+      // A truncated or odd ELF (e.g. a test fixture) is not ours to judge here.
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+std::string expand_origin(std::string dir, const std::string& origin) {
+  for (const char* token : {"$ORIGIN", "${ORIGIN}"}) {
+    size_t pos;
+    while ((pos = dir.find(token)) != std::string::npos) dir.replace(pos, strlen(token), origin);
+  }
+  for (const char* token : {"$LIB", "${LIB}"}) {
+    size_t pos;
+    while ((pos = dir.find(token)) != std::string::npos) dir.replace(pos, strlen(token), "lib64");
+  }
+  return dir;
+}
+
+}  // namespace
+
+bool is_driver_library(const std::string& name) {
+  static const std::regex driver(
+      R"((libcuda|libcudadebugger|libnvidia-[a-z0-9_-]+|libnvcuvid|libnvoptix|libvdpau_nvidia|libGLX_nvidia|libEGL_nvidia|libGLESv[12]_CM_nvidia|libGLESv2_nvidia)\.so(\..*)?)");
+  return std::regex_match(name, driver);
+}
+
+TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>& ld_library_path) {
+  auto start = std::chrono::steady_clock::now();
+  TestResult r{"static: libraries resolve", "static", Outcome::Passed, "", {}, 0};
+  const std::vector<std::string> system_dirs = root.linker_dirs();
+  std::map<std::string, bool> found_cache;  // "class/machine|dir/name" -> loadable
+  auto loadable = [&](const std::string& image_path, const ElfInfo& for_obj) {
+    std::string key = std::to_string(for_obj.is64) + "/" + std::to_string(for_obj.machine) + "|" + image_path;
+    auto it = found_cache.find(key);
+    if (it != found_cache.end()) return it->second;
+    bool ok = false;
+    if (auto host = root.resolve(image_path); host && fs::is_regular_file(*host)) {
+      try {
+        auto lib = read_elf(*host);
+        ok = lib && lib->is64 == for_obj.is64 && lib->machine == for_obj.machine;
+      } catch (const Error&) {
+      }
+    }
+    return found_cache[key] = ok;
+  };
+  size_t objects = 0;
+  for (const auto& [file, info] : elf_files(root)) {
+    if (!info.dynamic) continue;
+    ++objects;
+    std::string self = root.image_path(file);
+    std::string origin = fs::path(self).parent_path().string();
+    if (!info.interpreter.empty() && !root.resolve(info.interpreter))
+      r.details.push_back(self + ": its interpreter " + info.interpreter + " is not in the image");
+    std::vector<std::string> dirs;
+    if (info.runpath.empty())
+      for (const auto& d : info.rpath) dirs.push_back(expand_origin(d, origin));
+    dirs.insert(dirs.end(), ld_library_path.begin(), ld_library_path.end());
+    for (const auto& d : info.runpath) dirs.push_back(expand_origin(d, origin));
+    dirs.insert(dirs.end(), system_dirs.begin(), system_dirs.end());
+    for (const auto& need : info.needed) {
+      if (is_driver_library(need)) continue;
+      bool ok = false;
+      if (need.find('/') != std::string::npos) {
+        ok = loadable(need[0] == '/' ? need : origin + "/" + need, info);
+      } else {
+        for (const auto& d : dirs)
+          if ((ok = loadable(d + "/" + need, info))) break;
+      }
+      if (!ok) r.details.push_back(self + ": needs " + need + ", which is not in the image");
+    }
+  }
+  r.seconds = since(start);
+  if (!r.details.empty()) {
+    r.outcome = Outcome::Failed;
+    r.message = std::to_string(r.details.size()) + " unresolved libraries in " + std::to_string(objects) +
+                " dynamic ELF files";
+  } else {
+    r.message = std::to_string(objects) + " dynamic ELF files checked";
+  }
+  return r;
+}
+
+TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch) {
+  auto start = std::chrono::steady_clock::now();
+  TestResult r{"static: CUDA code for every requested arch", "static", Outcome::Passed, "", {}, 0};
+  std::vector<int> want;
+  for (const auto& a : arch) want.push_back(sm_number(a.substr(0, a.find('+'))));  // "9.0+PTX" -> 90
+  size_t binaries = 0;
+  for (const auto& [file, info] : elf_files(root)) {
+    GpuCode code;
+    try {
+      code = gpu_code_of(file);
+    } catch (const Error& e) {
+      r.details.push_back(root.image_path(file) + ": " + e.what());
+      continue;
+    }
+    if (code.empty()) continue;
+    ++binaries;
+    for (int sm : want)
+      if (!runs_on(code, sm)) {
+        std::string have;
+        for (int s : code.sass) have += (have.empty() ? "" : " ") + std::string("sm_") + std::to_string(s);
+        for (int p : code.ptx) have += (have.empty() ? "" : " ") + std::string("compute_") + std::to_string(p);
+        r.details.push_back(root.image_path(file) + ": no code for sm_" + std::to_string(sm) + " (has " + have + ")");
+      }
+  }
+  r.seconds = since(start);
+  if (want.empty()) {
+    r.outcome = Outcome::Skipped;
+    r.message = "no compute capabilities were requested";
+  } else if (!r.details.empty()) {
+    r.outcome = Outcome::Failed;
+    r.message = std::to_string(r.details.size()) + " gaps in " + std::to_string(binaries) + " CUDA binaries";
+  } else if (binaries == 0) {
+    r.outcome = Outcome::Skipped;
+    r.message = "the image holds no CUDA binaries";
+  } else {
+    r.message = std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
+  }
+  return r;
+}
+
+static std::string header_version(const ImageRoot& root, const std::vector<std::string>& candidates,
+                                  const std::string& prefix) {
+  for (const auto& c : candidates) {
+    auto host = root.resolve(c);
+    if (!host) continue;
+    std::ifstream in(*host);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    std::string text = ss.str();
+    std::string v;
+    for (const char* part : {"MAJOR", "MINOR", "PATCH"}) {
+      std::smatch m;
+      std::regex re("#define\\s+" + prefix + part + "(LEVEL)?\\s+(\\d+)");
+      if (!std::regex_search(text, m, re)) return {};
+      v += (v.empty() ? "" : ".") + m[2].str();
+    }
+    return v;
+  }
+  return {};
+}
+
+std::map<std::string, std::string> image_versions(const ImageRoot& root) {
+  std::map<std::string, std::string> out;
+  if (auto vj = root.resolve("/usr/local/cuda/version.json")) {
+    try {
+      std::ifstream in(*vj);
+      auto j = nlohmann::json::parse(in);
+      if (j.contains("cuda")) out["cuda"] = j["cuda"].value("version", "");
+    } catch (const std::exception&) {
+    }
+  }
+  std::string cudnn = header_version(root, {"/usr/include/cudnn_version.h", "/usr/local/cuda/include/cudnn_version.h",
+                                            "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h"}, "CUDNN_");
+  if (!cudnn.empty()) out["cudnn"] = cudnn;
+  std::string nccl = header_version(root, {"/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"}, "NCCL_");
+  if (!nccl.empty()) out["nccl"] = nccl;
+  return out;
+}
+
+static bool version_matches(const std::string& a, const std::string& b) {
+  const std::string& shorter = a.size() < b.size() ? a : b;
+  const std::string& longer = a.size() < b.size() ? b : a;
+  return longer.compare(0, shorter.size(), shorter) == 0 &&
+         (longer.size() == shorter.size() || longer[shorter.size()] == '.' || longer[shorter.size()] == '-');
+}
+
+TestResult check_versions(const ImageRoot& root, const std::map<std::string, std::string>& expected) {
+  auto start = std::chrono::steady_clock::now();
+  TestResult r{"static: versions match the lockfile", "static", Outcome::Passed, "", {}, 0};
+  auto found = image_versions(root);
+  int compared = 0;
+  for (const auto& [component, want] : expected) {
+    auto it = found.find(component);
+    if (it == found.end()) continue;
+    ++compared;
+    if (!version_matches(it->second, want))
+      r.details.push_back(component + ": the image has " + it->second + ", the lockfile says " + want);
+  }
+  r.seconds = since(start);
+  if (!r.details.empty()) {
+    r.outcome = Outcome::Failed;
+    r.message = std::to_string(r.details.size()) + " version mismatches";
+  } else if (compared == 0) {
+    r.outcome = Outcome::Skipped;
+    r.message = "no CUDA, cuDNN or NCCL version information in the image to compare";
+  } else {
+    r.message = std::to_string(compared) + " component versions match";
+  }
+  return r;
+}
+
+}  // namespace sb::verify

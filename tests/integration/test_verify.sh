@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# stackbuild test: the static checks on images built here. A CUDA program
+# compiled with nvcc (sm_80 SASS and compute_90 PTX) and the libraries it
+# needs, copied from the host, make a small image; checks that pass, an arch
+# it lacks, a missing library, and GPU tests reported skipped (never passed).
+source "$(dirname "$0")/lib.sh"
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+[[ -x "$NVCC" ]] || skip "no nvcc (the CUDA toolkit) on this machine"
+require_tool ldd
+
+cd "$TMP"
+cat > kernel.cu <<'CU'
+__global__ void add(float* x) { x[threadIdx.x] += 1.0f; }
+int main() { float* d; cudaMalloc(&d, 64); add<<<1, 16>>>(d); cudaDeviceSynchronize(); return 0; }
+CU
+"$NVCC" -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90 -o kernel kernel.cu ||
+  fail "nvcc could not compile the test kernel"
+
+# A recipe copying the program and each library ldd lists, at their real paths.
+recipe() {  # $1: name, $2: a library to leave out (or "")
+  {
+    echo "stack: $1"
+    echo "layers:"
+    echo "  - name: app"
+    echo "    preserve_modes: true"
+    echo "    copy:"
+    echo "      - {src: $TMP/kernel, dst: /usr/local/bin/kernel}"
+    ldd "$TMP/kernel" | awk '/=>/ {print $1, $3} !/=>/ && $1 ~ /^\// {print $1, $1}' |
+      while read -r name path; do
+        [[ -n "$2" && "$name" == "$2" ]] && continue
+        real=$(readlink -f "$path")
+        echo "      - {src: $real, dst: $path}"
+        [[ "$real" != "$path" ]] && echo "      - {src: $real, dst: $real}"
+      done
+    echo "tags: [\"$1:$1\"]"
+  } > "$1.yaml"
+  sb build "$1.yaml" -o "$TMP/layout" --store "$STORE" >/dev/null 2>&1 || fail "build of $1 failed"
+}
+sb() { "$SB" "$@" --progress plain; }
+recipe good ""
+recipe nolibc libc.so.6
+
+check "an image with everything it needs passes for sm_80 (SASS) and sm_90 (PTX)"
+out=$(sb test "$TMP/layout:good" --arch 8.0,9.0 --store "$STORE" --report report.json --junit junit.xml) ||
+  fail "stackbuild test failed on a good image: $out"
+grep -Eq "^passed +static: libraries resolve" <<<"$out" || fail "libraries check did not pass: $out"
+grep -Eq "^passed +static: CUDA code for every requested arch" <<<"$out" || fail "arch check did not pass: $out"
+grep -Eq "^skipped +gpu: driver and devices +no NVIDIA GPU on this host" <<<"$out" ||
+  [[ -e /dev/nvidiactl ]] || fail "the GPU test is not reported skipped on a host without a GPU: $out"
+python3 - <<'PY' || fail "the JSON or JUnit report is wrong"
+import json, xml.etree.ElementTree as ET
+r = json.load(open("report.json"))
+assert r["summary"]["failed"] == 0, r
+assert r["summary"]["passed"] >= 2, r
+suite = ET.parse("junit.xml").getroot().find("testsuite")
+assert int(suite.get("failures")) == 0 and int(suite.get("tests")) == len(r["results"])
+PY
+
+check "an arch the binary has no code for fails, naming the file and the arch"
+if out=$(sb test "$TMP/layout:good" --arch 7.5 --store "$STORE"); then fail "sm_75 passed: $out"; fi
+grep -q "/usr/local/bin/kernel: no code for sm_75 (has sm_80 compute_90)" <<<"$out" || fail "unclear arch failure: $out"
+
+check "an image missing a library fails, naming the file and the library"
+if out=$(sb test "$TMP/layout:nolibc" --store "$STORE"); then fail "an image without libc passed: $out"; fi
+grep -q "/usr/local/bin/kernel: needs libc.so.6, which is not in the image" <<<"$out" || fail "unclear library failure: $out"
+pass
