@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "build/changeset.hpp"
+
 namespace sb {
 
 namespace fs = std::filesystem;
@@ -49,14 +51,6 @@ void add_path(const fs::path& src, const std::string& dest, const ScanOptions& o
 
 // Adds the parent directories of every entry that lacks one (0755, clamped mtime).
 void add_parent_dirs(const ScanOptions& options, EntryMap& out);
-
-// A changeset: what a build step changed. `root` holds added and changed paths;
-// `deleted` paths become `.wh.` whiteouts, `opaque` directories get `.wh..wh..opq`.
-struct Changeset {
-  fs::path root;
-  std::vector<std::string> deleted;
-  std::vector<std::string> opaque;
-};
 
 EntryMap entries_from_changeset(const Changeset& changeset, const ScanOptions& options);
 

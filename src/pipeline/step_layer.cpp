@@ -1,0 +1,158 @@
+#include "pipeline/step_layer.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+
+#include <nlohmann/json.hpp>
+
+#include "build/steps.hpp"
+#include "layer/extract.hpp"
+#include "layer/write.hpp"
+#include "util/error.hpp"
+
+namespace sb {
+
+namespace {
+
+Digest chain_id(const std::vector<Layer>& layers, size_t n) {
+  KeyHasher h;
+  h.field("stackbuild-rootfs", "1");
+  for (size_t i = 0; i < n; ++i) h.field("diff_id", layers[i].diff_id.str());
+  return h.finish();
+}
+
+Digest step_key(const Digest& parent, const LayerSpec& spec,
+                const std::map<std::string, std::string>& env, const LayerOptions& lo,
+                int64_t epoch, bool rootless) {
+  KeyHasher key;
+  key.field("stackbuild-step-layer", "1")
+      .field("parent", parent.str())
+      .field("spec", nlohmann::json(spec).dump())
+      .field("compression", to_string(lo.compression))
+      .field("level", lo.level)
+      .field("epoch", epoch)
+      .field("rootless", rootless ? 1 : 0);
+  key.field("env", static_cast<int64_t>(env.size()));
+  for (const auto& [k, v] : env) key.field("name", k).field("value", v);
+  return key.finish();
+}
+
+}  // namespace
+
+std::optional<Layer> cached_layer(const Store& store, const Digest& key) {
+  auto rec = store.get_record("layer", key);
+  if (!rec) return std::nullopt;
+  Layer l = layer_from_json(nlohmann::json::parse(*rec));
+  return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
+}
+
+fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status) {
+  const fs::path base = store.root() / "rootfs";
+  const fs::path dir = base / chain_id(layers, layers.size()).hex();
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) return dir;
+  auto lock = store.lock("rootfs-" + dir.filename().string());
+  if (fs::is_directory(dir, ec)) return dir;
+
+  auto tmp = store.temp_dir();
+  fs::path tree = tmp->path() / "tree";
+  fs::create_directories(tree);
+  size_t from = 0;
+  if (layers.size() > 1) {
+    fs::path prefix = base / chain_id(layers, layers.size() - 1).hex();
+    if (fs::is_directory(prefix, ec)) {
+      copy_tree(prefix, tree, /*link_files=*/true);
+      from = layers.size() - 1;
+    }
+  }
+  int task = status.task_begin("unpack the " + std::to_string(layers.size()) + " layers below", 0);
+  ExtractOptions o;
+  o.allow_devices = true;  // the sandbox mounts its root nodev
+  o.preserve_owner = true;
+  ExtractStats stats;
+  for (size_t i = from; i < layers.size(); ++i)
+    extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
+  fs::create_directories(base);
+  fs::rename(tree, dir);
+  status.task_end(task, dir.string());
+  return dir;
+}
+
+LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                             const std::vector<Layer>& below, const Store& store,
+                             const BuildOptions& options, int64_t epoch, Status& status,
+                             Digest& key_out) {
+  auto start = std::chrono::steady_clock::now();
+  const bool rootless = ::geteuid() != 0;
+  StepsInput in;
+  in.layer = spec.name;
+  in.spec = spec.build;
+  in.env = step_environment(recipe, spec.build, options.variables, epoch);
+  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless);
+  key_out = key;
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+
+  std::optional<Layer> hit = cached_layer(store, key);
+  std::unique_ptr<FileLock> lock;
+  if (!hit) {
+    lock = store.lock("layer-" + key.hex());  // another stackbuild may be building it
+    hit = cached_layer(store, key);
+  }
+  if (hit) {
+    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
+    return LayerReport{spec.name, *hit, true, seconds()};
+  }
+  if (below.empty())
+    throw InputError(
+        spec.at("build"),
+        "layer '" + spec.name + "' has build steps but no layers below it to run in",
+        "put a base first: a copy of a root filesystem (e.g. a static busybox), or an OS layer");
+
+  std::unique_ptr<sandbox::Sandbox> own;
+  sandbox::Sandbox* sbx = options.sandbox;
+  if (!sbx) {
+    if (std::string why = sandbox::namespaces_unavailable(); !why.empty())
+      throw Error("layer '" + spec.name +
+                  "' has build steps, and this machine does not let stackbuild make a "
+                  "sandbox for them: " +
+                  why);
+    own = std::make_unique<sandbox::LinuxSandbox>();
+    sbx = own.get();
+    // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
+    const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
+    in.overlay = sandbox::overlay_unavailable().empty() && !(force && std::string(force) == "0");
+    if (!in.overlay && sandbox::overlay_unavailable().empty())
+      status.message(Level::Info,
+                     "layer " + spec.name +
+                         ": built in a full copy of its root (STACKBUILD_SANDBOX_OVERLAY=0)");
+    else if (!in.overlay)
+      status.message(Level::Warning, "overlayfs is unavailable (" + sandbox::overlay_unavailable() +
+                                         "): layer " + spec.name +
+                                         " is built in a full copy of its root");
+  }
+  in.lower = rootfs_of(store, below, status);
+  auto scratch = store.temp_dir();
+  in.scratch = scratch->path();
+  in.cache_root = store.root() / "cache";
+  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+
+  int task = status.task_begin("layer " + spec.name + " (build steps)", 0);
+  Changeset cs = run_build_steps(in, *sbx, status);
+  ScanOptions o;
+  o.source_date_epoch = epoch;
+  o.preserve_owner = !rootless;        // as root, what the steps chowned stays
+  if (rootless) o.uid = 0, o.gid = 0;  // without root, every file is ours: root in the image
+  EntryMap entries = entries_from_changeset(cs, o);
+  Layer l = write_layer(entries, store, options.layer);
+  store.put_record("layer", key, nlohmann::json(l).dump());
+  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)) + ", " +
+                            std::to_string(entries.size()) + " entries, " +
+                            std::to_string(cs.deleted.size()) + " deleted");
+  return LayerReport{spec.name, l, false, seconds()};
+}
+
+}  // namespace sb

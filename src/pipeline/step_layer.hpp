@@ -1,0 +1,31 @@
+// Internal to pipeline/: layers made by `build:` steps, and the root
+// directories they run on.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "pipeline/build.hpp"
+
+namespace sb {
+
+// The layer recorded under `key`, when its blob is still in the store.
+std::optional<Layer> cached_layer(const Store& store, const Digest& key);
+
+// The layers below, unpacked in order by the safe extractor into one
+// directory of the store: <store>/rootfs/<chain>, where <chain> hashes their
+// diff_ids. Made once (in a temporary directory renamed into place), from the
+// rootfs of all but the last layer when there is one (hardlinked: nothing
+// writes into these trees), and shared by every build that needs it.
+fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status);
+
+// One layer made by build steps: from the cache when its key is there, else
+// its steps run in the sandbox on the layers below and their changeset is
+// written. The key hashes the parent's key, the layer's spec (with ${vars}
+// expanded), the steps' whole environment, compression and the epoch.
+LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                             const std::vector<Layer>& below, const Store& store,
+                             const BuildOptions& options, int64_t epoch, Status& status,
+                             Digest& key_out);
+
+}  // namespace sb

@@ -1,0 +1,95 @@
+// Whether this machine lets stackbuild use namespaces and overlayfs: each is
+// tried once in a short-lived child, the way LinuxSandbox would use it.
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <mutex>
+
+#include "sandbox/sandbox.hpp"
+#include "sandbox/setup_plan.hpp"
+#include "util/file.hpp"
+
+namespace sb::sandbox {
+
+namespace {
+
+// Runs `fn` in a forked child; its return value (an errno) comes back as the
+// exit status. `fn` must not allocate (the parent may have threads).
+template <class Fn>
+int in_child(Fn fn) {
+  pid_t pid = ::fork();
+  if (pid < 0) return errno;
+  if (pid == 0) ::_exit(fn());
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return errno;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+}
+
+int map_self(const std::string& setgroups, const std::string& uid_map, const std::string& gid_map) {
+  auto put = [](const char* file, const std::string& text) {
+    int fd = ::open(file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return errno;
+    int err =
+        ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) ? 0 : errno;
+    ::close(fd);
+    return err;
+  };
+  if (int e = put("/proc/self/setgroups", setgroups)) return e;
+  if (int e = put("/proc/self/uid_map", uid_map)) return e;
+  return put("/proc/self/gid_map", gid_map);
+}
+
+std::string describe(const char* what, int err) {
+  return err == 0 ? std::string() : std::string(what) + ": " + std::strerror(err);
+}
+
+}  // namespace
+
+std::string namespaces_unavailable() {
+  static std::once_flag once;
+  static std::string answer;
+  std::call_once(once, [] {
+    bool user = ::geteuid() != 0;
+    int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
+                (user ? CLONE_NEWUSER : 0);
+    int err = in_child([&] { return ::unshare(flags) == 0 ? 0 : errno; });
+    answer = describe(
+        user ? "unshare (a user namespace, as stackbuild runs without root)" : "unshare", err);
+  });
+  return answer;
+}
+
+std::string overlay_unavailable() {
+  static std::once_flag once;
+  static std::string answer;
+  std::call_once(once, [] {
+    if (std::string ns = namespaces_unavailable(); !ns.empty()) {
+      answer = ns;
+      return;
+    }
+    bool user = ::geteuid() != 0;
+    TempDir tmp;
+    for (const char* d : {"lower", "upper", "work", "merged"})
+      fs::create_directories(tmp.path() / d);
+    std::string options = detail::overlay_options({tmp.path() / "lower"}, tmp.path() / "upper",
+                                                  tmp.path() / "work", user, false);
+    std::string merged = (tmp.path() / "merged").string();
+    std::string uid_map = "0 " + std::to_string(::geteuid()) + " 1\n";
+    std::string gid_map = "0 " + std::to_string(::getegid()) + " 1\n";
+    int err = in_child([&] {
+      if (::unshare(CLONE_NEWNS | (user ? CLONE_NEWUSER : 0)) != 0) return errno;
+      if (user)
+        if (int e = map_self("deny", uid_map, gid_map)) return e;
+      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+      return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
+    });
+    answer = describe("mount -t overlay", err);
+  });
+  return answer;
+}
+
+}  // namespace sb::sandbox

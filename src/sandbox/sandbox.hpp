@@ -1,0 +1,83 @@
+// The build sandbox: one command in a root made of read-only lower
+// directories (overlayfs) and a writable upper directory, isolated from the
+// host by Linux namespaces (mount, PID, IPC, UTS, and network unless asked),
+// with a fresh minimal /dev, /proc and a /tmp of its own.
+//
+// What to run and how is plain data (SandboxSpec); Sandbox is an interface so
+// that the build stage's orchestration is tested with a fake (as ninja's
+// FakeCommandRunner). LinuxSandbox is the real one: clone() into new
+// namespaces, mount(), pivot_root(), then the command as the child of an init
+// process that is PID 1 of the new PID namespace. When the command ends, the
+// init ends, and the kernel kills whatever else is left in the namespace; when
+// stackbuild dies, PR_SET_PDEATHSIG kills the init, with the same effect.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace sb::sandbox {
+
+namespace fs = std::filesystem;
+
+// A host directory (or file) made visible at `target` inside the root.
+struct Mount {
+  fs::path source;
+  std::string target;  // absolute path inside the root
+  bool read_only = true;
+};
+
+struct SandboxSpec {
+  // The root. Overlay: `lower` (bottom first, never written) under `upper`,
+  // with `work` an empty directory on the same filesystem as `upper`. Without
+  // overlay: `root` alone, a directory the command may change (the copy
+  // fallback, see build/changeset.hpp).
+  std::vector<fs::path> lower;
+  fs::path upper, work;
+  fs::path root;
+  // A directory for the sandbox's own files (the mount point stubs), removed
+  // by the caller; on the same filesystem as `upper` is best.
+  fs::path scratch;
+
+  std::vector<Mount> mounts;
+  // Device nodes of the host bound into the fresh /dev, by name.
+  std::vector<std::string> devices = {"null", "zero", "full", "random", "urandom", "tty"};
+  std::vector<std::string> argv;           // argv[0]: an absolute path, or looked up in env's PATH
+  std::map<std::string, std::string> env;  // the whole environment
+  std::string cwd = "/";                   // created when missing (as a Dockerfile's WORKDIR)
+  uint32_t uid = 0, gid = 0;
+  int64_t timeout_seconds = 0;  // 0: none
+  bool network = false;         // share the host's network and resolv.conf
+  std::string hostname = "stackbuild";
+  fs::path host_resolv_conf = "/etc/resolv.conf";
+};
+
+struct SandboxResult {
+  int exit_status = -1;  // 0..255, or 128+signal
+  bool timed_out = false;
+};
+
+// Receives the command's output (stdout and stderr merged) as it comes.
+using OutputFn = std::function<void(std::string_view)>;
+
+class Sandbox {
+ public:
+  virtual ~Sandbox() = default;
+  virtual SandboxResult run(const SandboxSpec& spec, const OutputFn& output) = 0;
+};
+
+class LinuxSandbox final : public Sandbox {
+ public:
+  SandboxResult run(const SandboxSpec& spec, const OutputFn& output) override;
+};
+
+// Why namespaces or overlayfs cannot be used here, "" when they can. Starts a
+// short-lived process that tries them (as run() would), once per process.
+std::string namespaces_unavailable();
+std::string overlay_unavailable();
+
+}  // namespace sb::sandbox

@@ -1,0 +1,270 @@
+// The parent's half of starting a sandbox: mount point stubs and the list of
+// operations the init runs (see setup_plan.hpp).
+#include "sandbox/setup_plan.hpp"
+
+#include <fcntl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <set>
+
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb::sandbox::detail {
+
+namespace {
+
+// "/a/b/" -> {"a", "b"}; refuses "..".
+std::vector<std::string> components(const std::string& path) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string::npos) end = path.size();
+    std::string c = path.substr(start, end - start);
+    if (c == "..") throw Error("sandbox path '" + path + "' contains '..'");
+    if (!c.empty() && c != ".") out.push_back(c);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::string join(const std::vector<std::string>& comps, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) s += "/" + comps[i];
+  return s.empty() ? "/" : s;
+}
+
+// Makes `rel` (a file when `leaf_file`) under `base`. Overlay stubs copy the
+// metadata of the topmost lower directory of the same path, so that the stub
+// layer changes nothing a step sees of the directories it shadows. A
+// component that is a symlink in `base` is refused: a mount through it could
+// land outside the root.
+class StubMaker {
+ public:
+  StubMaker(fs::path base, std::vector<fs::path> lowers, bool record)
+      : base_(std::move(base)), lowers_(std::move(lowers)), record_(record) {}
+
+  void make(const std::string& rel, bool leaf_file) {
+    auto comps = components(rel);
+    for (size_t i = 1; i <= comps.size(); ++i) {
+      std::string sub = join(comps, i);
+      fs::path p = base_ / sub.substr(1);
+      bool file = leaf_file && i == comps.size();
+      struct stat st;
+      if (::lstat(p.c_str(), &st) == 0) {
+        if (S_ISLNK(st.st_mode))
+          throw Error("sandbox mount point " + rel + " goes through the symlink " + sub +
+                      " in the root");
+        if (!file && !S_ISDIR(st.st_mode))
+          throw Error("sandbox mount point " + rel + ": " + sub +
+                      " is not a directory in the root");
+        continue;
+      }
+      if (file) {
+        UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+        if (fd.get() < 0) throw_errno("create " + p.string());
+      } else if (::mkdir(p.c_str(), 0755) != 0) {
+        throw_errno("mkdir " + p.string());
+      }
+      ::chmod(p.c_str(), file ? 0644 : 0755);  // whatever the umask
+      if (record_) created_.push_back(p);
+      if (!file) dirs_.push_back(sub);
+    }
+  }
+
+  // Stub directories take the mode, owner and times of the lower directory
+  // they shadow (deepest first, so a parent's mtime is set last).
+  void mirror_metadata() {
+    std::sort(dirs_.begin(), dirs_.end(),
+              [](const auto& a, const auto& b) { return a.size() > b.size(); });
+    for (const auto& sub : dirs_) {
+      for (const auto& lower : lowers_) {
+        struct stat st;
+        if (::lstat((lower / sub.substr(1)).c_str(), &st) != 0) continue;
+        if (!S_ISDIR(st.st_mode)) break;
+        fs::path p = base_ / sub.substr(1);
+        (void)!::lchown(p.c_str(), st.st_uid, st.st_gid);
+        ::chmod(p.c_str(), st.st_mode & 07777);
+        struct timespec ts[2] = {st.st_atim, st.st_mtim};
+        ::utimensat(AT_FDCWD, p.c_str(), ts, AT_SYMLINK_NOFOLLOW);
+        break;
+      }
+    }
+  }
+
+  std::vector<fs::path> created() const { return created_; }
+
+ private:
+  fs::path base_;
+  std::vector<fs::path> lowers_;
+  bool record_;
+  std::vector<fs::path> created_;
+  std::vector<std::string> dirs_;
+};
+
+// The flags a read-only bind remount must keep (a user namespace may not drop them).
+unsigned long locked_flags(const fs::path& source) {
+  struct statvfs sv;
+  unsigned long f = 0;
+  if (::statvfs(source.c_str(), &sv) != 0) return f;
+  if (sv.f_flag & ST_NOSUID) f |= MS_NOSUID;
+  if (sv.f_flag & ST_NODEV) f |= MS_NODEV;
+  if (sv.f_flag & ST_NOEXEC) f |= MS_NOEXEC;
+  return f;
+}
+
+void check_overlay_path(const fs::path& p) {
+  if (p.string().find_first_of(":,\\") != std::string::npos)
+    throw Error("overlayfs cannot use the path " + p.string() + " (it holds ':', ',' or '\\')");
+}
+
+}  // namespace
+
+std::string overlay_options(const std::vector<fs::path>& lower, const fs::path& upper,
+                            const fs::path& work, bool user_namespace, bool extra_features_off) {
+  std::string o = "lowerdir=";
+  for (size_t i = 0; i < lower.size(); ++i) {
+    check_overlay_path(lower[i]);
+    o += (i ? ":" : "") + lower[i].string();
+  }
+  check_overlay_path(upper);
+  check_overlay_path(work);
+  o += ",upperdir=" + upper.string() + ",workdir=" + work.string();
+  // Self-contained upper directories: no redirects to lower paths, no
+  // metadata-only copies (DESIGN: the upper directory is the changeset).
+  if (extra_features_off) o += ",redirect_dir=off,metacopy=off,index=off";
+  if (user_namespace) o += ",userxattr";
+  return o;
+}
+
+SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
+  const bool overlay = spec.root.empty();
+  if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
+  if (overlay && (spec.lower.empty() || spec.upper.empty() || spec.work.empty()))
+    throw Error("sandbox: an overlay root needs lower, upper and work directories");
+  if (spec.scratch.empty()) throw Error("sandbox: no scratch directory");
+  if (spec.cwd.empty() || spec.cwd[0] != '/')
+    throw Error("sandbox: the working directory must be absolute");
+
+  SetupPlan plan;
+  plan.mountpoint = spec.scratch / "root";
+  fs::create_directories(plan.mountpoint);
+  fs::path stubs = spec.scratch / "stubs";
+  if (overlay) fs::create_directories(stubs);
+
+  std::vector<fs::path> lowers_top_first(spec.lower.rbegin(), spec.lower.rend());
+  StubMaker maker(overlay ? stubs : spec.root, lowers_top_first, !overlay);
+  maker.make("/dev", false);
+  maker.make("/proc", false);
+  maker.make("/tmp", false);
+  fs::path resolv;
+  if (spec.network) {
+    std::error_code ec;
+    resolv = fs::canonical(spec.host_resolv_conf, ec);
+    if (!ec) maker.make("/etc/resolv.conf", true);
+  }
+  for (const auto& m : spec.mounts) {
+    if (m.target.empty() || m.target[0] != '/')
+      throw Error("sandbox: mount target '" + m.target + "' is not absolute");
+    std::error_code ec;
+    if (!fs::exists(m.source, ec))
+      throw Error("sandbox: mount source " + m.source.string() + " does not exist");
+    maker.make(m.target, !fs::is_directory(m.source, ec));
+  }
+  if (overlay) maker.mirror_metadata();
+  plan.created = maker.created();
+
+  const std::string root = plan.mountpoint.string();
+  auto add = [&](Op op) { plan.ops.push_back(std::move(op)); };
+  add({Op::Mount, "none", "/", "", "", MS_REC | MS_PRIVATE, 0,
+       "make the mounts private to the sandbox"});
+  if (overlay) {
+    plan.lower.push_back(stubs);
+    plan.lower.insert(plan.lower.end(), lowers_top_first.begin(), lowers_top_first.end());
+    // Older kernels lack the options that turn features off; they lack the features too.
+    add({Op::Mount, "overlay", root, "overlay",
+         overlay_options(plan.lower, spec.upper, spec.work, user_namespace, true), MS_NODEV, 0,
+         "mount the overlay root on " + root,
+         overlay_options(plan.lower, spec.upper, spec.work, user_namespace, false)});
+  } else {
+    add({Op::Mount, spec.root.string(), root, "", "", MS_BIND | MS_REC, 0,
+         "bind the root " + spec.root.string()});
+  }
+  add({Op::Mount, "proc", root + "/proc", "proc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
+       "mount /proc"});
+  add({Op::Mount, "tmpfs", root + "/dev", "tmpfs", "mode=0755,size=65536k", MS_NOSUID | MS_NOEXEC,
+       0, "mount /dev"});
+  for (const auto& d : spec.devices) {
+    if (d.empty() || d.find('/') != std::string::npos || d == "." || d == "..")
+      throw Error("sandbox: bad device name '" + d + "'");
+    add({Op::Touch, "", root + "/dev/" + d, "", "", 0, 0, "create /dev/" + d});
+    add({Op::Mount, "/dev/" + d, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
+  }
+  add({Op::Mkdir, "", root + "/dev/pts", "", "", 0, 0755, "mkdir /dev/pts"});
+  add({Op::Mount, "devpts", root + "/dev/pts", "devpts", "newinstance,ptmxmode=0666,mode=0620",
+       MS_NOSUID | MS_NOEXEC, 0, "mount /dev/pts"});
+  add({Op::Symlink, "pts/ptmx", root + "/dev/ptmx", "", "", 0, 0, "link /dev/ptmx"});
+  add({Op::Mkdir, "", root + "/dev/shm", "", "", 0, 01777, "mkdir /dev/shm"});
+  add({Op::Mount, "tmpfs", root + "/dev/shm", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV, 0,
+       "mount /dev/shm"});
+  const char* links[][2] = {{"/proc/self/fd", "fd"},
+                            {"/proc/self/fd/0", "stdin"},
+                            {"/proc/self/fd/1", "stdout"},
+                            {"/proc/self/fd/2", "stderr"}};
+  for (const auto& l : links)
+    add({Op::Symlink, l[0], root + "/dev/" + l[1], "", "", 0, 0, "link /dev/" + std::string(l[1])});
+  add({Op::Mount, "tmpfs", root + "/tmp", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV, 0,
+       "mount /tmp"});
+  auto bind = [&](const fs::path& source, const std::string& target, bool read_only) {
+    add({Op::Mount, source.string(), root + target, "", "", MS_BIND | MS_REC, 0,
+         "bind " + source.string() + " on " + target});
+    if (read_only)
+      add({Op::BindRemount, "", root + target, "", "", MS_RDONLY | locked_flags(source), 0,
+           "make " + target + " read-only"});
+  };
+  if (!resolv.empty()) bind(resolv, "/etc/resolv.conf", true);
+  for (const auto& m : spec.mounts)
+    bind(m.source, "/" + fs::path(m.target).relative_path().string(), m.read_only);
+  add({Op::EnterRoot, "", root, "", "", 0, 0, "pivot_root into " + root});
+  add({Op::Hostname, spec.hostname, "", "", "", 0, 0, "set the hostname"});
+  if (!spec.network) add({Op::LoopbackUp, "", "", "", "", 0, 0, "bring up the loopback interface"});
+  add({Op::Workdir, "", spec.cwd, "", "", 0, 0755, "enter the working directory " + spec.cwd});
+
+  // argv[0] against the step's PATH, as execvpe would (without allocating later).
+  const std::string& exe = spec.argv[0];
+  if (exe.find('/') != std::string::npos) {
+    plan.exe_candidates.push_back(exe);
+  } else {
+    auto it = spec.env.find("PATH");
+    std::string path = it != spec.env.end()
+                           ? it->second
+                           : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    size_t start = 0;
+    while (start <= path.size()) {
+      size_t end = path.find(':', start);
+      if (end == std::string::npos) end = path.size();
+      std::string dir = path.substr(start, end - start);
+      plan.exe_candidates.push_back((dir.empty() ? "." : dir) + "/" + exe);
+      start = end + 1;
+    }
+  }
+  return plan;
+}
+
+void remove_stubs(const SetupPlan& plan) {
+  for (auto it = plan.created.rbegin(); it != plan.created.rend(); ++it) {
+    struct stat st;
+    if (::lstat(it->c_str(), &st) != 0) continue;
+    if (S_ISDIR(st.st_mode))
+      ::rmdir(it->c_str());  // only when empty
+    else if (S_ISREG(st.st_mode) && st.st_size == 0)
+      ::unlink(it->c_str());
+  }
+}
+
+}  // namespace sb::sandbox::detail

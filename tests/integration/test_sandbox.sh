@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The build sandbox, seen from inside and outside (runs as root; skipped otherwise).
+# A recipe of a static-busybox base (a copy layer) and build-step layers records what
+# its steps see, and the test checks, on the unpacked image:
+#   - host files outside the sandbox's mounts are invisible (/etc/debian_version, the
+#     repository), /proc shows only the sandbox's processes, the step is PID 2 under
+#     an init, the hostname is the sandbox's, /dev is the minimal set;
+#   - without network: only `lo`, and a TCP server the test runs on the host's
+#     127.0.0.1 cannot be reached; with `network: true` it can, and resolv.conf is there;
+#   - a step's write to a file of a lower layer lands in its own layer only: the
+#     unpacked lower rootfs in the store and the base layer are unchanged;
+# and, with other recipes: a step that times out leaves no process behind (not even
+# one it daemonised), killing stackbuild (SIGKILL) mid-step leaves none either, and a
+# failing step fails the build with its exit status, the log's last lines and the log.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=sandbox_lib.sh
+source "$(dirname "$0")/sandbox_lib.sh"
+require_sandbox
+require_tool timeout
+cd "$TMP"
+
+make_busybox_root base
+echo "from the base layer" >base/etc/base.conf
+
+# A TCP server on the host's loopback, for the network checks.
+timeout 300 python3 -c '
+import socket, sys
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(8)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept(); c.sendall(b"hello\n"); c.close()
+' >port.txt &
+SERVER=$!
+for _ in $(seq 50); do [[ -s port.txt ]] && break; sleep 0.1; done
+PORT=$(cat port.txt)
+[[ -n $PORT ]] || fail "the test's TCP server did not start"
+
+cat >probe.yaml <<EOF
+stack: probe
+source_date_epoch: 1700000000
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+  - name: probe
+    build:
+      env: {PORT: "$PORT", SECRET: "$SB_SOURCE_DIR"}
+      run:
+        - mkdir -p /results
+        - |
+          r=/results
+          if test -e /etc/debian_version; then echo seen; else echo absent; fi >\$r/host_etc
+          if test -e "\$SECRET"; then echo seen; else echo absent; fi >\$r/host_repo
+          echo \$\$ >\$r/pid
+          ls -d /proc/[0-9]* | wc -l >\$r/nproc
+          hostname >\$r/hostname
+          ls /dev | sort | tr '\n' ' ' >\$r/dev
+          tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ' >\$r/ifaces
+          if nc -w 2 127.0.0.1 \$PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >\$r/net_off
+          id -u >\$r/uid
+          echo changed >/etc/base.conf
+        - [/bin/sh, -c, 'echo argv-form >/results/argv']
+  - name: online
+    build:
+      network: true
+      run: |
+        if nc -w 2 127.0.0.1 $PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >/results/net_on
+        if test -s /etc/resolv.conf; then echo present; else echo missing; fi >/results/resolv
+tags: ["probe:1"]
+EOF
+
+check "a recipe with build steps builds"
+expect_ok build sb build probe.yaml -o out --store "$STORE"
+grep -q "probe | " "$TMP/build.err" || { show_output build; fail "the steps' output did not stream under the layer's name"; }
+expect_ok unpack sb unpack out:1 rootfs --store "$STORE"
+R=rootfs/results
+want() { [[ "$(cat "$R/$1")" == "$2" ]] || fail "$1: expected '$2', got '$(cat "$R/$1")'"; }
+
+check "host files outside the mounts are invisible"
+want host_etc absent
+want host_repo absent
+check "own PID namespace (the step is PID 2 under the sandbox's init), hostname, uid 0"
+want pid 2
+[[ $(cat $R/nproc) -le 4 ]] || fail "/proc shows $(cat $R/nproc) processes: not a PID namespace of its own"
+want hostname stackbuild
+want uid 0
+check "a minimal /dev"
+want dev "fd full null ptmx pts random shm stderr stdin stdout tty urandom zero "
+check "no network without 'network: true': only lo, and the host's 127.0.0.1:$PORT is unreachable"
+want ifaces "lo "
+want net_off unreachable
+check "with 'network: true' the host's network and resolv.conf are there"
+want net_on reached
+want resolv present
+check "argv commands run without a shell"
+want argv argv-form
+
+check "a step's write to a lower layer's file lands in its own layer only"
+[[ "$(cat rootfs/etc/base.conf)" == changed ]] || fail "the image does not have the step's change"
+lower=$(ls -d "$STORE"/rootfs/*/etc/base.conf | head -1)
+[[ "$(cat "$lower")" == "from the base layer" ]] || fail "the unpacked lower layer was changed: $lower"
+{ sed -e '/name: probe/,$d' probe.yaml; echo 'tags: ["probe:1"]'; } >base-only.yaml
+expect_ok base-only sb build base-only.yaml -o out-base --store "$TMP/store2"
+base_digests=$(image_digests out-base 1) && probe_digests=$(image_digests out 1) || fail "no image '1' in out or out-base"
+[[ "$(grep layer0 <<<"$base_digests")" == "$(grep layer0 <<<"$probe_digests")" ]] ||
+  fail "the base layer's digest changed when steps ran on it"
+
+check "the second build does no work and says so"
+expect_ok rebuild sb build probe.yaml -o out --store "$STORE"
+grep -q "3 from the cache" "$TMP/rebuild.err" || { show_output rebuild; fail "the rebuild did work"; }
+grep -q "probe | " "$TMP/rebuild.err" && fail "the rebuild ran steps"
+
+kill "$SERVER" 2>/dev/null || true
+
+check "a step that times out leaves no process behind, not even a daemonised one"
+cat >hang.yaml <<'EOF'
+stack: hang
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+  - name: hang
+    build:
+      timeout: 2
+      run: "setsid sh -c 'sleep 987654 </dev/null >/dev/null 2>&1 &'; sleep 0.5; ps | grep -q '[s]leep 987654' && echo daemon-started; sleep 987655"
+EOF
+expect_rc 1 hang sb build hang.yaml -o out-hang --store "$STORE"
+grep -q "timed out after 2s" "$TMP/hang.err" || { show_output hang; fail "no timeout message"; }
+grep -q "hang | daemon-started" "$TMP/hang.err" || { show_output hang; fail "the step's daemon never started"; }
+no_process_matching "sleep 98765"
+
+check "killing stackbuild (SIGKILL) mid-step kills the whole sandbox (its scratch files stay: another store)"
+sed -e 's/timeout: 2/timeout: 600/' -e 's/987654/987664/; s/987655/987665/' hang.yaml >killed.yaml
+"$SB" build killed.yaml -o out-killed --store "$TMP/store-killed" --progress plain >killed.out 2>&1 &
+SBPID=$!
+for _ in $(seq 100); do
+  if pgrep -f "sleep 987664" >/dev/null; then break; fi
+  sleep 0.2
+done
+pgrep -f "sleep 987664" >/dev/null || { cat killed.out >&2; fail "the step's daemon never started"; }
+kill -9 "$SBPID"
+wait "$SBPID" 2>/dev/null || true
+for _ in $(seq 25); do pgrep -f "sleep 98766" >/dev/null || break; sleep 0.2; done
+no_process_matching "sleep 98766"
+
+check "a failing step fails the build with its status, the log's last lines and the log"
+cat >fails.yaml <<'EOF'
+stack: fails
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+  - name: broken
+    build:
+      run: ["echo first-line", "echo some-output; echo to-stderr >&2; exit 3"]
+EOF
+expect_rc 1 fails sb build fails.yaml -o out-fails --store "$STORE"
+for s in "step 2 of 2" "exited with status 3" "to-stderr" "some-output"; do
+  grep -q -- "$s" "$TMP/fails.err" || { show_output fails; fail "the error lacks '$s'"; }
+done
+log=$(sed -n 's/^ *log: //p' "$TMP/fails.err" | head -1)
+[[ -f $log ]] && grep -q first-line "$log" || fail "the log '$log' is missing or lacks the first step's output"
+[[ -z "$(store_temps "$STORE")" ]] || fail "temporary files left in the store: $(store_temps "$STORE")"
+
+check "without root: a user namespace maps the build to root, and deletions still become whiteouts"
+if ! command -v setpriv >/dev/null ||
+  ! setpriv --reuid=65534 --regid=65534 --clear-groups unshare --user --map-root-user true 2>/dev/null; then
+  say "part skipped: no setpriv, or the kernel refuses unprivileged user namespaces"
+else
+  RL=$(mktemp -d /tmp/sb-rootless.XXXXXX)
+  chmod 0755 "$RL"
+  cp -a base "$RL/base"
+  cat >"$RL/r.yaml" <<'EOF'
+stack: rootless
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+  - {name: s, build: {run: "id -u >/uid && rm /bin/vi && mkdir -p /data && echo hi >/data/f"}}
+tags: ["rootless:1"]
+EOF
+  chown -R 65534:65534 "$RL"
+  (cd "$RL" && setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$RL" "$SB" build r.yaml -o out --store st --progress plain) >rootless.log 2>&1 ||
+    { cat rootless.log >&2; rm -rf "$RL"; fail "the rootless build failed"; }
+  top=$(json "$RL/out/blobs/sha256/$(manifest_digest "$RL/out" 1)" 'j["layers"][1]["digest"][7:]')
+  listing=$(python3 -c 'import sys, tarfile; print(" ".join(f"{m.name}:{m.uid}" for m in tarfile.open(sys.argv[1])))' "$RL/out/blobs/sha256/$top")
+  rm -rf "$RL"
+  [[ "$listing" == "bin:0 bin/.wh.vi:0 data:0 data/f:0 uid:0" ]] || fail "rootless top layer: '$listing'"
+fi
+pass

@@ -1,0 +1,202 @@
+// Build steps without a real sandbox: the recipe keys, the steps'
+// environment, and the orchestration (what the sandbox is asked, output,
+// logs, failures, the layer cache) against a fake that records its specs and
+// writes into the upper directory as a step would (ninja's FakeCommandRunner).
+#include <catch2/catch.hpp>
+
+#include "build/steps.hpp"
+#include "helpers.hpp"
+#include "pipeline/build.hpp"
+
+using namespace sb;
+
+namespace {
+
+class FakeSandbox final : public sandbox::Sandbox {
+ public:
+  std::vector<sandbox::SandboxSpec> runs;
+  int fail_with = 0;  // exit status of a command holding "fail"
+
+  sandbox::SandboxResult run(const sandbox::SandboxSpec& s, const sandbox::OutputFn& out) override {
+    runs.push_back(s);
+    const std::string cmd = s.argv.back();
+    out("running " + cmd + "\nsecond line\n");
+    if (cmd.find("fail") != std::string::npos) return {fail_with, false};
+    test::write(s.upper / "out" / ("step" + std::to_string(runs.size())), cmd + "\n");
+    return {0, false};
+  }
+};
+
+class RecordingStatus final : public Status {
+ public:
+  std::vector<std::string> messages;
+  int task_begin(std::string_view, uint64_t) override { return 0; }
+  void task_progress(int, uint64_t) override {}
+  void task_end(int, std::string_view) override {}
+  void message(Level, std::string_view text) override { messages.emplace_back(text); }
+  void result(std::string_view, std::string_view) override {}
+};
+
+Recipe recipe_in(const fs::path& dir, const std::string& yaml) {
+  test::write(dir / "recipe.yaml", yaml);
+  return load_recipe(dir / "recipe.yaml");
+}
+
+const char* const kRecipe =
+    "stack: s\n"
+    "layers:\n"
+    "  - {name: base, copy: [{src: base/, dst: /}]}\n"
+    "  - name: tools\n"
+    "    build:\n"
+    "      env: {CC: gcc}\n"
+    "      workdir: /src\n"
+    "      cache: [/root/.cache/ccache]\n"
+    "      user: \"1000:100\"\n"
+    "      timeout: 15m\n"
+    "      run: [\"make all\", [/usr/bin/env, A=1, true]]\n";
+
+}  // namespace
+
+TEST_CASE("build: keys parse - and their mistakes are errors at their place", "[build][recipe]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "");
+  Recipe r = recipe_in(tmp.path(), kRecipe);
+  const BuildSpec& b = r.layers[1].build;
+  CHECK(b.workdir == "/src");
+  CHECK(b.cache == std::vector<std::string>{"/root/.cache/ccache"});
+  CHECK(b.uid == 1000u);
+  CHECK(b.gid == 100u);
+  CHECK(b.timeout == 900);
+  CHECK_FALSE(b.network);
+  auto cmds = b.commands();
+  REQUIRE(cmds.size() == 2);
+  CHECK(cmds[0] == std::vector<std::string>{"/bin/sh", "-c", "make all"});
+  CHECK(cmds[1] == std::vector<std::string>{"/usr/bin/env", "A=1", "true"});
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"timeout: soon", "is a positive duration"},
+      {"workdir: src", "must be an absolute path"},
+      {"user: bob", "must be numeric"},
+      {"cache: [/x/../y]", "must not contain '..'"},
+      {"netwrok: true", "did you mean 'network'"},
+      {"run: [[]]", "argv command in build.run is empty"},
+  };
+  for (const auto& [line, msg] : bad) {
+    INFO(line);
+    std::string y = "stack: s\nlayers:\n  - name: t\n    build:\n      " + line + "\n";
+    if (line.rfind("run:", 0) != 0) y += "      run: true\n";
+    CHECK_THROWS_WITH(recipe_in(tmp.path(), y), Catch::Contains(msg));
+  }
+}
+
+TEST_CASE("the steps' environment: base - config.env - the point's variables - build.env",
+          "[build][env]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "");
+  Recipe r =
+      recipe_in(tmp.path(), std::string(kRecipe) + "config: {env: {PATH: /opt/bin, CC: cc}}\n");
+  auto env =
+      step_environment(r, r.layers[1].build, {{"arch", "8.0;8.6+PTX;9.0a"}, {"cuda", "12.6"}}, 42);
+  CHECK(env["PATH"] == "/opt/bin");
+  CHECK(env["CC"] == "gcc");  // build.env wins over config.env
+  CHECK(env["SOURCE_DATE_EPOCH"] == "42");
+  CHECK(env["HOME"] == "/");  // user 1000
+  CHECK(env["TORCH_CUDA_ARCH_LIST"] == "8.0;8.6+PTX;9.0a");
+  CHECK(env["CMAKE_CUDA_ARCHITECTURES"] == "80-real;86;90a-real");
+  CHECK(env["SB_ARCH"] == "8.0;8.6+PTX;9.0a");
+  CHECK(env["CUDA_HOME"] == "/usr/local/cuda");
+  CHECK(env["CUDA_VERSION"] == "12.6");
+  CHECK(cache_dir_name("/root/.cache/pip") == "root_.cache_pip");
+}
+
+TEST_CASE("run_build_steps: what the sandbox is asked - output - logs - a failure's report",
+          "[build][steps]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "");
+  Recipe r = recipe_in(tmp.path(), kRecipe);
+  fs::create_directories(tmp.path() / "lower/bin");
+  StepsInput in;
+  in.layer = "tools";
+  in.spec = r.layers[1].build;
+  in.env = {{"PATH", "/bin"}};
+  in.lower = tmp.path() / "lower";
+  in.scratch = tmp.path() / "scratch";
+  in.cache_root = tmp.path() / "cache";
+  in.log = tmp.path() / "logs/tools.log";
+  FakeSandbox fake;
+  RecordingStatus status;
+
+  Changeset cs = run_build_steps(in, fake, status);
+  REQUIRE(fake.runs.size() == 2);
+  const auto& s = fake.runs[0];
+  CHECK(s.lower == std::vector<fs::path>{in.lower});
+  CHECK(s.upper == fake.runs[1].upper);  // one upper directory for all the layer's steps
+  CHECK(s.cwd == "/src");
+  CHECK(s.uid == 1000u);
+  CHECK(s.gid == 100u);
+  CHECK(s.timeout_seconds == 900);
+  CHECK_FALSE(s.network);
+  CHECK(s.env == in.env);
+  REQUIRE(s.mounts.size() == 1);
+  CHECK(s.mounts[0].source == tmp.path() / "cache/root_.cache_ccache");
+  CHECK(s.mounts[0].target == "/root/.cache/ccache");
+  CHECK_FALSE(s.mounts[0].read_only);
+  CHECK(fs::is_directory(s.mounts[0].source));
+  CHECK(fs::exists(cs.root / "out/step1"));
+  CHECK(fs::exists(cs.root / "out/step2"));
+  CHECK(std::count(status.messages.begin(), status.messages.end(), "tools | second line") == 2);
+  CHECK(test::slurp(in.log).find("running make all\n") != std::string::npos);
+
+  in.spec.run.push_back({"echo fail now", {}});
+  in.scratch = tmp.path() / "scratch2";
+  fake.fail_with = 3;
+  try {
+    run_build_steps(in, fake, status);
+    FAIL("a failing step did not fail the build");
+  } catch (const BuildError& e) {
+    CHECK(e.exit_status() == 3);
+    CHECK(e.log() == in.log);
+    CHECK_THAT(e.what(), Catch::Contains("step 3 of 3 ('echo fail now') exited with status 3"));
+    CHECK_THAT(e.what(), Catch::Contains("running echo fail now"));
+    CHECK_THAT(e.what(), Catch::Contains(in.log.string()));
+  }
+}
+
+TEST_CASE(
+    "step layers are cached by parent - spec and environment: only changed layers and those above "
+    "rebuild",
+    "[build][cache]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "#!\n", 0755);
+  auto yaml = [](const std::string& top_env) {
+    return std::string("stack: s\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n") +
+           "  - {name: mid, build: {run: \"make mid\"}}\n" + "  - {name: top, build: {env: {X: \"" +
+           top_env + "\"}, run: \"make top\"}}\n";
+  };
+  Store store(tmp.path() / "store");
+  FakeSandbox fake;
+  BuildOptions o;
+  o.sandbox = &fake;
+  o.output = tmp.path() / "out";
+
+  BuildResult first = build_recipe(recipe_in(tmp.path(), yaml("1")), store, o, null_status());
+  CHECK(fake.runs.size() == 2);
+  REQUIRE(first.layers.size() == 3);
+  CHECK_FALSE(first.layers[2].cached);
+  CHECK(fs::is_directory(fake.runs[1].lower.at(0) / "bin"));  // the layers below, unpacked
+
+  BuildResult again = build_recipe(recipe_in(tmp.path(), yaml("1")), store, o, null_status());
+  CHECK(fake.runs.size() == 2);  // nothing ran
+  for (const auto& l : again.layers) CHECK(l.cached);
+  CHECK(again.images.at(0).image.manifest.digest == first.images.at(0).image.manifest.digest);
+
+  BuildResult edited = build_recipe(recipe_in(tmp.path(), yaml("2")), store, o, null_status());
+  CHECK(fake.runs.size() == 3);  // the top layer alone
+  CHECK(edited.layers[1].cached);
+  CHECK_FALSE(edited.layers[2].cached);
+
+  o.variables = {{"cuda", "12.6"}};  // the point's variables are in every step's environment
+  build_recipe(recipe_in(tmp.path(), yaml("2")), store, o, null_status());
+  CHECK(fake.runs.size() == 5);
+  CHECK(fake.runs.back().env.at("CUDA_VERSION") == "12.6");
+}

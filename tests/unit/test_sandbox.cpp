@@ -1,0 +1,177 @@
+// Changesets from an overlayfs upper directory and from the copy-and-compare
+// fallback (the same changes must give the same layer), and the sandbox's
+// setup plan (mount point stubs, refusals). No namespaces are made here: the
+// real sandbox is exercised by tests/integration/test_sandbox*.sh.
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <utime.h>
+
+#include <catch2/catch.hpp>
+
+#include "build/changeset.hpp"
+#include "helpers.hpp"
+#include "layer/write.hpp"
+#include "sandbox/setup_plan.hpp"
+
+using namespace sb;
+
+namespace {
+
+// The lower tree both cases start from.
+void make_lower(const fs::path& l) {
+  test::write(l / "a", "a\n");
+  test::write(l / "b", "b\n");
+  test::write(l / "d/x", "x\n");
+  test::write(l / "d/y", "y\n");
+  test::write(l / "e/z", "z\n");
+  test::write(l / "e/keep", "k\n");
+  test::write(l / "g/h", "h\n");
+  fs::permissions(l / "d", fs::perms(0755));
+  fs::permissions(l / "e", fs::perms(0755));
+}
+
+std::string keys(const EntryMap& m) {
+  std::string s;
+  for (const auto& [p, e] : m) s += p + (e.type == TarEntry::Type::Dir ? "/" : "") + " ";
+  return s;
+}
+
+// The layer's digest: the same bytes or not.
+Digest layer_digest(const EntryMap& m, const fs::path& store) {
+  return write_layer(m, Store(store), LayerOptions{}).digest;
+}
+
+}  // namespace
+
+TEST_CASE("copy-and-compare: changed and new paths stay - touched ones go - deletions are listed",
+          "[sandbox][changeset]") {
+  TempDir tmp;
+  make_lower(tmp.path() / "lower");
+  fs::path c = tmp.path() / "copy";
+  fs::create_directories(c);
+  copy_tree(tmp.path() / "lower", c);
+  test::write(c / "a", "changed\n");
+  ::utime((c / "b").c_str(), nullptr);  // touched: a new mtime, the same content
+  fs::remove_all(c / "d");
+  test::write(c / "d/x", "x\n");  // d made again: x the same, y gone, new added
+  test::write(c / "d/new", "n\n");
+  fs::permissions(c / "d", fs::perms(0755));
+  fs::remove(c / "e/z");
+  test::write(c / "f", "f\n");
+
+  Changeset cs = changeset_from_copy(c, tmp.path() / "lower");
+  CHECK(cs.deleted == std::vector<std::string>{"d/y", "e/z"});
+  CHECK(cs.opaque.empty());
+  EntryMap m = entries_from_changeset(cs, ScanOptions{});
+  CHECK(keys(m) == "a d/ d/.wh.y d/new e/ e/.wh.z f ");
+}
+
+TEST_CASE("an overlay upper dir gives the same layer as the copy fallback for the same changes",
+          "[sandbox][changeset]") {
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower", up = tmp.path() / "upper", c = tmp.path() / "copy";
+  make_lower(lower);
+  // What overlayfs writes for: change a, touch b, rm -rf d + mkdir d + d/x (same) + d/new,
+  // rm e/z, add f, rm -rf g.
+  test::write(up / "a", "changed\n");
+  test::write(up / "b", "b\n");
+  test::write(up / "d/x", "x\n");
+  test::write(up / "d/new", "n\n");
+  fs::permissions(up / "d", fs::perms(0755));
+  fs::create_directories(up / "e");
+  fs::permissions(up / "e", fs::perms(0755));
+  test::write(up / "f", "f\n");
+  if (::mknod((up / "e/z").c_str(), S_IFCHR | 0, makedev(0, 0)) != 0 ||
+      ::mknod((up / "g").c_str(), S_IFCHR | 0, makedev(0, 0)) != 0) {
+    WARN("cannot make overlayfs whiteouts (0/0 character devices) without CAP_MKNOD: part skipped");
+    return;
+  }
+  REQUIRE(::setxattr((up / "d").c_str(), "user.overlay.opaque", "y", 1, 0) == 0);
+  // The same changes on a copy.
+  fs::create_directories(c);
+  copy_tree(lower, c);
+  test::write(c / "a", "changed\n");
+  ::utime((c / "b").c_str(), nullptr);
+  fs::remove_all(c / "d");
+  test::write(c / "d/x", "x\n");
+  test::write(c / "d/new", "n\n");
+  fs::permissions(c / "d", fs::perms(0755));
+  fs::remove(c / "e/z");
+  test::write(c / "f", "f\n");
+  fs::remove_all(c / "g");
+
+  Changeset from_upper = changeset_from_upper(up, lower);
+  Changeset from_copy = changeset_from_copy(c, lower);
+  CHECK(from_upper.deleted == std::vector<std::string>{"d/y", "e/z", "g"});
+  CHECK(from_copy.deleted == from_upper.deleted);
+  EntryMap mu = entries_from_changeset(from_upper, ScanOptions{});
+  EntryMap mc = entries_from_changeset(from_copy, ScanOptions{});
+  CHECK(keys(mu) == ".wh.g a d/ d/.wh.y d/new e/ e/.wh.z f ");
+  CHECK(keys(mu) == keys(mc));
+  CHECK(layer_digest(mu, tmp.path() / "store") == layer_digest(mc, tmp.path() / "store"));
+  // The opaque marker is gone from the tree that becomes the layer.
+  char v[2];
+  CHECK(::getxattr((up / "d").c_str(), "user.overlay.opaque", v, sizeof v) < 0);
+}
+
+TEST_CASE("a directory only copied up (same mode - nothing changed below) does not enter the layer",
+          "[sandbox][changeset]") {
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower", up = tmp.path() / "upper";
+  make_lower(lower);
+  test::write(up / "d/x", "x\n");  // copied up by an open for writing, rewritten the same
+  fs::permissions(up / "d", fs::perms(0755));
+  fs::create_directories(up / "g");
+  fs::permissions(up / "g", fs::perms(0700));  // chmod: a change
+  fs::permissions(lower / "g", fs::perms(0755));
+  Changeset cs = changeset_from_upper(up, lower);
+  CHECK(keys(entries_from_changeset(cs, ScanOptions{})) == "g/ ");
+  CHECK_FALSE(fs::exists(up / "d"));
+}
+
+TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through symlinks are refused",
+          "[sandbox][setup]") {
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower";
+  fs::create_directories(lower / "etc");
+  fs::permissions(lower / "etc", fs::perms(0750));
+  fs::create_directories(tmp.path() / "cache");
+  fs::create_directories(lower / "opt");
+  fs::create_symlink("/host/elsewhere", lower / "opt/link");
+
+  sandbox::SandboxSpec s;
+  s.lower = {lower};
+  s.upper = tmp.path() / "upper";
+  s.work = tmp.path() / "work";
+  s.scratch = tmp.path() / "scratch";
+  s.argv = {"make", "-j2"};
+  s.env = {{"PATH", "/usr/bin:/bin"}};
+  s.network = true;
+  s.mounts = {{tmp.path() / "cache", "/etc/ccache", false}};
+  auto plan = sandbox::detail::make_setup_plan(s, false);
+  fs::path stubs = s.scratch / "stubs";
+  CHECK(fs::is_directory(stubs / "etc/ccache"));
+  CHECK((fs::status(stubs / "etc").permissions() & fs::perms::all) == fs::perms(0750));
+  CHECK(fs::is_regular_file(stubs / "etc/resolv.conf"));
+  CHECK(plan.exe_candidates == std::vector<std::string>{"/usr/bin/make", "/bin/make"});
+  REQUIRE(plan.lower.size() == 2);
+  CHECK(plan.lower[0] == stubs);
+  bool binds_cache = false, no_new_net = true;
+  for (const auto& op : plan.ops) {
+    if (op.kind == sandbox::detail::Op::Mount && op.b.ends_with("/etc/ccache")) binds_cache = true;
+    if (op.kind == sandbox::detail::Op::LoopbackUp) no_new_net = false;
+  }
+  CHECK(binds_cache);
+  CHECK(no_new_net);
+
+  // Root mode (the copy fallback): a mount target through a symlink could land on the host.
+  sandbox::SandboxSpec r = s;
+  r.lower.clear();
+  r.root = lower;
+  r.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false),
+                    Catch::Contains("goes through the symlink /opt/link"));
+  r.mounts = {{tmp.path() / "cache", "/opt/../etc", false}};
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false), Catch::Contains("'..'"));
+}
