@@ -1,0 +1,299 @@
+#include "apt/install.hpp"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "apt/deb.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb::apt {
+
+void to_json(nlohmann::json& j, const LockedPackage& p) {
+  j = {{"name", p.name}, {"version", p.version}, {"architecture", p.architecture},
+       {"url", p.url},   {"sha256", p.sha256},   {"size", p.size}};
+}
+
+void from_json(const nlohmann::json& j, LockedPackage& p) {
+  p.name = j.at("name").get<std::string>();
+  p.version = j.at("version").get<std::string>();
+  p.architecture = j.value("architecture", std::string());
+  p.url = j.at("url").get<std::string>();
+  p.sha256 = j.at("sha256").get<std::string>();
+  p.size = j.value("size", uint64_t{0});
+}
+
+std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Solution& solution) {
+  std::vector<LockedPackage> out;
+  for (const Package* p : solution.packages) {
+    const Repository& r = index.repositories()[p->repo];
+    if (p->sha256.empty() || p->filename.empty())
+      throw Error(p->id() + " from " + r.id() + " has no Filename or SHA256 in its index");
+    out.push_back({std::string(p->name), std::string(p->version), std::string(p->architecture),
+                   r.uri + "/" + std::string(p->filename), std::string(p->sha256), p->size});
+  }
+  return out;
+}
+
+std::string AptState::str() const {
+  nlohmann::json j = {{"dir_links", dir_links}, {"status", nlohmann::json::array()}};
+  for (const auto& p : status) j["status"].push_back(p.str());
+  return j.dump();
+}
+
+AptState AptState::parse(const std::string& text) {
+  auto j = nlohmann::json::parse(text);
+  AptState s;
+  s.dir_links = j.at("dir_links").get<std::map<std::string, std::string>>();
+  for (const auto& p : j.at("status")) {
+    auto ps = parse_paragraphs(p.get<std::string>());
+    if (!ps.empty()) s.status.push_back(ps.front());
+  }
+  return s;
+}
+
+namespace {
+
+std::string md5_hex(const fs::path& file) {
+  std::string data = read_file(file);
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_md5(), nullptr);
+  static const char* hex = "0123456789abcdef";
+  std::string s;
+  for (unsigned i = 0; i < len; ++i) s += hex[md[i] >> 4], s += hex[md[i] & 15];
+  return s;
+}
+
+// Writes generated content (status, lists, sources) as a layer entry.
+class Generated {
+ public:
+  Generated(const fs::path& staging, int64_t epoch) : dir_(staging / "generated"), epoch_(epoch) {
+    fs::create_directories(dir_);
+  }
+  void file(EntryMap& entries, const std::string& path, const std::string& content, uint32_t mode = 0644) {
+    fs::path src = dir_ / ("g" + std::to_string(n_++));
+    write_file_atomic(src, content);
+    TarEntry e;
+    e.mode = mode;
+    e.mtime = epoch_;
+    e.size = content.size();
+    e.source = src;
+    entries[path] = e;
+  }
+  void dir(EntryMap& entries, const std::string& path) {
+    if (entries.count(path)) return;
+    TarEntry e;
+    e.type = TarEntry::Type::Dir;
+    e.mode = 0755;
+    e.mtime = epoch_;
+    entries[path] = e;
+  }
+
+ private:
+  fs::path dir_;
+  int64_t epoch_;
+  int n_ = 0;
+};
+
+// "bin/ls" with bin -> usr/bin becomes "usr/bin/ls"; applied to every
+// prefix, as the image's own directories will resolve it.
+std::string through_links(const std::string& path, const std::map<std::string, std::string>& links) {
+  std::string out = path;
+  for (int guard = 0; guard < 8; ++guard) {
+    bool changed = false;
+    for (size_t slash = out.find('/'); slash != std::string::npos; slash = out.find('/', slash + 1)) {
+      auto it = links.find(out.substr(0, slash));
+      if (it != links.end()) {
+        out = it->second + out.substr(slash);
+        changed = true;
+        break;
+      }
+    }
+    if (!changed) break;
+  }
+  return out;
+}
+
+// Symlinks to directories (in this layer, or below): "bin" -> "usr/bin".
+void collect_dir_links(const EntryMap& entries, std::map<std::string, std::string>& links) {
+  for (const auto& [path, e] : entries) {
+    if (e.type != TarEntry::Type::Symlink || e.link.empty()) continue;
+    std::string parent = path.find('/') == std::string::npos ? "" : path.substr(0, path.rfind('/'));
+    std::string target = e.link[0] == '/' ? e.link : (parent.empty() ? "" : parent + "/") + e.link;
+    try {
+      target = canonical_archive_path(target);
+    } catch (const Error&) {
+      continue;
+    }
+    auto it = entries.find(target);
+    if (it != entries.end() && it->second.type == TarEntry::Type::Dir) links[path] = target;
+  }
+}
+
+std::string info_name(const Paragraph& control) {
+  std::string name = control.get("Package");
+  if (control.get("Multi-Arch") == "same") name += ":" + control.get("Architecture");
+  return name;
+}
+
+}  // namespace
+
+Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptState& below, const InstallOptions& o,
+                           const Store& store, fetch::Fetcher& fetcher) {
+  std::vector<fetch::FetchItem> items;
+  for (const auto& p : pkgs)
+    items.push_back({p.url, Digest::parse("sha256:" + p.sha256), p.size ? std::optional<uint64_t>(p.size) : std::nullopt,
+                     p.name + "_" + p.version + "_" + p.architecture + ".deb"});
+  auto fetched = fetcher.fetch(items);
+
+  // Unpack in parallel; merge in name order so the result never depends on timing.
+  std::vector<DebContents> debs(pkgs.size());
+  std::vector<std::exception_ptr> errors(pkgs.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next++) < pkgs.size();) {
+      try {
+        debs[i] = read_deb(store.blob_path(fetched[i].digest), o.staging, o.epoch);
+        if (debs[i].control.get("Package") != pkgs[i].name || debs[i].control.get("Version") != pkgs[i].version)
+          throw Error(items[i].label + " holds " + debs[i].control.get("Package") + " " +
+                      debs[i].control.get("Version") + ", not what its index says");
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  unsigned n = o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < std::min<size_t>(n, pkgs.size()); ++t) threads.emplace_back(worker);
+  worker();
+  for (auto& t : threads) t.join();
+  for (size_t i = 0; i < pkgs.size(); ++i)
+    if (errors[i]) {
+      try {
+        std::rethrow_exception(errors[i]);
+      } catch (Error& e) {
+        e.add_trace("while unpacking " + items[i].label + " (" + pkgs[i].url + ")");
+        throw;
+      }
+    }
+
+  std::vector<size_t> order(pkgs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return pkgs[a].name < pkgs[b].name; });
+
+  Installed out;
+  out.state = below;
+  EntryMap& entries = out.entries;
+  // Directory links first (base-files' bin -> usr/bin), so every package's
+  // files land where the image resolves them.
+  for (size_t i : order) collect_dir_links(debs[i].entries, out.state.dir_links);
+  for (size_t i : order)
+    for (auto& [path, e] : debs[i].entries) {
+      std::string real = out.state.dir_links.count(path) ? path : through_links(path, out.state.dir_links);
+      auto it = entries.find(real);
+      if (it != entries.end() && it->second.type == TarEntry::Type::Dir && e.type == TarEntry::Type::Dir) continue;
+      entries[real] = e;
+    }
+
+  // base-passwd's preinst (not run here) creates /etc/passwd and /etc/group
+  // from its masters; without them no later maintainer script can chown.
+  for (const char* f : {"passwd", "group"}) {
+    auto master = entries.find(std::string("usr/share/base-passwd/") + f + ".master");
+    if (master != entries.end() && !entries.count(std::string("etc/") + f)) {
+      TarEntry e = master->second;
+      e.mode = 0644;
+      e.host_ino = e.host_dev = 0;
+      entries[std::string("etc/") + f] = e;
+    }
+  }
+
+  Generated gen(o.staging, o.epoch);
+  std::map<std::string, Paragraph> status;
+  for (const auto& p : below.status) status[info_name(p)] = p;
+  for (size_t i : order) {
+    DebContents& d = debs[i];
+    std::string name = info_name(d.control);
+    std::string info = "var/lib/dpkg/info/" + name;
+    std::string list;
+    for (const auto& p : d.paths) list += p + "\n";
+    gen.file(entries, info + ".list", list);
+    bool scripts = false;
+    if (!d.control_files.count("md5sums")) {  // as dpkg does for a package without one
+      std::string sums;
+      for (const auto& [path, e] : d.entries)
+        if (e.type == TarEntry::Type::File && !e.source.empty()) sums += md5_hex(e.source) + "  " + path + "\n";
+      d.control_files["md5sums"] = sums;
+    }
+    for (const auto& [file, content] : d.control_files) {
+      bool exec = file == "preinst" || file == "postinst" || file == "prerm" || file == "postrm" || file == "config";
+      scripts |= file == "preinst" || file == "postinst";
+      gen.file(entries, info + "." + file, content, exec ? 0755 : 0644);
+    }
+    Paragraph st;
+    for (const auto& [k, v] : d.control.fields) {
+      st.fields.emplace_back(k, v);
+      if (k == "Package") st.fields.emplace_back("Status", scripts ? "install ok unpacked" : "install ok installed");
+    }
+    if (auto cf = d.control_files.find("conffiles"); cf != d.control_files.end()) {
+      std::string conf;
+      for (const auto& w : split_words(cf->second)) {
+        if (w[0] != '/') continue;  // "remove-on-upgrade" flags
+        auto it = entries.find(through_links(w.substr(1), out.state.dir_links));
+        if (it == entries.end() || it->second.type != TarEntry::Type::File) continue;
+        conf += "\n" + w + " " + md5_hex(it->second.source);
+      }
+      if (!conf.empty()) st.set("Conffiles", conf);
+    }
+    status[name] = st;
+  }
+  out.state.status.clear();
+  std::string text;
+  for (const auto& [name, p] : status) {
+    out.state.status.push_back(p);
+    text += p.str() + "\n";
+  }
+  gen.file(entries, "var/lib/dpkg/status", text);
+  if (below.status.empty()) {  // the base layer: the rest of dpkg's and apt's state
+    gen.file(entries, "var/lib/dpkg/available", "");
+    for (const char* d : {"var/lib/dpkg/updates", "var/lib/dpkg/triggers", "var/lib/dpkg/alternatives",
+                          "var/lib/dpkg/info", "var/lib/apt/lists/partial", "var/cache/apt/archives/partial"})
+      gen.dir(entries, d);
+  }
+  if (!o.sources.empty()) {
+    std::string sources;
+    for (const auto& lr : o.sources) {
+      const Repository& r = lr.repo;
+      std::string signed_by;
+      if (!lr.keyring.empty()) {
+        std::string inside = canonical_archive_path(lr.keyring.string());
+        if (!entries.count(inside)) {
+          inside = "etc/apt/keyrings/" + lr.keyring.filename().string();
+          gen.file(entries, inside, read_file(lr.keyring));
+        }
+        signed_by = "/" + inside;
+      }
+      std::string comps;
+      for (const auto& c : r.components) comps += (comps.empty() ? "" : " ") + c;
+      sources += "Types: deb\nURIs: " + r.uri + "\nSuites: " + r.suite + "\nComponents: " + comps + "\n";
+      if (!signed_by.empty()) sources += "Signed-By: " + signed_by + "\n";
+      if (r.trusted) sources += "Trusted: yes\n";
+      if (!r.check_valid_until) sources += "Check-Valid-Until: no\n";
+      sources += "\n";
+    }
+    gen.file(entries, "etc/apt/sources.list.d/stackbuild.sources", sources);
+  }
+  ScanOptions so;
+  so.source_date_epoch = o.epoch;
+  add_parent_dirs(so, entries);
+  link_hardlinks(entries);
+  return out;
+}
+
+}  // namespace sb::apt

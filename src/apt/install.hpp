@@ -1,0 +1,63 @@
+// Installing packages into a layer: .deb files fetched into the store (by the
+// sha256 their index gives), data.tar unpacked into layer entries, and the
+// dpkg database written so that dpkg and apt work in the image: status (every
+// package of this layer and the layers below), info/<pkg>.{list,md5sums,
+// conffiles} and the maintainer scripts, plus the sources and keyrings used.
+// Maintainer scripts are NOT run: packages with a postinst or preinst are
+// "unpacked" (a later `dpkg --configure -a` in the image configures them),
+// the others "installed".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "apt/control.hpp"
+#include "apt/index.hpp"
+#include "apt/repository.hpp"
+#include "apt/solver.hpp"
+#include "fetch/fetcher.hpp"
+#include "layer/tree.hpp"
+
+namespace sb::apt {
+
+// One package as a lockfile pins it.
+struct LockedPackage {
+  std::string name, version, architecture, url, sha256;  // sha256: hex
+  uint64_t size = 0;
+  friend bool operator==(const LockedPackage&, const LockedPackage&) = default;
+};
+void to_json(nlohmann::json& j, const LockedPackage& p);
+void from_json(const nlohmann::json& j, LockedPackage& p);
+
+std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Solution& solution);
+
+// What the layers below left: their dpkg status and their directory symlinks
+// (bin -> usr/bin), so an add-on layer installs only what is missing and
+// puts files where the image's directories really are.
+struct AptState {
+  std::vector<Paragraph> status;
+  std::map<std::string, std::string> dir_links;  // "bin" -> "usr/bin"
+  std::string str() const;                       // for the store (JSON)
+  static AptState parse(const std::string& json);
+};
+
+struct InstallOptions {
+  int64_t epoch = 0;
+  std::vector<LoadedRepository> sources;  // written to etc/apt/sources.list.d/stackbuild.sources
+  fs::path staging;                       // scratch directory for file contents; must outlive the entries
+  int threads = 0;                        // .deb unpacking; 0 = one per core
+};
+
+struct Installed {
+  EntryMap entries;
+  AptState state;  // below + this layer
+};
+
+Installed install_packages(const std::vector<LockedPackage>& packages, const AptState& below,
+                           const InstallOptions& options, const Store& store, fetch::Fetcher& fetcher);
+
+}  // namespace sb::apt

@@ -1,0 +1,187 @@
+#include "apt/repository.hpp"
+
+#include <ctime>
+
+#include "apt/control.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+#include "util/process.hpp"
+
+namespace sb::apt {
+
+ReleaseFile parse_release(const std::string& text) {
+  auto paragraphs = parse_paragraphs(text);
+  if (paragraphs.empty()) throw Error("an empty Release file");
+  const Paragraph& p = paragraphs.front();
+  ReleaseFile r;
+  r.origin = p.get("Origin");
+  r.label = p.get("Label");
+  r.suite = p.get("Suite");
+  r.codename = p.get("Codename");
+  r.date = p.get("Date");
+  r.valid_until = p.get("Valid-Until");
+  r.acquire_by_hash = p.get("Acquire-By-Hash") == "yes";
+  const std::string& sums = p.get("SHA256");
+  size_t pos = 0;
+  while (pos < sums.size()) {
+    size_t end = sums.find('\n', pos);
+    if (end == std::string::npos) end = sums.size();
+    auto words = split_words(std::string_view(sums).substr(pos, end - pos));
+    pos = end + 1;
+    if (words.size() != 3) continue;
+    r.files[words[2]] = {words[0], std::stoull(words[1])};
+  }
+  if (r.files.empty()) throw Error("the Release file lists no SHA256 sums (only SHA256 is trusted)");
+  return r;
+}
+
+std::string strip_clearsign(const std::string& text) {
+  if (text.rfind("-----BEGIN PGP SIGNED MESSAGE-----", 0) != 0) return text;
+  size_t body = text.find("\n\n");
+  size_t sig = text.find("\n-----BEGIN PGP SIGNATURE-----");
+  if (body == std::string::npos || sig == std::string::npos || sig < body) return text;
+  std::string out = text.substr(body + 2, sig - body - 2 + 1);
+  // Dash-escaped lines ("- -----...") lose their escape.
+  for (size_t p = 0; (p = out.find("\n- ", p)) != std::string::npos;) out.erase(p + 1, 2);
+  if (out.rfind("- ", 0) == 0) out.erase(0, 2);
+  return out;
+}
+
+std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url) {
+  std::error_code ec;
+  if (keyring.empty() || !fs::exists(keyring, ec))
+    throw Error(url + ": no keyring to check its signature" +
+                (keyring.empty() ? std::string() : " (" + keyring.string() + " does not exist)") +
+                "; give the repository's signed-by keyring, or mark it trusted");
+  TempDir tmp;
+  fs::path out = tmp.path() / "signed";
+  ProcessSpec spec;
+  spec.argv = {"gpgv", "--quiet", "--status-fd", "1", "--keyring", keyring.string(), "--output", out.string(),
+               file.string()};
+  auto env = current_environment();
+  spec.env = {{"PATH", env.count("PATH") ? env["PATH"] : "/usr/bin:/bin"}, {"LC_ALL", "C"},
+              {"GNUPGHOME", tmp.path().string()}};
+  spec.capture_stdout = true;
+  spec.merge_stderr = true;
+  ProcessResult r;
+  try {
+    r = run_process(spec);
+  } catch (Error& e) {
+    e.add_trace("while checking the signature of " + url + " (install gpgv)");
+    throw;
+  }
+  bool good = r.exit_status == 0 && r.output.find("[GNUPG:] VALIDSIG") != std::string::npos &&
+              r.output.find("[GNUPG:] GOODSIG") != std::string::npos;
+  if (!good) {
+    std::string why = r.output.find("NODATA") != std::string::npos ? "it is not signed"
+                      : r.output.find("BADSIG") != std::string::npos ? "the signature is BAD (the file was altered)"
+                      : r.output.find("NO_PUBKEY") != std::string::npos
+                          ? "it is signed by a key that is not in " + keyring.string()
+                      : r.output.find("EXPKEYSIG") != std::string::npos ? "it is signed by an expired key"
+                                                                       : "gpgv refused it";
+    std::string detail;
+    for (size_t p = 0; p < r.output.size();) {
+      size_t e = r.output.find('\n', p);
+      if (e == std::string::npos) e = r.output.size();
+      std::string line = r.output.substr(p, e - p);
+      if (line.rfind("[GNUPG:]", 0) != 0 && !line.empty()) detail += "\n  gpgv: " + line;
+      p = e + 1;
+    }
+    throw Error(url + ": refusing the repository: " + why + detail);
+  }
+  return read_file(out);
+}
+
+namespace {
+
+time_t parse_date(const std::string& s) {
+  struct tm tm {};
+  if (!strptime(s.c_str(), "%a, %d %b %Y %H:%M:%S", &tm)) return 0;
+  return timegm(&tm);
+}
+
+// The best index of a component: xz, then gz, then uncompressed.
+std::pair<std::string, IndexFile> choose_index(const ReleaseFile& rel, const std::string& comp,
+                                               const std::string& arch, const std::string& url) {
+  std::string base = comp + "/binary-" + arch + "/Packages";
+  for (const char* suffix : {".xz", ".gz", ""}) {
+    auto it = rel.files.find(base + suffix);
+    if (it != rel.files.end()) return *it;
+  }
+  throw Error(url + " lists no " + base + "{.xz,.gz,} (is '" + comp + "' a component of this suite, and " + arch +
+              " one of its architectures?)");
+}
+
+}  // namespace
+
+std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& repos, const LoadOptions& o,
+                                                const Store& store, fetch::Fetcher& fetcher, PackageIndex& index) {
+  std::vector<LoadedRepository> out;
+  std::vector<fetch::FetchItem> releases;
+  for (const auto& r : repos)
+    releases.push_back({r.uri + "/dists/" + r.suite + "/InRelease", std::nullopt, std::nullopt,
+                        "InRelease of " + r.suite});
+  auto fetched = fetcher.fetch(releases);
+  std::vector<fetch::FetchItem> indexes;
+  std::vector<std::string> index_names;
+  for (size_t i = 0; i < repos.size(); ++i) {
+    LoadedRepository lr{repos[i], {}, {}};
+    Repository& r = lr.repo;
+    const std::string& url = releases[i].url;
+    try {
+      std::string text;
+      if (r.trusted) {
+        text = strip_clearsign(store.read(fetched[i].digest));
+      } else {
+        lr.keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
+        text = verify_inrelease(store.blob_path(fetched[i].digest), lr.keyring, url);
+      }
+      lr.release = parse_release(text);
+      const ReleaseFile& rel = lr.release;
+      if (rel.suite != r.suite && rel.codename != r.suite)
+        throw Error(url + " is for suite '" + rel.suite + "' (codename '" + rel.codename + "'), not '" + r.suite + "'");
+      if (r.check_valid_until && !rel.valid_until.empty()) {
+        time_t until = parse_date(rel.valid_until);
+        if (until && until < std::time(nullptr))
+          throw Error(url + " expired on " + rel.valid_until +
+                      " (a replayed or stale mirror?); a snapshot repository needs check-valid-until=no");
+      }
+      r.origin = rel.origin;
+      if (auto pin = o.origin_pins.find(rel.origin); pin != o.origin_pins.end()) r.priority = pin->second;
+      int n = index.add_repository(r);
+      for (const auto& comp : r.components) {
+        auto [path, file] = choose_index(rel, comp, o.architecture, url);
+        std::string dir = path.substr(0, path.rfind('/') + 1);
+        std::string fetch_url = rel.acquire_by_hash
+                                    ? r.uri + "/dists/" + r.suite + "/" + dir + "by-hash/SHA256/" + file.sha256
+                                    : r.uri + "/dists/" + r.suite + "/" + path;
+        indexes.push_back({fetch_url, Digest::parse("sha256:" + file.sha256), file.size, r.suite + "/" + path});
+        index_names.push_back(path);
+        (void)n;
+      }
+    } catch (Error& e) {
+      e.add_trace("while reading the repository " + r.id() + (r.where.empty() ? "" : " (" + r.where + ")"));
+      throw;
+    }
+    out.push_back(lr);
+  }
+  auto got = fetcher.fetch(indexes);
+  // Indexes of repository i follow in order; map each back to its repo number.
+  size_t k = 0;
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t c = 0; c < out[i].repo.components.size(); ++c, ++k) {
+      Digest key = KeyHasher().field("apt-packages-plain", got[k].digest.str()).finish();
+      std::string text;
+      if (auto rec = store.get_record("apt-index", key); rec && store.has(Digest::parse(*rec))) {
+        text = store.read(Digest::parse(*rec));
+      } else {
+        text = decompress(store.read(got[k].digest), index_names[k]);
+        store.put_record("apt-index", key, store.put(text).str());
+      }
+      index.add_packages(static_cast<int>(i), std::move(text));
+    }
+  index.finish();
+  return out;
+}
+
+}  // namespace sb::apt

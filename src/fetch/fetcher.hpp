@@ -1,0 +1,80 @@
+// The fetcher: URLs in, verified blobs in the content-addressed store out.
+// Every source (apt, pip, redist, archives) downloads through it.
+//
+// Many transfers run at once (one http::Client per worker thread); transient
+// failures (reset connections, 408/429/5xx, truncated bodies) are retried with
+// backoff, resuming from the bytes already on disk with a Range request; the
+// sha256 (and size) is checked before a file enters the store, so a wrong or
+// partial file is never there for a later run to trust. Offline, only the
+// store is used. Each failure names the URL, the HTTP status or transport
+// error, and what was expected. libcurl honours http_proxy/https_proxy/
+// no_proxy and verifies TLS against the system CA store.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "store/store.hpp"
+#include "util/digest.hpp"
+#include "util/error.hpp"
+#include "util/http.hpp"
+#include "util/status.hpp"
+
+namespace sb::fetch {
+
+struct FetchItem {
+  std::string url;                 // http(s):// or file://
+  std::optional<Digest> sha256;    // what must arrive; unset: whatever the server has (e.g. a
+                                   // signed index checked afterwards)
+  std::optional<uint64_t> size;    // expected bytes, when known
+  std::string label;               // for progress and errors; default: the URL's last part
+};
+
+struct Fetched {
+  std::string url;
+  Digest digest;
+  uint64_t size = 0;
+  bool cached = false;  // already in the store; nothing was downloaded
+};
+
+// A fetch that failed: the URL, the HTTP status (0 for a transport error or a
+// check that failed after the transfer) and the expectation it broke.
+class FetchError : public Error {
+ public:
+  FetchError(std::string url, long status, const std::string& what)
+      : Error(what), url_(std::move(url)), status_(status) {}
+  const std::string& url() const { return url_; }
+  long status() const { return status_; }
+
+ private:
+  std::string url_;
+  long status_;
+};
+
+struct FetchOptions {
+  int jobs = 8;                    // transfers at once
+  bool offline = false;            // use only the store; a missing file is an error
+  http::RetryPolicy retry;
+  http::ClientOptions client;
+};
+
+// The interface the stages use, so orchestration is tested with fakes.
+class Fetcher {
+ public:
+  virtual ~Fetcher() = default;
+  // Fetches every item (in parallel), then returns them in the same order, or
+  // throws the first failure (in item order) once all transfers have ended.
+  virtual std::vector<Fetched> fetch(const std::vector<FetchItem>& items) = 0;
+  Fetched fetch_one(const FetchItem& item) { return fetch({item}).front(); }
+};
+
+std::unique_ptr<Fetcher> make_fetcher(const Store& store, FetchOptions options, Status& status);
+
+// The digest last fetched from `url` without an expected sha256 (recorded in
+// the store), for offline use of unpinned files such as InRelease.
+std::optional<Digest> last_fetched(const Store& store, const std::string& url);
+
+}  // namespace sb::fetch
