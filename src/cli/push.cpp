@@ -1,0 +1,139 @@
+#include <chrono>
+
+#include "cli/cli.hpp"
+#include "pipeline/build.hpp"
+#include "registry/push.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+namespace sb::cli {
+
+const std::vector<std::string> kRegistryOptions = {"--creds", "--ca-cert"};
+
+const char* const kPushHelp =
+    "usage: stackbuild push LAYOUT[:REF] REGISTRY/REPO[:TAG] [options]\n"
+    "\n"
+    "Pushes images of the OCI layout LAYOUT to a registry (OCI distribution spec): blobs the\n"
+    "registry has are skipped (HEAD), blobs known to be in another repository of the same\n"
+    "registry are mounted, small blobs go in one request and large ones in chunks that resume\n"
+    "where the registry says the upload stands; the manifest goes last, with its exact bytes.\n"
+    "\n"
+    "  LAYOUT:REF REG/REPO:TAG   the image named REF, tagged TAG (default: REF)\n"
+    "  LAYOUT REG/REPO           every image of the layout, each tagged with its ref name\n"
+    "  LAYOUT REG/REPO:TAG       with several images: all of them, and an image index over\n"
+    "                            them (one entry per platform) tagged TAG\n"
+    "\n"
+    "options:\n"
+    "  --creds USER:PASSWORD     credentials (default: $STACKBUILD_REGISTRY_USER and\n"
+    "                            $STACKBUILD_REGISTRY_PASSWORD, else ~/.docker/config.json,\n"
+    "                            its credsStore and credHelpers)\n"
+    "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
+    "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable;\n"
+    "                            localhost and 127.0.0.1 may always use plain HTTP)\n"
+    "  -j, --jobs N              blobs sent at once (default 3)\n"
+    "  --chunk-size BYTES        bytes per PATCH of a chunked upload (default 64 MiB); blobs up\n"
+    "                            to 16 MiB (or the chunk size, if smaller) go in one PUT\n"
+    "Also takes the options of every command (stackbuild --help).\n";
+
+registry::SessionOptions registry_session_options(const Args& args) {
+  registry::SessionOptions o;
+  o.credentials.creds = args.get("--creds");
+  o.credentials.env = current_environment();
+  if (auto ca = args.get("--ca-cert")) {
+    if (!fs::exists(*ca)) throw Error("--ca-cert " + *ca + ": no such file", kExitUsage);
+    o.ca_file = fs::absolute(*ca);
+  }
+  o.insecure = args.all("--insecure-registry");
+  return o;
+}
+
+static registry::PushOptions push_options(const Args& args, const Store& store) {
+  registry::PushOptions o;
+  o.session = registry_session_options(args);
+  auto jobs = args.integer("-j", 1, 64);
+  if (!jobs) jobs = args.integer("--jobs", 1, 64);
+  if (jobs) o.jobs = static_cast<int>(*jobs);
+  if (auto c = args.integer("--chunk-size", 1 << 16, int64_t{1} << 40)) {
+    o.chunk_size = static_cast<uint64_t>(*c);
+    o.monolithic_limit = std::min(o.monolithic_limit, o.chunk_size);
+  }
+  o.store = &store;
+  return o;
+}
+
+static void report(Context& ctx, const registry::PushReport& r, double secs) {
+  ctx.status->message(Level::Info, "blobs: " + std::to_string(r.blobs_sent) + " sent (" +
+                                       human_bytes(static_cast<double>(r.bytes_sent)) + "), " +
+                                       std::to_string(r.blobs_present) + " already there, " +
+                                       std::to_string(r.blobs_mounted) + " mounted; " + std::to_string(r.resumes) +
+                                       " resumed, " + std::to_string(r.restarts) + " restarted; " +
+                                       std::to_string(secs).substr(0, 5) + " s");
+  for (const auto& [ref, digest] : r.pushed) ctx.status->result(ref, digest.str());
+}
+
+int cmd_push(const std::vector<std::string>& argv) {
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--chunk-size"});
+  Args args(argv, kCommonFlags, options, {"--insecure-registry"});
+  if (maybe_help(args, kPushHelp)) return kExitOk;
+  if (args.positional().size() != 2) throw Error("push wants LAYOUT[:REF] and REGISTRY/REPO[:TAG]", kExitUsage);
+  std::string src = args.positional()[0];
+  fs::path layout = src;
+  std::string ref;
+  if (!fs::is_directory(layout)) {
+    auto colon = src.rfind(':');
+    if (colon == std::string::npos || !fs::is_directory(src.substr(0, colon)))
+      throw Error(src + " is not an OCI layout directory (LAYOUT[:REF])", kExitUsage);
+    layout = src.substr(0, colon), ref = src.substr(colon + 1);
+  }
+  auto target = registry::Reference::parse(args.positional()[1]);
+  if (target.digest) throw Error("push to a digest is not possible; give REGISTRY/REPO[:TAG]", kExitUsage);
+
+  std::vector<registry::LayoutEntry> entries = registry::layout_entries(layout);
+  if (!ref.empty()) {
+    std::erase_if(entries, [&](const auto& e) { return e.ref != ref; });
+    if (entries.empty()) throw Error(layout.string() + " has no image named '" + ref + "'", kExitUsage);
+  }
+  if (entries.empty()) throw Error(layout.string() + " holds no image", kExitUsage);
+  std::vector<registry::TaggedManifest> images;
+  for (const auto& e : entries) {
+    std::string tag = e.ref.empty() ? "latest" : e.ref;
+    images.push_back({tag, registry::manifest_from_layout(layout, e.media_type, e.digest)});
+  }
+  if (images.size() == 1 && !target.tag.empty()) images[0].tag = target.tag;
+  if (images.size() > 1 && !target.tag.empty()) {  // one index over them all
+    std::vector<registry::ManifestRef> ms;
+    for (auto& i : images) ms.push_back(std::move(i.manifest));
+    images = {{target.tag, registry::make_index(ms)}};
+  }
+
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+  auto start = std::chrono::steady_clock::now();
+  auto r = registry::push_images(target, images, push_options(args, store), *ctx.status);
+  report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return kExitOk;
+}
+
+void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
+                       Context& ctx) {
+  Store store = ctx.store();
+  registry::PushOptions o = push_options(args, store);
+  for (const auto& t : targets) {
+    auto target = registry::Reference::parse(t);
+    std::vector<registry::TaggedManifest> images;
+    for (const auto& ti : built.images) {
+      registry::ManifestRef m{kMediaTypeManifest, ti.image.manifest_json, ti.image.manifest.digest, {}, {}, "", "", ""};
+      m.blobs.push_back({ti.image.config.digest, ti.image.config.size, kMediaTypeConfig, {}, ti.image.config_json});
+      for (const auto& l : ti.image.layers) m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
+      std::string tag = target.tag.empty() ? layout_ref_name(ti.tag) : target.tag;
+      images.push_back({tag, m});
+    }
+    if (!target.tag.empty() && images.size() > 1) images.erase(images.begin() + 1, images.end());  // one image per tag; the same manifest
+    auto start = std::chrono::steady_clock::now();
+    auto r = registry::push_images(target, images, o, *ctx.status);
+    report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  }
+}
+
+}  // namespace sb::cli

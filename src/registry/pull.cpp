@@ -1,0 +1,193 @@
+#include "registry/pull.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "registry/push.hpp"
+
+namespace sb::registry {
+
+using json = nlohmann::json;
+
+void parse_platform(const std::string& text, PullOptions& o) {
+  auto a = text.find('/');
+  if (a == std::string::npos || a == 0 || a + 1 == text.size())
+    throw Error("--platform wants OS/ARCH[/VARIANT] (e.g. linux/arm64), not '" + text + "'", kExitUsage);
+  o.os = text.substr(0, a);
+  auto b = text.find('/', a + 1);
+  o.architecture = text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);
+  o.variant = b == std::string::npos ? "" : text.substr(b + 1);
+}
+
+namespace {
+
+const char* const kAccept =
+    "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.oci.image.index.v1+json, "
+    "application/vnd.docker.distribution.manifest.v2+json, "
+    "application/vnd.docker.distribution.manifest.list.v2+json";
+
+struct Fetched {
+  std::string media_type, bytes;
+  Digest digest;
+};
+
+// GET a manifest by tag or digest; its digest is checked against what was asked
+// for (a digest) or what the registry says it is (Docker-Content-Digest).
+Fetched get_manifest(Session& s, http::Client& c, const std::string& repo, const std::string& selector,
+                     const std::optional<Digest>& pinned) {
+  http::Request req{.url = s.url("/v2/" + repo + "/manifests/" + selector)};
+  req.headers.push_back(kAccept);
+  auto r = s.send(c, req);
+  if (r.status != 200) s.fail(r, "fetching manifest " + selector);
+  Digest d = Digest::of_bytes(r.body);
+  if (pinned && d != *pinned)
+    throw Error(s.op() + ": manifest " + pinned->str() + " arrived with digest " + d.str() + "; refusing it");
+  std::string said = r.header("docker-content-digest");
+  if (!said.empty() && said.rfind("sha256:", 0) == 0 && said != d.str())
+    throw Error(s.op() + ": the registry says manifest " + selector + " is " + said + ", but its bytes hash to " +
+                d.str() + "; refusing it");
+  std::string type = r.header("content-type");
+  type = type.substr(0, type.find(';'));
+  try {
+    json j = json::parse(r.body);
+    if (j.contains("mediaType") && j["mediaType"].is_string()) type = j["mediaType"].get<std::string>();
+    else if (type.empty() || type == "application/json") type = j.contains("manifests") ? kMediaTypeIndex : kMediaTypeManifest;
+  } catch (const json::exception& e) {
+    throw Error(s.op() + ": manifest " + selector + " is not JSON: " + e.what());
+  }
+  if (type.find("manifest.v1+prettyjws") != std::string::npos || type == "application/vnd.docker.distribution.manifest.v1+json")
+    throw Error(s.op() + ": manifest " + selector + " is Docker schema 1, which stackbuild does not read");
+  return {type, r.body, d};
+}
+
+// One blob into the store, resuming a broken download with a Range request.
+uint64_t get_blob(Session& s, http::Client& c, const std::string& repo, const Digest& d, uint64_t size,
+                  const Store& store, int task) {
+  uint64_t fetched = 0;
+  for (int attempt = 1;; ++attempt) {
+    Store::Writer w = store.writer();
+    try {
+      for (int failures = 0;;) {
+        http::Request req{.url = s.url("/v2/" + repo + "/blobs/" + d.str())};
+        uint64_t have = w.bytes_written();
+        if (have) req.headers.push_back("Range: bytes=" + std::to_string(have) + "-");
+        req.on_data = [&](const char* p, size_t n) {
+          w.write(p, n);
+          fetched += n;
+          s.status().task_progress(task, w.bytes_written());
+        };
+        try {
+          auto r = s.send(c, req);
+          if (r.status == 200 && have) throw Error("the registry ignored a Range request");  // caught below: start again
+          if (r.status != 200 && r.status != 206) s.fail(r, "fetching blob " + d.str());
+          break;
+        } catch (const http::HttpError& e) {
+          if (!e.transient() || ++failures >= s.retry_policy().attempts) throw;
+          s.note_retry(std::string(e.what()) + "; resuming blob " + d.str().substr(0, 19) + " at " +
+                       human_bytes(static_cast<double>(w.bytes_written())));
+          std::this_thread::sleep_for(std::chrono::milliseconds(200 * failures));
+        }
+      }
+      if (size && w.bytes_written() != size)
+        throw Error("blob " + d.str() + " has " + std::to_string(w.bytes_written()) + " bytes, not " + std::to_string(size));
+      w.commit(d);  // checks the digest before the blob enters the store
+      return fetched;
+    } catch (const RegistryError&) {
+      throw;
+    } catch (const http::HttpError&) {
+      throw;
+    } catch (const Error& e) {
+      if (attempt >= 2) throw Error(s.op() + ": " + e.what());
+      s.note_retry(std::string(e.what()) + "; fetching blob " + d.str().substr(0, 19) + " again");
+    }
+  }
+}
+
+bool platform_matches(const json& p, const PullOptions& o) {
+  return p.value("os", "") == o.os && p.value("architecture", "") == o.architecture &&
+         (o.variant.empty() || p.value("variant", "") == o.variant);
+}
+
+}  // namespace
+
+PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& o, Status& status) {
+  Session s(ref.registry, "pull from " + ref.name(), o.session, status);
+  s.add_scope(ref.repository, "pull");
+  const std::string& repo = ref.repository;
+  try {
+    auto client = s.make_client();
+    Fetched top = get_manifest(s, *client, repo, ref.selector(), ref.digest);
+    Fetched m = top;
+    if (top.media_type == kMediaTypeIndex || top.media_type == kDockerManifestList) {
+      json idx = json::parse(top.bytes);
+      std::optional<Digest> chosen;
+      std::string have;
+      for (const auto& e : idx.value("manifests", json::array())) {
+        json p = e.value("platform", json::object());
+        have += (have.empty() ? "" : ", ") + p.value("os", "?") + "/" + p.value("architecture", "?") +
+                (p.contains("variant") ? "/" + p.value("variant", "") : "");
+        if (!chosen && platform_matches(p, o)) chosen = Digest::parse(e.at("digest").get<std::string>());
+      }
+      std::string want = o.os + "/" + o.architecture + (o.variant.empty() ? "" : "/" + o.variant);
+      if (!chosen) throw Error(s.op() + ": " + ref.str() + " has no image for " + want + " (it has: " + have + ")");
+      m = get_manifest(s, *client, repo, chosen->str(), *chosen);
+    }
+    json man = json::parse(m.bytes);
+    std::vector<std::pair<Digest, uint64_t>> blobs;
+    const json& cd = man.at("config");
+    blobs.emplace_back(Digest::parse(cd.at("digest").get<std::string>()), cd.value("size", uint64_t{0}));
+    for (const auto& l : man.at("layers"))
+      blobs.emplace_back(Digest::parse(l.at("digest").get<std::string>()), l.value("size", uint64_t{0}));
+
+    PullResult result{Image{{}, "", Descriptor{cd.value("mediaType", ""), blobs[0].first, blobs[0].second, {}, {}}, m.bytes,
+                            Descriptor{m.media_type, m.digest, m.bytes.size(), {}, {}}},
+                      top.digest, 0};
+    std::mutex mu;
+    std::atomic<size_t> next{0};
+    std::exception_ptr error;
+    auto worker = [&] {
+      try {
+        auto c = s.make_client();
+        for (size_t i; !error && (i = next++) < blobs.size();) {
+          auto [d, size] = blobs[i];
+          if (store.has(d)) continue;
+          int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
+          uint64_t n = get_blob(s, *c, repo, d, size, store, task);
+          status.task_end(task, "fetched " + human_bytes(static_cast<double>(n)));
+          remember_repository(store, ref.registry, d, repo);
+          std::lock_guard lk(mu);
+          result.bytes_fetched += n;
+        }
+      } catch (...) {
+        std::lock_guard lk(mu);
+        if (!error) error = std::current_exception();
+      }
+    };
+    std::vector<std::thread> threads;
+    for (int i = 0; i < std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))); ++i) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+    if (error) std::rethrow_exception(error);
+
+    result.image.config_json = store.read(blobs[0].first);
+    json cfg = json::parse(result.image.config_json);
+    json diff_ids = cfg.value("rootfs", json::object()).value("diff_ids", json::array());
+    const json& layers = man.at("layers");
+    for (size_t i = 0; i < layers.size(); ++i) {
+      Digest diff = i < diff_ids.size() ? Digest::parse(diff_ids[i].get<std::string>()) : blobs[i + 1].first;
+      result.image.layers.push_back(Layer{diff, blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")});
+    }
+    return result;
+  } catch (const http::HttpError& e) {
+    throw Error(s.op() + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw Error(s.op() + ": a malformed manifest: " + e.what());
+  }
+}
+
+}  // namespace sb::registry

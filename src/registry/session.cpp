@@ -1,0 +1,244 @@
+#include "registry/session.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "registry/reference.hpp"
+
+namespace sb::registry {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+static std::string without_query(const std::string& url) { return url.substr(0, url.find('?')); }
+
+std::string describe_error(const http::Response& r) {
+  std::string out = std::to_string(r.status);
+  try {
+    json j = json::parse(r.body);
+    if (j.contains("errors") && j["errors"].is_array() && !j["errors"].empty()) {
+      const json& e = j["errors"][0];
+      std::string code = e.value("code", "");
+      for (auto& c : code) c = c == '_' ? ' ' : static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      std::string msg = e.contains("message") && e["message"].is_string() ? e["message"].get<std::string>() : "";
+      if (!code.empty()) out += " " + code;
+      if (!msg.empty() && msg != code) out += ": " + msg;
+      return out;
+    }
+    if (j.contains("details") && j["details"].is_string()) return out + " " + j["details"].get<std::string>();
+  } catch (const json::exception&) {
+  }
+  static const std::map<long, std::string> reasons = {
+      {400, "bad request"}, {401, "unauthorized"},      {403, "forbidden"},   {404, "not found"},
+      {405, "method not allowed"}, {413, "payload too large"}, {416, "range not satisfiable"},
+      {429, "too many requests"}, {500, "internal server error"}, {502, "bad gateway"},
+      {503, "service unavailable"}, {504, "gateway timeout"}};
+  auto it = reasons.find(r.status);
+  return out + (it != reasons.end() ? " " + it->second : std::string(" (HTTP status)"));
+}
+
+Session::Session(std::string registry, std::string op, SessionOptions options, Status& status)
+    : registry_(std::move(registry)), op_(std::move(op)), options_(std::move(options)), status_(status) {}
+
+void Session::add_scope(const std::string& repository, const std::string& actions) {
+  std::lock_guard lk(mu_);
+  if (scopes_.insert("repository:" + repository + ":" + actions).second) scopes_changed_ = true;
+}
+
+std::unique_ptr<http::Client> Session::make_client() const {
+  http::ClientOptions o;
+  o.ca_file = options_.ca_file;
+  o.verify_tls = !listed(registry_, options_.insecure);
+  return std::make_unique<http::Client>(o);
+}
+
+// Query strings (upload state tokens) make retry notes long and say nothing to a user.
+void Session::note_retry(const std::string& why) {
+  std::string out;
+  for (size_t i = 0; i < why.size(); ++i) {
+    if (why[i] != '?') {
+      out += why[i];
+      continue;
+    }
+    while (i + 1 < why.size() && why[i + 1] != ' ' && !(why[i + 1] == ':' && i + 2 < why.size() && why[i + 2] == ' ')) ++i;
+  }
+  status_.message(Level::Info, op_ + ": " + out);
+}
+
+// Finds the endpoint: https first; plain http only for a local or
+// --insecure-registry registry that does not speak TLS. Then authenticates
+// as /v2/ asks.
+void Session::probe() {
+  auto client = make_client();
+  bool http_ok = is_local(registry_) || listed(registry_, options_.insecure);
+  auto ping = [&](const std::string& base) {
+    return http::with_retries(
+        options_.retry, [&] { return client->perform({.url = base + "/v2/"}); },
+        [&](const std::string& why) { note_retry(why); });
+  };
+  http::Response r;
+  try {
+    try {
+      if (options_.plain_http && http_ok) throw http::HttpError("", "plain HTTP", false, http::HttpError::Kind::TlsHandshake);
+      base_ = "https://" + registry_;
+      r = client->perform({.url = base_ + "/v2/", .connect_timeout_seconds = 10});
+    } catch (const http::HttpError& e) {
+      if (http_ok && e.kind() == http::HttpError::Kind::TlsHandshake) {
+        base_ = "http://" + registry_;
+        r = ping(base_);
+      } else if (e.kind() == http::HttpError::Kind::TlsUntrusted) {
+        throw Error(op_ + ": the TLS certificate of " + registry_ + " is not trusted (" + e.what() +
+                    "); give the CA that signed it with --ca-cert FILE");
+      } else if (e.transient()) {
+        r = ping(base_);
+      } else {
+        throw;
+      }
+    }
+  } catch (const http::HttpError& e) {
+    throw Error(op_ + ": " + e.what());
+  }
+  status_.message(Level::Debug, "GET " + base_ + "/v2/ -> " + std::to_string(r.status));
+  if (r.status == 401) {
+    challenge_ = parse_challenge(r.header("www-authenticate"));
+    if (!challenge_) throw Error(op_ + ": 401 from " + base_ + "/v2/ without a WWW-Authenticate challenge");
+  } else if (r.status < 200 || r.status >= 300) {
+    throw RegistryError(op_ + ": " + registry_ + " does not answer as an OCI registry (GET /v2/: " +
+                            describe_error(r) + ")",
+                        r.status);
+  }
+  creds_ = find_credentials(registry_, options_.credentials);
+  probed_ = true;
+}
+
+std::string Session::url(const std::string& path) {
+  std::lock_guard lk(mu_);
+  if (!probed_) probe();
+  return base_ + path;
+}
+
+std::string Session::resolve(const std::string& location) {
+  if (location.rfind("http://", 0) == 0 || location.rfind("https://", 0) == 0) return location;
+  return url(location.empty() || location[0] != '/' ? "/" + location : location);
+}
+
+// Under mu_: a bearer token for the scopes asked so far.
+void Session::fetch_token() {
+  const auto& p = challenge_->params;
+  auto realm = p.find("realm");
+  if (realm == p.end()) throw Error(op_ + ": the registry's Bearer challenge names no realm");
+  std::string url = realm->second;
+  char sep = url.find('?') == std::string::npos ? '?' : '&';
+  if (p.count("service")) url += sep + std::string("service=") + url_encode(p.at("service")), sep = '&';
+  for (const auto& s : scopes_) url += sep + std::string("scope=") + url_encode(s), sep = '&';
+  http::Request req{.url = url};
+  if (creds_) req.headers.push_back("Authorization: Basic " + base64_encode(creds_->username + ":" + creds_->password));
+  auto client = make_client();
+  http::Response r;
+  try {
+    r = http::with_retries(options_.retry, [&] { return client->perform(req); },
+                           [&](const std::string& why) { note_retry(why); });
+  } catch (const http::HttpError& e) {
+    throw Error(op_ + ": token server: " + e.what());
+  }
+  status_.message(Level::Debug, "GET " + without_query(url) + " (token) -> " + std::to_string(r.status));
+  if (r.status != 200) {
+    std::string where = creds_ ? " (credentials from " + creds_->source + ")"
+                               : " (no credentials: give --creds USER:PASSWORD or run docker login)";
+    throw RegistryError(op_ + ": " + describe_error(r) + where, r.status);
+  }
+  std::string token;
+  double expires_in = 60;
+  try {
+    json j = json::parse(r.body);
+    token = j.value("token", j.value("access_token", ""));
+    if (j.contains("expires_in") && j["expires_in"].is_number()) expires_in = j["expires_in"].get<double>();
+  } catch (const json::exception&) {
+  }
+  if (token.empty()) throw Error(op_ + ": the token server's answer holds no token");
+  auth_header_ = "Bearer " + token;
+  expires_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::max(expires_in - 5, 1.0) * 1000));
+}
+
+bool Session::authenticate(int seen, const std::optional<Challenge>& challenge) {
+  std::lock_guard lk(mu_);
+  if (!probed_) probe();
+  if (seen != generation_) return true;  // another thread refreshed already
+  if (challenge) {
+    if (challenge->scheme == "bearer" && challenge->params.count("scope")) {
+      std::string s = challenge->params.at("scope");
+      for (size_t i = 0; i < s.size();) {  // several scopes are separated by spaces
+        size_t e = s.find(' ', i);
+        if (e == std::string::npos) e = s.size();
+        if (e > i) scopes_.insert(s.substr(i, e - i));
+        i = e + 1;
+      }
+    }
+    challenge_ = challenge;
+  }
+  if (!challenge_) return false;
+  if (challenge_->scheme == "basic") {
+    if (!creds_) return false;
+    auth_header_ = "Basic " + base64_encode(creds_->username + ":" + creds_->password);
+  } else if (challenge_->scheme == "bearer") {
+    fetch_token();
+  } else {
+    return false;
+  }
+  scopes_changed_ = false;
+  ++generation_;
+  return true;
+}
+
+std::pair<std::string, int> Session::current_auth() {
+  int gen;
+  bool refresh;
+  {
+    std::lock_guard lk(mu_);
+    if (!probed_) probe();
+    gen = generation_;
+    bool bearer = challenge_ && challenge_->scheme == "bearer";
+    refresh = challenge_ && (gen == 0 || (bearer && (scopes_changed_ || Clock::now() >= expires_)));
+  }
+  if (refresh) authenticate(gen, std::nullopt);
+  std::lock_guard lk(mu_);
+  return {auth_header_, generation_};
+}
+
+http::Response Session::send(http::Client& client, const http::Request& request, bool retry) {
+  for (int attempt = 0;; ++attempt) {
+    auto [header, gen] = current_auth();
+    http::Request r = request;
+    if (!header.empty()) r.headers.push_back("Authorization: " + header);
+    auto once = [&] {
+      http::Response resp = client.perform(r);
+      status_.message(Level::Debug, r.method + " " + without_query(r.url) + " -> " + std::to_string(resp.status));
+      return resp;
+    };
+    http::Response resp =
+        retry ? http::with_retries(options_.retry, once, [&](const std::string& why) { note_retry(why); }) : once();
+    // Once per request, and again only when retries took so long that the new
+    // token expired too (tokens can live for seconds).
+    bool bearer = false;
+    if (resp.status == 401 && attempt > 0) {
+      std::lock_guard lk(mu_);
+      bearer = challenge_ && challenge_->scheme == "bearer";
+    }
+    if (resp.status == 401 && attempt < 3 && (attempt == 0 || bearer)) {
+      if (authenticate(gen, parse_challenge(resp.header("www-authenticate")))) continue;
+    }
+    return resp;
+  }
+}
+
+void Session::fail(const http::Response& r, const std::string& doing) const {
+  std::string msg = op_ + ": " + describe_error(r);
+  if (r.status == 401 || r.status == 403) {
+    msg += creds_ ? " (credentials from " + creds_->source + ")"
+                  : " (no credentials: give --creds USER:PASSWORD or run docker login)";
+  }
+  RegistryError e(msg, r.status);
+  if (!doing.empty()) e.add_trace("while " + doing);
+  throw e;
+}
+
+}  // namespace sb::registry

@@ -1,0 +1,99 @@
+// One registry, as a push or pull sees it: the endpoint (https, or plain
+// http where allowed), credentials, the token flow, retries, and errors in
+// the words a user needs ("push to HOST/REPO: 403 denied: ...").
+//
+// A Session is shared by the worker threads of a push or pull; each thread
+// brings its own http::Client (make_client()). Authorization headers are
+// added here and never reach a message: --verbose shows method, URL and status.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "registry/auth.hpp"
+#include "util/error.hpp"
+#include "util/http.hpp"
+#include "util/status.hpp"
+
+namespace sb::registry {
+
+struct SessionOptions {
+  CredentialOptions credentials;
+  std::filesystem::path ca_file;      // --ca-cert: a private CA, besides the system store
+  std::vector<std::string> insecure;  // --insecure-registry HOST[:PORT]: plain HTTP or unverified TLS
+  http::RetryPolicy retry;
+  bool plain_http = false;            // skip the https probe (tests, and registries known to be plain)
+};
+
+// A registry answered with an error status.
+class RegistryError : public Error {
+ public:
+  RegistryError(const std::string& what, long status) : Error(what), status_(status) {}
+  long status() const { return status_; }
+
+ private:
+  long status_;
+};
+
+// "403 denied: requested access to the resource is denied" from a status and
+// the registry's JSON error body ({"errors":[{"code","message"}]}).
+std::string describe_error(const http::Response& response);
+
+class Session {
+ public:
+  // `op` starts every message: "push to 127.0.0.1:5000/app".
+  Session(std::string registry, std::string op, SessionOptions options, Status& status);
+
+  const std::string& registry() const { return registry_; }
+  const std::string& op() const { return op_; }
+  Status& status() { return status_; }
+  const http::RetryPolicy& retry_policy() const { return options_.retry; }
+
+  // Asks for `actions` ("pull" or "pull,push") on `repository` in the next token.
+  void add_scope(const std::string& repository, const std::string& actions);
+  // base URL + path ("/v2/..."); the first call finds the endpoint and authenticates.
+  std::string url(const std::string& path);
+  // A Location header made absolute.
+  std::string resolve(const std::string& location);
+  std::unique_ptr<http::Client> make_client() const;
+
+  // Sends `request` with authorization. A 401 gets one fresh authentication
+  // (a new token, with the scope the challenge names) and one more try.
+  // With `retry`, transient statuses and failures are retried with backoff.
+  http::Response send(http::Client& client, const http::Request& request, bool retry = true);
+
+  // Throws a RegistryError for an unexpected response, with the credential
+  // source on 401/403 and `doing` as a trace ("while uploading blob ...").
+  [[noreturn]] void fail(const http::Response& response, const std::string& doing = {}) const;
+  // A note on a retry (shown as progress, without secrets).
+  void note_retry(const std::string& why);
+
+ private:
+  void probe();  // under mu_
+  std::pair<std::string, int> current_auth();
+  bool authenticate(int seen_generation, const std::optional<Challenge>& challenge);
+  void fetch_token();  // under mu_
+
+  std::string registry_, op_;
+  SessionOptions options_;
+  Status& status_;
+
+  std::mutex mu_;
+  bool probed_ = false;
+  std::string base_;
+  std::optional<Challenge> challenge_;
+  std::optional<Credentials> creds_;
+  std::set<std::string> scopes_;
+  bool scopes_changed_ = false;
+  std::string auth_header_;
+  int generation_ = 0;
+  std::chrono::steady_clock::time_point expires_{};
+};
+
+}  // namespace sb::registry
