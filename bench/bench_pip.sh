@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installing torch and its nvidia-* wheels: stackbuild (resolve on the
+# configured index, fetch to the store, unpack without pip, write the layer)
+# against `pip install --no-deps` of the same wheel files into an empty
+# --target. Both read the wheels from local disk: the download is done first
+# (stackbuild's store is warm), and pip gets the same files from the store.
+# Prints both times and the ratio. Needs ~3 GB of downloads and ~12 GB of disk.
+#   bash bench/bench_pip.sh [REQUIREMENT]      (default torch)
+set -euo pipefail
+SB=${SB:-build/stackbuild}
+req=${1:-torch}
+work=$(mktemp -d "${TMPDIR:-/tmp}/bench-pip.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+store=${STORE:-$work/store}
+py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
+
+echo "resolving and fetching $req (not timed)..."
+"$SB" pip --store "$store" --progress plain --python "$py" --glibc "$glibc" --lock "$req" >"$work/lock.json"
+"$SB" pip --store "$store" --progress plain --python "$py" --glibc "$glibc" --target "$work/warm" "$req" >/dev/null
+rm -rf "$work/warm"
+mkdir -p "$work/wheels"
+python3 - "$work/lock.json" "$store" "$work/wheels" <<'PY'
+import json, os, sys
+lock, store, out = sys.argv[1:]
+for w in json.load(open(lock)):
+    os.link(os.path.join(store, "blobs", "sha256", w["sha256"]), os.path.join(out, w["filename"]))
+PY
+n=$(ls "$work/wheels" | wc -l)
+size=$(du -sh "$work/wheels" | cut -f1)
+echo "$n wheels, $size"
+
+sync
+t0=$(date +%s.%N)
+"$SB" pip --store "$store" --progress plain --python "$py" --glibc "$glibc" --target "$work/sb" "$req" >/dev/null
+t1=$(date +%s.%N)
+python3 -m pip install --no-deps --no-index --no-compile --disable-pip-version-check -q --target "$work/pip" "$work"/wheels/*.whl
+t2=$(date +%s.%N)
+python3 - "$t0" "$t1" "$t2" <<'PY'
+import sys
+t0, t1, t2 = map(float, sys.argv[1:])
+sb, pip = t1 - t0, t2 - t1
+print(f"stackbuild (resolve on the index + unpack): {sb:.1f} s")
+print(f"pip install --no-deps --target:        {pip:.1f} s")
+print(f"ratio pip/stackbuild: {pip / sb:.2f}x")
+PY

@@ -1,0 +1,161 @@
+// `stackbuild pip` and `stackbuild redist`: the pip and redist sources on
+// their own, for debugging recipes, for tests and for the benchmark.
+#include <chrono>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "layer/write.hpp"
+#include "pip/install.hpp"
+#include "pipeline/pip_layer.hpp"
+#include "redist/install.hpp"
+#include "util/error.hpp"
+
+namespace sb::cli {
+
+const char* const kPipHelp =
+    "usage: stackbuild pip [options] REQUIREMENT...\n"
+    "\n"
+    "Resolves Python requirements (PEP 508: 'torch==2.6.0', 'jax[cuda12]') to wheels for an\n"
+    "image's Python, glibc and architecture, on the configured index (STACKBUILD_PIP_INDEX_URL,\n"
+    "else pip's own configuration: PIP_INDEX_URL, pip.conf), and prints one line a wheel:\n"
+    "'name version url sha256'. With --target or --layer the wheels are fetched (hashes\n"
+    "checked) and installed without pip.\n"
+    "\n"
+    "options:\n"
+    "  --python X.Y        the image's Python (default 3.12)\n"
+    "  --glibc 2.MM        the image's glibc (default 2.36)\n"
+    "  --arch ARCH         amd64 (default) or arm64\n"
+    "  --distro NAME       debian/ubuntu: Debian's dist-packages layout\n"
+    "  --index-url URL     the index, instead of the configured one\n"
+    "  --pre               allow pre-releases\n"
+    "  --target DIR        install into DIR as an image root (DIR/usr/local/lib/...)\n"
+    "  --layer             write the installed tree as a layer blob into the store\n"
+    "  --lock              print the resolution as lockfile JSON instead\n"
+    "Also takes the options of every command (stackbuild --help). See docs/pip.md.\n";
+
+const char* const kRedistHelp =
+    "usage: stackbuild redist [options] COMPONENT...\n"
+    "\n"
+    "Reads NVIDIA's redistrib_<version>.json for a product from the mirror (--base-url, else\n"
+    "STACKBUILD_REDIST_URL), selects COMPONENT... (cudart, cublas, nvcc, cudnn, ... or manifest\n"
+    "keys) for the architecture and CUDA major, fetches them with size and sha256 checked and\n"
+    "unpacks them into DIR/usr/local/cuda-X.Y, with usr/local/cuda pointing at it.\n"
+    "\n"
+    "options:\n"
+    "  --product NAME      cuda (default), cudnn, ...\n"
+    "  --version V         the manifest's version, e.g. 12.4.1 (required)\n"
+    "  --cuda X.Y          the CUDA release the tree is for (default: --version's X.Y)\n"
+    "  --arch ARCH         amd64 (default) or arm64\n"
+    "  --base-url URL      the mirror: the directory holding <product>/redist/\n"
+    "  --target DIR        where to unpack (required unless --layer)\n"
+    "  --layer             write the tree as a layer blob into the store\n"
+    "Also takes the options of every command (stackbuild --help). See docs/redist.md.\n";
+
+namespace {
+
+void write_tree_layer(const fs::path& dir, const Store& store, Context& ctx) {
+  ScanOptions so;
+  so.normalize_modes = true;
+  EntryMap entries;
+  scan_tree(dir, "", so, entries);
+  add_parent_dirs(so, entries);
+  Layer l = write_layer(entries, store, LayerOptions{});
+  ctx.status->result("diff_id", l.diff_id.str());
+  ctx.status->result("digest", l.digest.str());
+  ctx.status->result("size", std::to_string(l.size));
+}
+
+std::string getenv_or(const char* n, const std::string& d) {
+  const char* v = getenv(n);
+  return v && *v ? v : d;
+}
+
+}  // namespace
+
+int cmd_pip(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  flags.insert(flags.end(), {"--pre", "--layer", "--lock"});
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--python", "--glibc", "--arch", "--distro", "--index-url", "--target"});
+  Args args(argv, flags, options);
+  if (maybe_help(args, kPipHelp)) return kExitOk;
+  if (args.positional().empty()) throw Error("pip wants at least one requirement (see 'stackbuild pip --help')", kExitUsage);
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+  pip::Target t = pip::Target::for_distro(args.get("--distro").value_or(""), args.get("--python").value_or("3.12"),
+                                          args.get("--glibc").value_or("2.36"), args.get("--arch").value_or("amd64"));
+  auto start = std::chrono::steady_clock::now();
+  auto wheels = pip_resolve(args.positional(), t, args.get("--index-url").value_or(""), args.has("--pre"), store,
+                            *ctx.status);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ctx.status->result("resolved", std::to_string(wheels.size()) + " wheels in " + std::to_string(secs).substr(0, 5) + " s");
+  if (args.has("--lock")) printf("%s\n", nlohmann::json(wheels).dump(2).c_str());
+  else
+    for (const auto& w : wheels)
+      printf("%s %s %s %s\n", w.name.c_str(), w.version.c_str(), w.url.c_str(), w.sha256 ? w.sha256->hex().c_str() : "-");
+  for (const auto& p : pip::check_wheels(wheels, t)) ctx.status->message(Level::Warning, p);
+  if (!args.get("--target") && !args.has("--layer")) return kExitOk;
+  std::unique_ptr<TempDir> tmp;
+  fs::path dir;
+  if (auto d = args.get("--target")) {
+    dir = *d;
+    fs::create_directories(dir);
+  } else {
+    tmp = store.temp_dir();
+    dir = tmp->path();
+  }
+  fetch::FetchOptions fo;
+  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
+  auto fetcher = fetch::make_fetcher(store, fo, *ctx.status);
+  start = std::chrono::steady_clock::now();
+  auto inst = pip::install_wheels(wheels, t, dir, store, *fetcher);
+  secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ctx.status->result("installed", std::to_string(inst.wheels.size()) + " wheels, " +
+                                      human_bytes(static_cast<double>(inst.bytes)) + " in " +
+                                      std::to_string(secs).substr(0, 5) + " s (fetch included)");
+  if (args.has("--layer")) write_tree_layer(dir, store, ctx);
+  return kExitOk;
+}
+
+int cmd_redist(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  flags.insert(flags.end(), {"--layer"});
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--product", "--version", "--cuda", "--arch", "--base-url", "--target"});
+  Args args(argv, flags, options);
+  if (maybe_help(args, kRedistHelp)) return kExitOk;
+  auto version = args.get("--version");
+  if (!version) throw Error("redist wants --version (see 'stackbuild redist --help')", kExitUsage);
+  if (args.positional().empty()) throw Error("redist wants at least one component", kExitUsage);
+  if (!args.get("--target") && !args.has("--layer")) throw Error("redist wants --target DIR or --layer", kExitUsage);
+  std::string base = args.get("--base-url").value_or(getenv_or("STACKBUILD_REDIST_URL", ""));
+  if (base.empty()) throw Error("no redist mirror: give --base-url or set STACKBUILD_REDIST_URL", kExitUsage);
+  std::string cuda = args.get("--cuda").value_or(*version);
+  if (std::count(cuda.begin(), cuda.end(), '.') > 1) cuda = cuda.substr(0, cuda.rfind('.'));
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+  std::unique_ptr<TempDir> tmp;
+  fs::path dir;
+  if (auto d = args.get("--target")) {
+    dir = *d;
+    fs::create_directories(dir);
+  } else {
+    tmp = store.temp_dir();
+    dir = tmp->path();
+  }
+  fetch::FetchOptions fo;
+  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
+  auto fetcher = fetch::make_fetcher(store, fo, *ctx.status);
+  auto got = redist::install_components(base, args.get("--product").value_or("cuda"), *version, args.positional(),
+                                        redist::platform_for(args.get("--arch").value_or("amd64")), cuda, dir, store,
+                                        *fetcher);
+  for (const auto& f : got)
+    printf("%s %s %s %s\n", f.selected.component.c_str(), f.selected.version.c_str(), f.url.c_str(),
+           f.digest.hex().c_str());
+  if (args.has("--layer")) write_tree_layer(dir, store, ctx);
+  return kExitOk;
+}
+
+}  // namespace sb::cli

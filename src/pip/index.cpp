@@ -1,0 +1,334 @@
+#include "pip/index.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "pip/version.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+#include "util/process.hpp"
+
+namespace sb::pip {
+
+namespace {
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> words(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  while ((p = s.find_first_not_of(" \t\r\n", p)) != std::string::npos) {
+    size_t e = s.find_first_of(" \t\r\n", p);
+    out.push_back(s.substr(p, e == std::string::npos ? std::string::npos : e - p));
+    p = e;
+  }
+  return out;
+}
+
+// An INI file as pip's configparser reads it: section -> key -> value
+// (continuation lines joined with '\n'); keys with '_' read as '-'.
+using Ini = std::map<std::string, std::map<std::string, std::string>>;
+
+Ini parse_ini(const std::string& text) {
+  Ini ini;
+  std::string section, key;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(pos, e - pos);
+    pos = e + 1;
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#' || t[0] == ';') continue;
+    if (!key.empty() && (line[0] == ' ' || line[0] == '\t')) {
+      ini[section][key] += "\n" + t;
+      continue;
+    }
+    if (t[0] == '[' && t.back() == ']') {
+      section = trim(t.substr(1, t.size() - 2));
+      key.clear();
+      continue;
+    }
+    size_t eq = t.find_first_of("=:");
+    if (eq == std::string::npos) continue;
+    key = trim(t.substr(0, eq));
+    for (auto& c : key) c = c == '_' ? '-' : static_cast<char>(tolower(static_cast<unsigned char>(c)));
+    ini[section][key] = trim(t.substr(eq + 1));
+  }
+  return ini;
+}
+
+std::string unescape_html(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '&') {
+      out += s[i];
+      continue;
+    }
+    size_t semi = s.find(';', i);
+    if (semi == std::string::npos || semi - i > 10) {
+      out += s[i];
+      continue;
+    }
+    std::string ent = s.substr(i + 1, semi - i - 1);
+    if (ent == "amp") out += '&';
+    else if (ent == "lt") out += '<';
+    else if (ent == "gt") out += '>';
+    else if (ent == "quot") out += '"';
+    else if (ent == "apos") out += '\'';
+    else if (ent.starts_with("#x")) out += static_cast<char>(std::stoi(ent.substr(2), nullptr, 16));
+    else if (ent.starts_with("#")) out += static_cast<char>(std::stoi(ent.substr(1)));
+    else out += "&" + ent + ";";
+    i = semi;
+  }
+  return out;
+}
+
+std::optional<Digest> sha256_of(const std::string& hex) {
+  if (hex.empty()) return std::nullopt;
+  return Digest::parse("sha256:" + hex);
+}
+
+}  // namespace
+
+std::string join_url(const std::string& base, const std::string& ref) {
+  if (ref.find("://") != std::string::npos && ref.find("://") < ref.find_first_of("/?#")) return ref;
+  size_t scheme_end = base.find("://");
+  if (scheme_end == std::string::npos) throw Error("'" + base + "' is not an absolute URL");
+  if (ref.starts_with("//")) return base.substr(0, scheme_end + 1) + ref;
+  size_t host_end = base.find('/', scheme_end + 3);
+  std::string origin = host_end == std::string::npos ? base : base.substr(0, host_end);
+  if (ref.starts_with("/")) return origin + ref;
+  std::string path = host_end == std::string::npos ? "/" : base.substr(host_end);
+  path = path.substr(0, path.find_first_of("?#"));
+  if (ref.empty()) return origin + path;
+  std::string dir = path.substr(0, path.rfind('/') + 1);
+  std::string rest = ref, query;
+  if (size_t q = rest.find_first_of("?#"); q != std::string::npos) {
+    query = rest.substr(q);
+    rest = rest.substr(0, q);
+  }
+  std::vector<std::string> segs;
+  std::string full = dir + rest;
+  for (size_t p = 1; p <= full.size();) {
+    size_t e = full.find('/', p);
+    if (e == std::string::npos) e = full.size();
+    std::string seg = full.substr(p, e - p);
+    if (seg == "..") {
+      if (!segs.empty()) segs.pop_back();
+    } else if (seg != ".") {
+      segs.push_back(seg);
+    }
+    p = e + 1;
+  }
+  std::string out;
+  for (const auto& s : segs) out += "/" + s;
+  if ((rest.ends_with("/") || rest.ends_with("/.") || rest.ends_with("/..") || rest == "." || rest == "..") &&
+      !out.ends_with("/"))
+    out += "/";
+  return origin + (out.empty() ? "/" : out) + query;
+}
+
+IndexConfig index_config(const std::string& setting, const fs::path& root,
+                         const std::map<std::string, std::string>& env,
+                         const std::function<std::string()>& default_index) {
+  IndexConfig c;
+  auto get = [&](const char* k) {
+    auto it = env.find(k);
+    return it == env.end() ? std::string() : it->second;
+  };
+  std::string index, extra, cert, index_from;
+  std::vector<fs::path> files = {"/etc/xdg/pip/pip.conf", "/etc/pip.conf"};
+  std::string home = get("HOME");
+  if (!home.empty()) files.push_back(fs::path(home) / ".pip/pip.conf");
+  std::string xdg = get("XDG_CONFIG_HOME");
+  if (!xdg.empty()) files.push_back(fs::path(xdg) / "pip/pip.conf");
+  else if (!home.empty()) files.push_back(fs::path(home) / ".config/pip/pip.conf");
+  if (!get("VIRTUAL_ENV").empty()) files.push_back(fs::path(get("VIRTUAL_ENV")) / "pip.conf");
+  std::string env_file = get("PIP_CONFIG_FILE");
+  if (env_file == "/dev/null" || env_file == "os.devnull") files.clear();
+  else if (!env_file.empty()) files.push_back(env_file);
+  for (const auto& f : files) {
+    fs::path p = root / f.relative_path();
+    std::error_code ec;
+    if (!fs::is_regular_file(p, ec)) continue;
+    Ini ini = parse_ini(read_file(p));
+    for (const char* sec : {"global", "download", "install"}) {
+      auto& s = ini[sec];
+      if (s.count("index-url")) index = s["index-url"], index_from = p.string();
+      if (s.count("extra-index-url")) extra = s["extra-index-url"];
+      if (s.count("cert")) cert = s["cert"];
+    }
+  }
+  if (!get("PIP_INDEX_URL").empty()) index = get("PIP_INDEX_URL"), index_from = "PIP_INDEX_URL";
+  if (!get("PIP_EXTRA_INDEX_URL").empty()) extra = get("PIP_EXTRA_INDEX_URL");
+  if (!get("PIP_CERT").empty()) cert = get("PIP_CERT");
+  if (!setting.empty()) index = setting, index_from = "the stackbuild setting";
+  if (index.empty() && default_index) index = default_index(), index_from = "pip's default index";
+  if (index.empty())
+    throw Error("no Python package index configured: set STACKBUILD_PIP_INDEX_URL, PIP_INDEX_URL or index-url "
+                "in pip.conf (and there is no pip on this machine to ask for its default)");
+  c.urls.push_back(index);
+  for (const auto& w : words(extra)) c.urls.push_back(w);
+  if (!cert.empty()) c.ca_file = cert;
+  c.origin = index_from;
+  for (auto& u : c.urls)
+    if (!u.ends_with("/")) u += "/";
+  return c;
+}
+
+std::string pip_default_index() {
+  ProcessSpec spec;
+  spec.argv = {"python3", "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"};
+  spec.env = current_environment();
+  spec.capture_stdout = true;
+  try {
+    ProcessResult r = run_process(spec);
+    return r.exit_status == 0 ? trim(r.output) : "";
+  } catch (const Error&) {
+    return "";
+  }
+}
+
+ProjectPage parse_json_page(const std::string& body, const std::string& page_url) {
+  ProjectPage page;
+  page.url = page_url;
+  try {
+    auto j = nlohmann::json::parse(body);
+    std::string api = j.at("meta").value("api-version", "1.0");
+    if (!api.starts_with("1.")) throw Error("API version " + api + " (stackbuild reads 1.x)");
+    for (const auto& f : j.at("files")) {
+      DistFile d;
+      d.filename = f.at("filename").get<std::string>();
+      d.url = join_url(page_url, f.at("url").get<std::string>());
+      if (f.contains("hashes") && f["hashes"].contains("sha256")) d.sha256 = sha256_of(f["hashes"]["sha256"]);
+      if (f.contains("size") && f["size"].is_number_unsigned()) d.size = f["size"].get<uint64_t>();
+      if (f.contains("requires-python") && f["requires-python"].is_string()) d.requires_python = f["requires-python"];
+      if (f.contains("yanked")) d.yanked = f["yanked"].is_string() || (f["yanked"].is_boolean() && f["yanked"].get<bool>());
+      for (const char* k : {"core-metadata", "data-dist-info-metadata", "dist-info-metadata"}) {
+        if (!f.contains(k) || d.has_metadata) continue;
+        const auto& m = f[k];
+        if (m.is_boolean()) d.has_metadata = m.get<bool>();
+        if (m.is_object()) {
+          d.has_metadata = true;
+          if (m.contains("sha256")) d.metadata_sha256 = sha256_of(m["sha256"]);
+        }
+      }
+      page.files.push_back(std::move(d));
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("index page " + page_url + " is not PEP 691 JSON: " + e.what());
+  } catch (Error& e) {
+    e.add_trace("while reading the index page " + page_url);
+    throw;
+  }
+  return page;
+}
+
+ProjectPage parse_html_page(const std::string& body, const std::string& page_url) {
+  ProjectPage page;
+  page.url = page_url;
+  std::string base = page_url;
+  auto attr = [](const std::string& tag, const std::string& name) -> std::optional<std::string> {
+    for (size_t p = 0; (p = tag.find(name, p)) != std::string::npos; p += name.size()) {
+      if (p == 0 || !isspace(static_cast<unsigned char>(tag[p - 1]))) continue;
+      size_t q = p + name.size();
+      while (q < tag.size() && isspace(static_cast<unsigned char>(tag[q]))) ++q;
+      if (q >= tag.size() || tag[q] != '=') return std::string();  // a bare attribute
+      ++q;
+      while (q < tag.size() && isspace(static_cast<unsigned char>(tag[q]))) ++q;
+      if (q < tag.size() && (tag[q] == '"' || tag[q] == '\'')) {
+        size_t e = tag.find(tag[q], q + 1);
+        if (e == std::string::npos) return std::nullopt;
+        return unescape_html(tag.substr(q + 1, e - q - 1));
+      }
+      size_t e = tag.find_first_of(" \t\r\n>", q);
+      return unescape_html(tag.substr(q, e - q));
+    }
+    return std::nullopt;
+  };
+  if (size_t b = body.find("<base "); b != std::string::npos)
+    if (auto href = attr(body.substr(b, body.find('>', b) - b), "href")) base = join_url(page_url, *href);
+  for (size_t p = 0; (p = body.find("<a", p)) != std::string::npos;) {
+    size_t close = body.find('>', p);
+    if (close == std::string::npos) break;
+    if (!isspace(static_cast<unsigned char>(body[p + 2]))) {
+      p = close;
+      continue;
+    }
+    std::string tag = body.substr(p + 2, close - p - 2);
+    size_t end = body.find("</a>", close);
+    if (end == std::string::npos) throw Error("index page " + page_url + ": an <a> is not closed");
+    DistFile d;
+    d.filename = trim(unescape_html(body.substr(close + 1, end - close - 1)));
+    p = end;
+    auto href = attr(tag, "href");
+    if (!href || href->empty()) continue;
+    std::string url = *href;
+    if (size_t h = url.find('#'); h != std::string::npos) {
+      std::string frag = url.substr(h + 1);
+      url = url.substr(0, h);
+      if (frag.starts_with("sha256=")) d.sha256 = sha256_of(frag.substr(7));
+    }
+    d.url = join_url(base, url);
+    if (auto rp = attr(tag, "data-requires-python")) d.requires_python = *rp;
+    d.yanked = attr(tag, "data-yanked").has_value();
+    for (const char* k : {"data-core-metadata", "data-dist-info-metadata"}) {
+      auto m = attr(tag, k);
+      if (!m || d.has_metadata || *m == "false") continue;
+      d.has_metadata = true;
+      if (m->starts_with("sha256=")) d.metadata_sha256 = sha256_of(m->substr(7));
+    }
+    page.files.push_back(std::move(d));
+  }
+  return page;
+}
+
+std::multimap<std::string, std::string> parse_metadata(const std::string& text) {
+  std::multimap<std::string, std::string> out;
+  std::string last;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t e = text.find('\n', pos);
+    if (e == std::string::npos) e = text.size();
+    std::string line = text.substr(pos, e - pos);
+    pos = e + 1;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) break;  // the description body follows
+    if ((line[0] == ' ' || line[0] == '\t') && !last.empty()) continue;  // folded continuation
+    size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    last = line.substr(0, colon);
+    out.emplace(last, trim(line.substr(colon + 1)));
+  }
+  return out;
+}
+
+std::string read_zip_member(const fs::path& zip, const std::string& suffix) {
+  archive* a = archive_read_new();
+  archive_read_support_format_zip_seekable(a);
+  std::string out;
+  if (archive_read_open_filename(a, zip.c_str(), 1 << 16) != ARCHIVE_OK) {
+    std::string err = archive_error_string(a) ? archive_error_string(a) : "unreadable";
+    archive_read_free(a);
+    throw Error("wheel " + zip.string() + ": " + err);
+  }
+  archive_entry* e;
+  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+    std::string name = archive_entry_pathname(e);
+    if (!name.ends_with(suffix) || name.find('/') != name.rfind('/')) continue;
+    char buf[65536];
+    la_ssize_t n;
+    while ((n = archive_read_data(a, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+    break;
+  }
+  archive_read_free(a);
+  return out;
+}
+
+}  // namespace sb::pip

@@ -1,0 +1,84 @@
+// Python package indexes: where they are (stackbuild's setting, else pip's
+// own configuration on the machine, else pip's built-in default), and what a
+// project's page lists, read from PEP 691 JSON or PEP 503 HTML.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fetch/fetcher.hpp"
+#include "util/digest.hpp"
+
+namespace sb::pip {
+
+namespace fs = std::filesystem;
+
+struct IndexConfig {
+  std::vector<std::string> urls;  // the index first, then extra indexes
+  fs::path ca_file;               // pip's `cert`, trusted besides the system store
+  std::string origin;             // where the index came from, for messages
+};
+
+// The index to use. `setting` (STACKBUILD_PIP_INDEX_URL, --index-url) wins;
+// else pip's configuration as pip reads it, files under `root` ("/" on a real
+// machine): /etc/xdg/pip/pip.conf, /etc/pip.conf, ~/.pip/pip.conf,
+// ~/.config/pip/pip.conf ($XDG_CONFIG_HOME), $VIRTUAL_ENV/pip.conf,
+// $PIP_CONFIG_FILE, then PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / PIP_CERT from
+// `env`; keys `index-url`, `extra-index-url`, `cert` of [global], then
+// [install]/[download]. Without any, `default_index()` (e.g. pip_default_index).
+IndexConfig index_config(const std::string& setting, const fs::path& root,
+                         const std::map<std::string, std::string>& env,
+                         const std::function<std::string()>& default_index);
+
+// pip's own default index, asked of the machine's pip (so that stackbuild
+// names no index itself); "" when there is no pip to ask.
+std::string pip_default_index();
+
+struct DistFile {
+  std::string filename, url;
+  std::optional<Digest> sha256;
+  std::optional<uint64_t> size;
+  std::string requires_python;
+  bool yanked = false;
+  bool has_metadata = false;               // PEP 658/714: <url>.metadata exists
+  std::optional<Digest> metadata_sha256;
+};
+
+struct ProjectPage {
+  std::string url;
+  std::vector<DistFile> files;
+};
+
+// Parses a project page; relative file URLs are resolved against `page_url`.
+// Throws sb::Error naming the page on malformed input.
+ProjectPage parse_json_page(const std::string& body, const std::string& page_url);
+ProjectPage parse_html_page(const std::string& body, const std::string& page_url);
+
+// RFC 3986 reference resolution (enough for index pages).
+std::string join_url(const std::string& base, const std::string& ref);
+
+// The indexes seen by the resolver: pages and core metadata.
+class Index {
+ public:
+  virtual ~Index() = default;
+  // Every file of the project on every configured index; empty when unknown.
+  virtual std::vector<DistFile> files(const std::string& key) = 0;
+  // The METADATA text of a wheel (PEP 658 file when the index has one, else
+  // read from the downloaded wheel); its hash is checked.
+  virtual std::string metadata(const DistFile& f) = 0;
+};
+
+std::unique_ptr<Index> make_http_index(const IndexConfig& config, const Store& store, fetch::Fetcher& fetcher);
+
+// METADATA ("Name: x", "Requires-Dist: y") -> field -> values, in order.
+std::multimap<std::string, std::string> parse_metadata(const std::string& text);
+
+// The file `name` (e.g. "*.dist-info/METADATA") inside a zip; "" if absent.
+std::string read_zip_member(const fs::path& zip, const std::string& suffix);
+
+}  // namespace sb::pip

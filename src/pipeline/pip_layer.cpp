@@ -1,0 +1,188 @@
+#include "pipeline/pip_layer.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "catalog/catalog.hpp"
+#include "layer/write.hpp"
+#include "pip/duplicates.hpp"
+#include "pip/install.hpp"
+#include "pipeline/plan.hpp"
+#include "util/error.hpp"
+#include "util/process.hpp"
+
+namespace sb {
+
+namespace {
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
+fetch::FetchOptions fetch_options(const pip::IndexConfig* c = nullptr) {
+  fetch::FetchOptions o;
+  o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+  if (c) o.client.ca_file = c->ca_file;
+  return o;
+}
+
+pip::IndexConfig index_config(const std::string& explicit_url = "") {
+  std::string setting = explicit_url.empty() ? env_or("STACKBUILD_PIP_INDEX_URL", "") : explicit_url;
+  return pip::index_config(setting, "/", current_environment(), pip::pip_default_index);
+}
+
+const catalog::Record* record_of(const catalog::Catalog& cat, const std::string& component, const std::string& v) {
+  const catalog::Component* c = cat.find(component);
+  if (!c) return nullptr;
+  for (const auto& r : c->records)
+    if (r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end()) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+bool is_pip_layer(const LayerSpec& spec) {
+  if (spec.copies() || !spec.build.empty() || !spec.apt.empty()) return false;
+  return !spec.pip.empty() || (spec.from == "wheel" && !spec.use.empty());
+}
+
+pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+  std::string python = vars.count("python") ? vars.at("python") : "";
+  std::string glibc, distro;
+  if (auto dir = find_catalog(recipe.file); dir && vars.count("os")) {
+    catalog::Catalog cat = catalog::load_catalog(*dir);
+    if (const catalog::Record* os = record_of(cat, "os", vars.at("os"))) {
+      if (python.empty() && os->info.count("python")) python = os->info.at("python");
+      if (os->info.count("glibc")) glibc = os->info.at("glibc");
+      if (os->info.count("distro")) distro = os->info.at("distro");
+    }
+  }
+  python = env_or("STACKBUILD_PIP_PYTHON", python);
+  glibc = env_or("STACKBUILD_PIP_GLIBC", glibc);
+  if (python.empty())
+    throw Error("which Python does the image have? use the python component (or an os layer), or set "
+                "STACKBUILD_PIP_PYTHON");
+  if (glibc.empty()) throw Error("which glibc does the image have? use an os layer, or set STACKBUILD_PIP_GLIBC");
+  // "3.12.3" -> "3.12"
+  if (std::count(python.begin(), python.end(), '.') > 1) python = python.substr(0, python.rfind('.'));
+  pip::Target t = pip::Target::for_distro(distro, python, glibc, recipe.architecture);
+  t.site_packages = env_or("STACKBUILD_PIP_SITE", t.site_packages);
+  return t;
+}
+
+std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec& spec,
+                                          const std::map<std::string, std::string>& vars) {
+  std::vector<std::string> reqs;
+  if (spec.from == "wheel") {
+    auto dir = find_catalog(recipe.file);
+    if (!dir) throw Error("layer '" + spec.name + "': from: wheel needs the catalog");
+    catalog::Catalog cat = catalog::load_catalog(*dir);
+    for (const auto& u : spec.use) {
+      std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
+      const catalog::Record* r = record_of(cat, u, v);
+      if (!r || r->sources.pip.empty())
+        throw Error("layer '" + spec.name + "': the catalog names no wheel for " + u + " " + v +
+                    " (its record has no `pip:` source)");
+      reqs.insert(reqs.end(), r->sources.pip.begin(), r->sources.pip.end());
+    }
+  }
+  reqs.insert(reqs.end(), spec.pip.begin(), spec.pip.end());
+  return reqs;
+}
+
+std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
+                                          const std::string& index_url, bool pre, const Store& store, Status& status) {
+  pip::IndexConfig cfg = index_config(index_url);
+  auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
+  auto index = pip::make_http_index(cfg, store, *fetcher);
+  std::vector<pip::Requirement> reqs;
+  for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
+  pip::ResolveOptions o;
+  o.pre = pre;
+  try {
+    return pip::resolve(reqs, target, *index, o);
+  } catch (Error& e) {
+    e.add_trace("while resolving wheels for " + target.describe() + " on the index " + cfg.urls.front() + " (from " +
+                cfg.origin + ")");
+    throw;
+  }
+}
+
+LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                            const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
+                            int64_t epoch, Status& status, Digest& key_out, const nlohmann::json& locked) {
+  auto start = std::chrono::steady_clock::now();
+  try {
+    pip::Target target = pip_target(recipe, options.variables);
+    std::vector<pip::PinnedWheel> wheels;
+    if (!locked.is_null()) wheels = locked.at("wheels").get<std::vector<pip::PinnedWheel>>();
+    else wheels = pip_resolve(pip_requirements(recipe, spec, options.variables), target, "", false, store, status);
+    KeyHasher k;
+    k.field("stackbuild-pip-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
+        .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
+        .field("epoch", epoch).field("site", target.site()).field("interpreter", target.interpreter)
+        .field("prefix", target.prefix).field("duplicates", env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report"));
+    for (const auto& w : wheels)
+      k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
+    Digest key = k.finish();
+    key_out = key;
+    if (auto rec = store.get_record("layer", key)) {
+      Layer l = layer_from_json(nlohmann::json::parse(*rec));
+      if (store.has(l.digest)) {
+        status.message(Level::Info, "layer " + spec.name + ": cached " + l.digest.str());
+        return LayerReport{spec.name, l, true, 0};
+      }
+    }
+    auto lock_file = store.lock("layer-" + key.hex());
+    auto staging = store.temp_dir();
+    auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+    pip::Installed inst = pip::install_wheels(wheels, target, staging->path(), store, *fetcher);
+    ScanOptions so;
+    so.source_date_epoch = epoch;
+    so.normalize_modes = true;
+    EntryMap entries;
+    scan_tree(staging->path(), "", so, entries);
+    add_parent_dirs(so, entries);
+    // The same library twice in the image (a CUDA layer's and a wheel's).
+    std::vector<pip::LayerListing> lower;
+    for (size_t i = 0; i < below.size(); ++i)
+      lower.push_back(pip::list_layer("#" + std::to_string(i + 1), store.blob_path(below[i].digest)));
+    auto dups = pip::find_duplicate_libraries(lower, spec.name, entries);
+    for (const auto& d : dups)
+      status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
+                                         " (/" + d.lower_path + "); /" + d.upper_path + " is a second copy (" +
+                                         human_bytes(static_cast<double>(d.upper_bytes)) + ")");
+    if (!dups.empty() && pip::parse_duplicate_policy(env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report")) ==
+                             pip::DuplicatePolicy::KeepLower) {
+      uint64_t saved = pip::keep_lower(entries, dups);
+      status.message(Level::Info, "layer " + spec.name + ": " + std::to_string(dups.size()) +
+                                      " duplicate libraries link to the lower copy, saving " +
+                                      human_bytes(static_cast<double>(saved)));
+    }
+    int task = status.task_begin("layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)",
+                                 content_bytes(entries));
+    Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
+    store.put_record("layer", key, nlohmann::json(l).dump());
+    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return LayerReport{spec.name, l, false, secs};
+  } catch (Error& e) {
+    e.add_trace("while building the pip layer '" + spec.name + "'");
+    throw;
+  }
+}
+
+nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
+                               const Store& store, Status& status) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& spec : recipe.layers) {
+    if (!is_pip_layer(spec)) continue;
+    pip::Target t = pip_target(recipe, variables);
+    auto wheels = pip_resolve(pip_requirements(recipe, spec, variables), t, "", false, store, status);
+    out[spec.name] = {{"target", t.describe()}, {"site", t.site()}, {"wheels", wheels}};
+  }
+  return out;
+}
+
+}  // namespace sb

@@ -1,0 +1,45 @@
+// Redist archives into the layout compilers and frameworks expect:
+// /usr/local/cuda-X.Y/{bin,include,lib64,nvvm,...} (an archive's lib/ lands
+// in lib64/), /usr/local/cuda -> cuda-X.Y, and an ld.so.conf.d entry. cuDNN
+// and NCCL go into the same tree (include/cudnn*.h, lib64/libcudnn*), where
+// PyTorch's, TensorFlow's and JAX's build systems look first (CUDA_HOME).
+// Each archive's LICENSE goes to share/doc/<component>/.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "fetch/fetcher.hpp"
+#include "redist/manifest.hpp"
+
+namespace sb::redist {
+
+namespace fs = std::filesystem;
+
+// Unpacks one .tar.xz (or .tar.gz, .zip) archive in NVIDIA's layout (one
+// top directory <component>-<platform>-<version>-archive/) into `root` under
+// usr/local/cuda-<cuda_xy>. Refuses absolute paths, '..', links leaving the
+// tree and devices. Returns the number of entries written.
+size_t install_archive(const fs::path& archive, const std::string& label, const std::string& component,
+                       const std::string& cuda_xy, const fs::path& root);
+
+// The /usr/local/cuda symlink and etc/ld.so.conf.d/000_cuda-X.Y.conf.
+void finish_layout(const std::string& cuda_xy, const fs::path& root);
+
+struct Fetched {
+  std::string url;
+  Selected selected;
+  Digest digest;
+};
+
+// Fetches the manifest (unpinned: its sha256 goes to the lockfile), selects
+// `components`, fetches every archive at once with size and sha256 checked,
+// and installs them into `root`. `manifest_sha256` (from a lockfile) pins the
+// manifest too.
+std::vector<Fetched> install_components(const std::string& base, const std::string& product,
+                                        const std::string& manifest_version, const std::vector<std::string>& components,
+                                        const std::string& platform, const std::string& cuda_xy, const fs::path& root,
+                                        const Store& store, fetch::Fetcher& fetcher);
+
+}  // namespace sb::redist

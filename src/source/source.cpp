@@ -1,0 +1,188 @@
+#include "source/source.hpp"
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "layer/tree.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+#include "util/process.hpp"
+
+namespace sb::source {
+
+namespace {
+
+std::string run(const std::vector<std::string>& argv, const fs::path& cwd, const std::string& what) {
+  ProcessSpec spec;
+  spec.argv = argv;
+  spec.env = current_environment();
+  spec.env["GIT_TERMINAL_PROMPT"] = "0";
+  spec.cwd = cwd;
+  spec.capture_stdout = true;
+  spec.merge_stderr = true;
+  ProcessResult r = run_process(spec);
+  if (r.exit_status != 0) {
+    std::string out = r.output.size() > 2000 ? "..." + r.output.substr(r.output.size() - 2000) : r.output;
+    throw Error(what + " failed (exit status " + std::to_string(r.exit_status) + "):\n" + out);
+  }
+  return r.output;
+}
+
+// Unpacks an archive with one top directory stripped (when it has exactly one).
+void unpack(const fs::path& file, const std::string& label, const fs::path& dest) {
+  auto open = [&]() {
+    std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
+    archive_read_support_filter_all(a.get());
+    archive_read_support_format_tar(a.get());
+    archive_read_support_format_zip(a.get());
+    if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
+      throw Error(label + ": " + archive_error_string(a.get()));
+    return a;
+  };
+  // First pass: is there a single top directory?
+  std::string top;
+  bool single = true;
+  {
+    auto a = open();
+    archive_entry* e;
+    while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
+      std::string p = canonical_archive_path(archive_entry_pathname(e));
+      std::string first = p.substr(0, p.find('/'));
+      if (p.find('/') == std::string::npos && archive_entry_filetype(e) != AE_IFDIR) single = false;
+      if (top.empty()) top = first;
+      else if (first != top) single = false;
+    }
+  }
+  auto a = open();
+  std::unique_ptr<archive, int (*)(archive*)> w(archive_write_disk_new(), archive_write_free);
+  // Paths are made absolute below `dest` here, after canonical_archive_path()
+  // refused '..'; libarchive refuses writing through symlinks.
+  archive_write_disk_set_options(w.get(), ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                                              ARCHIVE_EXTRACT_PERM);
+  archive_entry* e;
+  int rc;
+  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    std::string p = canonical_archive_path(archive_entry_pathname(e));
+    if (single && !top.empty()) {
+      if (p == top) continue;
+      p = p.substr(top.size() + 1);
+    }
+    auto type = archive_entry_filetype(e);
+    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
+      throw Error(label + " holds '" + p + "', which is not a file, directory or link");
+    archive_entry_set_pathname(e, (dest / p).c_str());
+    if (const char* h = archive_entry_hardlink(e)) {
+      std::string hp = canonical_archive_path(h);
+      if (single && hp.starts_with(top + "/")) hp = hp.substr(top.size() + 1);
+      archive_entry_set_hardlink(e, (dest / hp).c_str());
+    }
+    if (archive_write_header(w.get(), e) != ARCHIVE_OK)
+      throw Error(label + ": '" + p + "': " + archive_error_string(w.get()));
+    const void* buf;
+    size_t size;
+    la_int64_t off;
+    while (archive_read_data_block(a.get(), &buf, &size, &off) == ARCHIVE_OK)
+      if (archive_write_data_block(w.get(), buf, size, off) != ARCHIVE_OK)
+        throw Error(label + ": '" + p + "': " + archive_error_string(w.get()));
+    archive_write_finish_entry(w.get());
+  }
+  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_error_string(a.get()));
+}
+
+}  // namespace
+
+void to_json(nlohmann::json& j, const SourceLock& l) {
+  j = {{"kind", l.kind}, {"tree", l.tree.str()}};
+  if (!l.url.empty()) j["url"] = l.url;
+  if (l.sha256) j["sha256"] = l.sha256->hex();
+  if (!l.commit.empty()) j["commit"] = l.commit;
+  if (!l.path.empty()) j["path"] = l.path;
+  nlohmann::json p = nlohmann::json::array();
+  for (const auto& pl : l.patches) p.push_back({{"path", pl.path}, {"sha256", pl.sha256.hex()}});
+  if (!l.patches.empty()) j["patches"] = p;
+}
+
+Digest tree_digest(const fs::path& dir) {
+  std::vector<fs::path> paths;
+  for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it) {
+    if (it->path().filename() == ".git" && it->is_directory()) {
+      it.disable_recursion_pending();
+      continue;
+    }
+    paths.push_back(it->path().lexically_relative(dir));
+  }
+  std::sort(paths.begin(), paths.end(), [](const fs::path& a, const fs::path& b) { return a.string() < b.string(); });
+  KeyHasher k;
+  for (const auto& rel : paths) {
+    fs::path p = dir / rel;
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) throw_errno("stat " + p.string());
+    k.field("path", rel.string());
+    if (S_ISLNK(st.st_mode)) k.field("symlink", fs::read_symlink(p).string());
+    else if (S_ISDIR(st.st_mode)) k.field("dir", "");
+    else k.field("file", (st.st_mode & 0111) ? "x" : "-").field("sha256", Digest::of_file(p).hex());
+  }
+  return k.finish();
+}
+
+SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const Store& store, fetch::Fetcher& fetcher) {
+  SourceLock lock{"", "", std::nullopt, "", "", {}, Digest::of_bytes("")};
+  fs::create_directories(dest);
+  switch (spec.kind) {
+    case SourceSpec::Kind::Archive: {
+      if (!spec.sha256 && !spec.allow_unpinned)
+        throw Error("archive source " + spec.url + " has no sha256; pin it (stackbuild lock records it)");
+      std::string label = spec.url.substr(spec.url.rfind('/') + 1);
+      auto got = fetcher.fetch_one({spec.url, spec.sha256, std::nullopt, label});
+      unpack(store.blob_path(got.digest), label, dest);
+      lock.kind = "archive";
+      lock.url = spec.url;
+      lock.sha256 = got.digest;
+      break;
+    }
+    case SourceSpec::Kind::Git: {
+      if (spec.ref.empty()) throw Error("git source " + spec.url + " needs a commit or a tag");
+      run({"git", "init", "-q", dest.string()}, {}, "git init");
+      run({"git", "-C", dest.string(), "fetch", "-q", "--depth", "1", spec.url, spec.ref}, {},
+          "git fetch " + spec.url + " " + spec.ref);
+      run({"git", "-C", dest.string(), "-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD"}, {},
+          "git checkout " + spec.ref);
+      std::string head = run({"git", "-C", dest.string(), "rev-parse", "HEAD"}, {}, "git rev-parse");
+      head = head.substr(0, head.find_first_of("\r\n"));
+      bool is_commit = spec.ref.size() == 40 && std::all_of(spec.ref.begin(), spec.ref.end(), ::isxdigit);
+      if (is_commit && head != spec.ref) throw Error("git source " + spec.url + ": asked " + spec.ref + ", got " + head);
+      lock.kind = "git";
+      lock.url = spec.url;
+      lock.commit = head;
+      break;
+    }
+    case SourceSpec::Kind::Local: {
+      if (!fs::is_directory(spec.path)) throw Error("local source " + spec.path.string() + " is not a directory");
+      fs::copy(spec.path, dest, fs::copy_options::recursive | fs::copy_options::copy_symlinks);
+      lock.kind = "local";
+      lock.path = spec.path.string();
+      break;
+    }
+  }
+  for (const auto& p : spec.patches) {
+    if (!fs::is_regular_file(p)) throw Error("patch " + p.string() + " does not exist");
+    fs::path abs = fs::absolute(p);
+    if (spec.kind == SourceSpec::Kind::Git)
+      run({"git", "-C", dest.string(), "apply", "--whitespace=nowarn", abs.string()}, {}, "git apply " + p.string());
+    else
+      run({"patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-i", abs.string()}, dest,
+          "patch -p1 < " + p.string());
+    lock.patches.push_back({p.string(), Digest::of_file(p)});
+  }
+  if (spec.kind == SourceSpec::Kind::Git) fs::remove_all(dest / ".git");  // packs are not reproducible
+  lock.tree = tree_digest(dest);
+  return lock;
+}
+
+}  // namespace sb::source

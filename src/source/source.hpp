@@ -1,0 +1,57 @@
+// A framework's source tree to compile: a tarball or zip pinned by sha256, a
+// git repository at a commit (through the `git` program), or a local
+// directory; then patches applied in order (`patch -p1`, or `git apply` for
+// a git source). What was used is returned, for the lockfile: the URL and
+// sha256, the commit, each patch's sha256, and a digest of the tree.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "fetch/fetcher.hpp"
+
+namespace sb::source {
+
+namespace fs = std::filesystem;
+
+struct SourceSpec {
+  enum class Kind { Archive, Git, Local };
+  Kind kind = Kind::Archive;
+  std::string url;                 // archive or git URL (file:// or a path works for git)
+  std::optional<Digest> sha256;    // archive: required unless `allow_unpinned`
+  std::string ref;                 // git: a commit (40 hex) or a tag/branch to pin now
+  fs::path path;                   // local directory
+  std::vector<fs::path> patches;   // applied in order
+  bool allow_unpinned = false;     // archive without sha256: pin what arrives (lock time)
+};
+
+struct PatchLock {
+  std::string path;
+  Digest sha256;
+};
+
+struct SourceLock {
+  std::string kind;     // archive, git, local
+  std::string url;
+  std::optional<Digest> sha256;  // archive
+  std::string commit;   // git
+  std::string path;     // local
+  std::vector<PatchLock> patches;
+  Digest tree;          // digest of the resulting tree (paths, modes, contents)
+};
+void to_json(nlohmann::json& j, const SourceLock& l);
+
+// Prepares the tree in `dest` (an empty or missing directory). Throws
+// sb::Error: a sha256 mismatch (nothing enters the store), a commit that is
+// not there, a patch that does not apply (with patch's output).
+SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const Store& store, fetch::Fetcher& fetcher);
+
+// A digest over a directory tree (sorted paths, types, modes, link targets,
+// file contents), independent of mtimes and of the host.
+Digest tree_digest(const fs::path& dir);
+
+}  // namespace sb::source

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The pip source against a static PEP 503 index on 127.0.0.1
+# (tests/integration/pip_index.py): `stackbuild pip` resolves for the host's
+# Python, installs without pip into a root, and the real pip sees the result:
+# `pip list --path` lists the projects, `pip check` is clean, the console
+# script runs. The index URL also comes from PIP_INDEX_URL.
+source "$(dirname "$0")/lib.sh"
+python3 -m pip --version >/dev/null 2>&1 || skip "no pip for python3"
+py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
+
+python3 "$HERE/pip_index.py" "$TMP/index" || fail "building the index"
+port_file="$TMP/port"
+python3 - "$TMP/index" "$port_file" <<'PY' &
+import functools, http.server, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+h = functools.partial(Quiet, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+server=$!
+trap 'kill $server 2>/dev/null; cleanup' EXIT
+for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+index="http://127.0.0.1:$(cat "$port_file")/simple"
+
+check "torchy resolves to 2.0 with helper 1.1 and nvidia-fake-cu12 1.2.5, not the win32 dependency"
+PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb pip --store "$STORE" --python "$py" --glibc "$glibc" \
+  --target "$TMP/root" torchy >"$TMP/out" || fail "stackbuild pip failed"
+got=$(awk '{print $1 "==" $2}' "$TMP/out" | sort | tr '\n' ' ')
+[[ $got == "helper==1.1 nvidia-fake-cu12==1.2.5 torchy==2.0 " ]] || fail "resolved: $got"
+
+site="$TMP/root/usr/local/lib/python$py/site-packages"
+check "pip list --path sees what was installed"
+python3 -m pip list --path "$site" --format freeze >"$TMP/list" 2>/dev/null || fail "pip list failed"
+for p in torchy==2.0 helper==1.1 nvidia-fake-cu12==1.2.5; do grep -qx "$p" "$TMP/list" || fail "pip list lacks $p: $(cat "$TMP/list")"; done
+
+check "pip check is clean over the installed projects"
+python3 -m venv --without-pip "$TMP/venv" || skip "python3 -m venv is missing"
+mkdir -p "$TMP/pipdir" && cp -r "$(python3 -c 'import pip, os; print(os.path.dirname(pip.__file__))')" "$TMP/pipdir/"
+out=$(PYTHONPATH="$site:$TMP/pipdir" "$TMP/venv/bin/python" -m pip check 2>&1) || fail "pip check: $out"
+say "pip check: $out"
+
+check "the console script runs with the image's interpreter"
+[[ $(head -1 "$TMP/root/usr/local/bin/help-me") == "#!/usr/bin/python3" ]] || fail "shebang: $(head -1 "$TMP/root/usr/local/bin/help-me")"
+[[ $(PYTHONPATH="$site" "$TMP/root/usr/local/bin/help-me") == "helper 1.1" ]] || fail "help-me did not run"
+! find "$TMP/root" -name '*.pyc' | grep -q . || fail "a .pyc was written"
+
+check "the layer is the same twice, from two stores"
+one=$(PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" --glibc "$glibc" --layer torchy 2>&1 | sed -n 's/^digest: //p')
+two=$(PIP_INDEX_URL=$index sb pip --store "$TMP/s2" --python "$py" --glibc "$glibc" --layer torchy 2>&1 | sed -n 's/^digest: //p')
+[[ -n $one && $one == "$two" ]] || fail "layer digests differ: $one / $two"
+
+check "an unknown project is a clear error"
+if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi
+grep -q "no wheel of no-such-thing" "$TMP/err" || fail "error: $(cat "$TMP/err")"
+pass

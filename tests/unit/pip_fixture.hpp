@@ -1,0 +1,143 @@
+// A fixture Python index for the pip tests: wheels made here (zip files
+// written with libarchive), served on 127.0.0.1 as PEP 691 JSON or PEP 503
+// HTML, with PEP 658 metadata files for some.
+#pragma once
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "http_server.hpp"
+#include "util/digest.hpp"
+
+namespace sb::test {
+
+inline std::string make_zip(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::string out;
+  archive* a = archive_write_new();
+  archive_write_set_format_zip(a);
+  archive_write_open(a, &out, nullptr,
+                     [](archive*, void* o, const void* b, size_t n) -> la_ssize_t {
+                       static_cast<std::string*>(o)->append(static_cast<const char*>(b), n);
+                       return static_cast<la_ssize_t>(n);
+                     },
+                     nullptr);
+  for (const auto& [name, data] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, name.find("/bin/") != std::string::npos ? 0755 : 0644);
+    archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_write_header(a, e);
+    archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+struct FixtureWheel {
+  std::string project, version, tags;  // tags: "py3-none-any"
+  std::vector<std::string> requires_dist, extras;
+  std::vector<std::pair<std::string, std::string>> files;  // extra members
+  bool pep658 = true;
+  std::string requires_python;
+};
+
+class FixtureIndex {
+ public:
+  bool html = false;
+  std::map<std::string, std::string> bad_sha;       // filename -> sha256 the index claims
+  std::map<std::string, uint64_t> bad_size;         // filename -> size the index claims
+  std::set<std::string> truncate;                   // filenames served cut short
+
+  void add(const FixtureWheel& w) {
+    std::string dist = w.project;
+    for (auto& c : dist) c = c == '-' ? '_' : c;
+    std::string filename = dist + "-" + w.version + "-" + w.tags + ".whl";
+    std::string meta = "Metadata-Version: 2.1\nName: " + w.project + "\nVersion: " + w.version + "\n";
+    if (!w.requires_python.empty()) meta += "Requires-Python: " + w.requires_python + "\n";
+    for (const auto& e : w.extras) meta += "Provides-Extra: " + e + "\n";
+    for (const auto& r : w.requires_dist) meta += "Requires-Dist: " + r + "\n";
+    meta += "\nThe description.\nRequires-Dist: not-a-dependency\n";
+    std::string di = dist + "-" + w.version + ".dist-info/";
+    auto files = w.files;
+    files.push_back({di + "METADATA", meta});
+    files.push_back({di + "WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: " + w.tags + "\n"});
+    files.push_back({di + "RECORD", "stale,,\n"});
+    std::string zip = make_zip(files);
+    blobs_[filename] = zip;
+    if (w.pep658) blobs_[filename + ".metadata"] = meta;
+    projects_[w.project].push_back({filename, w.requires_python});
+  }
+
+  std::string respond(const HttpRequest& r) {
+    const std::string pre = "/simple/";
+    if (r.path.starts_with(pre)) {
+      std::string key = r.path.substr(pre.size());
+      if (key.ends_with("/")) key.pop_back();
+      auto it = projects_.find(key);
+      if (it == projects_.end()) return http_response(404, "not found");
+      return html ? page_html(it->second) : page_json(it->second);
+    }
+    if (r.path.starts_with("/files/")) {
+      std::string name = r.path.substr(7);
+      auto it = blobs_.find(name);
+      if (it == blobs_.end()) return http_response(404, "no");
+      if (truncate.count(name))  // says the whole length, sends a tenth, hangs up
+        return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(it->second.size()) +
+               "\r\nConnection: close\r\n\r\n" + it->second.substr(0, it->second.size() / 10);
+      return http_response(200, it->second);
+    }
+    return http_response(404, "no");
+  }
+
+  Digest sha(const std::string& filename) const { return Digest::of_bytes(blobs_.at(filename)); }
+
+ private:
+  struct File {
+    std::string filename, requires_python;
+  };
+  std::string claimed_sha(const std::string& f) const {
+    return bad_sha.count(f) ? bad_sha.at(f) : sha(f).hex();
+  }
+  std::string page_json(const std::vector<File>& files) const {
+    nlohmann::json j = {{"meta", {{"api-version", "1.1"}}}, {"name", "x"}, {"files", nlohmann::json::array()}};
+    for (const auto& f : files) {
+      nlohmann::json e = {{"filename", f.filename}, {"url", "../../files/" + f.filename},
+                          {"hashes", {{"sha256", claimed_sha(f.filename)}}},
+                          {"size", bad_size.count(f.filename) ? bad_size.at(f.filename) : blobs_.at(f.filename).size()}};
+      if (!f.requires_python.empty()) e["requires-python"] = f.requires_python;
+      if (blobs_.count(f.filename + ".metadata"))
+        e["core-metadata"] = {{"sha256", Digest::of_bytes(blobs_.at(f.filename + ".metadata")).hex()}};
+      j["files"].push_back(e);
+    }
+    return http_response(200, j.dump(), "Content-Type: application/vnd.pypi.simple.v1+json\r\n");
+  }
+  std::string page_html(const std::vector<File>& files) const {
+    std::string b = "<!DOCTYPE html><html><body>\n";
+    for (const auto& f : files) {
+      b += "<a href=\"../../files/" + f.filename + "#sha256=" + claimed_sha(f.filename) + "\"";
+      if (!f.requires_python.empty()) {
+        std::string rp = f.requires_python;
+        for (size_t p; (p = rp.find('>')) != std::string::npos;) rp.replace(p, 1, "&gt;");
+        b += " data-requires-python=\"" + rp + "\"";
+      }
+      if (blobs_.count(f.filename + ".metadata"))
+        b += " data-core-metadata=\"sha256=" + Digest::of_bytes(blobs_.at(f.filename + ".metadata")).hex() + "\"";
+      b += ">" + f.filename + "</a><br/>\n";
+    }
+    return http_response(200, b + "</body></html>", "Content-Type: text/html\r\n");
+  }
+  std::map<std::string, std::string> blobs_;
+  std::map<std::string, std::vector<File>> projects_;
+};
+
+}  // namespace sb::test

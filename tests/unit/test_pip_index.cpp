@@ -1,0 +1,228 @@
+// The pip source against a fixture index on 127.0.0.1: resolution, install
+// without pip, and every failure a clear error with nothing in the store.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include "helpers.hpp"
+#include "pip/duplicates.hpp"
+#include "pip/index.hpp"
+#include "pip/install.hpp"
+#include "pip_fixture.hpp"
+#include "util/status.hpp"
+
+using namespace sb;
+using namespace sb::pip;
+
+namespace {
+
+struct Fixture {
+  test::FixtureIndex index;
+  test::HttpServer server{[this](const test::HttpRequest& r) { return index.respond(r); }};
+  TempDir dir{fs::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  FILE* devnull = fopen("/dev/null", "w");
+  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
+  std::unique_ptr<fetch::Fetcher> fetcher;
+  Target target;
+
+  Fixture() {
+    fetch::FetchOptions o;
+    o.retry.attempts = 2;
+    o.retry.sleep = [](double) {};
+    fetcher = fetch::make_fetcher(store, o, *status);
+    target.python = "3.12";
+    target.libc_version = "2.28";
+    target.site_packages = "/usr/local/lib/python3.12/dist-packages";
+    index.add({"torchy", "1.0", "py3-none-any", {"helper"}, {}, {}});
+    index.add({"torchy", "2.0", "cp312-cp312-manylinux_2_17_x86_64",
+               {"nvidia-fake-cu12==1.2.*; platform_system == 'Linux'", "winonly; sys_platform == 'win32'",
+                "helper>=1.1", "cudaplug>=1; extra == 'cuda'"},
+               {"cuda"},
+               {{"torchy/__init__.py", "import ctypes\n"}}});
+    index.add({"torchy", "3.0", "cp311-cp311-manylinux_2_17_x86_64", {}, {}, {}});  // another Python
+    index.add({"torchy", "4.0", "cp312-cp312-manylinux_2_34_x86_64", {}, {}, {}});  // a newer glibc
+    for (const char* v : {"1.2.0", "1.2.5", "1.3.0"})
+      index.add({"nvidia-fake-cu12", v, "py3-none-manylinux2014_x86_64", {}, {},
+                 {{"nvidia/fake/lib/libfake.so.12", std::string(4096, 'L')}, {"nvidia/fake/include/fake.h", "int x;\n"}}});
+    index.add({"helper", "1.0", "py3-none-any", {}, {}, {}});
+    test::FixtureWheel helper{"helper", "1.1", "py3-none-any", {}, {}, {}};
+    helper.files = {{"helper/__init__.py", "def main():\n    return 0\n"},
+                    {"helper-1.1.dist-info/entry_points.txt", "[console_scripts]\nhelp-me = helper:main\n"},
+                    {"helper-1.1.data/scripts/raw-tool", "#!python\nprint('hi')\n"}};
+    helper.pep658 = false;  // metadata read from the wheel itself
+    index.add(helper);
+    index.add({"helper", "1.2rc1", "py3-none-any", {}, {}, {}});
+    index.add({"cudaplug", "1.0", "py3-none-any", {}, {}, {}});
+    test::FixtureWheel newpy{"cudaplug", "2.0", "py3-none-any", {}, {}, {}};
+    newpy.requires_python = ">=3.13";
+    index.add(newpy);
+  }
+  ~Fixture() { fclose(devnull); }
+
+  IndexConfig config() { return index_config(server.url("/simple"), "/nonexistent", {}, {}); }
+  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs) {
+    auto idx = make_http_index(config(), store, *fetcher);
+    std::vector<Requirement> rs;
+    for (const auto& r : reqs) rs.push_back(Requirement::parse(r));
+    return resolve(rs, target, *idx);
+  }
+  size_t blobs() const {
+    size_t n = 0;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(dir.path() / "store" / "blobs", ec);
+         it != fs::recursive_directory_iterator(); ++it)
+      n += it->is_regular_file();
+    return n;
+  }
+};
+
+std::string versions(const std::vector<PinnedWheel>& ws) {
+  std::string s;
+  for (const auto& w : ws) s += (s.empty() ? "" : " ") + w.key + "==" + w.version;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("pip index: resolution picks by tags markers extras and pre-release rules", "[pip]") {
+  for (bool html : {false, true}) {
+    Fixture f;
+    f.index.html = html;
+    INFO((html ? "PEP 503 HTML" : "PEP 691 JSON"));
+    CHECK(versions(f.resolve_({"torchy"})) == "helper==1.1 nvidia-fake-cu12==1.2.5 torchy==2.0");
+    CHECK(versions(f.resolve_({"torchy[cuda]"})) == "cudaplug==1.0 helper==1.1 nvidia-fake-cu12==1.2.5 torchy==2.0");
+    CHECK(versions(f.resolve_({"torchy<2", "helper"})) == "helper==1.1 torchy==1.0");
+    CHECK(versions(f.resolve_({"helper>=1.2rc1"})) == "helper==1.2rc1");
+    // A later constraint makes an earlier choice change; its old dependencies go.
+    // torchy 2.0 needs helper>=1.1: backtracking gives torchy 1.0, without 2.0's dependencies.
+    CHECK(versions(f.resolve_({"torchy", "helper<1.1"})) == "helper==1.0 torchy==1.0");
+    CHECK(versions(f.resolve_({"torchy", "nvidia-fake-cu12", "helper<1.1"})) ==
+          "helper==1.0 nvidia-fake-cu12==1.3.0 torchy==1.0");
+  }
+}
+
+TEST_CASE("pip index: no wheel for the target is a clear error", "[pip]") {
+  Fixture f;
+  f.target.libc_version = "2.12";  // no manylinux2014 wheel of nvidia-fake-cu12 fits
+  CHECK_THROWS_WITH(f.resolve_({"nvidia-fake-cu12"}),
+                    Catch::Contains("no wheel of nvidia-fake-cu12 for CPython 3.12, manylinux glibc 2.12, x86_64"));
+  Fixture g;
+  try {
+    g.resolve_({"torchy==2.0", "nvidia-fake-cu12>=1.3"});
+    FAIL("resolved a conflict");
+  } catch (const Error& e) {
+    std::string r = e.render();
+    CHECK_THAT(r, Catch::Contains("satisfies '>=1.3,==1.2.*'"));
+    CHECK_THAT(r, Catch::Contains("asked by torchy 2.0"));
+    CHECK_THAT(r, Catch::Contains("asked by the recipe"));
+  }
+  CHECK_THROWS_WITH(g.resolve_({"no-such-project"}), Catch::Contains("the index lists no file of it"));
+}
+
+TEST_CASE("pip index: wheels install without pip with RECORD INSTALLER and scripts", "[pip]") {
+  Fixture f;
+  auto wheels = f.resolve_({"torchy"});
+  fs::path root = f.dir.path() / "root";
+  auto inst = install_wheels(wheels, f.target, root, f.store, *f.fetcher);
+  CHECK(inst.wheels.size() == 3);
+  fs::path site = root / "usr/local/lib/python3.12/dist-packages";
+  CHECK(fs::exists(site / "nvidia/fake/lib/libfake.so.12"));
+  CHECK(test::slurp(site / "helper-1.1.dist-info/INSTALLER") == "stackbuild\n");
+  CHECK(fs::exists(site / "torchy-2.0.dist-info/REQUESTED"));
+  CHECK_FALSE(fs::exists(site / "helper-1.1.dist-info/REQUESTED"));
+  std::string script = test::slurp(root / "usr/local/bin/help-me");
+  CHECK(script.starts_with("#!/usr/bin/python3\n"));
+  CHECK_THAT(script, Catch::Contains("from helper import main") && Catch::Contains("sys.exit(main())"));
+  CHECK(test::slurp(root / "usr/local/bin/raw-tool") == "#!/usr/bin/python3\nprint('hi')\n");
+  CHECK((fs::status(root / "usr/local/bin/raw-tool").permissions() & fs::perms::owner_exec) != fs::perms::none);
+  std::string record = test::slurp(site / "helper-1.1.dist-info/RECORD");
+  CHECK_THAT(record, Catch::Contains("../../../bin/help-me,sha256="));
+  CHECK_THAT(record, Catch::Contains("helper/__init__.py,sha256=") && Catch::Contains("helper-1.1.dist-info/RECORD,,\n"));
+  CHECK_THAT(record, !Catch::Contains("stale"));
+  CHECK(check_wheels(wheels, f.target).empty());
+  // No byte code is written.
+  for (auto& e : fs::recursive_directory_iterator(root)) CHECK(e.path().extension() != ".pyc");
+}
+
+TEST_CASE("pip index: a hash or size mismatch or a truncated wheel leaves nothing in the store", "[pip]") {
+  Fixture f;
+  auto wheels = f.resolve_({"nvidia-fake-cu12"});
+  REQUIRE(wheels.size() == 1);
+  std::string name = wheels[0].filename;
+  size_t before = f.blobs();
+  SECTION("sha256") {
+    f.index.bad_sha[name] = std::string(64, 'a');
+    auto bad = f.resolve_({"nvidia-fake-cu12"});
+    CHECK_THROWS_WITH(install_wheels(bad, f.target, f.dir.path() / "r", f.store, *f.fetcher),
+                      Catch::Contains("sha256") && Catch::Contains(name));
+  }
+  SECTION("size") {
+    f.index.bad_size[name] = 99;
+    auto bad = f.resolve_({"nvidia-fake-cu12"});
+    CHECK_THROWS_WITH(install_wheels(bad, f.target, f.dir.path() / "r", f.store, *f.fetcher), Catch::Contains(name));
+  }
+  SECTION("truncated") {
+    f.index.truncate.insert(name);
+    CHECK_THROWS_WITH(install_wheels(wheels, f.target, f.dir.path() / "r", f.store, *f.fetcher),
+                      Catch::Contains(name));
+  }
+  CHECK(f.blobs() == before);
+}
+
+TEST_CASE("pip index: pip configuration is read from a root directory", "[pip]") {
+  TempDir d{fs::temp_directory_path()};
+  test::write(d.path() / "etc/pip.conf", "[global]\nindex-url = http://global.invalid/simple\ncert = /etc/ca.pem\n");
+  test::write(d.path() / "home/u/.config/pip/pip.conf",
+              "[install]\nindex_url = http://user.invalid/simple\nextra-index-url =\n  http://a.invalid/\n  http://b.invalid\n");
+  std::map<std::string, std::string> env = {{"HOME", "/home/u"}};
+  auto c = index_config("", d.path(), env, {});
+  CHECK(c.urls == std::vector<std::string>{"http://user.invalid/simple/", "http://a.invalid/", "http://b.invalid/"});
+  CHECK(c.ca_file == "/etc/ca.pem");
+  env["PIP_INDEX_URL"] = "http://env.invalid/simple";
+  CHECK(index_config("", d.path(), env, {}).urls.front() == "http://env.invalid/simple/");
+  CHECK(index_config("http://setting.invalid/s/", d.path(), env, {}).urls.front() == "http://setting.invalid/s/");
+  CHECK(index_config("", d.path() / "empty", {}, [] { return std::string("http://default.invalid/simple/"); }).origin ==
+        "pip's default index");
+  CHECK_THROWS_WITH(index_config("", d.path() / "empty", {}, {}), Catch::Contains("no Python package index"));
+  CHECK(join_url("https://h/simple/torch/", "../../packages/a/b.whl") == "https://h/packages/a/b.whl");
+  CHECK(join_url("https://h/simple/torch/", "/x.whl") == "https://h/x.whl");
+  CHECK(join_url("https://h/simple/torch/", "https://o/y.whl") == "https://o/y.whl");
+}
+
+TEST_CASE("pip index: duplicate libraries across layers are found and can link to the lower copy", "[pip]") {
+  EntryMap upper;
+  TarEntry file;
+  file.size = 100;
+  upper["usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/libcublas.so.12"] = file;
+  upper["usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/notalib.txt"] = file;
+  upper["usr/local/lib/python3.12/dist-packages/torch/lib/libtorch.so"] = file;
+  LayerListing lower{"cuda", {"usr/local/cuda-12.4/lib64/libcublas.so.12", "usr/local/cuda-12.4/lib64/libcublas.so.12.4.5.8"}};
+  auto d = find_duplicate_libraries({lower}, "torch", upper);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].soname == "libcublas.so.12");
+  CHECK(d[0].lower_layer == "cuda");
+  CHECK(keep_lower(upper, d) == 100);
+  auto& e = upper.at("usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/libcublas.so.12");
+  CHECK(e.type == TarEntry::Type::Symlink);
+  CHECK(e.link == "/usr/local/cuda-12.4/lib64/libcublas.so.12");
+  CHECK(is_library_name("libcudnn.so.9.1.0"));
+  CHECK_FALSE(is_library_name("libfoo.so.txt"));
+  CHECK_THROWS_WITH(parse_duplicate_policy("upper"), Catch::Contains("'report' or 'lower'"));
+}
+
+TEST_CASE("pip index: a path two wheels write holds the later wheel's file", "[pip]") {
+  Fixture f;
+  f.index.add({"aaa", "1.0", "py3-none-any", {}, {}, {{"shared/__init__.py", "# from aaa\n"}, {"aaa.py", ""}}});
+  f.index.add({"bbb", "1.0", "py3-none-any", {}, {}, {{"shared/__init__.py", "# from bbb\n"}, {"bbb.py", ""}}});
+  auto wheels = f.resolve_({"aaa", "bbb"});
+  REQUIRE(wheels.size() == 2);
+  for (int round = 0; round < 2; ++round) {  // both orders
+    fs::path root = f.dir.path() / ("root" + std::to_string(round));
+    install_wheels(wheels, f.target, root, f.store, *f.fetcher);
+    CHECK(test::slurp(root / "usr/local/lib/python3.12/dist-packages/shared/__init__.py") ==
+          "# from " + wheels.back().key + "\n");
+    for (auto& e : fs::recursive_directory_iterator(root)) CHECK(e.path().string().find(".sb-") == std::string::npos);
+    std::reverse(wheels.begin(), wheels.end());
+  }
+}

@@ -1,0 +1,205 @@
+// NVIDIA redist manifests and archives: parsing (new and old manifests,
+// cuDNN's CUDA variants), selection, and a fixture mirror on 127.0.0.1 with
+// archives in NVIDIA's layout made from this machine's /usr/local/cuda when
+// it has one.
+#include <catch2/catch.hpp>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+#include "http_server.hpp"
+#include "redist/install.hpp"
+#include "util/status.hpp"
+
+using namespace sb;
+using namespace sb::redist;
+
+namespace {
+
+struct Member {
+  std::string name, data, link;
+};
+
+std::string make_tar_xz(const std::vector<Member>& members) {
+  std::string out;
+  archive* a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_add_filter_xz(a);
+  archive_write_open(a, &out, nullptr,
+                     [](archive*, void* o, const void* b, size_t n) -> la_ssize_t {
+                       static_cast<std::string*>(o)->append(static_cast<const char*>(b), n);
+                       return static_cast<la_ssize_t>(n);
+                     },
+                     nullptr);
+  for (const auto& m : members) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, m.name.c_str());
+    if (!m.link.empty()) {
+      archive_entry_set_filetype(e, AE_IFLNK);
+      archive_entry_set_symlink(e, m.link.c_str());
+      archive_entry_set_perm(e, 0777);
+    } else {
+      archive_entry_set_filetype(e, AE_IFREG);
+      archive_entry_set_perm(e, 0644);
+      archive_entry_set_size(e, static_cast<la_int64_t>(m.data.size()));
+    }
+    archive_write_header(a, e);
+    if (m.link.empty()) archive_write_data(a, m.data.data(), m.data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+// A real file of the machine's CUDA when there is one, else stand-in bytes.
+std::string cuda_file(const std::string& rel, size_t fallback) {
+  fs::path p = fs::path("/usr/local/cuda") / rel;
+  std::error_code ec;
+  if (fs::is_regular_file(p, ec) && fs::file_size(p) < (8u << 20)) return read_file(p);
+  return std::string(fallback, 'C');
+}
+
+struct Mirror {
+  std::map<std::string, std::string> files;  // path below /compute/ -> bytes
+  test::HttpServer server{[this](const test::HttpRequest& r) {
+    auto it = files.find(r.path.substr(std::string("/compute/").size()));
+    if (!r.path.starts_with("/compute/") || it == files.end()) return test::http_response(404, "no");
+    return test::http_response(200, it->second);
+  }};
+  nlohmann::json manifest = {{"release_date", "2024-04-15"}, {"release_label", "12.4.1"}, {"release_product", "cuda"}};
+
+  void add(const std::string& comp, const std::string& version, const std::string& platform,
+           const std::vector<Member>& members) {
+    std::string top = comp + "-" + platform + "-" + version + "-archive";
+    std::vector<Member> ms;
+    for (auto m : members) {
+      m.name = top + "/" + m.name;
+      ms.push_back(m);
+    }
+    std::string blob = make_tar_xz(ms);
+    std::string rel = comp + "/" + platform + "/" + top + ".tar.xz";
+    files["cuda/redist/" + rel] = blob;
+    manifest[comp]["name"] = comp;
+    manifest[comp]["license"] = "CUDA Toolkit";
+    manifest[comp]["version"] = version;
+    manifest[comp][platform] = {{"relative_path", rel}, {"sha256", Digest::of_bytes(blob).hex()},
+                                {"md5", "0"}, {"size", std::to_string(blob.size())}};
+  }
+  void publish() { files["cuda/redist/redistrib_12.4.1.json"] = manifest.dump(); }
+  std::string base() { return server.url("/compute"); }
+};
+
+}  // namespace
+
+TEST_CASE("redist: manifests parse with and without the newer keys and with cuDNN variants", "[redist]") {
+  std::string cudnn = R"({"release_date": "2024-04-01", "release_label": "9.1.0", "release_product": "cudnn",
+    "cudnn": {"name": "NVIDIA CUDA Deep Neural Network library", "license": "cudnn", "version": "9.1.0.70",
+      "cuda_variant": ["11", "12"],
+      "linux-x86_64": {
+        "cuda11": {"relative_path": "cudnn/linux-x86_64/cudnn-linux-x86_64-9.1.0.70_cuda11-archive.tar.xz",
+                   "sha256": ")" + std::string(64, 'a') + R"(", "md5": "x", "size": "100"},
+        "cuda12": {"relative_path": "cudnn/linux-x86_64/cudnn-linux-x86_64-9.1.0.70_cuda12-archive.tar.xz",
+                   "sha256": ")" + std::string(64, 'b') + R"(", "md5": "y", "size": "200"}}}})";
+  Manifest m = parse_manifest(cudnn, "cudnn.json");
+  CHECK(m.release_product == "cudnn");
+  CHECK(m.components.at("cudnn").cuda_variants == std::vector<std::string>{"11", "12"});
+  auto s = select(m, {"cudnn"}, "linux-x86_64", 12);
+  REQUIRE(s.size() == 1);
+  CHECK(s[0].variant == "cuda12");
+  CHECK(s[0].artifact.size == 200);
+  CHECK_THROWS_WITH(select(m, {"cudnn"}, "linux-x86_64", 13), Catch::Contains("no build for CUDA 13"));
+  CHECK_THROWS_WITH(select(m, {"cudnn"}, "linux-sbsa", 12), Catch::Contains("has no linux-sbsa archive"));
+
+  // An old manifest: no release_* keys, no license.
+  std::string old = R"({"cuda_cudart": {"name": "CUDA Runtime", "version": "11.4.43",
+    "linux-x86_64": {"relative_path": "cuda_cudart/linux-x86_64/cuda_cudart-linux-x86_64-11.4.43-archive.tar.xz",
+                     "sha256": ")" + std::string(64, 'c') + R"(", "md5": "z", "size": "1234"}}})";
+  Manifest o = parse_manifest(old, "old.json");
+  CHECK(o.release_label.empty());
+  CHECK(select(o, {"cudart"}, "linux-x86_64", 11)[0].component == "cuda_cudart");
+  CHECK_THROWS_WITH(select(o, {"cudartt"}, "linux-x86_64", 11), Catch::Contains("did you mean 'cudart'"));
+  std::string bad_size = old;
+  bad_size.replace(bad_size.find("\"1234\""), 6, "\"12k\"");
+  CHECK_THROWS_WITH(parse_manifest(bad_size, "old.json"), Catch::Contains("size '12k' is not a number"));
+  CHECK_THROWS_WITH(parse_manifest("[1]", "x.json"), Catch::Contains("not a JSON object"));
+  CHECK(platform_for("arm64") == "linux-sbsa");
+}
+
+TEST_CASE("redist: a fixture mirror unpacks into /usr/local/cuda-X.Y", "[redist]") {
+  Mirror mirror;
+  std::string so = cuda_file("lib64/libcudart.so.13", 2048);
+  mirror.add("cuda_cudart", "12.4.127", "linux-x86_64",
+             {{"include/cuda_runtime_api.h", cuda_file("include/cuda_runtime_api.h", 512), ""},
+              {"lib/libcudart.so.12.4.127", so, ""},
+              {"lib/libcudart.so.12", "", "libcudart.so.12.4.127"},
+              {"LICENSE", "license text\n", ""}});
+  mirror.add("cuda_nvcc", "12.4.131", "linux-x86_64", {{"bin/nvcc.profile", "TOP = $(_HERE_)/..\n", ""}});
+  mirror.add("libcublas", "12.4.5.8", "linux-sbsa", {{"lib/libcublas.so.12", "x", ""}});
+  mirror.publish();
+  TempDir dir{fs::temp_directory_path()};
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  fetch::FetchOptions fo;
+  fo.retry.attempts = 1;
+  auto fetcher = fetch::make_fetcher(store, fo, *status);
+  fs::path root = dir.path() / "root";
+
+  auto got = install_components(mirror.base(), "cuda", "12.4.1", {"nvcc"}, "linux-x86_64", "12.4", root, store,
+                                *fetcher);
+  CHECK(got.size() == 2);  // nvcc brings the runtime
+  fs::path cuda = root / "usr/local/cuda-12.4";
+  CHECK(test::slurp(cuda / "lib64/libcudart.so.12.4.127") == so);
+  CHECK(fs::read_symlink(cuda / "lib64/libcudart.so.12") == "libcudart.so.12.4.127");
+  CHECK(fs::exists(cuda / "include/cuda_runtime_api.h"));
+  CHECK(fs::exists(cuda / "bin/nvcc.profile"));
+  CHECK(test::slurp(cuda / "share/doc/cuda_cudart/LICENSE") == "license text\n");
+  CHECK(fs::read_symlink(root / "usr/local/cuda") == "cuda-12.4");
+  CHECK(test::slurp(root / "etc/ld.so.conf.d/000_cuda-12.4.conf") == "/usr/local/cuda-12.4/lib64\n");
+  CHECK_THROWS_WITH(install_components(mirror.base(), "cuda", "12.4.1", {"cublas"}, "linux-x86_64", "12.4",
+                                       dir.path() / "r2", store, *fetcher),
+                    Catch::Contains("libcublas 12.4.5.8 has no linux-x86_64 archive"));
+
+  // A manifest whose size or sha256 is wrong: an error, and nothing more in the store.
+  auto blobs = [&] {
+    size_t n = 0;
+    for (auto& e : fs::recursive_directory_iterator(dir.path() / "store/blobs")) n += e.is_regular_file();
+    return n;
+  };
+  for (const char* key : {"size", "sha256"}) {
+    Mirror bad;
+    bad.add("cuda_cudart", "12.4.127", "linux-x86_64", {{"lib/libcudart.so.12", "different bytes", ""}});
+    if (std::string(key) == "size") bad.manifest["cuda_cudart"]["linux-x86_64"]["size"] = "3";
+    else bad.manifest["cuda_cudart"]["linux-x86_64"]["sha256"] = std::string(64, '0');
+    bad.publish();
+    size_t before = blobs();
+    INFO(key);
+    CHECK_THROWS_WITH(install_components(bad.base(), "cuda", "12.4.1", {"cudart"}, "linux-x86_64", "12.4",
+                                         dir.path() / "r3", store, *fetcher),
+                      Catch::Contains("cuda_cudart-linux-x86_64-12.4.127-archive.tar.xz"));
+    CHECK(blobs() == before + 1);  // the (unpinned) manifest only
+  }
+  fclose(devnull);
+}
+
+TEST_CASE("redist: hostile archives are refused", "[redist]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path root = dir.path() / "root";
+  auto attempt = [&](const std::vector<Member>& ms) {
+    fs::path f = dir.path() / "a.tar.xz";
+    test::write(f, make_tar_xz(ms));
+    install_archive(f, "a.tar.xz", "x", "12.4", root);
+  };
+  CHECK_THROWS_WITH(attempt({{"top/../../etc/passwd", "x", ""}}), Catch::Contains("a.tar.xz holds"));
+  CHECK_THROWS_WITH(attempt({{"top/lib/evil", "", "/etc"}}), Catch::Contains("leaves the archive"));
+  CHECK_THROWS_WITH(attempt({{"top/lib/up", "", "../../../../.."}}), Catch::Contains("leaves the archive"));
+  CHECK_THROWS_WITH(attempt({{"top/include", "", "."}, {"top/include/x.h", "y", ""}}),
+                    Catch::Contains("goes through a non-directory"));
+  CHECK_FALSE(fs::exists(dir.path() / "etc"));
+}

@@ -1,0 +1,123 @@
+// Framework sources (src/source/): an archive pinned by sha256, a git
+// repository at a commit, a local directory; patches in order; the lock.
+#include <catch2/catch.hpp>
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+#include "http_server.hpp"
+#include "source/source.hpp"
+#include "util/process.hpp"
+#include "util/status.hpp"
+
+using namespace sb;
+using namespace sb::source;
+
+namespace {
+
+int sh(const std::vector<std::string>& argv, const fs::path& cwd) {
+  ProcessSpec s;
+  s.argv = argv;
+  s.env = current_environment();
+  s.env["GIT_AUTHOR_NAME"] = s.env["GIT_COMMITTER_NAME"] = "t";
+  s.env["GIT_AUTHOR_EMAIL"] = s.env["GIT_COMMITTER_EMAIL"] = "t@t";
+  s.cwd = cwd;
+  s.capture_stdout = true;
+  s.merge_stderr = true;
+  return run_process(s).exit_status;
+}
+
+std::string out_of(const std::vector<std::string>& argv, const fs::path& cwd) {
+  ProcessSpec s;
+  s.argv = argv;
+  s.env = current_environment();
+  s.cwd = cwd;
+  s.capture_stdout = true;
+  return run_process(s).output;
+}
+
+const char* kPatch1 =
+    "--- a/src/main.c\n+++ b/src/main.c\n@@ -1 +1 @@\n-int main() { return 0; }\n+int main() { return 1; }\n";
+const char* kPatch2 =
+    "--- a/src/main.c\n+++ b/src/main.c\n@@ -1 +1 @@\n-int main() { return 1; }\n+int main() { return 2; }\n";
+
+}  // namespace
+
+TEST_CASE("source: archive git and local sources with patches in order", "[source]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path tree = dir.path() / "fw-1.0";
+  test::write(tree / "src/main.c", "int main() { return 0; }\n");
+  test::write(tree / "build.sh", "echo hi\n", 0755);
+  test::write(dir.path() / "p1.patch", kPatch1);
+  test::write(dir.path() / "p2.patch", kPatch2);
+  REQUIRE(sh({"tar", "-czf", (dir.path() / "fw.tar.gz").string(), "fw-1.0"}, dir.path()) == 0);
+  std::string tarball = read_file(dir.path() / "fw.tar.gz");
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    return r.path == "/fw.tar.gz" ? test::http_response(200, tarball) : test::http_response(404, "");
+  });
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  fetch::FetchOptions fo;
+  fo.retry.attempts = 1;
+  auto fetcher = fetch::make_fetcher(store, fo, *status);
+
+  SourceSpec a;
+  a.url = server.url("/fw.tar.gz");
+  a.sha256 = Digest::of_bytes(tarball);
+  a.patches = {dir.path() / "p1.patch", dir.path() / "p2.patch"};
+  SourceLock la = prepare_source(a, dir.path() / "a", store, *fetcher);
+  CHECK(test::slurp(dir.path() / "a/src/main.c") == "int main() { return 2; }\n");  // both, in order
+  CHECK(la.sha256 == a.sha256);
+  CHECK(la.patches.size() == 2);
+  nlohmann::json j = la;
+  CHECK(j["kind"] == "archive");
+  CHECK(j["patches"][1]["sha256"] == Digest::of_bytes(kPatch2).hex());
+
+  // The same tree from a local directory has the same tree digest.
+  SourceSpec l;
+  l.kind = SourceSpec::Kind::Local;
+  l.path = tree;
+  l.patches = a.patches;
+  CHECK(prepare_source(l, dir.path() / "l", store, *fetcher).tree == la.tree);
+
+  // A wrong sha256: an error, nothing unpacked from it.
+  SourceSpec bad = a;
+  bad.sha256 = Digest::of_bytes("other");
+  CHECK_THROWS_WITH(prepare_source(bad, dir.path() / "bad", store, *fetcher), Catch::Contains("sha256"));
+  CHECK(fs::is_empty(dir.path() / "bad"));
+  SourceSpec unpinned = a;
+  unpinned.sha256.reset();
+  CHECK_THROWS_WITH(prepare_source(unpinned, dir.path() / "u", store, *fetcher), Catch::Contains("has no sha256"));
+
+  // A patch that does not apply names itself and shows patch's output.
+  SourceSpec twice = l;
+  twice.patches = {dir.path() / "p2.patch"};
+  CHECK_THROWS_WITH(prepare_source(twice, dir.path() / "t", store, *fetcher), Catch::Contains("p2.patch"));
+
+  // git: a repository at a commit, then git apply.
+  fs::path repo = dir.path() / "repo";
+  fs::copy(tree, repo, fs::copy_options::recursive);
+  REQUIRE(sh({"git", "init", "-q"}, repo) == 0);  // git is a build dependency (scripts/install-deps.sh)
+  REQUIRE(sh({"git", "add", "-A"}, repo) == 0);
+  REQUIRE(sh({"git", "commit", "-qm", "one"}, repo) == 0);
+  std::string first = out_of({"git", "rev-parse", "HEAD"}, repo).substr(0, 40);
+  test::write(repo / "later.txt", "later\n");
+  REQUIRE(sh({"git", "add", "-A"}, repo) == 0);
+  REQUIRE(sh({"git", "commit", "-qm", "two"}, repo) == 0);
+  SourceSpec g;
+  g.kind = SourceSpec::Kind::Git;
+  g.url = "file://" + repo.string();
+  g.ref = first;
+  g.patches = a.patches;
+  SourceLock lg = prepare_source(g, dir.path() / "g", store, *fetcher);
+  CHECK(lg.commit == first);
+  CHECK_FALSE(fs::exists(dir.path() / "g/later.txt"));
+  CHECK_FALSE(fs::exists(dir.path() / "g/.git"));
+  CHECK(lg.tree == la.tree);
+  g.ref = std::string(40, 'f');
+  CHECK_THROWS_WITH(prepare_source(g, dir.path() / "g2", store, *fetcher), Catch::Contains("git fetch"));
+  fclose(devnull);
+}
