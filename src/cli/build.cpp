@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "pipeline/apt_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
@@ -19,7 +20,7 @@ namespace {
     if (p.stack && !point) point = &p;
   for (const auto& l : planned.recipe.layers) {
     std::string need = l.needs();
-    if (need.empty()) continue;
+    if (need.empty() || need == "build" || is_apt_layer(l)) continue;  // build steps (issue 6), apt (issue 4)
     std::string what;
     if (need == "use") {
       std::string versions;
@@ -71,6 +72,9 @@ const char* const kBuildHelp =
     "                           it); default: the recipe's source_date_epoch, else $SOURCE_DATE_EPOCH,\n"
     "                           else 0\n"
     "  --tag NAME:TAG           tag the image NAME:TAG instead of the recipe's tags (repeatable)\n"
+    "  --push                   push the images to the recipe's push: targets when the build is done\n"
+    "  --push-to REGISTRY/REPO[:TAG]  push the images there instead (repeatable; see 'push --help';\n"
+    "                           --creds, --ca-cert, --insecure-registry as for push)\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
     "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
@@ -89,29 +93,38 @@ int cmd_build(const std::vector<std::string>& argv) {
   flags.push_back("--locked");
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--source-date-epoch", "--catalog"});
-  Args args(argv, flags, options, {"--tag", "--set"});
+  flags.push_back("--push");  // build --push (registry/)
+  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
+  Args args(argv, flags, options, {"--tag", "--set", "--push-to", "--insecure-registry"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
 
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
+  std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
+  std::string apt_lock;                          // --locked: the lockfile's apt packages
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
     const auto& points = planned.plan.points;
     if (planned.plan.unsatisfiable() == points.size())
       throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
-    if (recipe.needs_components()) not_implemented(planned);
+    for (const auto& l : recipe.layers)
+      if (!l.needs().empty() && l.needs() != "build" && !is_apt_layer(l)) not_implemented(planned);
     if (points.size() != 1)
       throw Error("the matrix has " + std::to_string(points.size()) +
                       " points; building several images in one run is not implemented yet: choose one "
                       "point with --set KEY=VALUE",
                   kExitUsage);
     recipe = resolve::instantiate(planned.recipe, points.front());
+    variables = resolve::point_variables(planned.recipe, points.front());
+    if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
   }
 
   BuildOptions o;
+  o.variables = variables;
+  o.apt_lock = apt_lock;
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;
@@ -140,6 +153,15 @@ int cmd_build(const std::vector<std::string>& argv) {
                                        " built, " + std::to_string(r.layers.size() - built) + " from the cache)");
   for (const auto& img : r.images) ctx.status->result(img.tag, img.image.manifest.digest.str());
   ctx.status->result("output", o.output.string());
+
+  // build --push: the finished images go to the registry (registry/).
+  if (args.has("--push") || args.has("--push-to")) {
+    std::vector<std::string> targets = args.all("--push-to");
+    if (targets.empty())
+      for (const auto& t : recipe.push) targets.push_back(t.value);
+    if (targets.empty()) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
+    push_built_images(r, targets, args, ctx);
+  }
   return kExitOk;
 }
 

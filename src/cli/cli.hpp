@@ -40,8 +40,14 @@ int cmd_extract(const std::vector<std::string>& argv);
 int cmd_version(const std::vector<std::string>& argv);
 int cmd_gpu(const std::vector<std::string>& argv);
 int cmd_test(const std::vector<std::string>& argv);
+int cmd_run(const std::vector<std::string>& argv);
 int cmd_plan(const std::vector<std::string>& argv);
 int cmd_lock(const std::vector<std::string>& argv);
+int cmd_apt_resolve(const std::vector<std::string>& argv);  // cli/apt.cpp (issue 4)
+int cmd_push(const std::vector<std::string>& argv);
+int cmd_pull(const std::vector<std::string>& argv);
+int cmd_pip(const std::vector<std::string>& argv);     // cli/pip.cpp (issue 5)
+int cmd_redist(const std::vector<std::string>& argv);  // cli/pip.cpp (issue 5)
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -49,8 +55,14 @@ extern const char* const kUnpackHelp;
 extern const char* const kExtractHelp;
 extern const char* const kGpuHelp;
 extern const char* const kTestHelp;
+extern const char* const kRunHelp;
 extern const char* const kPlanHelp;
 extern const char* const kLockHelp;
+extern const char* const kAptResolveHelp;
+extern const char* const kPushHelp;
+extern const char* const kPullHelp;
+extern const char* const kPipHelp;
+extern const char* const kRedistHelp;
 
 // --catalog DIR and --set KEY=VALUE, shared by plan, lock and build.
 extern const std::vector<std::string> kPlanOptions;  // --catalog (--set is repeatable)
@@ -58,5 +70,15 @@ PlanOptions plan_options(const Args& args);
 
 // Prints a command's help when --help was given; returns true if it did.
 bool maybe_help(const Args& args, const char* help);
+
+// Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
+}  // namespace sb::cli
+namespace sb::registry { struct SessionOptions; }
+namespace sb { struct BuildResult; }
+namespace sb::cli {
+registry::SessionOptions registry_session_options(const Args& args);
+// Pushes what a build made to each of `targets` (REGISTRY/REPO[:TAG]).
+void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
+                       Context& ctx);
 
 }  // namespace sb::cli

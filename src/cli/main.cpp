@@ -49,7 +49,13 @@ const std::vector<Command>& commands() {
       {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
       {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
+      {"run", "run a command inside an image, in the sandbox, optionally with GPUs", kRunHelp, cmd_run},
       {"gpu", "show what GPU tests would inject from this host (or a CDI spec)", kGpuHelp, cmd_gpu},
+      {"push", "push images of an OCI layout to a registry", kPushHelp, cmd_push},
+      {"pull", "pull an image from a registry into an OCI layout", kPullHelp, cmd_pull},
+      {"apt-resolve", "resolve Debian/Ubuntu packages against a release's repositories", kAptResolveHelp, cmd_apt_resolve},
+      {"pip", "resolve Python wheels for an image (and install them without pip)", kPipHelp, cmd_pip},
+      {"redist", "fetch NVIDIA redist archives into a /usr/local/cuda-X.Y tree", kRedistHelp, cmd_redist},
       {"version", "print the version", kVersionHelp, cmd_version},
   };
   return cmds;

@@ -28,7 +28,8 @@ void hash_entries(const EntryMap& entries, KeyHasher& key) {
         .field("link", e.link)
         .field("dev", static_cast<int64_t>(e.dev_major) << 32 | e.dev_minor);
     for (const auto& [name, value] : e.xattrs) key.field("xattr", name).field("value", value);
-    if (e.type == TarEntry::Type::File) key.field("content", Digest::of_file(e.source).str());
+    // Whiteouts and other empty entries have no host file behind them.
+    if (e.type == TarEntry::Type::File && !e.source.empty()) key.field("content", Digest::of_file(e.source).str());
   }
 }
 

@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "layer/write.hpp"
+#include "pipeline/apt_layer.hpp"
+#include "pipeline/step_layer.hpp"
 #include "util/error.hpp"
 
 namespace sb {
@@ -154,14 +156,20 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   std::vector<Layer> layers;
   std::vector<HistoryEntry> history;
   for (const auto& spec : recipe.layers) {
+    const bool steps = !spec.build.empty() && !spec.copies();
     try {
-      result.layers.push_back(build_copy_layer(recipe, spec, key, store, options, epoch, status, key));
+      if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
+        result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+      else if (steps)
+        result.layers.push_back(build_step_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+      else
+        result.layers.push_back(build_copy_layer(recipe, spec, key, store, options, epoch, status, key));
     } catch (Error& e) {
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
     layers.push_back(result.layers.back().layer);
-    history.push_back({"stackbuild: layer '" + spec.name + "' (copy)", spec.comment, false});
+    history.push_back({"stackbuild: layer '" + spec.name + "' (" + (is_apt_layer(spec) ? "apt" : steps ? "build" : "copy") + ")", spec.comment, false});
   }
 
   // 3. Image documents: one image, under every tag.

@@ -2,6 +2,7 @@
 // the stages; it owns the layer cache and reports through Status.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
 #include "recipe/recipe.hpp"
+#include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
 #include "util/status.hpp"
 
@@ -22,6 +24,12 @@ struct BuildOptions {
   LayerOptions layer;
   std::optional<int64_t> source_date_epoch;  // --source-date-epoch: overrides all
   std::vector<std::string> tags;           // --tag: replaces the recipe's tags
+  // The matrix point's ${vars} (resolve::point_variables), for build steps' environment.
+  std::map<std::string, std::string> variables;
+  sandbox::Sandbox* sandbox = nullptr;     // where build steps run; null: the Linux sandbox
+  // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
+  // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
+  std::string apt_lock;
 };
 
 struct LayerReport {

@@ -67,9 +67,9 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
   return out;
 }
 
-fs::path write_lock(const Planned& planned) {
+fs::path write_lock(const Planned& planned, const std::vector<nlohmann::json>& extras) {
   fs::path path = resolve::lock_path(planned.recipe.file);
-  write_file_atomic(path, resolve::render_lock(planned.plan));
+  write_file_atomic(path, resolve::render_lock(planned.plan, extras));
   return path;
 }
 

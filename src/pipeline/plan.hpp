@@ -38,8 +38,9 @@ bool needs_plan(const Recipe& recipe);
 // catalog is nowhere to be found.
 Planned plan_recipe(Recipe recipe, const PlanOptions& options);
 
-// Writes <recipe>.lock (atomically: a failure leaves the old one, or none).
-fs::path write_lock(const Planned& planned);
+// Writes <recipe>.lock (atomically: a failure leaves the old one, or none);
+// `extras[i]` (what later stages pin, e.g. {"apt": ...}) joins point i.
+fs::path write_lock(const Planned& planned, const std::vector<nlohmann::json>& extras = {});
 
 // Throws Error(kExitInput) when <recipe>.lock is missing or differs from the
 // plan, listing what changed (point, component: old -> new).

@@ -122,6 +122,8 @@ void validate_recipe(const Recipe& r) {
         if (l.key_where.count(k))
           fail(k, std::string("copies files and has '") + k + "'",
                "a layer either copies files or installs software: split it in two");
+    if (l.needs() == "build" && l.build.run.empty())
+      fail("build", "has build steps without 'run:' commands", "give 'build:' a 'run:' list, or drop it");
     if (l.use.empty())
       for (const char* k : {"version", "components", "packages", "from", "keep_source", "patches"})
         if (l.key_where.count(k))

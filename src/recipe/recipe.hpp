@@ -48,11 +48,30 @@ struct PatchSpec {
   SourceLocation where;
 };
 
-// `build:` steps of a layer: shell commands run in order, with extra env.
+// `build:` steps of a layer, run in order in the sandbox (sandbox/, build/)
+// on top of the layers below; what they change becomes the layer.
+//
+// `run` holds every word the steps are made of, in order, so that ${vars}
+// expand over one flat list: a shell line is one word, an argv command is
+// its words. `shape` says how they group: one entry a command, `argv` false
+// for a shell line (run as /bin/sh -c LINE), true for an argv of `words` words.
+struct RunShape {
+  bool argv = false;
+  size_t words = 1;
+};
+
 struct BuildSpec {
   std::vector<std::pair<std::string, Text>> env;
   std::vector<Text> run;
+  std::vector<RunShape> shape;            // empty: every word of `run` is a shell line
+  std::string workdir;                    // absolute image path; "" = /
+  bool network = false;                   // the host's network (and resolv.conf) instead of none
+  std::vector<std::string> cache;         // image paths kept between builds, outside the image
+  std::optional<uint32_t> uid, gid;       // `user: "UID[:GID]"`; default 0:0
+  int64_t timeout = 0;                    // seconds per command; 0 = none
   bool empty() const { return env.empty() && run.empty(); }
+  // The commands as argv vectors: a shell line becomes {"/bin/sh", "-c", line}.
+  std::vector<std::vector<std::string>> commands() const;
 };
 
 struct LayerSpec {

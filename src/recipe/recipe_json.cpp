@@ -22,6 +22,23 @@ std::string LayerSpec::needs() const {
   return "";
 }
 
+std::vector<std::vector<std::string>> BuildSpec::commands() const {
+  std::vector<std::vector<std::string>> out;
+  size_t next = 0;
+  auto shell = [&](const Text& t) { out.push_back({"/bin/sh", "-c", t.value}); };
+  for (const auto& s : shape) {
+    if (!s.argv) {
+      if (next < run.size()) shell(run[next++]);
+      continue;
+    }
+    std::vector<std::string> argv;
+    for (size_t i = 0; i < s.words && next < run.size(); ++i) argv.push_back(run[next++].value);
+    out.push_back(std::move(argv));
+  }
+  while (next < run.size()) shell(run[next++]);  // words no shape covers: shell lines
+  return out;
+}
+
 bool Recipe::needs_components() const {
   for (const auto& l : layers)
     if (!l.needs().empty()) return true;
@@ -76,9 +93,18 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
   if (!l.apt.empty()) j["apt"] = l.apt;
   if (!l.pip.empty()) j["pip"] = l.pip;
   if (!l.build.empty()) {
+    const BuildSpec& b = l.build;
     nlohmann::json run = nlohmann::json::array();
-    for (const auto& r : l.build.run) run.push_back(r.value);
-    j["build"] = {{"env", env_json(l.build.env)}, {"run", run}};
+    for (const auto& argv : b.commands()) {
+      bool shell = argv.size() == 3 && argv[0] == "/bin/sh" && argv[1] == "-c";
+      run.push_back(shell ? nlohmann::json(argv[2]) : nlohmann::json(argv));
+    }
+    j["build"] = {{"env", env_json(b.env)}, {"run", run}};
+    if (!b.workdir.empty()) j["build"]["workdir"] = b.workdir;
+    if (b.network) j["build"]["network"] = true;
+    if (!b.cache.empty()) j["build"]["cache"] = b.cache;
+    if (b.uid) j["build"]["user"] = std::to_string(*b.uid) + ":" + std::to_string(b.gid.value_or(*b.uid));
+    if (b.timeout) j["build"]["timeout"] = b.timeout;
   }
 }
 

@@ -78,6 +78,89 @@ void parse_owner(const Reader& r, const YAML::Node& n, LayerSpec& l) {
   }
 }
 
+std::string image_path(const Reader& r, const YAML::Node& n, std::string_view what) {
+  std::string p = r.string(n, what);
+  if (p.empty() || p[0] != '/') r.fail(n, std::string(what) + " must be an absolute path in the image, not '" + p + "'");
+  if (("/" + p + "/").find("/../") != std::string::npos) r.fail(n, std::string(what) + " must not contain '..'");
+  return p;
+}
+
+// "90", "90s", "15m", "2h" -> seconds.
+int64_t duration(const Reader& r, const YAML::Node& n, std::string_view what) {
+  std::string s = r.string(n, what);
+  int64_t unit = 1;
+  if (!s.empty() && (s.back() == 's' || s.back() == 'm' || s.back() == 'h')) {
+    unit = s.back() == 'h' ? 3600 : s.back() == 'm' ? 60 : 1;
+    s.pop_back();
+  }
+  try {
+    size_t used = 0;
+    long long v = std::stoll(s, &used, 10);
+    if (used == s.size() && v > 0) return v * unit;
+  } catch (const std::exception&) {
+  }
+  r.fail(n, std::string(what) + " is a positive duration such as 600, 90s, 15m or 2h, not '" + r.string(n, what) + "'");
+}
+
+// `build:` {run, env, workdir, network, cache, user, timeout}. `run` is one
+// shell line, or a list whose items are shell lines or argv lists.
+BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
+  r.check_keys(v, "'build'", {"env", "run", "workdir", "network", "cache", "user", "timeout"});
+  BuildSpec b;
+  if (auto e = v["env"]) b.env = env_list(r, e, "build.env");
+  if (auto run = v["run"]) {
+    if (run.IsScalar()) {
+      b.run.push_back(text(r, run, "build.run"));
+      b.shape.push_back({false, 1});
+    } else {
+      r.expect_list(run, "build.run");
+      for (const auto& cmd : run) {
+        if (!cmd.IsSequence()) {
+          b.run.push_back(text(r, cmd, "a build.run command"));
+          b.shape.push_back({false, 1});
+          continue;
+        }
+        if (cmd.size() == 0) r.fail(cmd, "an argv command in build.run is empty");
+        for (const auto& word : cmd) b.run.push_back(text(r, word, "a word of a build.run command"));
+        b.shape.push_back({true, cmd.size()});
+      }
+    }
+    if (b.run.empty()) r.fail(run, "build.run has no commands");
+  }
+  if (auto w = v["workdir"]) b.workdir = image_path(r, w, "build.workdir");
+  if (auto w = v["network"]) b.network = r.boolean(w, "build.network");
+  if (auto c = v["cache"]) {
+    std::vector<YAML::Node> items;
+    if (c.IsSequence())
+      for (const auto& item : c) items.push_back(item);
+    else
+      items.push_back(c);
+    for (const auto& item : items) {
+      std::string p = image_path(r, item, "a build.cache directory");
+      if (p == "/") r.fail(item, "build.cache cannot be the image root");
+      b.cache.push_back(p);
+    }
+  }
+  if (auto u = v["user"]) {
+    std::string s = r.string(u, "build.user");
+    if (s == "root") s = "0:0";
+    auto colon = s.find(':');
+    try {
+      size_t used = 0;
+      std::string uid = s.substr(0, colon);
+      b.uid = static_cast<uint32_t>(std::stoul(uid, &used));
+      if (used != uid.size()) throw std::invalid_argument(uid);
+      std::string gid = colon == std::string::npos ? uid : s.substr(colon + 1);
+      b.gid = static_cast<uint32_t>(std::stoul(gid, &used));
+      if (used != gid.size()) throw std::invalid_argument(gid);
+    } catch (const std::exception&) {
+      r.fail(u, "build.user must be numeric 'UID[:GID]' or root, not '" + s + "'");
+    }
+  }
+  if (auto t = v["timeout"]) b.timeout = duration(r, t, "build.timeout");
+  return b;
+}
+
 LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
@@ -113,18 +196,7 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
                     (best.empty() ? "" : " (did you mean '" + best + "'?)"));
     }
   }
-  if (auto v = n["build"]) {
-    r.check_keys(v, "'build'", {"env", "run"});
-    if (auto e = v["env"]) l.build.env = env_list(r, e, "build.env");
-    if (auto run = v["run"]) {
-      if (run.IsScalar())
-        l.build.run.push_back(text(r, run, "build.run"));
-      else {
-        r.expect_list(run, "build.run");
-        for (const auto& cmd : run) l.build.run.push_back(text(r, cmd, "a build.run command"));
-      }
-    }
-  }
+  if (auto v = n["build"]) l.build = parse_build(r, v);
   if (auto v = n["keep_source"]) {
     l.keep_source = r.string(v, "'keep_source'");
     if (l.keep_source.empty() || l.keep_source[0] != '/')

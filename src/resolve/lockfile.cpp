@@ -7,12 +7,15 @@ namespace sb::resolve {
 
 namespace {
 
-nlohmann::json lock_json(const Plan& plan) {
+nlohmann::json lock_json(const Plan& plan, const std::vector<nlohmann::json>& extras = {}) {
   nlohmann::json points = nlohmann::json::array();
-  for (const auto& p : plan.points) {
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    const auto& p = plan.points[i];
     nlohmann::json j = {{"matrix", matrix_json(p.point)}};
     if (p.stack) j["resolved"] = *p.stack;
     else j["unsatisfiable"] = p.conflict ? p.conflict->summary : std::string("unsatisfiable");
+    if (i < extras.size() && extras[i].is_object())
+      for (const auto& [k, v] : extras[i].items()) j[k] = v;
     points.push_back(std::move(j));
   }
   return {{"lockfile_version", kLockfileVersion},
@@ -78,6 +81,19 @@ std::filesystem::path lock_path(const std::filesystem::path& recipe) {
 }
 
 std::string render_lock(const Plan& plan) { return lock_json(plan).dump(2) + "\n"; }
+
+std::string render_lock(const Plan& plan, const std::vector<nlohmann::json>& extras) {
+  return lock_json(plan, extras).dump(2) + "\n";
+}
+
+nlohmann::json locked_field(const std::string& lock_text, const Point& point, const std::string& field) {
+  nlohmann::json lock = nlohmann::json::parse(lock_text, nullptr, false);
+  if (!lock.is_object() || !lock.contains("points") || !lock["points"].is_array()) return nullptr;
+  nlohmann::json want = matrix_json(point);
+  for (const auto& p : lock["points"])
+    if (p.is_object() && p.value("matrix", nlohmann::json()) == want && p.contains(field)) return p[field];
+  return nullptr;
+}
 
 std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan) {
   nlohmann::json old_lock;

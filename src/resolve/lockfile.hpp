@@ -29,6 +29,14 @@ std::filesystem::path lock_path(const std::filesystem::path& recipe);
 
 // The lockfile's text for `plan` (ends in a newline).
 std::string render_lock(const Plan& plan);
+// The same with what later stages pin for each point merged into its object:
+// `extras[i]` (an object, e.g. {"apt": {...}} with every package's version,
+// URL and sha256) goes into point i. Missing or null entries add nothing.
+std::string render_lock(const Plan& plan, const std::vector<nlohmann::json>& extras);
+
+// The `field` object a lockfile holds for `point` (null when absent), e.g. the
+// "apt" packages a --locked build fetches exactly.
+nlohmann::json locked_field(const std::string& lock_text, const Point& point, const std::string& field);
 
 // What differs between a lockfile's text and `plan`, one line a change:
 //   "point cuda=12.6 pytorch=2.6: cudnn 9.5.1.17 -> 9.6.0.74"

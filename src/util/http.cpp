@@ -201,7 +201,10 @@ Response Client::perform(const Request& req) {
   if (t.error) std::rethrow_exception(t.error);
   if (rc != CURLE_OK) {
     std::string msg = errbuf[0] ? errbuf : curl_easy_strerror(rc);
-    throw HttpError(req.method + " " + req.url, msg, transient_curl(rc));
+    auto kind = rc == CURLE_SSL_CONNECT_ERROR ? HttpError::Kind::TlsHandshake
+                : rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ? HttpError::Kind::TlsUntrusted
+                                                                                        : HttpError::Kind::Other;
+    throw HttpError(req.method + " " + req.url, msg, transient_curl(rc), kind);
   }
   curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp.status);
   char* eff = nullptr;

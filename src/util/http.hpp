@@ -50,14 +50,19 @@ struct Response {
 // A failure below HTTP: DNS, refused or reset connections, TLS, timeouts.
 class HttpError : public Error {
  public:
-  HttpError(const std::string& url, const std::string& what, bool transient)
-      : Error(url + ": " + what), url_(url), transient_(transient) {}
+  // TlsHandshake: the peer does not speak TLS (or the handshake broke);
+  // TlsUntrusted: it does, but its certificate is not trusted.
+  enum class Kind { Other, TlsHandshake, TlsUntrusted };
+  HttpError(const std::string& url, const std::string& what, bool transient, Kind kind = Kind::Other)
+      : Error(url + ": " + what), url_(url), transient_(transient), kind_(kind) {}
   const std::string& url() const { return url_; }
   bool transient() const { return transient_; }
+  Kind kind() const { return kind_; }
 
  private:
   std::string url_;
   bool transient_;
+  Kind kind_;
 };
 
 struct ClientOptions {

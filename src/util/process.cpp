@@ -48,9 +48,15 @@ ProcessResult run_process(const ProcessSpec& spec) {
   int errpipe[2];  // reports an exec failure back to the parent
   if (::pipe2(errpipe, O_CLOEXEC) != 0) throw_errno("pipe");
 
+  UniqueFd stdin_fd;
+  if (!spec.stdin_path.empty()) {
+    stdin_fd.reset(::open(spec.stdin_path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (stdin_fd.get() < 0) throw_errno("open " + spec.stdin_path.string());
+  }
   pid_t pid = ::fork();
   if (pid < 0) throw_errno("fork");
   if (pid == 0) {
+    if (stdin_fd.get() >= 0) ::dup2(stdin_fd.get(), 0);
     if (spec.capture_stdout) {
       ::dup2(pipefd[1], 1);
       if (spec.merge_stderr) ::dup2(pipefd[1], 2);

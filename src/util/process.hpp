@@ -15,6 +15,7 @@ struct ProcessSpec {
   std::filesystem::path cwd;                 // empty: the caller's
   bool capture_stdout = false;
   bool merge_stderr = false;                 // with capture: stderr goes to the same pipe
+  std::filesystem::path stdin_path;          // the child's stdin; empty: the caller's
 };
 
 struct ProcessResult {

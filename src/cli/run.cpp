@@ -1,0 +1,81 @@
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "image/layout.hpp"
+#include "util/error.hpp"
+#include "verify/run_in_image.hpp"
+#include "verify/unpacked.hpp"
+
+namespace sb::cli {
+
+const char* const kRunHelp =
+    "usage: stackbuild run LAYOUT[:REF] [options] -- COMMAND [ARG...]\n"
+    "\n"
+    "Runs a command inside an image of an OCI layout, in the build sandbox (its own mount,\n"
+    "PID, IPC, UTS and network namespaces; a writable layer thrown away afterwards), with the\n"
+    "image config's environment and working directory. With --gpus, the host's NVIDIA driver\n"
+    "is injected as `stackbuild gpu` shows it (a CDI spec, or discovery) and the image's\n"
+    "linker cache refreshed. Exits with the command's status. Needs root (or user namespaces).\n"
+    "\n"
+    "options:\n"
+    "  --gpus SEL        inject the driver and these GPUs: all, indices (0,1) or UUIDs\n"
+    "  --env KEY=VALUE   set a variable (repeatable)\n"
+    "  --workdir DIR     the working directory (default: the image's, else /)\n"
+    "  --network         share the host's network\n"
+    "  --timeout SECS    kill the command (and everything it started) after SECS seconds\n";
+
+int cmd_run(const std::vector<std::string>& argv) {
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--gpus", "--workdir", "--timeout"});
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--network");
+  Args args(argv, flags, options, {"--env"});
+  if (maybe_help(args, kRunHelp)) return kExitOk;
+  if (args.positional().size() < 2) throw Error("run wants LAYOUT[:REF] and a command after --", kExitUsage);
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+  auto [layout, ref] = split_layout_ref(args.positional()[0]);
+  LayoutImage image = open_layout_image(layout, ref);
+  verify::ImageRoot root(verify::unpacked_root(store, image));
+
+  auto config = nlohmann::json::parse(image.config_json).value("config", nlohmann::json::object());
+  verify::RunOptions o;
+  o.argv.assign(args.positional().begin() + 1, args.positional().end());
+  for (const auto& e : config.value("Env", nlohmann::json::array())) {
+    std::string s = e.get<std::string>();
+    auto eq = s.find('=');
+    if (eq != std::string::npos) o.env[s.substr(0, eq)] = s.substr(eq + 1);
+  }
+  if (!o.env.count("PATH")) o.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  for (const auto& e : args.all("--env")) {
+    auto eq = e.find('=');
+    if (eq == std::string::npos || eq == 0) throw Error("--env wants KEY=VALUE, not '" + e + "'", kExitUsage);
+    o.env[e.substr(0, eq)] = e.substr(eq + 1);
+  }
+  o.cwd = args.get("--workdir").value_or(config.value("WorkingDir", std::string("/")));
+  if (o.cwd.empty()) o.cwd = "/";
+  o.network = args.has("--network");
+  if (auto t = args.integer("--timeout", 1, 86400 * 7)) o.timeout_seconds = *t;
+
+  std::optional<verify::GpuInjection> gpu;
+  if (auto sel = args.get("--gpus")) {
+    gpu = verify::load_cdi("/", *sel);
+    if (!gpu) gpu = verify::discover_gpus("/", *sel);
+    if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");
+    for (const auto& w : gpu->warnings) ctx.status->message(Level::Warning, w);
+    auto required = nlohmann::json::parse(image.config_json)
+                        .value("config", nlohmann::json::object())
+                        .value("Labels", nlohmann::json::object())
+                        .value("dev.stackbuild.driver_min", std::string());
+    verify::check_driver(*gpu, required);
+    o.gpu = &*gpu;
+  }
+  sandbox::LinuxSandbox sandbox;
+  auto r = verify::run_in_image(sandbox, root, o, [](std::string_view s) { (void)!::write(1, s.data(), s.size()); });
+  if (r.timed_out) throw Error("the command ran past --timeout and was killed");
+  return r.exit_status;
+}
+
+}  // namespace sb::cli
