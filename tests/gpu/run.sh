@@ -16,6 +16,12 @@ else
   SB="${SB:-$repo/build/stackbuild}"
 fi
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
+# The toolkit's libraries (cuBLAS, cuDNN, NCCL) may sit outside the linker's
+# default path; the programs find them there on the host, and in the image
+# they go to /usr/lib/x86_64-linux-gnu.
+cuda_root=$(cd "$(dirname "$NVCC")/.." && pwd -P)
+cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib -maxdepth 0 -type d 2>/dev/null | paste -sd:)
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs"
 work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 store="$work/store"
@@ -64,7 +70,9 @@ make_recipe() {  # $1: name, $2: the tree of programs
     for f in "$2"/opt/gputests/*; do ldd "$f"; done | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
-        echo "      - {src: $(readlink -f "$lib"), dst: $lib}"
+        dst=$lib
+        [[ "$lib" == "$cuda_root"/* ]] && dst=/usr/lib/x86_64-linux-gnu/$(basename "$lib")
+        echo "      - {src: $(readlink -f "$lib"), dst: $dst}"
       done
     echo "tags: [\"$1:t\"]"
   } > "$work/$1.yaml"
