@@ -20,7 +20,7 @@ namespace {
     if (p.stack && !point) point = &p;
   for (const auto& l : planned.recipe.layers) {
     std::string need = l.needs();
-    if (need.empty() || need == "build" || is_apt_layer(l)) continue;  // build steps (issue 6), apt (issue 4)
+    if (need.empty() || need == "build" || is_apt_layer(l)) continue;  // these build
     std::string what;
     if (need == "use") {
       std::string versions;
@@ -32,16 +32,11 @@ namespace {
         versions += (versions.empty() ? "" : ", ") + u + (v == "?" ? "" : " " + v);
       }
       what = l.from == "source"
-                 ? "needs " + versions + " built from source: building from source is not implemented yet (issue 6)"
-                 : "needs " + versions +
-                       " from the catalog: fetching apt packages (issue 4), pip wheels and NVIDIA redist "
-                       "archives (issue 5) is not implemented yet";
-    } else if (need == "apt") {
-      what = "installs apt packages: fetching apt sources is not implemented yet (issue 4)";
-    } else if (need == "pip") {
-      what = "installs pip packages: fetching pip wheels is not implemented yet (issue 5)";
-    } else {
-      what = "has build steps: running them is not implemented yet (issue 6)";
+                 ? "needs " + versions + " built from source, which build does not do yet (issue 6)"
+                 : "needs " + versions + " from pip wheels or NVIDIA redist archives, which build does not "
+                                         "fetch yet (issue 5; 'stackbuild pip' and 'stackbuild redist' do)";
+    } else {  // pip
+      what = "installs pip packages, which build does not do yet (issue 5; 'stackbuild pip' does)";
     }
     Error e("layer '" + l.name + "' (" + l.where.str() + ") " + what);
     e.add_trace("the recipe resolved (" + std::to_string(planned.plan.points.size()) +
