@@ -2,6 +2,8 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/pip_layer.hpp"
+#include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
@@ -20,7 +22,7 @@ namespace {
     if (p.stack && !point) point = &p;
   for (const auto& l : planned.recipe.layers) {
     std::string need = l.needs();
-    if (need.empty() || need == "build" || is_apt_layer(l)) continue;  // these build
+    if (need.empty() || need == "build" || is_apt_layer(l) || is_pip_layer(l) || is_redist_layer(l)) continue;
     std::string what;
     if (need == "use") {
       std::string versions;
@@ -106,7 +108,8 @@ int cmd_build(const std::vector<std::string>& argv) {
     if (planned.plan.unsatisfiable() == points.size())
       throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
     for (const auto& l : recipe.layers)
-      if (!l.needs().empty() && l.needs() != "build" && !is_apt_layer(l)) not_implemented(planned);
+      if (!l.needs().empty() && l.needs() != "build" && !is_apt_layer(l) && !is_pip_layer(l) && !is_redist_layer(l))
+        not_implemented(planned);
     if (points.size() != 1)
       throw Error("the matrix has " + std::to_string(points.size()) +
                       " points; building several images in one run is not implemented yet: choose one "

@@ -7,6 +7,8 @@
 
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/pip_layer.hpp"
+#include "pipeline/redist_layer.hpp"
 #include "pipeline/step_layer.hpp"
 #include "util/error.hpp"
 
@@ -160,6 +162,10 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
     try {
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
         result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+      else if (is_pip_layer(spec))  // Python wheels (issue 5): pipeline/pip_layer.cpp
+        result.layers.push_back(build_pip_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+      else if (is_redist_layer(spec))  // NVIDIA redist archives (issue 5): pipeline/redist_layer.cpp
+        result.layers.push_back(build_redist_layer(recipe, spec, key, store, options, epoch, status, key));
       else if (steps)
         result.layers.push_back(build_step_layer(recipe, spec, key, layers, store, options, epoch, status, key));
       else
@@ -169,7 +175,12 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
       throw;
     }
     layers.push_back(result.layers.back().layer);
-    history.push_back({"stackbuild: layer '" + spec.name + "' (" + (is_apt_layer(spec) ? "apt" : steps ? "build" : "copy") + ")", spec.comment, false});
+    const char* kind = is_apt_layer(spec)      ? "apt"
+                       : is_pip_layer(spec)    ? "pip"
+                       : is_redist_layer(spec) ? "redist"
+                       : steps                 ? "build"
+                                               : "copy";
+    history.push_back({"stackbuild: layer '" + spec.name + "' (" + kind + ")", spec.comment, false});
   }
 
   // 3. Image documents: one image, under every tag.

@@ -53,6 +53,25 @@ one=$(PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" --glibc "$glib
 two=$(PIP_INDEX_URL=$index sb pip --store "$TMP/s2" --python "$py" --glibc "$glibc" --layer torchy 2>&1 | sed -n 's/^digest: //p')
 [[ -n $one && $one == "$two" ]] || fail "layer digests differ: $one / $two"
 
+check "stackbuild build installs a recipe's pip: layer, cached on a rebuild"
+mkdir -p "$TMP/recipe" && echo hi >"$TMP/recipe/a"
+cat >"$TMP/recipe/r.yaml" <<YAML
+stack: pt
+matrix:
+  python: ["$py"]
+layers:
+  - {name: base, copy: [{src: a, dst: /etc/a}]}
+  - {name: wheels, pip: [torchy]}
+tags: ["pt:t"]
+YAML
+for run in 1 2; do
+  STACKBUILD_PIP_GLIBC=$glibc PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
+    -o "$TMP/layout" --store "$STORE" >"$TMP/build.out" 2>&1 || fail "build with a pip layer: $(cat "$TMP/build.out")"
+done
+grep -q "(0 built, 2 from the cache)" "$TMP/build.out" || fail "the rebuild was not cached: $(cat "$TMP/build.out")"
+sb unpack "$TMP/layout:t" "$TMP/unpacked" --store "$STORE" 2>/dev/null || fail "unpack failed"
+[[ -d "$TMP/unpacked/usr/local/lib/python$py/site-packages/torchy-2.0.dist-info" ]] || fail "torchy is not in the image"
+
 check "an unknown project is a clear error"
 if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi
 grep -q "no wheel of no-such-thing" "$TMP/err" || fail "error: $(cat "$TMP/err")"
