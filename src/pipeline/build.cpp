@@ -7,6 +7,7 @@
 
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/layer_cache.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/step_layer.hpp"
@@ -111,24 +112,14 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
   EntryMap entries = copy_entries(recipe, spec, epoch);
   Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
   key_out = key;
-  auto lookup = [&]() -> std::optional<Layer> {
-    auto rec = store.get_record("layer", key);
-    if (!rec) return std::nullopt;
-    Layer l = layer_from_json(nlohmann::json::parse(*rec));
-    return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
-  };
   bool cached = true;
-  std::optional<Layer> hit = lookup();
+  std::optional<Layer> hit = cached_layer(store, key);
   if (!hit) {
     auto lock = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-    hit = lookup();
+    hit = cached_layer(store, key);
     if (!hit) {
       cached = false;
-      int task = status.task_begin("layer " + spec.name, content_bytes(entries));
-      Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-      store.put_record("layer", key, nlohmann::json(l).dump());
-      status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
-      hit = l;
+      hit = store_layer(entries, store, options.layer, key, status, "layer " + spec.name);
     }
   }
   if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());

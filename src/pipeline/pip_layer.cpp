@@ -1,5 +1,7 @@
 #include "pipeline/pip_layer.hpp"
 
+#include "pipeline/layer_cache.hpp"
+
 #include <chrono>
 #include <cstdlib>
 
@@ -127,14 +129,16 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
-    if (auto rec = store.get_record("layer", key)) {
-      Layer l = layer_from_json(nlohmann::json::parse(*rec));
-      if (store.has(l.digest)) {
-        status.message(Level::Info, "layer " + spec.name + ": cached " + l.digest.str());
-        return LayerReport{spec.name, l, true, 0};
-      }
+    auto hit = cached_layer(store, key);
+    std::unique_ptr<FileLock> lock_file;
+    if (!hit) {
+      lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
+      hit = cached_layer(store, key);
     }
-    auto lock_file = store.lock("layer-" + key.hex());
+    if (hit) {
+      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
+      return LayerReport{spec.name, *hit, true, 0};
+    }
     auto staging = store.temp_dir();
     auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
     pip::Installed inst = pip::install_wheels(wheels, target, staging->path(), store, *fetcher);
@@ -160,11 +164,8 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
                                       " duplicate libraries link to the lower copy, saving " +
                                       human_bytes(static_cast<double>(saved)));
     }
-    int task = status.task_begin("layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)",
-                                 content_bytes(entries));
-    Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-    store.put_record("layer", key, nlohmann::json(l).dump());
-    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+    Layer l = store_layer(entries, store, options.layer, key, status,
+                          "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return LayerReport{spec.name, l, false, secs};
   } catch (Error& e) {

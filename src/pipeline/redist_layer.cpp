@@ -1,5 +1,7 @@
 #include "pipeline/redist_layer.hpp"
 
+#include "pipeline/layer_cache.hpp"
+
 #include <chrono>
 #include <cstdlib>
 
@@ -120,14 +122,16 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
       }
     Digest key = k.finish();
     key_out = key;
-    if (auto rec = store.get_record("layer", key)) {
-      Layer l = layer_from_json(nlohmann::json::parse(*rec));
-      if (store.has(l.digest)) {
-        status.message(Level::Info, "layer " + spec.name + ": cached " + l.digest.str());
-        return LayerReport{spec.name, l, true, 0};
-      }
+    auto hit = cached_layer(store, key);
+    std::unique_ptr<FileLock> lock_file;
+    if (!hit) {
+      lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
+      hit = cached_layer(store, key);
     }
-    auto lock_file = store.lock("layer-" + key.hex());
+    if (hit) {
+      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
+      return LayerReport{spec.name, *hit, true, 0};
+    }
     auto staging = store.temp_dir();
     auto got = fetcher->fetch(items);
     for (size_t i = 0; i < items.size(); ++i)
@@ -139,11 +143,8 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    int task = status.task_begin("layer " + spec.name + " (" + std::to_string(items.size()) + " archives)",
-                                 content_bytes(entries));
-    Layer l = write_layer(entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-    store.put_record("layer", key, nlohmann::json(l).dump());
-    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+    Layer l = store_layer(entries, store, options.layer, key, status,
+                          "layer " + spec.name + " (" + std::to_string(items.size()) + " archives)");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return LayerReport{spec.name, l, false, secs};
   } catch (Error& e) {

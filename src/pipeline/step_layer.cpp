@@ -1,5 +1,7 @@
 #include "pipeline/step_layer.hpp"
 
+#include "pipeline/layer_cache.hpp"
+
 #include <unistd.h>
 
 #include <chrono>
@@ -40,13 +42,6 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
 }
 
 }  // namespace
-
-std::optional<Layer> cached_layer(const Store& store, const Digest& key) {
-  auto rec = store.get_record("layer", key);
-  if (!rec) return std::nullopt;
-  Layer l = layer_from_json(nlohmann::json::parse(*rec));
-  return store.has(l.digest) ? std::optional<Layer>(l) : std::nullopt;
-}
 
 fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status) {
   const fs::path base = store.root() / "rootfs";

@@ -10,7 +10,6 @@
 namespace sb {
 
 // The layer recorded under `key`, when its blob is still in the store.
-std::optional<Layer> cached_layer(const Store& store, const Digest& key);
 
 // The layers below, unpacked in order by the safe extractor into one
 // directory of the store: <store>/rootfs/<chain>, where <chain> hashes their
