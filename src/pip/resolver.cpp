@@ -97,7 +97,11 @@ class Resolver {
       if (++rounds > opts_.max_rounds) throw Error("pip resolution did not settle after " + std::to_string(rounds) + " steps");
       std::string key = queue_.front();
       queue_.pop_front();
-      if (!opts_.provided.count(key)) decide(key);
+      if (opts_.provided.count(key)) continue;
+      if (auto in = opts_.installed.find(key); in != opts_.installed.end())
+        keep_installed(key, in->second);
+      else
+        decide(key);
     }
     return result();
   }
@@ -167,6 +171,19 @@ class Resolver {
     }
     clash.error = e;
     throw clash;
+  }
+
+  // A project a lower layer installed: every requirement on it must accept
+  // that version (a layer cannot replace a lower layer's files cleanly).
+  void keep_installed(const std::string& key, const ResolveOptions::Installed& in) {
+    Version v = Version::parse(in.version);
+    for (const auto& c : cons_) {
+      if (c.req.key != key || c.origin == "~" || c.req.specifier.contains(v, true)) continue;
+      Error e((c.origin.empty() ? std::string("the recipe") : c.origin + " " + c.origin_version) + " requires '" +
+              c.req.str() + "', but layer '" + in.layer + "' below installed " + key + " " + in.version);
+      e.add_trace("install the version it needs in that layer, or let this layer's requirements choose it");
+      throw e;
+    }
   }
 
   void decide(const std::string& key) {

@@ -6,6 +6,7 @@
 // old version asked for. A conflict is explained by who asked for what.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -36,6 +37,13 @@ void from_json(const nlohmann::json& j, PinnedWheel& w);
 struct ResolveOptions {
   bool pre = false;                 // allow pre-releases everywhere
   std::set<std::string> provided;   // projects already in the image (not installed again)
+  // Projects a lower layer installed (normalised name -> version, and the
+  // layer's name): kept, as pip keeps a satisfied requirement, when every
+  // requirement on them accepts that version; an error naming both otherwise.
+  struct Installed {
+    std::string version, layer;
+  };
+  std::map<std::string, Installed> installed;
   int max_rounds = 20000;
 };
 

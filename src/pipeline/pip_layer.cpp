@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
@@ -34,12 +35,43 @@ pip::IndexConfig index_config(const std::string& explicit_url = "") {
   return pip::index_config(setting, "/", current_environment(), pip::pip_default_index);
 }
 
-const catalog::Record* record_of(const catalog::Catalog& cat, const std::string& component, const std::string& v) {
+// The record of `v`; of its build `build` when given (pytorch 2.7.0 comes as
+// cu118, cu126 and cu128 builds, each with its own sources).
+const catalog::Record* record_of(const catalog::Catalog& cat, const std::string& component, const std::string& v,
+                                 const std::string& build = "") {
   const catalog::Component* c = cat.find(component);
   if (!c) return nullptr;
   for (const auto& r : c->records)
-    if (r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end()) return &r;
+    if ((r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end()) &&
+        (build.empty() || r.build == build))
+      return &r;
   return nullptr;
+}
+
+// The Python projects a layer installed for `target`'s interpreter: its
+// *.dist-info and *.egg-info directories under site-/dist-packages of that
+// Python (or Debian's shared python3/dist-packages), as name -> version.
+void installed_projects(const pip::LayerListing& listing, const pip::Target& target,
+                        std::map<std::string, pip::ResolveOptions::Installed>& out) {
+  const std::string own = "/python" + target.python + "/", shared = "/python3/dist-packages/";
+  for (const auto& path : listing.paths) {
+    if (path.find(own) == std::string::npos && path.find(shared) == std::string::npos) continue;
+    size_t slash = path.find('/', path.find("-packages/") == std::string::npos ? 0 : path.find("-packages/") + 10);
+    std::string dir = path.substr(0, slash);
+    size_t base = dir.rfind('/');
+    std::string name = dir.substr(base + 1);
+    for (const char* ext : {".dist-info", ".egg-info"}) {
+      size_t n = strlen(ext);
+      if (name.size() <= n || name.compare(name.size() - n, n, ext) != 0) continue;
+      std::string stem = name.substr(0, name.size() - n);  // NAME-VERSION[-pyX.Y]
+      size_t dash = stem.find('-');
+      if (dash == std::string::npos) continue;
+      std::string version = stem.substr(dash + 1);
+      if (size_t py = version.find("-py"); py != std::string::npos) version.resize(py);
+      if (!pip::Version::try_parse(version)) continue;
+      out[pip::normalize_name(stem.substr(0, dash))] = {version, listing.layer};
+    }
+  }
 }
 
 }  // namespace
@@ -82,10 +114,14 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
     catalog::Catalog cat = catalog::load_catalog(*dir);
     for (const auto& u : spec.use) {
       std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-      const catalog::Record* r = record_of(cat, u, v);
+      std::string build = vars.count(u + "_build") ? vars.at(u + "_build") : "";
+      const catalog::Record* r = record_of(cat, u, v, build);
       if (!r || r->sources.pip.empty())
         throw Error("layer '" + spec.name + "': the catalog names no wheel for " + u + " " + v +
-                    " (its record has no `pip:` source)");
+                    (build.empty() ? "" : " (build " + build + ")") +
+                    " on the Python index (its record has no `pip:` source; the index carries one CUDA build "
+                    "of each release: choose the CUDA that build needs, or install from another index with a "
+                    "pip: layer)");
       reqs.insert(reqs.end(), r->sources.pip.begin(), r->sources.pip.end());
     }
   }
@@ -94,7 +130,8 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
 }
 
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
-                                          const std::string& index_url, bool pre, const Store& store, Status& status) {
+                                          const std::string& index_url, bool pre, const Store& store, Status& status,
+                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
   pip::IndexConfig cfg = index_config(index_url);
   auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher);
@@ -102,6 +139,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
   pip::ResolveOptions o;
   o.pre = pre;
+  o.installed = installed;
   try {
     return pip::resolve(reqs, target, *index, o);
   } catch (Error& e) {
@@ -117,9 +155,21 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
   auto start = std::chrono::steady_clock::now();
   try {
     pip::Target target = pip_target(recipe, options.variables);
+    // What the layers below installed stays, as pip keeps satisfied requirements.
+    // `below` ends with the recipe's layers before this one (a base image's may come first).
+    size_t own = 0;
+    while (own < recipe.layers.size() && recipe.layers[own].name != spec.name) ++own;
+    const size_t base = below.size() > own ? below.size() - own : 0;
+    std::vector<pip::LayerListing> lower;
+    for (size_t i = 0; i < below.size(); ++i)
+      lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
+                                      store.blob_path(below[i].digest)));
+    std::map<std::string, pip::ResolveOptions::Installed> installed;
+    for (const auto& l : lower) installed_projects(l, target, installed);
     std::vector<pip::PinnedWheel> wheels;
     if (!locked.is_null()) wheels = locked.at("wheels").get<std::vector<pip::PinnedWheel>>();
-    else wheels = pip_resolve(pip_requirements(recipe, spec, options.variables), target, "", false, store, status);
+    else wheels = pip_resolve(pip_requirements(recipe, spec, options.variables), target, "", false, store, status,
+                              installed);
     KeyHasher k;
     k.field("stackbuild-pip-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
@@ -149,9 +199,6 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
     // The same library twice in the image (a CUDA layer's and a wheel's).
-    std::vector<pip::LayerListing> lower;
-    for (size_t i = 0; i < below.size(); ++i)
-      lower.push_back(pip::list_layer("#" + std::to_string(i + 1), store.blob_path(below[i].digest)));
     auto dups = pip::find_duplicate_libraries(lower, spec.name, entries);
     for (const auto& d : dups)
       status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
@@ -177,10 +224,12 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
 nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
                                const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
+  std::map<std::string, pip::ResolveOptions::Installed> installed;  // by the pip layers below
   for (const auto& spec : recipe.layers) {
     if (!is_pip_layer(spec)) continue;
     pip::Target t = pip_target(recipe, variables);
-    auto wheels = pip_resolve(pip_requirements(recipe, spec, variables), t, "", false, store, status);
+    auto wheels = pip_resolve(pip_requirements(recipe, spec, variables), t, "", false, store, status, installed);
+    for (const auto& w : wheels) installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
     out[spec.name] = {{"target", t.describe()}, {"site", t.site()}, {"wheels", wheels}};
   }
   return out;

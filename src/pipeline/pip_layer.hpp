@@ -51,6 +51,7 @@ nlohmann::json lock_pip_layers(const Recipe& instantiated, const std::map<std::s
 
 // For `stackbuild pip`: resolves `requirements` for `target`.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
-                                          const std::string& index_url, bool pre, const Store& store, Status& status);
+                                          const std::string& index_url, bool pre, const Store& store, Status& status,
+                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed = {});
 
 }  // namespace sb

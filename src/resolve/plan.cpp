@@ -105,6 +105,9 @@ std::map<std::string, std::string> point_variables(const Recipe& recipe, const P
   if (!recipe.release.empty()) vars["release"] = recipe.release;
   if (p.stack) {
     for (const auto& [c, v] : p.stack->versions) vars[c] = v;
+    // Which build of a version (pytorch 2.7.0 "cu126"), for the stages that
+    // pick a record's sources: ${pytorch_build}.
+    for (const auto& [c, b] : p.stack->builds) vars[c + "_build"] = b;
     if (!p.stack->arch.empty()) {
       std::string a;
       for (const auto& x : p.stack->arch) a += (a.empty() ? "" : ";") + x;

@@ -135,7 +135,11 @@ TEST_CASE("the real catalog loads with every component", "[catalog]") {
   CHECK(req["cuda"] == "12.6");
   CHECK(req["cudnn"] == "9.5.1.17");
   CHECK(req["python"] == ">=3.9,<=3.13");
-  CHECK(torch->sources.pip == std::vector<std::string>{"torch==2.6.0"});
+  // The Python index carries one CUDA build of 2.6.0 (cu124); cu126 is on PyTorch's own index.
+  CHECK(torch->sources.pip.empty());
+  const auto* pypi = cat.find("pytorch", "2.6.0", "cu124");
+  REQUIRE(pypi);
+  CHECK(pypi->sources.pip == std::vector<std::string>{"torch==2.6.0"});
 
   const auto* cudnn = cat.find("cudnn", "9.5.1.17", "cuda12");
   REQUIRE(cudnn);

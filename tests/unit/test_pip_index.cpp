@@ -61,11 +61,11 @@ struct Fixture {
   ~Fixture() { fclose(devnull); }
 
   IndexConfig config() { return index_config(server.url("/simple"), "/nonexistent", {}, {}); }
-  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs) {
+  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs, const ResolveOptions& o = {}) {
     auto idx = make_http_index(config(), store, *fetcher);
     std::vector<Requirement> rs;
     for (const auto& r : reqs) rs.push_back(Requirement::parse(r));
-    return resolve(rs, target, *idx);
+    return resolve(rs, target, *idx, o);
   }
   size_t blobs() const {
     size_t n = 0;
@@ -99,6 +99,24 @@ TEST_CASE("pip index: resolution picks by tags markers extras and pre-release ru
     CHECK(versions(f.resolve_({"torchy", "helper<1.1"})) == "helper==1.0 torchy==1.0");
     CHECK(versions(f.resolve_({"torchy", "nvidia-fake-cu12", "helper<1.1"})) ==
           "helper==1.0 nvidia-fake-cu12==1.3.0 torchy==1.0");
+  }
+}
+
+TEST_CASE("pip index: projects a lower layer installed are kept when they satisfy every requirement", "[pip]") {
+  Fixture f;
+  ResolveOptions o;
+  o.installed["helper"] = {"1.1", "tools"};
+  // torchy 2.0 needs helper>=1.1: the lower layer's 1.1 stays and no wheel of it is chosen.
+  CHECK(versions(f.resolve_({"torchy"}, o)) == "nvidia-fake-cu12==1.2.5 torchy==2.0");
+  // A requirement the installed version does not meet names both sides.
+  o.installed["helper"] = {"1.0", "tools"};
+  try {
+    f.resolve_({"torchy==2.0"}, o);
+    FAIL("an installed helper 1.0 satisfied torchy 2.0's helper>=1.1");
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    CHECK(msg.find("torchy 2.0 requires 'helper") != std::string::npos);
+    CHECK(msg.find("layer 'tools' below installed helper 1.0") != std::string::npos);
   }
 }
 
