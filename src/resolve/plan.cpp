@@ -60,6 +60,9 @@ void check_variables(const Recipe& r, const Matrix& m, const catalog::Catalog& c
   for (const auto& n : cat.component_names())
     if (!given.count(n)) known.push_back(n);
   if (!given.count("arch")) known.push_back("arch");  // the resolved stack's arch list
+  for (const char* n : {"driver_min", "nvidia_require_cuda"})  // what the stack needs of the host
+    if (!given.count(n)) known.push_back(n);
+  for (const auto& n : cat.component_names()) known.push_back(n + "_build");  // ${pytorch_build}
 
   auto uses = variable_uses(r);
   for (const auto& u : uses) {
@@ -76,7 +79,8 @@ void check_variables(const Recipe& r, const Matrix& m, const catalog::Catalog& c
     for (const auto& k : known) all += (all.empty() ? "" : ", ") + ("${" + k + "}");
     throw InputError(u.where, "undefined variable '${" + u.name + "}'" +
                                   (best.empty() ? "" : " (did you mean '${" + best + "}'?)"),
-                     "variables are matrix keys, catalog components, ${arch}, ${stack} and ${release}: " + all);
+                     "variables are matrix keys, catalog components (and their ${<name>_build}), ${arch}, ${driver_min}, "
+                     "${nvidia_require_cuda}, ${stack} and ${release}: " + all);
   }
   for (const auto& a : m.axes) {
     if (a.key == "arch" || a.key == "release" || cat.index_of(a.key) >= 0) continue;
@@ -108,6 +112,9 @@ std::map<std::string, std::string> point_variables(const Recipe& recipe, const P
     // Which build of a version (pytorch 2.7.0 "cu126"), for the stages that
     // pick a record's sources: ${pytorch_build}.
     for (const auto& [c, b] : p.stack->builds) vars[c + "_build"] = b;
+    // What the stack needs of the host, for image config (NVIDIA_REQUIRE_CUDA).
+    if (!p.stack->driver_min.empty()) vars["driver_min"] = p.stack->driver_min;
+    if (!p.stack->nvidia_require_cuda.empty()) vars["nvidia_require_cuda"] = p.stack->nvidia_require_cuda;
     if (!p.stack->arch.empty()) {
       std::string a;
       for (const auto& x : p.stack->arch) a += (a.empty() ? "" : ";") + x;
