@@ -8,7 +8,8 @@
 #   - a failing test blocks `--push-to`: exit 1 naming the image and the test, nothing in
 #     the registry; `--no-verify` pushes it anyway;
 #   - after a verified push, the report is an artifact whose subject is the image, found
-#     through the referrers tag (sha256-<hex>), and `test --attach` adds another.
+#     through the referrers tag (sha256-<hex>); `test REF` pulls it and runs its tests,
+#     and `test --attach` adds another report.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/sandbox_lib.sh"
@@ -106,6 +107,10 @@ assert report["image"] == "good:1" and report["summary"]["failed"] == 0, report
 names = {t["name"]: t["outcome"] for t in report["results"]}
 assert names["recipe: greets"] == "passed" and names["recipe: on-the-gpu"] == "skipped", names
 PY
+
+check "test REGISTRY/REPO:TAG pulls the image and runs the tests it recorded"
+expect_ok tref sb test "$R/good:1" --store "$TMP/store2"
+grep -Eq "^passed +recipe: greets" "$TMP/tref.out" || { show_output tref; fail "test REF did not run the recorded test"; }
 
 check "test --attach adds its report to the same referrers tag"
 sleep 1  # another report (its times differ), so another artifact
