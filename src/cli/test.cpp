@@ -166,7 +166,7 @@ void attach_reports(const std::vector<verify::VerifyReport>& reports, const std:
   }
 }
 
-std::vector<verify::VerifyReport> verify_built(const BuildResult& built, const Args& args, Context& ctx) {
+static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, const Args& args, Context& ctx) {
   verify::VerifyOptions o = verify_options(args);
   Store store = ctx.store();
   std::vector<verify::VerifyReport> reports;
