@@ -5,6 +5,7 @@
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/labels.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
@@ -72,12 +73,21 @@ const char* const kBuildHelp =
     "  --push                   push the images to the recipe's push: targets when the build is done\n"
     "  --push-to REGISTRY/REPO[:TAG]  push the images there instead (repeatable; see 'push --help';\n"
     "                           --creds, --ca-cert, --insecure-registry as for push)\n"
+    "  --verify                 test the images after writing them (as 'stackbuild test' does), even\n"
+    "                           without --push; exit 1 when a check or test failed\n"
+    "  --no-verify              push without testing the images first\n"
+    "  --gpus SEL, --report FILE, --junit FILE, --nvcc PATH  for the tests, as for 'stackbuild test'\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
     "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
     "\n"
+    "Before --push or --push-to pushes anything, each image is verified: the static checks, its\n"
+    "recipe tests and the built-in tests of its components, run in the build sandbox (GPU tests\n"
+    "skipped, never passed, without a GPU). A failure stops the build there (exit 1), naming the\n"
+    "image and the test; nothing is pushed. After the push, each image's report is attached to\n"
+    "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG.\n"
     "A recipe with a matrix, catalog components (use:, apt:, pip:, build:) or ${vars} is\n"
     "resolved first (as 'stackbuild plan' shows it). Layers of components cannot be built yet:\n"
@@ -92,6 +102,8 @@ int cmd_build(const std::vector<std::string>& argv) {
                                  "--source-date-epoch", "--catalog"});
   flags.push_back("--push");  // build --push (registry/)
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
+  flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
+  options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
   Args args(argv, flags, options, {"--tag", "--set", "--push-to", "--insecure-registry"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
@@ -101,6 +113,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   Recipe recipe = load_recipe(args.positional()[0]);
   std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
   std::string apt_lock;                          // --locked: the lockfile's apt packages
+  std::optional<resolve::ResolvedStack> stack;   // the point's resolution, for the image's labels
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
@@ -117,12 +130,14 @@ int cmd_build(const std::vector<std::string>& argv) {
                   kExitUsage);
     recipe = resolve::instantiate(planned.recipe, points.front());
     variables = resolve::point_variables(planned.recipe, points.front());
+    stack = points.front().stack;
     if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
   }
 
   BuildOptions o;
   o.variables = variables;
   o.apt_lock = apt_lock;
+  o.labels = stack_labels(recipe, stack ? &*stack : nullptr);  // pipeline/labels.hpp
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;
@@ -149,16 +164,23 @@ int cmd_build(const std::vector<std::string>& argv) {
   for (const auto& l : r.layers) built += l.cached ? 0 : 1;
   ctx.status->message(Level::Info, "layers: " + std::to_string(r.layers.size()) + " (" + std::to_string(built) +
                                        " built, " + std::to_string(r.layers.size() - built) + " from the cache)");
+  for (const auto& w : r.warnings) ctx.status->message(Level::Warning, w);
   for (const auto& img : r.images) ctx.status->result(img.tag, img.image.manifest.digest.str());
   ctx.status->result("output", o.output.string());
 
+  // The gate: the images' tests run before anything is pushed (cli/test.cpp).
+  const bool pushing = args.has("--push") || args.has("--push-to");
+  std::vector<verify::VerifyReport> reports;
+  gate_build(r, args, ctx, pushing, reports);
+
   // build --push: the finished images go to the registry (registry/).
-  if (args.has("--push") || args.has("--push-to")) {
+  if (pushing) {
     std::vector<std::string> targets = args.all("--push-to");
     if (targets.empty())
       for (const auto& t : recipe.push) targets.push_back(t.value);
     if (targets.empty()) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
     push_built_images(r, targets, args, ctx);
+    attach_built_reports(r, reports, targets, args, ctx);  // the reports refer to the images
   }
   return kExitOk;
 }

@@ -9,6 +9,7 @@
 #include "pipeline/plan.hpp"
 #include "store/store.hpp"
 #include "util/status.hpp"
+#include "verify/report.hpp"
 
 namespace sb::cli {
 
@@ -80,5 +81,22 @@ registry::SessionOptions registry_session_options(const Args& args);
 // Pushes what a build made to each of `targets` (REGISTRY/REPO[:TAG]).
 void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
                        Context& ctx);
+
+// Verification (cli/test.cpp). The gate of build: with --push/--push-to (or
+// --verify) the built images are verified as `stackbuild test` does; a
+// failure throws (exit 1), naming image and test, unless --no-verify, which
+// skips the tests. `reports` receives what ran.
+void gate_build(const BuildResult& built, const Args& args, Context& ctx, bool pushing,
+                std::vector<verify::VerifyReport>& reports);
+// Pushes each report as an artifact referring to its image in each target.
+void attach_built_reports(const BuildResult& built, const std::vector<verify::VerifyReport>& reports,
+                          const std::vector<std::string>& targets, const Args& args, Context& ctx);
+struct AttachSubject {
+  std::string media_type;
+  Digest digest;
+  uint64_t size = 0;
+};
+void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
+                    const std::string& target, const Args& args, Context& ctx);
 
 }  // namespace sb::cli

@@ -1,27 +1,43 @@
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
 #include "image/layout.hpp"
+#include "pipeline/build.hpp"
+#include "registry/pull.hpp"
+#include "registry/referrers.hpp"
+#include "resolve/plan.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
-#include "verify/gpu.hpp"
-#include "verify/static_checks.hpp"
-#include "verify/unpacked.hpp"
+#include "verify/verify_image.hpp"
 
 namespace sb::cli {
 
 using json = nlohmann::json;
 
 const char* const kTestHelp =
-    "usage: stackbuild test LAYOUT[:REF] [options]\n"
+    "usage: stackbuild test RECIPE.yaml|LAYOUT[:TAG]|REGISTRY/REPO[:TAG] [options]\n"
     "\n"
-    "Verifies an image of an OCI layout: unpacks it (cached in the store by manifest digest)\n"
-    "and runs the static checks, which need no GPU:\n"
-    "  - every ELF file's needed libraries resolve inside the image (driver libraries excepted);\n"
-    "  - every CUDA binary carries code (SASS, or PTX the driver compiles) for each requested arch;\n"
-    "  - the CUDA, cuDNN and NCCL versions in the image match the expected ones.\n"
+    "Verifies images: unpacks each (cached in the store by manifest digest) and runs\n"
+    "  - the static checks, which need no GPU: every ELF file's needed libraries resolve inside\n"
+    "    the image (driver libraries excepted); every CUDA binary carries code (SASS, or PTX the\n"
+    "    driver compiles) for each requested arch; the CUDA, cuDNN and NCCL versions in the image\n"
+    "    match the resolved ones;\n"
+    "  - the host's driver against the image's dev.stackbuild.driver_min, when it has a GPU;\n"
+    "  - the recipe's tests: and the built-in tests of its components (CUDA, cuBLAS, cuDNN, NCCL,\n"
+    "    PyTorch, JAX, TensorFlow), each in the build sandbox on the image, GPU tests with the\n"
+    "    host's driver injected (as 'stackbuild gpu' shows it).\n"
     "GPU tests are reported skipped, never passed, on a host without an NVIDIA GPU.\n"
-    "Prints a summary table; exits 1 when a check failed.\n"
+    "\n"
+    "What is tested:\n"
+    "  RECIPE.yaml    the image of each matrix point in the layout the build wrote (-o, default\n"
+    "                 out/<stack>), under the point's first tag, with the recipe's tests as they\n"
+    "                 are now\n"
+    "  LAYOUT[:TAG]   an image of an OCI layout, with the tests it recorded when it was built\n"
+    "                 (its dev.stackbuild.tests label)\n"
+    "  REGISTRY/REPO[:TAG|@DIGEST]  pulled into the store first, then as a layout\n"
+    "Prints a summary table per image; exits 1 when a check or test failed.\n"
     "\n"
     "options:\n"
     "  --arch LIST            compute capabilities to check for (8.0,9.0); default: the image's\n"
@@ -29,10 +45,21 @@ const char* const kTestHelp =
     "  --expect NAME=VERSION  an expected component version, e.g. cuda=12.6.3 (repeatable);\n"
     "                         default: the image's dev.stackbuild.version.<name> labels\n"
     "  --gpus SEL             GPUs for GPU tests: all (default), none, indices or UUIDs\n"
-    "  --report FILE          also write the report as JSON\n"
-    "  --junit FILE           also write the report as JUnit XML, for CI\n";
+    "  --compile-builtins     compile the built-in CUDA test programs even without a GPU (they\n"
+    "                         always are with one), each reported as a test of its own\n"
+    "  --nvcc PATH            the host nvcc for them when the image has none (default:\n"
+    "                         $STACKBUILD_NVCC, nvcc on PATH, /usr/local/cuda/bin/nvcc)\n"
+    "  --report FILE          also write the report as JSON (an array when several images)\n"
+    "  --junit FILE           also write the report as JUnit XML, for CI (a testsuite per image)\n"
+    "  --attach REGISTRY/REPO push each report there as an OCI artifact whose subject is the\n"
+    "                         tested image (which must be in that repository); see docs/testing.md\n"
+    "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
+    "  --set, --catalog       with RECIPE: as for build\n"
+    "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n";
 
-static std::vector<std::string> split_commas(const std::string& s) {
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
   size_t start = 0;
   while (start <= s.size()) {
@@ -44,64 +71,183 @@ static std::vector<std::string> split_commas(const std::string& s) {
   return out;
 }
 
-int cmd_test(const std::vector<std::string>& argv) {
-  std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--arch", "--gpus", "--report", "--junit"});
-  Args args(argv, kCommonFlags, options, {"--expect"});
-  if (maybe_help(args, kTestHelp)) return kExitOk;
-  if (args.positional().size() != 1) throw Error("test wants one LAYOUT[:REF]", kExitUsage);
-  Context ctx = make_context(args);
-  Store store = ctx.store();
-
-  auto [layout, ref] = split_layout_ref(args.positional()[0]);
-  LayoutImage image = open_layout_image(layout, ref);
-  json config = json::parse(image.config_json);
-  json labels = config.value("config", json::object()).value("Labels", json::object());
-
-  std::vector<std::string> arch = split_commas(args.get("--arch").value_or(labels.value("dev.stackbuild.arch", "")));
-  std::map<std::string, std::string> expected;
-  for (const auto& [k, v] : labels.items()) {
-    const std::string prefix = "dev.stackbuild.version.";
-    if (k.rfind(prefix, 0) == 0 && v.is_string()) expected[k.substr(prefix.size())] = v.get<std::string>();
-  }
+verify::VerifyOptions verify_options(const Args& args) {
+  verify::VerifyOptions o;
+  o.gpus = args.get("--gpus").value_or("all");
+  if (auto a = args.get("--arch")) o.arch = split_commas(*a);
   for (const auto& e : args.all("--expect")) {
     auto eq = e.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--expect wants NAME=VERSION, not '" + e + "'", kExitUsage);
-    expected[e.substr(0, eq)] = e.substr(eq + 1);
+    o.expect[e.substr(0, eq)] = e.substr(eq + 1);
   }
-  std::vector<std::string> ld_path;
-  for (const auto& e : config.value("config", json::object()).value("Env", json::array()))
-    if (e.is_string() && e.get<std::string>().rfind("LD_LIBRARY_PATH=", 0) == 0)
-      ld_path = split_commas([](std::string s) {
-        for (auto& c : s) c = c == ':' ? ',' : c;
-        return s;
-      }(e.get<std::string>().substr(16)));
+  o.compile_builtins = args.has("--compile-builtins");
+  if (auto n = args.get("--nvcc")) o.nvcc = *n;
+  return o;
+}
 
-  int task = ctx.status->task_begin("unpack " + image.manifest_digest.str(), 0);
-  verify::ImageRoot root(verify::unpacked_root(store, image));
-  ctx.status->task_end(task, root.root().string());
+// One image to test and what to call it.
+struct Target {
+  std::string name;
+  LayoutImage image;
+  std::optional<verify::RecordedTests> tests;
+};
 
-  verify::VerifyReport report;
-  report.image = args.positional()[0];
-  report.results.push_back(verify::check_libraries(root, ld_path));
-  report.results.push_back(verify::check_cuda_arch(root, arch));
-  report.results.push_back(verify::check_versions(root, expected));
+bool is_recipe_arg(const std::string& a) {
+  return (a.ends_with(".yaml") || a.ends_with(".yml")) && fs::is_regular_file(a);
+}
 
-  // GPU tests need an NVIDIA GPU; without one they are skipped, never passed.
-  auto gpu = verify::load_cdi("/", args.get("--gpus").value_or("all"));
-  if (!gpu) gpu = verify::discover_gpus("/", args.get("--gpus").value_or("all"));
-  if (!gpu || !gpu->has_gpu())
-    report.results.push_back({"gpu: driver and devices", "gpu", verify::Outcome::Skipped,
-                              "no NVIDIA GPU on this host", {}, 0});
-  else
-    report.results.push_back({"gpu: driver and devices", "gpu", verify::Outcome::Passed,
-                              "driver " + gpu->driver_version + ", " + std::to_string(gpu->gpus.size()) + " GPUs",
-                              gpu->warnings, 0});
+std::vector<Target> recipe_targets(const std::string& file, const Args& args) {
+  Recipe recipe = load_recipe(file);
+  std::vector<std::pair<Recipe, std::optional<resolve::ResolvedStack>>> points;
+  if (needs_plan(recipe) || args.has("--set") || args.has("--catalog")) {
+    Planned planned = plan_recipe(recipe, plan_options(args));
+    for (const auto& p : planned.plan.points)
+      if (p.stack) points.emplace_back(resolve::instantiate(planned.recipe, p), p.stack);
+    if (points.empty()) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+  } else {
+    points.emplace_back(recipe, std::nullopt);
+  }
+  auto out = args.get("-o") ? args.get("-o") : args.get("--output");
+  std::vector<Target> targets;
+  for (const auto& [r, stack] : points) {
+    fs::path layout = out ? fs::path(*out) : fs::path("out") / r.stack;
+    if (r.tags.empty()) throw Error(r.file.string() + ": the recipe has no tags, so its image has no name to find");
+    std::string ref = layout_ref_name(r.tags.front());
+    LayoutImage img = [&] {
+      try {
+        return open_layout_image(layout, ref);
+      } catch (Error& e) {
+        e.add_trace("looking for the image of " + r.tags.front() + " (build it first, or give -o the layout it went to)");
+        throw;
+      }
+    }();
+    std::vector<std::string> components;
+    if (stack)
+      for (const auto& [c, v] : stack->versions) components.push_back(c);
+    targets.push_back({layout.string() + ":" + ref, img, verify::parse_tests_label(verify::tests_label(r, components))});
+  }
+  return targets;
+}
 
-  if (auto f = args.get("--report")) write_file_atomic(*f, json(report).dump(2) + "\n");
-  if (auto f = args.get("--junit")) write_file_atomic(*f, verify::junit_xml(report));
-  fputs(verify::summary_table(report).c_str(), stdout);
-  return report.ok() ? kExitOk : kExitFailure;
+Target registry_target(const std::string& arg, const Args& args, Context& ctx) {
+  auto ref = registry::Reference::parse(arg);
+  registry::PullOptions o;
+  o.session = registry_session_options(args);
+  auto pulled = registry::pull_image(ref, ctx.store(), o, *ctx.status);
+  std::vector<Digest> layers;
+  for (const auto& l : pulled.image.layers) layers.push_back(l.digest);
+  return {ref.str(), verify::stored_image(ctx.store(), pulled.image.manifest_json, pulled.image.config_json,
+                                          pulled.image.manifest.digest, layers),
+          std::nullopt};
+}
+
+void write_reports(const std::vector<verify::VerifyReport>& reports, const Args& args) {
+  if (auto f = args.get("--report"))
+    write_file_atomic(*f, (reports.size() == 1 ? json(reports.front()) : json(reports)).dump(2) + "\n");
+  if (auto f = args.get("--junit")) write_file_atomic(*f, verify::junit_xml(reports));
+}
+
+}  // namespace
+
+void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
+                    const std::string& target, const Args& args, Context& ctx) {
+  auto ref = registry::Reference::parse(target);
+  registry::PushOptions o;
+  o.session = registry_session_options(args);
+  Store store = ctx.store();
+  o.store = &store;
+  for (size_t i = 0; i < reports.size() && i < subjects.size(); ++i) {
+    std::string bytes = json(reports[i]).dump(2) + "\n";
+    registry::Subject s{subjects[i].media_type, subjects[i].digest, subjects[i].size};
+    auto r = registry::attach_artifact(ref, s, registry::kTestReportType, bytes,
+                                       {{"org.opencontainers.image.title", "stackbuild test report"}}, o, *ctx.status);
+    ctx.status->message(Level::Info, "test report of " + reports[i].image + " attached to " + ref.name() + "@" +
+                                         s.digest.str() + " as " + r.artifact.str() + " (" + r.how + ")");
+  }
+}
+
+static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, const Args& args, Context& ctx) {
+  verify::VerifyOptions o = verify_options(args);
+  Store store = ctx.store();
+  std::vector<verify::VerifyReport> reports;
+  std::set<Digest> seen;  // one image under several tags is tested once
+  for (const auto& ti : built.images) {
+    if (!seen.insert(ti.image.manifest.digest).second) continue;
+    std::vector<Digest> layers;
+    for (const auto& l : ti.image.layers) layers.push_back(l.digest);
+    auto img = verify::stored_image(store, ti.image.manifest_json, ti.image.config_json, ti.image.manifest.digest, layers);
+    reports.push_back(verify::verify_image(store, img, ti.tag, o, *ctx.status));
+    fputs(verify::summary_table(reports.back()).c_str(), stdout);
+  }
+  write_reports(reports, args);
+  return reports;
+}
+
+void gate_build(const BuildResult& built, const Args& args, Context& ctx, bool pushing,
+                std::vector<verify::VerifyReport>& reports) {
+  if (args.has("--no-verify")) {
+    if (pushing) ctx.status->message(Level::Warning, "--no-verify: pushing without running the images' tests");
+    return;
+  }
+  if (!pushing && !args.has("--verify")) return;
+  reports = verify_built(built, args, ctx);
+  auto d = verify::gate(reports, false);
+  if (!d.push) throw Error(pushing ? d.message : "verification failed:\n" + d.message);
+}
+
+void attach_built_reports(const BuildResult& built, const std::vector<verify::VerifyReport>& reports,
+                          const std::vector<std::string>& targets, const Args& args, Context& ctx) {
+  if (reports.empty()) return;
+  std::vector<AttachSubject> subjects;
+  std::set<Digest> seen;  // as verify_built: one report per distinct image
+  for (const auto& ti : built.images)
+    if (seen.insert(ti.image.manifest.digest).second)
+      subjects.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
+  for (const auto& t : targets) attach_reports(reports, subjects, t, args, ctx);
+}
+
+int cmd_test(const std::vector<std::string>& argv) {
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
+                                 "--catalog", "--creds", "--ca-cert"});
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--compile-builtins");
+  Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});
+  if (maybe_help(args, kTestHelp)) return kExitOk;
+  if (args.positional().size() != 1)
+    throw Error("test wants one RECIPE.yaml, LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", kExitUsage);
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+
+  const std::string& what = args.positional()[0];
+  std::vector<Target> targets;
+  if (is_recipe_arg(what)) {
+    targets = recipe_targets(what, args);
+  } else if (fs::is_directory(split_layout_ref(what).first)) {
+    auto [layout, ref] = split_layout_ref(what);
+    targets.push_back({what, open_layout_image(layout, ref), std::nullopt});
+  } else if (what.find('/') != std::string::npos && !fs::exists(what)) {
+    targets.push_back(registry_target(what, args, ctx));
+  } else {
+    throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", kExitUsage);
+  }
+
+  std::vector<verify::VerifyReport> reports;
+  std::vector<AttachSubject> subjects;
+  verify::VerifyOptions base = verify_options(args);
+  for (const auto& t : targets) {
+    verify::VerifyOptions o = base;
+    o.tests = t.tests;
+    reports.push_back(verify::verify_image(store, t.image, t.name, o, *ctx.status));
+    fputs(verify::summary_table(reports.back()).c_str(), stdout);
+    subjects.push_back({json::parse(t.image.manifest_json).value("mediaType", kMediaTypeManifest),
+                        t.image.manifest_digest, t.image.manifest_json.size()});
+  }
+  write_reports(reports, args);
+  if (auto a = args.get("--attach")) attach_reports(reports, subjects, *a, args, ctx);
+  for (const auto& r : reports)
+    if (!r.ok()) return kExitFailure;
+  return kExitOk;
 }
 
 }  // namespace sb::cli

@@ -7,6 +7,7 @@
 
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
@@ -175,7 +176,9 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   }
 
   // 3. Image documents: one image, under every tag.
-  Image image = make_image(image_config(recipe), layers, history, epoch, annotations(recipe));
+  ImageConfig config = image_config(recipe);
+  result.warnings = merge_labels(config.labels, options.labels);  // pipeline/labels.hpp
+  Image image = make_image(config, layers, history, epoch, annotations(recipe));
   for (const auto& t : tags) result.images.push_back({t, image});
 
   // 4. Output.

@@ -30,6 +30,8 @@ struct BuildOptions {
   // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
   // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
   std::string apt_lock;
+  // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
+  std::map<std::string, std::string> labels;
 };
 
 struct LayerReport {
@@ -43,6 +45,7 @@ struct BuildResult {
   std::vector<TaggedImage> images;
   std::vector<LayerReport> layers;
   int64_t source_date_epoch = 0;
+  std::vector<std::string> warnings;  // e.g. a recipe label replaced by a computed one
 };
 
 // The build's timestamp: --source-date-epoch, else the recipe's, else

@@ -99,6 +99,11 @@ void merge_recipe(Recipe& base, const Recipe& child) {
     if (TestSpec* mine = by_name(base.tests, t.name)) *mine = t;
     else base.tests.push_back(t);
   }
+  if (given("builtin_tests")) {
+    base.builtin_tests.enabled = child.builtin_tests.enabled;
+    for (const auto& [k, v] : child.builtin_tests.components) base.builtin_tests.components[k] = v;
+    for (const auto& [k, w] : child.builtin_tests.where) base.builtin_tests.where[k] = w;
+  }
   for (const auto& [k, w] : child.key_where) base.key_where[k] = w;
   base.file = child.file;
 }
@@ -174,6 +179,11 @@ void validate_recipe(const Recipe& r) {
 }
 
 }  // namespace detail
+
+const std::vector<std::string>& builtin_test_components() {
+  static const std::vector<std::string> names{"cuda", "cublas", "cudnn", "nccl", "pytorch", "jax", "tensorflow"};
+  return names;
+}
 
 Recipe parse_recipe(const std::string& text, const fs::path& file) {
   // The chain child -> parent -> ..., read until a file has no `extends:`.

@@ -146,7 +146,22 @@ struct TestSpec {
   Text run;          // a shell command, run in the image
   bool gpu = false;  // needs a GPU; skipped (never passed) without one
   Text expect;       // text its output must contain; "" = only the exit status counts
+  int exit = 0;      // the exit status it must end with (`exit:`, 0-255)
+  int64_t timeout = 0;  // seconds before it is killed and failed; 0 = the default (600)
   SourceLocation where;
+};
+
+// `builtin_tests:` the tests stackbuild adds for the catalog components an
+// image has (verify/builtin_tests.hpp): all on by default; `false` turns all
+// off, a map {cuda: false, ...} turns off some.
+struct BuiltinTestsSpec {
+  bool enabled = true;
+  std::map<std::string, bool> components;  // component -> on/off, as written
+  std::map<std::string, SourceLocation> where;
+  bool on(const std::string& component) const {
+    auto it = components.find(component);
+    return enabled && (it == components.end() || it->second);
+  }
 };
 
 struct Recipe {
@@ -165,12 +180,17 @@ struct Recipe {
   SourceLocation tags_where;
   std::vector<Text> push;                 // registry references to push each image to
   std::vector<TestSpec> tests;
+  BuiltinTestsSpec builtin_tests;
   std::map<std::string, SourceLocation> key_where;  // where each top-level key was written
 
   fs::path dir() const { return file.parent_path(); }
   // Whether any layer needs the catalog (use:, apt:, pip:, build:).
   bool needs_components() const;
 };
+
+// The components that have built-in tests: cuda, cublas, cudnn, nccl,
+// pytorch, jax, tensorflow (the names `builtin_tests:` accepts).
+const std::vector<std::string>& builtin_test_components();
 
 // Parses and validates a recipe file and its `extends:` parents. Throws
 // sb::InputError at file:line:col.

@@ -150,9 +150,16 @@ void to_json(nlohmann::json& j, const Recipe& r) {
     for (const auto& t : r.tests) {
       nlohmann::json tj{{"name", t.name}, {"run", t.run.value}, {"gpu", t.gpu}};
       if (!t.expect.value.empty()) tj["expect"] = t.expect.value;
+      if (t.exit != 0) tj["exit"] = t.exit;
+      if (t.timeout) tj["timeout"] = t.timeout;
       tests.push_back(tj);
     }
     j["tests"] = tests;
+  }
+  if (!r.builtin_tests.enabled || !r.builtin_tests.components.empty()) {
+    nlohmann::json b = nlohmann::json::object();
+    for (const auto& [k, v] : r.builtin_tests.components) b[k] = v;
+    j["builtin_tests"] = r.builtin_tests.enabled ? b : nlohmann::json(false);
   }
 }
 

@@ -1,5 +1,6 @@
 // parse_recipe_file(): one recipe file's YAML -> a partial Recipe, strictly:
 // every key known, every value of its type, at file:line:col.
+#include <algorithm>
 #include <cctype>
 
 #include "recipe/parse.hpp"
@@ -299,14 +300,42 @@ Matrix parse_matrix(const Reader& r, const YAML::Node& n) {
 }
 
 TestSpec parse_test(const Reader& r, const YAML::Node& n) {
-  r.check_keys(n, "a test", {"name", "run", "gpu", "expect"}, {"name", "run"});
+  r.check_keys(n, "a test", {"name", "run", "gpu", "expect", "exit", "timeout"}, {"name", "run"});
   TestSpec t;
   t.where = r.at(n);
   t.name = word(r, n["name"], "test name");
   t.run = text(r, n["run"], "'run'");
   if (auto v = n["gpu"]) t.gpu = r.boolean(v, "'gpu'");
   if (auto v = n["expect"]) t.expect = text(r, v, "'expect'");
+  if (auto v = n["exit"]) {
+    int64_t e = r.integer(v, "'exit'");
+    if (e < 0 || e > 255) r.fail(v, "a test's 'exit' is an exit status from 0 to 255, not " + std::to_string(e));
+    t.exit = static_cast<int>(e);
+  }
+  if (auto v = n["timeout"]) t.timeout = duration(r, v, "a test's 'timeout'");
   return t;
+}
+
+// `builtin_tests: true|false` or `{cuda: false, pytorch: true, ...}`.
+BuiltinTestsSpec parse_builtin_tests(const Reader& r, const YAML::Node& n) {
+  BuiltinTestsSpec b;
+  if (n.IsScalar()) {
+    b.enabled = r.boolean(n, "'builtin_tests'");
+    return b;
+  }
+  r.expect_map(n, "'builtin_tests' (true, false, or a map such as {cuda: false})");
+  std::vector<std::string> known = builtin_test_components();
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = r.string(it->first, "a builtin_tests key");
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      std::string all;
+      for (const auto& k : known) all += (all.empty() ? "" : ", ") + k;
+      r.fail(it->first, "no built-in test for '" + key + "'", "built-in tests exist for " + all);
+    }
+    b.components[key] = r.boolean(it->second, "builtin_tests." + key);
+    b.where[key] = r.at(it->first);
+  }
+  return b;
 }
 
 }  // namespace
@@ -331,7 +360,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
                {"stack", "extends", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
-                "annotations", "tags", "push", "tests"});
+                "annotations", "tags", "push", "tests", "builtin_tests"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -405,6 +434,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
       rec.tests.push_back(std::move(t));
     }
   }
+  if (auto n = root["builtin_tests"]) rec.builtin_tests = parse_builtin_tests(r, n);
   return out;
 }
 

@@ -44,21 +44,21 @@ static std::string xml_escape(const std::string& s) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '"': out += "&quot;"; break;
-      default: out += c;
+      default:  // XML 1.0 has no other control characters, not even escaped
+        out += static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t' && c != '\r' ? '?' : c;
     }
   }
   return out;
 }
 
-std::string junit_xml(const VerifyReport& r) {
+static std::string junit_suite(const VerifyReport& r) {
   double total = 0;
   for (const auto& t : r.results) total += t.seconds;
   char head[512];
   snprintf(head, sizeof head, "<testsuite name=\"%s\" tests=\"%zu\" failures=\"%d\" skipped=\"%d\" time=\"%.3f\">\n",
            xml_escape("stackbuild test " + r.image).c_str(), r.results.size(), r.count(Outcome::Failed),
            r.count(Outcome::Skipped), total);
-  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
-  out += head;
+  std::string out = head;
   for (const auto& t : r.results) {
     char line[64];
     snprintf(line, sizeof line, "%.3f", t.seconds);
@@ -77,9 +77,17 @@ std::string junit_xml(const VerifyReport& r) {
       out += "    <skipped message=\"" + xml_escape(t.message) + "\"/>\n";
     out += "  </testcase>\n";
   }
-  out += "</testsuite>\n</testsuites>\n";
+  out += "</testsuite>\n";
   return out;
 }
+
+std::string junit_xml(const std::vector<VerifyReport>& reports) {
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n";
+  for (const auto& r : reports) out += junit_suite(r);
+  return out + "</testsuites>\n";
+}
+
+std::string junit_xml(const VerifyReport& r) { return junit_xml(std::vector<VerifyReport>{r}); }
 
 std::string summary_table(const VerifyReport& r) {
   size_t width = 4;

@@ -33,6 +33,7 @@ struct VerifyReport {
 void to_json(nlohmann::json& j, const TestResult& r);
 void to_json(nlohmann::json& j, const VerifyReport& r);
 std::string junit_xml(const VerifyReport& r);
+std::string junit_xml(const std::vector<VerifyReport>& reports);  // a testsuite each
 std::string summary_table(const VerifyReport& r);
 
 }  // namespace sb::verify

@@ -18,6 +18,7 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
   spec.cwd = o.cwd;
   spec.timeout_seconds = o.timeout_seconds;
   spec.network = o.network;
+  spec.mounts = o.mounts;
 
   if (o.gpu) {
     for (const auto& m : o.gpu->mounts) spec.mounts.push_back({o.host_root / m.host_path, m.container_path, true});

@@ -23,6 +23,7 @@ struct RunOptions {
   fs::path host_root = "/";                 // where the GpuInjection's host paths live
   int64_t timeout_seconds = 0;
   bool network = false;
+  std::vector<sandbox::Mount> mounts;       // more host paths to show inside (e.g. test programs)
 };
 
 // Runs the command in a fresh writable layer over `root` (discarded after),

@@ -1,0 +1,93 @@
+#include "registry/referrers.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "image/image.hpp"
+
+namespace sb::registry {
+
+using json = nlohmann::json;
+
+std::string artifact_manifest(const std::string& artifact_type, const BlobRef& file, const Subject& subject,
+                              const std::map<std::string, std::string>& annotations) {
+  json m{{"schemaVersion", 2},
+         {"mediaType", kMediaTypeManifest},
+         {"artifactType", artifact_type},
+         {"config", {{"mediaType", kMediaTypeEmpty}, {"digest", Digest::of_bytes("{}").str()}, {"size", 2}}},
+         {"layers", json::array({{{"mediaType", file.media_type}, {"digest", file.digest.str()}, {"size", file.size}}})},
+         {"subject", {{"mediaType", subject.media_type}, {"digest", subject.digest.str()}, {"size", subject.size}}}};
+  if (!annotations.empty()) m["annotations"] = annotations;
+  return m.dump();
+}
+
+std::string referrers_tag(const Digest& subject) { return "sha256-" + subject.hex(); }
+
+std::string add_referrer(const std::string& index, const std::string& manifest) {
+  json idx = index.empty() ? json{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", json::array()}}
+                           : json::parse(index);
+  json m = json::parse(manifest);
+  json d{{"mediaType", m.value("mediaType", kMediaTypeManifest)},
+         {"digest", Digest::of_bytes(manifest).str()},
+         {"size", manifest.size()}};
+  if (m.contains("artifactType")) d["artifactType"] = m["artifactType"];
+  if (m.contains("annotations")) d["annotations"] = m["annotations"];
+  json list = json::array();
+  for (const auto& e : idx.value("manifests", json::array()))
+    if (e.value("digest", "") != d["digest"]) list.push_back(e);
+  list.push_back(d);
+  idx["manifests"] = list;
+  return idx.dump();
+}
+
+AttachResult attach_artifact(const Reference& target, const Subject& subject, const std::string& artifact_type,
+                             const std::string& bytes, const std::map<std::string, std::string>& annotations,
+                             const PushOptions& o, Status& status) {
+  Session session(target.registry, "attach to " + target.name(), o.session, status);
+  const std::string& repo = target.repository;
+  session.add_scope(repo, "pull,push");
+  BlobRef file{Digest::of_bytes(bytes), bytes.size(), artifact_type, {}, bytes};
+  BlobRef empty{Digest::of_bytes("{}"), 2, kMediaTypeEmpty, {}, "{}"};
+  std::string manifest = artifact_manifest(artifact_type, file, subject, annotations);
+  AttachResult result{Digest::of_bytes(manifest), ""};
+  try {
+    auto client = session.make_client();
+    for (const auto* b : {&empty, &file}) {
+      UploadStats st;
+      int task = status.task_begin("blob " + b->digest.str().substr(0, 19), b->size);
+      upload_blob(session, *client, repo, *b, {}, o, task, st);
+      status.task_end(task, "");
+    }
+    http::Request put{.method = "PUT", .url = session.url("/v2/" + repo + "/manifests/" + result.artifact.str()),
+                      .body = manifest};
+    put.headers.push_back(std::string("Content-Type: ") + kMediaTypeManifest);
+    auto r = session.send(*client, put);
+    if (r.status != 201 && r.status != 200) session.fail(r, "putting the artifact manifest " + result.artifact.str());
+    if (r.header("oci-subject") == subject.digest.str()) {
+      result.how = "the referrers API";
+      return result;
+    }
+    // No referrers API: the referrers tag, read, extended, written back.
+    std::string tag = referrers_tag(subject.digest);
+    http::Request get{.method = "GET", .url = session.url("/v2/" + repo + "/manifests/" + tag)};
+    get.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
+    auto g = session.send(*client, get);
+    std::string index;
+    if (g.status == 200)
+      index = g.body;
+    else if (g.status != 404)
+      session.fail(g, "reading the referrers tag " + tag);
+    std::string updated = add_referrer(index, manifest);
+    http::Request put_index{.method = "PUT", .url = session.url("/v2/" + repo + "/manifests/" + tag), .body = updated};
+    put_index.headers.push_back(std::string("Content-Type: ") + kMediaTypeIndex);
+    auto pi = session.send(*client, put_index);
+    if (pi.status != 201 && pi.status != 200) session.fail(pi, "putting the referrers tag " + tag);
+    result.how = "the referrers tag " + tag;
+  } catch (const http::HttpError& e) {
+    throw Error(session.op() + ": " + e.what());
+  } catch (const json::exception& e) {
+    throw Error(session.op() + ": the referrers index is malformed: " + e.what());
+  }
+  return result;
+}
+
+}  // namespace sb::registry

@@ -1,0 +1,158 @@
+#include "verify/verify_image.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+#include "verify/builtin_tests.hpp"
+#include "verify/static_checks.hpp"
+#include "verify/unpacked.hpp"
+
+namespace sb::verify {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= s.size()) {
+    size_t end = s.find(sep, start);
+    if (end == std::string::npos) end = s.size();
+    if (end > start) out.push_back(s.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+LayoutImage stored_image(const Store& store, const std::string& manifest_json, const std::string& config_json,
+                         const Digest& manifest_digest, const std::vector<Digest>& layers) {
+  LayoutImage img{manifest_digest, "", manifest_json, config_json, {}};
+  for (const auto& l : layers) img.layer_blobs.push_back(store.blob_path(l));
+  return img;
+}
+
+VerifyReport verify_image(const Store& store, const LayoutImage& image, const std::string& name,
+                          const VerifyOptions& o, Status& status) {
+  json config = json::parse(image.config_json).value("config", json::object());
+  json labels = config.value("Labels", json::object());
+  if (!labels.is_object()) labels = json::object();
+  auto label = [&](const std::string& k) {
+    auto it = labels.find(k);
+    return it != labels.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+
+  std::vector<std::string> arch = o.arch ? *o.arch : split(label("dev.stackbuild.arch"), ',');
+  std::map<std::string, std::string> versions;
+  const std::string prefix = "dev.stackbuild.version.";
+  for (const auto& [k, v] : labels.items())
+    if (k.rfind(prefix, 0) == 0 && v.is_string()) versions[k.substr(prefix.size())] = v.get<std::string>();
+  std::map<std::string, std::string> expected = versions;
+  for (const auto& [k, v] : o.expect) expected[k] = v;
+
+  TestEnvironment env;
+  std::vector<std::string> ld_path;
+  for (const auto& e : config.value("Env", json::array())) {
+    if (!e.is_string()) continue;
+    std::string s = e.get<std::string>();
+    auto eq = s.find('=');
+    if (eq == std::string::npos) continue;
+    env.env[s.substr(0, eq)] = s.substr(eq + 1);
+    if (s.substr(0, eq) == "LD_LIBRARY_PATH") ld_path = split(s.substr(eq + 1), ':');
+  }
+  if (!env.env.count("PATH")) env.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  env.cwd = config.value("WorkingDir", std::string("/"));
+  if (env.cwd.empty()) env.cwd = "/";
+  env.host_root = o.host_root;
+
+  int task = status.task_begin("unpack " + image.manifest_digest.str(), 0);
+  ImageRoot root(unpacked_root(store, image));
+  status.task_end(task, root.root().string());
+
+  VerifyReport report;
+  report.image = name;
+  report.results.push_back(check_libraries(root, ld_path));
+  report.results.push_back(check_cuda_arch(root, arch));
+  report.results.push_back(check_versions(root, expected));
+
+  // The GPU: a CDI spec, else discovery; its driver against the image's need.
+  std::optional<GpuInjection> gpu;
+  if (o.gpus != "none") {
+    gpu = load_cdi(o.host_root, o.gpus);
+    if (!gpu) gpu = discover_gpus(o.host_root, o.gpus);
+  }
+  if (!gpu || !gpu->has_gpu()) {
+    gpu.reset();
+    report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Skipped,
+                              o.gpus == "none" ? "--gpus none" : "no NVIDIA GPU on this host", {}, 0});
+  } else {
+    std::string required = label("dev.stackbuild.driver_min");
+    try {
+      check_driver(*gpu, required);
+      report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Passed,
+                                "driver " + gpu->driver_version + ", " + std::to_string(gpu->gpus.size()) + " GPUs" +
+                                    (required.empty() ? "" : ", the image needs " + required),
+                                gpu->warnings, 0});
+    } catch (const Error& e) {
+      report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Failed, e.what(), gpu->warnings, 0});
+      env.no_gpu_reason = "the host's driver is too old for this image";
+      gpu.reset();
+    }
+  }
+  if (gpu) env.gpu = &*gpu;
+
+  // The tests the image carries (or those given), then the built-in ones.
+  RecordedTests recorded = o.tests ? *o.tests : parse_tests_label(label(kTestsLabel));
+  std::vector<ImageTest> tests;
+  for (const auto& t : recorded.tests) tests.push_back(from_spec(t));
+  sandbox::LinuxSandbox linux_sandbox;
+  sandbox::Sandbox& sb = o.sandbox ? *o.sandbox : linux_sandbox;
+  if (!recorded.builtin.empty()) {
+    BuiltinOptions bo;
+    bo.versions = versions;
+    bo.arch = arch;
+    bo.ld_library_path = ld_path;
+    bo.compile = o.compile_builtins || env.gpu;
+    bo.cache_dir = store.root() / "builtin-tests";
+    bo.host_nvcc = o.nvcc;
+    bo.sandbox = &sb;
+    std::vector<CompiledProgram> compiled;
+    int t = bo.compile ? status.task_begin("compile built-in tests", 0) : -1;
+    auto builtins = builtin_tests(root, recorded.builtin, bo, compiled);
+    if (t >= 0) status.task_end(t, std::to_string(compiled.size()) + " programs");
+    for (const auto& c : compiled) {
+      TestResult r{"builtin: compile " + c.component, "builtin", Outcome::Passed, "", {}, 0};
+      if (!c.error.empty()) {
+        r.outcome = Outcome::Failed;
+        r.message = c.error.substr(0, c.error.find('\n'));
+        if (c.error.find('\n') != std::string::npos) r.details = split(c.error.substr(c.error.find('\n') + 1), '\n');
+      } else {
+        r.message = c.compiler + "; needs " + c.cudart + ", the image's " + c.cudart_in_image;
+      }
+      report.results.push_back(std::move(r));
+    }
+    tests.insert(tests.end(), builtins.begin(), builtins.end());
+  }
+  for (auto& r : run_tests(sb, root, tests, env)) report.results.push_back(std::move(r));
+  return report;
+}
+
+GateDecision gate(const std::vector<VerifyReport>& reports, bool no_verify) {
+  GateDecision d;
+  for (const auto& rep : reports)
+    for (const auto& r : rep.results)
+      if (r.outcome == Outcome::Failed)
+        d.message += "  " + rep.image + ": " + r.name + (r.message.empty() ? "" : ": " + r.message) + "\n";
+  if (d.message.empty()) return d;
+  if (no_verify) {
+    d.message = "--no-verify: pushing although these failed:\n" + d.message;
+    return d;
+  }
+  d.push = false;
+  d.message = "not pushing: verification failed (see the report; --no-verify pushes anyway):\n" + d.message;
+  return d;
+}
+
+}  // namespace sb::verify
