@@ -2,6 +2,7 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/base_image.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
@@ -101,6 +102,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   Recipe recipe = load_recipe(args.positional()[0]);
   std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
   std::string apt_lock;                          // --locked: the lockfile's apt packages
+  std::string base_lock;                         // --locked: the lockfile's base image digest
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
@@ -118,11 +120,14 @@ int cmd_build(const std::vector<std::string>& argv) {
     recipe = resolve::instantiate(planned.recipe, points.front());
     variables = resolve::point_variables(planned.recipe, points.front());
     if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
+    if (args.has("--locked")) base_lock = locked_base(planned, points.front());  // from: the pinned digest
   }
 
   BuildOptions o;
   o.variables = variables;
   o.apt_lock = apt_lock;
+  o.base.session = registry_session_options(args);  // from: a base image (pulled with --creds ...)
+  o.base.locked = base_lock;
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;
@@ -149,6 +154,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   for (const auto& l : r.layers) built += l.cached ? 0 : 1;
   ctx.status->message(Level::Info, "layers: " + std::to_string(r.layers.size()) + " (" + std::to_string(built) +
                                        " built, " + std::to_string(r.layers.size() - built) + " from the cache)");
+  if (!r.base.empty()) ctx.status->result("base", r.base);
   for (const auto& img : r.images) ctx.status->result(img.tag, img.image.manifest.digest.str());
   ctx.status->result("output", o.output.string());
 

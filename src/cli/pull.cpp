@@ -38,8 +38,8 @@ int cmd_pull(const std::vector<std::string>& argv) {
   registry::PullOptions o;
   o.session = registry_session_options(args);
   if (auto p = args.get("--platform")) registry::parse_platform(*p, o);
-  auto jobs = args.integer("-j", 1, 64);
-  if (!jobs) jobs = args.integer("--jobs", 1, 64);
+  auto jobs = args.integer("-j", 1, 256);
+  if (!jobs) jobs = args.integer("--jobs", 1, 256);
   if (jobs) o.jobs = static_cast<int>(*jobs);
 
   Context ctx = make_context(args);

@@ -50,8 +50,8 @@ registry::SessionOptions registry_session_options(const Args& args) {
 static registry::PushOptions push_options(const Args& args, const Store& store) {
   registry::PushOptions o;
   o.session = registry_session_options(args);
-  auto jobs = args.integer("-j", 1, 64);
-  if (!jobs) jobs = args.integer("--jobs", 1, 64);
+  auto jobs = args.integer("-j", 1, 256);  // as build's -j, which build --push passes on
+  if (!jobs) jobs = args.integer("--jobs", 1, 256);
   if (jobs) o.jobs = static_cast<int>(*jobs);
   if (auto c = args.integer("--chunk-size", 1 << 16, int64_t{1} << 40)) {
     o.chunk_size = static_cast<uint64_t>(*c);

@@ -9,6 +9,7 @@
 
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
+#include "pipeline/base_image.hpp"
 #include "recipe/recipe.hpp"
 #include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
@@ -30,6 +31,7 @@ struct BuildOptions {
   // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
   // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
   std::string apt_lock;
+  BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)
 };
 
 struct LayerReport {
@@ -43,6 +45,7 @@ struct BuildResult {
   std::vector<TaggedImage> images;
   std::vector<LayerReport> layers;
   int64_t source_date_epoch = 0;
+  std::string base;  // the base image as REF@DIGEST; "" without `from:`
 };
 
 // The build's timestamp: --source-date-epoch, else the recipe's, else
