@@ -80,6 +80,8 @@ const char* const kBuildHelp =
     "                           beside the recipe or above it, else the built-in one)\n"
     "\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG.\n"
+    "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
+    "as for push); --locked builds from the digest 'stackbuild lock' recorded.\n"
     "A recipe with a matrix, catalog components (use:, apt:, pip:, build:) or ${vars} is\n"
     "resolved first (as 'stackbuild plan' shows it). Layers of components cannot be built yet:\n"
     "the build stops after resolving and names the layer.\n"

@@ -19,7 +19,7 @@ const char* const kPullHelp =
     "                            $STACKBUILD_REGISTRY_PASSWORD, else ~/.docker/config.json)\n"
     "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable)\n"
-    "  -j, --jobs N              blobs fetched at once (default 3)\n"
+    "  -j, --jobs N              blobs fetched at once (default 3, at most 256)\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
 int cmd_pull(const std::vector<std::string>& argv) {

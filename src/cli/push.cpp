@@ -30,7 +30,8 @@ const char* const kPushHelp =
     "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable;\n"
     "                            localhost and 127.0.0.1 may always use plain HTTP)\n"
-    "  -j, --jobs N              blobs sent at once (default 3)\n"
+    "  -j, --jobs N              blobs sent at once (default 3, at most 256; fewer when the\n"
+    "                            limit on open files allows fewer)\n"
     "  --chunk-size BYTES        bytes per PATCH of a chunked upload (default 64 MiB); blobs up\n"
     "                            to 16 MiB (or the chunk size, if smaller) go in one PUT\n"
     "Also takes the options of every command (stackbuild --help).\n";
