@@ -9,6 +9,7 @@
 
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
+#include "pipeline/base_image.hpp"
 #include "recipe/recipe.hpp"
 #include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
@@ -32,6 +33,7 @@ struct BuildOptions {
   std::string apt_lock;
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;
+  BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)
 };
 
 struct LayerReport {
@@ -46,6 +48,7 @@ struct BuildResult {
   std::vector<LayerReport> layers;
   int64_t source_date_epoch = 0;
   std::vector<std::string> warnings;  // e.g. a recipe label replaced by a computed one
+  std::string base;  // the base image as REF@DIGEST; "" without `from:`
 };
 
 // The build's timestamp: --source-date-epoch, else the recipe's, else

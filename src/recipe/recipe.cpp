@@ -60,6 +60,7 @@ void merge_pairs(std::vector<std::pair<std::string, V>>& base, const std::vector
 void merge_recipe(Recipe& base, const Recipe& child) {
   auto given = [&](const char* key) { return child.key_where.count(key) > 0; };
   if (given("stack")) base.stack = child.stack;
+  if (given("from")) base.from = child.from, base.from_dir = child.from_dir;
   if (given("release")) base.release = child.release;
   if (given("architecture")) base.architecture = child.architecture;
   if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;

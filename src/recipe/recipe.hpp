@@ -171,6 +171,11 @@ struct Recipe {
   std::string release;                    // ${release}; "" = not set
   std::string architecture = "amd64";     // OCI name: amd64, arm64, ...
   std::optional<int64_t> source_date_epoch;
+  // `from:` at the top of a recipe: the base image whose layers go below the
+  // recipe's (pipeline/base_image.hpp): REGISTRY/REPO[:TAG][@DIGEST] or
+  // oci:PATH[:TAG][@DIGEST]. Not the layer-level `from:` (source, wheel).
+  Text from;
+  fs::path from_dir;                      // the directory of the recipe that wrote it (oci: paths)
   Matrix matrix;
   std::vector<LayerSpec> layers;
   ConfigSpec config;

@@ -122,6 +122,7 @@ void to_json(nlohmann::json& j, const Recipe& r) {
                        {"ports", r.config.ports}}},
                      {"annotations", r.annotations},
                      {"tags", r.tags}};
+  if (!r.from.value.empty()) j["from"] = r.from.value;
   if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
   if (!r.release.empty()) j["release"] = r.release;
   if (!r.matrix.empty()) {

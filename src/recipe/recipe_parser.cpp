@@ -359,7 +359,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   YAML::Node root = r.parse(text_);
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
-               {"stack", "extends", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
+               {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
                 "annotations", "tags", "push", "tests", "builtin_tests"});
   RecipeFile out;
   Recipe& rec = out.recipe;
@@ -374,6 +374,13 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   if (auto n = root["stack"]) {
     rec.stack = r.string(n, "'stack'");
     if (rec.stack.empty()) r.fail(n, "stack must not be empty");
+  }
+  if (auto n = root["from"]) {  // the base image (pipeline/base_image.cpp checks the reference)
+    rec.from = text(r, n, "'from'");
+    rec.from_dir = base;
+    if (rec.from.value.empty() || rec.from.value.find_first_of(" \t") != std::string::npos)
+      r.fail(n, "from: '" + rec.from.value + "' is not an image reference",
+             "write REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:..., or oci:PATH[:TAG] for a local OCI layout");
   }
   if (auto n = root["release"]) rec.release = r.string(n, "'release'");
   if (auto n = root["architecture"]) rec.architecture = r.string(n, "'architecture'");

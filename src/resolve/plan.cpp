@@ -141,6 +141,7 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
     r.tags[i] = expand_variables(t, lookup, known, ctx);
   }
   for (auto& t : r.push) expand(t);
+  expand(r.from);
   for (auto& l : r.layers) {
     for (auto& [k, v] : l.build.env) expand(v);
     for (auto& cmd : l.build.run) expand(cmd);
