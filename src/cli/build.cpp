@@ -5,6 +5,7 @@
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
@@ -100,7 +101,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
   std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
-  std::string apt_lock;                          // --locked: the lockfile's apt packages
+  PointInputs point;                             // what the point resolved to; --locked: what the lockfile pins
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
@@ -117,12 +118,12 @@ int cmd_build(const std::vector<std::string>& argv) {
                   kExitUsage);
     recipe = resolve::instantiate(planned.recipe, points.front());
     variables = resolve::point_variables(planned.recipe, points.front());
-    if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
+    point = args.has("--locked") ? locked_point_inputs(planned, points.front()) : point_inputs(points.front());
   }
 
   BuildOptions o;
   o.variables = variables;
-  o.apt_lock = apt_lock;
+  o.point = point;
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;

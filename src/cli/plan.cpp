@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
-#include "pipeline/apt_layer.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "util/error.hpp"
 
@@ -140,7 +140,7 @@ int cmd_lock(const std::vector<std::string>& argv) {
   size_t bad = planned.plan.unsatisfiable();
   if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
-  fs::path path = write_lock(planned, lock_extras(planned, ctx.store(), *ctx.status));  // apt: issue 4
+  fs::path path = write_lock(planned, lock_extras(planned, ctx.store(), *ctx.status));  // apt, pip, redist
   ctx.status->result("lock", path.string() + " (" + std::to_string(planned.plan.points.size()) + (planned.plan.points.size() == 1 ? " point, " : " points, ") +
                                  std::to_string(bad) + " unsatisfiable)");
   return kExitOk;

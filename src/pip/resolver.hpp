@@ -36,6 +36,10 @@ void from_json(const nlohmann::json& j, PinnedWheel& w);
 struct ResolveOptions {
   bool pre = false;                 // allow pre-releases everywhere
   std::set<std::string> provided;   // projects already in the image (not installed again)
+  // Constraints, as pip's `-c`: they narrow a project's versions when something
+  // asks for it, and never add a project. The string says who set it
+  // ("the point's cudnn 9.1.0.70"), for conflicts.
+  std::vector<std::pair<Requirement, std::string>> constraints;
   int max_rounds = 20000;
 };
 

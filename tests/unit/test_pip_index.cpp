@@ -61,11 +61,14 @@ struct Fixture {
   ~Fixture() { fclose(devnull); }
 
   IndexConfig config() { return index_config(server.url("/simple"), "/nonexistent", {}, {}); }
-  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs) {
+  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs,
+                                    const std::vector<std::pair<std::string, std::string>>& constraints = {}) {
     auto idx = make_http_index(config(), store, *fetcher);
     std::vector<Requirement> rs;
     for (const auto& r : reqs) rs.push_back(Requirement::parse(r));
-    return resolve(rs, target, *idx);
+    ResolveOptions o;
+    for (const auto& [c, who] : constraints) o.constraints.push_back({Requirement::parse(c), who});
+    return resolve(rs, target, *idx, o);
   }
   size_t blobs() const {
     size_t n = 0;
@@ -118,6 +121,29 @@ TEST_CASE("pip index: no wheel for the target is a clear error", "[pip]") {
     CHECK_THAT(r, Catch::Contains("asked by the recipe"));
   }
   CHECK_THROWS_WITH(g.resolve_({"no-such-project"}), Catch::Contains("the index lists no file of it"));
+}
+
+TEST_CASE("pip index: constraints from the point narrow the wheels a dependency pulls and add none", "[pip]") {
+  Fixture f;
+  // torchy 2.0 asks nvidia-fake-cu12==1.2.*; the point's component holds it to 1.2.0.
+  CHECK(versions(f.resolve_({"torchy"}, {{"nvidia-fake-cu12==1.2.0", "the point's fake 1.2.0"}})) ==
+        "helper==1.1 nvidia-fake-cu12==1.2.0 torchy==2.0");
+  // A constraint on a project nothing asks for installs nothing.
+  CHECK(versions(f.resolve_({"helper"}, {{"nvidia-fake-cu12==1.2.0", "the point's fake 1.2.0"}})) == "helper==1.1");
+  // A wheel's pin that contradicts the point's version: older torchy without the
+  // dependency is taken when the recipe allows it...
+  CHECK(versions(f.resolve_({"torchy"}, {{"nvidia-fake-cu12==1.3.0", "the point's fake 1.3.0"}})) ==
+        "helper==1.1 torchy==1.0");
+  // ...and is a clear error naming both sides when it does not.
+  try {
+    f.resolve_({"torchy==2.0"}, {{"nvidia-fake-cu12==1.3.0", "the point's fake 1.3.0"}});
+    FAIL("resolved a wheel against the point's version");
+  } catch (const Error& e) {
+    std::string r = e.render();
+    CHECK_THAT(r, Catch::Contains("no wheel of nvidia-fake-cu12"));
+    CHECK_THAT(r, Catch::Contains("asked by torchy 2.0"));
+    CHECK_THAT(r, Catch::Contains("'nvidia-fake-cu12==1.3.0' required by the point's fake 1.3.0"));
+  }
 }
 
 TEST_CASE("pip index: wheels install without pip with RECORD INSTALLER and scripts", "[pip]") {
