@@ -5,8 +5,8 @@ usage: redist_mirror.py CUDA_DIR OUT_DIR VERSION [--cudnn MANIFEST=VERSION] [--n
 Writes, in NVIDIA's layout below OUT_DIR (a stand-in for NVIDIA's compute/):
 - cuda/redist/redistrib_VERSION.json and
   <component>/linux-x86_64/<component>-linux-x86_64-<version>-archive.tar.xz for
-  cuda_cudart (include/, lib/libcudart*) and cuda_nvcc (bin/nvcc and what it
-  runs, include/crt, nvvm/), made from the real files;
+  cuda_cudart (include/, lib/libcudart*) and cuda_nvcc (bin/nvcc, fatbinary,
+  bin2c), made from the real files;
 - with --cudnn, cudnn/redist/redistrib_MANIFEST.json with one `cudnn`
   component of VERSION and an archive per CUDA variant (cuda12, cuda13), each
   holding the real cudnn headers and libcudnn.so.9 (the small dispatcher
@@ -57,8 +57,9 @@ def libs(prefix):
 components = {
     "cuda_cudart": ["include/cuda_runtime_api.h", "include/cuda_runtime.h", "include/driver_types.h"]
     + libs("libcudart.so"),
-    "cuda_nvcc": ["bin/" + n for n in ("nvcc", "nvcc.profile", "ptxas", "fatbinary", "nvlink", "cudafe++", "bin2c")]
-    + ["nvvm"],
+    # nvcc itself (enough for `nvcc --version`); ptxas, nvlink, cudafe++ and
+    # nvvm/ are 150 MB more that would only slow the test down.
+    "cuda_nvcc": ["bin/" + n for n in ("nvcc", "nvcc.profile", "fatbinary", "bin2c")],
 }
 manifest = {"release_date": "2026-01-01", "release_label": version, "release_product": "cuda"}
 for comp, paths in components.items():
