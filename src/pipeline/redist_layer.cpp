@@ -110,6 +110,13 @@ LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std
       std::string rel = r.archive;
       if (auto p = rel.find("{arch}"); p != std::string::npos) rel.replace(p, 6, nccl_arch(recipe.architecture));
       std::string url = base + "/" + rel;
+      // NVIDIA never replaces a released tarball: one fetched from this URL before
+      // is taken as it was (its sha256 is the one recorded then).
+      if (auto last = fetch::last_fetched(store, url); last && store.has(*last)) {
+        in.archives.push_back({r.components.front(), r.version, "", url, *last,
+                               static_cast<uint64_t>(fs::file_size(store.blob_path(*last)))});
+        continue;
+      }
       auto got = fetcher.fetch_one({url, std::nullopt, std::nullopt, rel.substr(rel.rfind('/') + 1)});
       in.archives.push_back({r.components.front(), r.version, "", url, got.digest, got.size});
       continue;

@@ -82,7 +82,9 @@ d1=$(sed -n 's/^cb:t: //p' "$TMP/b1")
 [[ -n $d1 ]] || fail "no digest: $(cat "$TMP/b1")"
 
 check "lock pins every archive with its sha256; build --locked in a new store fetches exactly those"
+: >"$TMP/requests"
 sb lock "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" >"$TMP/lockout" 2>&1 || fail "lock: $(cat "$TMP/lockout")"
+! grep -q 'nccl_.*txz' "$TMP/requests" || fail "the NCCL tarball the store has was fetched again"
 lockf="$TMP/r/cb.yaml.lock"
 python3 - "$lockf" <<'PY' || fail "the lock lacks archives: $(cat "$lockf")"
 import json, sys
