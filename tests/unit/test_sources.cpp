@@ -5,11 +5,15 @@
 // checks before fetching.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+
 #include "helpers.hpp"
+#include "pipeline/apt_layer.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "resolve/lockfile.hpp"
+#include "util/process.hpp"
 
 using namespace sb;
 
@@ -241,4 +245,91 @@ TEST_CASE("sources: build --locked refuses a missing or stale pip or redist entr
   auto bad_sha = entries({"torchy"}, {"cudart"});
   bad_sha[0]["redist"]["cuda"]["archives"][0]["sha256"] = "";
   refused(bad_sha, "has no sha256 in the lockfile");
+}
+
+namespace {
+
+bool have_tool(const char* tool) {
+  ProcessSpec s;
+  s.argv = {"sh", "-c", std::string("command -v ") + tool};
+  s.env = {{"PATH", "/usr/bin:/bin"}};
+  s.capture_stdout = true;
+  return run_process(s).exit_status == 0;
+}
+
+void run_tool(std::vector<std::string> argv, const fs::path& gnupg = {}) {
+  ProcessSpec s;
+  s.argv = std::move(argv);
+  s.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}};
+  if (!gnupg.empty()) s.env["GNUPGHOME"] = gnupg.string();
+  s.capture_stdout = true;
+  s.merge_stderr = true;
+  auto r = run_process(s);
+  if (r.exit_status != 0) throw Error(s.argv[0] + " failed: " + r.output);
+}
+
+// A signed one-package repository (file://) holding NCCL's apt packages as
+// NVIDIA names them, and the .list naming it.
+fs::path nccl_repository(const fs::path& dir) {
+  std::string packages;
+  for (const char* v : {"2.21.5-1+cuda12.4", "2.23.4-1+cuda12.6", "2.27.3-1+cuda12.9"}) {
+    fs::path src = dir / ("src-" + std::string(v));
+    test::write(src / "DEBIAN/control", std::string("Package: libnccl2\nVersion: ") + v +
+                                            "\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\n"
+                                            "Description: test package\n");
+    test::write(src / "usr/lib/x86_64-linux-gnu/libnccl.so.2", v);
+    fs::path deb = dir / "repo/pool" / (std::string("libnccl2_") + v + "_amd64.deb");
+    fs::create_directories(deb.parent_path());
+    run_tool({"dpkg-deb", "--root-owner-group", "-Zgzip", "--build", src.string(), deb.string()});
+    packages += std::string("Package: libnccl2\nVersion: ") + v + "\nArchitecture: amd64\nFilename: pool/" +
+                deb.filename().string() + "\nSize: " + std::to_string(fs::file_size(deb)) +
+                "\nSHA256: " + Digest::of_file(deb).hex() + "\n\n";
+  }
+  fs::path dist = dir / "repo/dists/test";
+  test::write(dist / "main/binary-amd64/Packages", packages);
+  std::string rel = "Origin: Test\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\nSHA256:\n";
+  rel += " " + Digest::of_file(dist / "main/binary-amd64/Packages").hex() + " " +
+         std::to_string(fs::file_size(dist / "main/binary-amd64/Packages")) + " main/binary-amd64/Packages\n";
+  test::write(dist / "Release", rel);
+  fs::path gnupg = dir / "gnupg";
+  fs::create_directories(gnupg);
+  fs::permissions(gnupg, fs::perms::owner_all);
+  run_tool({"gpg", "--batch", "--passphrase", "", "--quick-gen-key", "Repo <repo@example.invalid>", "ed25519", "sign",
+            "never"},
+           gnupg);
+  run_tool({"gpg", "--batch", "--output", (dir / "key.gpg").string(), "--export"}, gnupg);
+  run_tool({"gpg", "--batch", "--clearsign", "--output", (dist / "InRelease").string(), (dist / "Release").string()},
+           gnupg);
+  test::write(dir / "test.list", "deb [signed-by=" + (dir / "key.gpg").string() + "] file://" +
+                                     (dir / "repo").string() + " test main\n");
+  return dir / "test.list";
+}
+
+}  // namespace
+
+TEST_CASE("sources: from: apt installs the apt package of the point's record", "[apt][sources]") {
+  for (const char* t : {"gpg", "gpgv", "dpkg-deb"})
+    if (!have_tool(t)) {
+      WARN("SKIPPED: " << t << " is not installed");
+      return;
+    }
+  TempDir tmp;
+  fs::path list = nccl_repository(tmp.path() / "apt");
+  setenv("STACKBUILD_APT_SOURCES", list.c_str(), 1);
+  struct Unset {
+    ~Unset() { unsetenv("STACKBUILD_APT_SOURCES"); }
+  } unset;
+  Planned p = plan_text(tmp.path(), "stack: t\nmatrix:\n  cuda: [\"12.6\"]\n  os: [trixie]\nlayers:\n"
+                                    "  - {name: nccl, use: nccl, from: apt}\n");
+  REQUIRE(p.plan.points[0].stack);
+  CHECK(p.plan.points[0].stack->versions.at("nccl") == "2.23.4-1");
+  Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
+  CHECK(is_apt_layer(layer(r, "nccl")));
+  TempDir sd;
+  Store store(sd.path());
+  auto lock = lock_apt_layers(r, resolve::point_variables(p.recipe, p.plan.points[0]), point_inputs(p.plan.points[0]),
+                              store, null_status());
+  REQUIRE(lock["nccl"]["packages"].size() == 1);
+  CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
+  CHECK(lock["nccl"]["packages"][0]["version"] == "2.23.4-1+cuda12.6");  // the record's pin, not the newest
 }
