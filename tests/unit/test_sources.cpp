@@ -12,6 +12,7 @@
 #include "pipeline/lock.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
+#include "pip_fixture.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/process.hpp"
 
@@ -332,4 +333,39 @@ TEST_CASE("sources: from: apt installs the apt package of the point's record", "
   REQUIRE(lock["nccl"]["packages"].size() == 1);
   CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
   CHECK(lock["nccl"]["packages"][0]["version"] == "2.23.4-1+cuda12.6");  // the record's pin, not the newest
+}
+
+TEST_CASE("sources: a wheel's cuBLAS dependency resolves to the point's CUDA minor on a fixture index",
+          "[pip][sources]") {
+  test::FixtureIndex index;
+  test::HttpServer server{[&](const test::HttpRequest& r) { return index.respond(r); }};
+  for (const char* v : {"12.4.5.8", "12.6.4.1", "12.8.4.1"})
+    index.add({"nvidia-cublas-cu12", v, "py3-none-manylinux2014_x86_64", {}, {}, {}});
+  index.add({"torchy", "2.0", "py3-none-any", {"nvidia-cublas-cu12"}, {}, {}});      // any cuBLAS
+  index.add({"pinned", "1.0", "py3-none-any", {"nvidia-cublas-cu12==12.8.4.1"}, {}, {}});  // built for 12.8
+  TempDir tmp;
+  Planned p = plan_text(tmp.path(), "stack: t\nplatform: {python: \"3.12\", glibc: \"2.39\"}\nmatrix:\n"
+                                    "  cuda: [\"12.4\"]\nlayers:\n  - {name: c, use: [cuda, cublas]}\n"
+                                    "  - {name: w, pip: [torchy]}\n");
+  REQUIRE(p.plan.points[0].stack);
+  Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0]);
+  Store store(tmp.path() / "store");
+  pip::Target t = pip_target(r, resolve::point_variables(p.recipe, p.plan.points[0]));
+  auto resolve_ = [&](const std::string& req, const std::vector<std::pair<std::string, std::string>>& cs) {
+    std::string got;
+    for (const auto& w : pip_resolve({req}, t, server.url("/simple"), false, store, null_status(), cs))
+      got += w.key + "==" + w.version + " ";
+    return got;
+  };
+  CHECK(resolve_("torchy", {}) == "nvidia-cublas-cu12==12.8.4.1 torchy==2.0 ");  // unconstrained: the newest
+  CHECK(resolve_("torchy", pip_constraints(r, in)) == "nvidia-cublas-cu12==12.4.5.8 torchy==2.0 ");
+  try {  // a wheel built for another cuBLAS than the point's: both sides named
+    resolve_("pinned", pip_constraints(r, in));
+    FAIL("a wheel contradicting the point's cuBLAS resolved");
+  } catch (const Error& e) {
+    CHECK_THAT(e.render(), Catch::Contains("satisfies '==12.4.*,==12.8.4.1'") &&
+                               Catch::Contains("asked by pinned 1.0") &&
+                               Catch::Contains("'nvidia-cublas-cu12==12.4.*' required by the point's cublas 12.4"));
+  }
 }
