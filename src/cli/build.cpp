@@ -7,6 +7,7 @@
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/labels.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
@@ -79,7 +80,8 @@ const char* const kBuildHelp =
     "  --no-verify              push without testing the images first\n"
     "  --gpus SEL, --report FILE, --junit FILE, --nvcc PATH  for the tests, as for 'stackbuild test'\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
-    "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
+    "                           recipe resolves to now (see 'stackbuild lock'); says what changed;\n"
+    "                           apt, pip and redist layers fetch exactly the files it pins\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
@@ -115,9 +117,9 @@ int cmd_build(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
   std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
-  std::string apt_lock;                          // --locked: the lockfile's apt packages
   std::optional<resolve::ResolvedStack> stack;   // the point's resolution, for the image's labels
   std::string base_lock;                         // --locked: the lockfile's base image digest
+  PointInputs point;                             // what the point resolved to; --locked: what the lockfile pins
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
@@ -135,13 +137,13 @@ int cmd_build(const std::vector<std::string>& argv) {
     recipe = resolve::instantiate(planned.recipe, points.front());
     variables = resolve::point_variables(planned.recipe, points.front());
     stack = points.front().stack;
-    if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
+    point = args.has("--locked") ? locked_point_inputs(planned, points.front()) : point_inputs(points.front());
     if (args.has("--locked")) base_lock = locked_base(planned, points.front());  // from: the pinned digest
   }
 
   BuildOptions o;
   o.variables = variables;
-  o.apt_lock = apt_lock;
+  o.point = point;
   o.labels = stack_labels(recipe, stack ? &*stack : nullptr);  // pipeline/labels.hpp
   o.base.session = registry_session_options(args);  // from: a base image (pulled with --creds ...)
   o.base.locked = base_lock;

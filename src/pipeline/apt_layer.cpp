@@ -9,6 +9,7 @@
 #include "apt/sources.hpp"
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
+#include "pipeline/lock.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -34,7 +35,7 @@ struct Distro {
 // The distribution of the point: the layer's own version, else the point's
 // `os`; a number ("13") is looked up in the catalog's os records.
 Distro distro_of(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {
-  std::string v = spec.version.value;
+  std::string v = spec.from == "apt" ? "" : spec.version.value;  // from: apt: the version is the component's
   if (v.empty())
     if (auto it = vars.find("os"); it != vars.end()) v = it->second;
   Distro d;
@@ -99,8 +100,28 @@ std::map<std::string, int> pins() {
   return out;
 }
 
-std::vector<std::string> wanted(const LayerSpec& spec) {
-  std::vector<std::string> w;
+// `from: apt`: the apt packages of the catalog records the point chose for
+// the layer's components (libnccl2=2.21.5-1+cuda12.4).
+std::vector<std::string> component_packages(const Recipe& recipe, const LayerSpec& spec,
+                                            const std::map<std::string, std::string>& vars, const PointInputs& point) {
+  std::vector<std::string> out;
+  if (spec.from != "apt") return out;
+  auto dir = find_catalog(recipe.file);
+  if (!dir) throw Error("layer '" + spec.name + "': from: apt needs the catalog");
+  catalog::Catalog cat = catalog::load_catalog(*dir);
+  for (const auto& u : spec.use) {
+    std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
+    const catalog::Record* r = chosen_record(cat, u, point, v);
+    if (!r || r->sources.apt.empty())
+      throw Error("layer '" + spec.name + "': the catalog names no apt package for " +
+                  (r ? r->label() : u + " " + v) + " (its record has no `apt:` source)");
+    out.insert(out.end(), r->sources.apt.begin(), r->sources.apt.end());
+  }
+  return out;
+}
+
+std::vector<std::string> wanted(const LayerSpec& spec, const std::vector<std::string>& from_catalog = {}) {
+  std::vector<std::string> w = from_catalog;
   bool os = std::any_of(spec.use.begin(), spec.use.end(), is_os_name);
   if (os) w.push_back("apt");  // apt-get keeps working in the image
   w.insert(w.end(), spec.packages.begin(), spec.packages.end());
@@ -122,7 +143,7 @@ struct Resolved {
 };
 
 Resolved resolve_layer(const Distro& d, const LayerSpec& spec, const std::vector<apt::Paragraph>& installed,
-                       const Store& store, fetch::Fetcher& fetcher) {
+                       const Store& store, fetch::Fetcher& fetcher, const std::vector<std::string>& from_catalog = {}) {
   fs::path keyring;
   auto repos = repositories(d, keyring);
   apt::LoadOptions lo;
@@ -132,7 +153,7 @@ Resolved resolve_layer(const Distro& d, const LayerSpec& spec, const std::vector
   Resolved r;
   r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
   apt::SolveRequest req;
-  req.packages = wanted(spec);
+  req.packages = wanted(spec, from_catalog);
   req.essential = installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_name);
   req.installed = installed;
   apt::Solution sol = apt::solve(index, req);
@@ -151,7 +172,7 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
 
 bool is_apt_layer(const LayerSpec& spec) {
   if (spec.copies() || !spec.build.empty() || !spec.pip.empty()) return false;
-  if (!spec.apt.empty()) return true;
+  if (!spec.apt.empty() || (spec.from == "apt" && !spec.use.empty())) return true;
   return !spec.use.empty() && std::all_of(spec.use.begin(), spec.use.end(), is_os_name);
 }
 
@@ -167,14 +188,15 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
     }
   auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
   Resolved r;
-  nlohmann::json lock = options.apt_lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.apt_lock);
+  nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
     r.packages = lock[spec.name].at("packages").get<std::vector<apt::LockedPackage>>();
     for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array()))
       r.repos.push_back({j.get<apt::Repository>(), {}, j.value("keyring", std::string())});
   } else {
     Distro d = distro_of(recipe, spec, options.variables);
-    r = resolve_layer(d, spec, state.status, store, *fetcher);
+    r = resolve_layer(d, spec, state.status, store, *fetcher,
+                      component_packages(recipe, spec, options.variables, options.point));
   }
   KeyHasher k;
   k.field("stackbuild-apt-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
@@ -209,13 +231,14 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
 }
 
 nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status) {
+                               const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   std::vector<apt::Paragraph> installed;
   auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
-    Resolved r = resolve_layer(distro_of(recipe, spec, variables), spec, installed, store, *fetcher);
+    Resolved r = resolve_layer(distro_of(recipe, spec, variables), spec, installed, store, *fetcher,
+                               component_packages(recipe, spec, variables, point));
     nlohmann::json repos = nlohmann::json::array();
     for (const auto& lr : r.repos) {
       nlohmann::json j = lr.repo;
@@ -240,33 +263,6 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
   std::vector<std::string> out;
   for (const auto& p : r.packages) out.push_back(p.name + " " + p.version + " " + p.url + " " + p.sha256);
   return out;
-}
-
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
-  std::vector<nlohmann::json> out;
-  bool any = std::any_of(planned.recipe.layers.begin(), planned.recipe.layers.end(), is_apt_layer);
-  for (const auto& p : planned.plan.points) {
-    if (!any || !p.stack) {
-      out.push_back(nullptr);
-      continue;
-    }
-    try {
-      Recipe r = resolve::instantiate(planned.recipe, p);
-      out.push_back({{"apt", lock_apt_layers(r, resolve::point_variables(planned.recipe, p), store, status)}});
-    } catch (Error& e) {
-      e.add_trace("while locking the apt packages of point " + p.point.id());
-      throw;
-    }
-  }
-  return out;
-}
-
-std::string locked_apt(const Planned& planned, const resolve::PlanPoint& point) {
-  fs::path path = resolve::lock_path(planned.recipe.file);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return "";
-  nlohmann::json j = resolve::locked_field(read_file(path), point.point, "apt");
-  return j.is_null() ? "" : j.dump();
 }
 
 }  // namespace sb

@@ -22,13 +22,14 @@
 
 namespace sb {
 
-// Whether the driver builds `spec` through the apt source.
+// Whether the driver builds `spec` through the apt source: `apt:` packages,
+// an os layer, or `from: apt` on catalog components (their records' packages).
 bool is_apt_layer(const LayerSpec& spec);
 
 // Builds one apt layer on top of `below` (the image's layers so far, whose
 // dpkg state was recorded when they were built). `key_parent`/`key_out` as
-// for copy layers. With options.apt_lock (the lockfile's "apt" object of the
-// point) the exact packages pinned there are fetched; otherwise the
+// for copy layers. With options.point.lock (the lockfile's entries of the
+// point, pipeline/lock.hpp) the exact packages pinned there are fetched; otherwise the
 // repositories are read and the packages resolved now.
 LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
                             const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
@@ -38,7 +39,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
 // {"repositories": [...], "packages": [{name, version, architecture, url,
 // sha256, size}, ...]}, resolved now against the repositories.
 nlohmann::json lock_apt_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status);
+                               const PointInputs& point, const Store& store, Status& status);
 
 // For `stackbuild apt-resolve`: the packages `packages` (plus the Essential
 // set and apt with `base`) resolve to over `distro` `codename`'s repositories
@@ -46,13 +47,5 @@ nlohmann::json lock_apt_layers(const Recipe& instantiated, const std::map<std::s
 std::vector<std::string> apt_resolve(const std::string& distro, const std::string& codename,
                                      const std::vector<std::string>& packages, bool base, const Store& store,
                                      Status& status);
-
-// For `stackbuild lock`: one entry per plan point, {"apt": lock_apt_layers(...)}
-// for resolved points whose recipe has apt layers, null otherwise.
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status);
-
-// For `build --locked`: the "apt" object the lockfile holds for `point`, as
-// BuildOptions::apt_lock wants it ("" when none).
-std::string locked_apt(const Planned& planned, const resolve::PlanPoint& point);
 
 }  // namespace sb

@@ -19,6 +19,17 @@ namespace sb {
 
 enum class OutputFormat { OciLayout, DockerArchive };
 
+// What the plan chose at the matrix point being built, for layers that read
+// the catalog (apt, pip, redist), and with `build --locked` the lockfile's
+// entries of the point (pipeline/lock.hpp).
+struct PointInputs {
+  std::map<std::string, std::string> versions;  // component -> exact version (resolve::ResolvedStack)
+  std::map<std::string, std::string> builds;    // component -> build, where the record has one
+  // --locked: the point's {"apt": ..., "pip": ..., "redist": ...} from the
+  // lockfile (JSON text), checked against the recipe; "" = resolve now.
+  std::string lock;
+};
+
 struct BuildOptions {
   fs::path output;                         // a layout directory or a tarball
   OutputFormat format = OutputFormat::OciLayout;
@@ -28,9 +39,7 @@ struct BuildOptions {
   // The matrix point's ${vars} (resolve::point_variables), for build steps' environment.
   std::map<std::string, std::string> variables;
   sandbox::Sandbox* sandbox = nullptr;     // where build steps run; null: the Linux sandbox
-  // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
-  // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
-  std::string apt_lock;
+  PointInputs point;
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;
   BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)

@@ -42,6 +42,7 @@ void merge_layer(LayerSpec& base, const LayerSpec& child) {
     else if (key == "patches") base.patches.insert(base.patches.end(), child.patches.begin(), child.patches.end());
     else if (key == "apt") base.apt = child.apt;
     else if (key == "pip") base.pip = child.pip;
+    else if (key == "duplicates") base.duplicates = child.duplicates;
     base.key_where[key] = where;
   }
 }
@@ -63,6 +64,7 @@ void merge_recipe(Recipe& base, const Recipe& child) {
   if (given("from")) base.from = child.from, base.from_dir = child.from_dir;
   if (given("release")) base.release = child.release;
   if (given("architecture")) base.architecture = child.architecture;
+  if (given("platform")) base.platform = child.platform;
   if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;
   if (given("matrix")) {
     for (const auto& axis : child.matrix.axes) {
@@ -136,10 +138,15 @@ void validate_recipe(const Recipe& r) {
           fail(k, std::string("'") + k + "' needs 'use:' (the catalog component it applies to)");
     if (l.use.size() > 1)
       for (const char* k : {"version", "from", "keep_source", "patches", "components"})
-        if (l.key_where.count(k))
+        if (l.key_where.count(k) && (k != std::string("from") || l.from == "source"))
           fail(k, std::string("'") + k + "' applies to one component, and the layer uses " +
                       std::to_string(l.use.size()),
                "use one layer per component, or let the resolver choose the versions");
+    if (l.key_where.count("duplicates") && l.pip.empty() && l.from != "wheel")
+      fail("duplicates", "'duplicates' applies to a layer of wheels ('pip:' or 'from: wheel')",
+           "it says which copy wins when a wheel brings a library a lower layer has");
+    if (l.from == "apt" && !l.pip.empty())
+      fail("from", "'from: apt' and 'pip:' in one layer", "put the wheels in a layer of their own");
     for (const auto& p : l.patches) {
       std::error_code ec;
       if (!fs::is_regular_file(p.file, ec))

@@ -85,7 +85,8 @@ struct LayerSpec {
   Text version;                          // "" = the resolver chooses; may use matrix ${vars}
   std::vector<std::string> components;   // parts of the component: cudart, cublas, nvcc, ...
   std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
-  std::string from;                      // "", "source" or "wheel"
+  std::string from;                      // "", "redist", "wheel", "apt" or "source": which kind of source
+  std::string duplicates;                // "", "report" or "lower": a library a lower layer has too
   std::string keep_source;               // image path where a source build's tree stays
   std::vector<PatchSpec> patches;        // applied to the source (from: source)
   // Tool layers and own build steps.
@@ -164,6 +165,13 @@ struct BuiltinTestsSpec {
   }
 };
 
+// `platform:` what the image's Python and glibc are, for pip layers in an
+// image without an os layer to say it.
+struct PlatformSpec {
+  std::string python, glibc;  // "" = not said
+  SourceLocation where;
+};
+
 struct Recipe {
   fs::path file;                          // as given on the command line
   std::vector<fs::path> extends_chain;    // the parents read, nearest first
@@ -177,6 +185,7 @@ struct Recipe {
   Text from;
   fs::path from_dir;                      // the directory of the recipe that wrote it (oci: paths)
   Matrix matrix;
+  PlatformSpec platform;
   std::vector<LayerSpec> layers;
   ConfigSpec config;
   std::map<std::string, std::string> annotations;  // title, version, source, revision, description

@@ -92,6 +92,7 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
   }
   if (!l.apt.empty()) j["apt"] = l.apt;
   if (!l.pip.empty()) j["pip"] = l.pip;
+  if (!l.duplicates.empty()) j["duplicates"] = l.duplicates;
   if (!l.build.empty()) {
     const BuildSpec& b = l.build;
     nlohmann::json run = nlohmann::json::array();
@@ -125,6 +126,8 @@ void to_json(nlohmann::json& j, const Recipe& r) {
   if (!r.from.value.empty()) j["from"] = r.from.value;
   if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
   if (!r.release.empty()) j["release"] = r.release;
+  if (!r.platform.python.empty()) j["platform"]["python"] = r.platform.python;
+  if (!r.platform.glibc.empty()) j["platform"]["glibc"] = r.platform.glibc;
   if (!r.matrix.empty()) {
     nlohmann::json m = nlohmann::json::object();
     for (const auto& a : r.matrix.axes) m[a.key] = a.values;

@@ -165,7 +165,7 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
 LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
-                "from", "build", "keep_source", "patches", "apt", "pip", "replace"},
+                "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -191,9 +191,10 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   if (auto v = n["packages"]) l.packages = r.strings(v, "'packages'");
   if (auto v = n["from"]) {
     l.from = r.string(v, "'from'");
-    if (l.from != "source" && l.from != "wheel") {
-      std::string best = suggest(l.from, {"source", "wheel"});
-      r.fail(v, "'from' is source or wheel, not '" + l.from + "'" +
+    const std::vector<std::string> kinds = {"redist", "wheel", "apt", "source"};
+    if (std::find(kinds.begin(), kinds.end(), l.from) == kinds.end()) {
+      std::string best = suggest(l.from, kinds);
+      r.fail(v, "'from' is redist, wheel, apt or source, not '" + l.from + "'" +
                     (best.empty() ? "" : " (did you mean '" + best + "'?)"));
     }
   }
@@ -213,6 +214,12 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   }
   if (auto v = n["apt"]) l.apt = r.string_or_strings(v, "'apt'");
   if (auto v = n["pip"]) l.pip = r.string_or_strings(v, "'pip'");
+  if (auto v = n["duplicates"]) {
+    l.duplicates = r.string(v, "'duplicates'");
+    if (l.duplicates != "report" && l.duplicates != "lower")
+      r.fail(v, "'duplicates' is report or lower, not '" + l.duplicates + "'",
+             "lower: a library a lower layer already has becomes a link to that copy");
+  }
   if (auto v = n["replace"]) r.boolean(v, "'replace'");  // kept in key_where; see merge_recipe
   return l;
 }
@@ -360,7 +367,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
                {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
-                "annotations", "tags", "push", "tests", "builtin_tests"});
+                "annotations", "tags", "push", "tests", "builtin_tests", "platform"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -388,6 +395,19 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     int64_t e = r.integer(n, "'source_date_epoch'");
     if (e < 0) r.fail(n, "source_date_epoch must not be negative");
     rec.source_date_epoch = e;
+  }
+  if (auto n = root["platform"]) {  // what the image is, where no os layer says it
+    r.check_keys(n, "'platform'", {"python", "glibc"});
+    for (const char* k : {"python", "glibc"})
+      if (auto v = n[k]) {
+        std::string s = r.string(v, std::string("platform.") + k);
+        if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) ||
+            s.find_first_not_of("0123456789.") != std::string::npos || s.back() == '.' || s.find('.') == std::string::npos)
+          r.fail(v, std::string("platform.") + k + " is a version such as " + (k[0] == 'p' ? "3.12" : "2.39") +
+                        ", not '" + s + "'");
+        (k[0] == 'p' ? rec.platform.python : rec.platform.glibc) = s;
+      }
+    rec.platform.where = r.at(n);
   }
   if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
   if (auto n = root["layers"]) {
