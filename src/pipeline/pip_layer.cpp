@@ -121,8 +121,7 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
       std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
       const catalog::Record* r = chosen_record(cat, u, point, v);
       if (!r || r->sources.pip.empty())
-        throw Error("layer '" + spec.name + "': the catalog names no wheel for " + u + " " + v +
-                    (build.empty() ? "" : " (build " + build + ")") +
+        throw Error("layer '" + spec.name + "': the catalog names no wheel for " + (r ? r->label() : u + " " + v) +
                     " on the Python index (its record has no `pip:` source; the index carries one CUDA build "
                     "of each release: choose the CUDA that build needs, or install from another index with a "
                     "pip: layer)");
