@@ -246,3 +246,20 @@ TEST_CASE("apt: an upgrade that breaks a package below is refused with the reaso
                                              installed("user", "1", "Depends: iface\n")}),
                     Catch::Contains("user 1 (installed in a lower layer) depends on iface"));
 }
+
+TEST_CASE("apt: priority adds every package of that Priority and above", "[apt]") {
+  Fixture f(record("req", "1", "Priority: required\n") + record("imp", "1", "Priority: important\nDepends: dep\n") +
+            record("std", "1", "Priority: standard\n") + record("opt", "1", "Priority: optional\n") +
+            record("dep", "1", "Priority: optional\n"));
+  auto with = [&](const std::string& level) {
+    SolveRequest r;
+    r.priority = level;
+    V out;
+    for (const Package* p : apt::solve(f.index, r).packages) out.push_back(p->id());
+    return out;
+  };
+  CHECK(with("required") == V{"req=1"});
+  CHECK(with("important") == V{"dep=1", "imp=1", "req=1"});
+  CHECK(with("standard") == V{"dep=1", "imp=1", "req=1", "std=1"});
+  CHECK_THROWS_WITH(with("optional"), Catch::Contains("not required, important or standard"));
+}
