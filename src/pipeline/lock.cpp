@@ -91,7 +91,7 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     try {
       if (std::string(kind) == "pip") d = pip_lock_mismatch(r, spec, vars, in, entry);
       else if (std::string(kind) == "redist") d = redist_lock_mismatch(r, spec, vars, in, entry);
-      else if (!entry.is_object() || !entry.contains("packages")) d = "the entry has no packages";
+      else d = apt_lock_mismatch(r, spec, entry);
     } catch (const nlohmann::json::exception& e) {
       d = std::string("a malformed entry: ") + e.what();
     } catch (const Error& e) {

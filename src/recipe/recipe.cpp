@@ -43,6 +43,11 @@ void merge_layer(LayerSpec& base, const LayerSpec& child) {
     else if (key == "apt") base.apt = child.apt;
     else if (key == "pip") base.pip = child.pip;
     else if (key == "duplicates") base.duplicates = child.duplicates;
+    else if (key == "repositories") base.repositories = child.repositories;
+    else if (key == "pins") base.pins = child.pins;
+    else if (key == "recommends") base.recommends = child.recommends;
+    else if (key == "base") base.base = child.base;
+    else if (key == "priority") base.priority = child.priority;
     base.key_where[key] = where;
   }
 }
@@ -98,6 +103,8 @@ void merge_recipe(Recipe& base, const Recipe& child) {
     base.tags_where = child.tags_where;
   }
   if (given("push")) base.push = child.push;
+  if (given("repositories")) base.repositories = child.repositories;
+  if (given("pins")) base.pins = child.pins;
   for (const auto& t : child.tests) {
     if (TestSpec* mine = by_name(base.tests, t.name)) *mine = t;
     else base.tests.push_back(t);
@@ -159,6 +166,7 @@ void validate_recipe(const Recipe& r) {
            std::string(l.keep_source.empty() ? "patches" : "keep_source") + " needs 'from: source'",
            "patches and kept sources belong to a framework built from its source");
   }
+  validate_apt_keys(r);
   std::vector<std::string> keys;
   for (const auto& a : r.matrix.axes) keys.push_back(a.key);
   for (const auto* list : {&r.matrix.include, &r.matrix.exclude}) {

@@ -74,6 +74,30 @@ struct BuildSpec {
   std::vector<std::vector<std::string>> commands() const;
 };
 
+// One `repositories:` item of a recipe or an apt layer (docs/apt.md): an apt
+// repository, or `default` (the machine's apt configuration, else the public
+// archives).
+struct AptRepositorySpec {
+  bool is_default = false;
+  std::string url;                      // http://, https:// or file://, no trailing '/'
+  std::vector<std::string> suites;      // empty: the layer's release (its codename)
+  std::vector<std::string> components;  // default: main
+  std::string keyring;                  // as written; "" = the distribution's keyring
+  fs::path keyring_file;                // `keyring` relative to the recipe that names it
+  bool trusted = false;                 // no signature check (e.g. a local repository)
+  bool check_valid_until = true;
+  std::optional<int> priority;          // pin priority of the repository (apt's default 500)
+  SourceLocation where;
+};
+
+// A `pins:` item: the repositories whose Release says `Origin: origin` get
+// `priority` (a higher priority wins over a newer version).
+struct AptPin {
+  std::string origin;
+  int priority = 500;
+  SourceLocation where;
+};
+
 struct LayerSpec {
   std::string name;
   std::vector<CopySpec> copy;
@@ -91,6 +115,12 @@ struct LayerSpec {
   std::vector<PatchSpec> patches;        // applied to the source (from: source)
   // Tool layers and own build steps.
   std::vector<std::string> apt, pip;
+  // Apt layers: where the packages come from, and what comes besides them.
+  std::vector<AptRepositorySpec> repositories;  // empty: the recipe's
+  std::vector<AptPin> pins;                     // over the recipe's, by origin
+  bool recommends = false;                      // install Recommends too
+  bool base = false;                            // a base system: Essential packages and apt
+  std::string priority;                         // "", required, important or standard: that Priority and above
   BuildSpec build;
   SourceLocation where;
   std::map<std::string, SourceLocation> key_where;  // where each key given was written
@@ -195,6 +225,8 @@ struct Recipe {
   std::vector<Text> push;                 // registry references to push each image to
   std::vector<TestSpec> tests;
   BuiltinTestsSpec builtin_tests;
+  std::vector<AptRepositorySpec> repositories;  // apt layers' repositories; empty: the defaults
+  std::vector<AptPin> pins;
   std::map<std::string, SourceLocation> key_where;  // where each top-level key was written
 
   fs::path dir() const { return file.parent_path(); }
@@ -216,5 +248,7 @@ Recipe parse_recipe(const std::string& text, const fs::path& file);
 void to_json(nlohmann::json& j, const Recipe& r);
 void to_json(nlohmann::json& j, const LayerSpec& l);
 void to_json(nlohmann::json& j, const MatrixValue& v);
+void to_json(nlohmann::json& j, const AptRepositorySpec& r);
+void to_json(nlohmann::json& j, const AptPin& p);
 
 }  // namespace sb

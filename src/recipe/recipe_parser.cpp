@@ -165,7 +165,8 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
 LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
-                "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates"},
+                "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates", "repositories", "pins",
+                "recommends", "base", "priority"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -220,6 +221,11 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
       r.fail(v, "'duplicates' is report or lower, not '" + l.duplicates + "'",
              "lower: a library a lower layer already has becomes a link to that copy");
   }
+  if (auto v = n["repositories"]) l.repositories = parse_apt_repositories(r, v, base);  // recipe_apt.cpp
+  if (auto v = n["pins"]) l.pins = parse_apt_pins(r, v);
+  if (auto v = n["recommends"]) l.recommends = r.boolean(v, "'recommends'");
+  if (auto v = n["base"]) l.base = r.boolean(v, "'base'");
+  if (auto v = n["priority"]) l.priority = parse_apt_priority(r, v);
   if (auto v = n["replace"]) r.boolean(v, "'replace'");  // kept in key_where; see merge_recipe
   return l;
 }
@@ -367,7 +373,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
                {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
-                "annotations", "tags", "push", "tests", "builtin_tests", "platform"});
+                "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories", "pins"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -422,6 +428,8 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     if (rec.layers.empty()) r.fail(n, "the recipe has no layers");
   }
   if (auto n = root["config"]) rec.config = parse_config(r, n);
+  if (auto n = root["repositories"]) rec.repositories = parse_apt_repositories(r, n, base);
+  if (auto n = root["pins"]) rec.pins = parse_apt_pins(r, n);
   if (auto n = root["annotations"]) {
     r.check_keys(n, "'annotations'", {"title", "version", "source", "revision", "description"});
     rec.annotations = r.string_map(n, "'annotations'");
