@@ -150,6 +150,9 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   std::vector<HistoryEntry> history;
   for (const auto& spec : recipe.layers) {
     const bool steps = !spec.build.empty() && !spec.copies();
+    if (spec.configure && !is_apt_layer(spec))
+      throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
+                                             "after the packages of an apt layer, and this layer installs none");
     try {
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
         result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));
