@@ -150,6 +150,9 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   std::vector<HistoryEntry> history;
   for (const auto& spec : recipe.layers) {
     const bool steps = !spec.build.empty() && !spec.copies();
+    if (spec.from_source() && spec.build.run.empty())
+      throw InputError(spec.at("from"), "layer '" + spec.name + "' is built from source and has no 'build:' steps",
+                       "give it 'build: {run: [...]}': the commands that compile the tree");
     if (spec.configure && !is_apt_layer(spec))
       throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
                                              "after the packages of an apt layer, and this layer installs none");

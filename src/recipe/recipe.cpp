@@ -118,7 +118,8 @@ void validate_recipe(const Recipe& r) {
     auto fail = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
       throw InputError(l.at(key), "layer '" + l.name + "': " + msg, hint);
     };
-    if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty())
+    if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty() &&
+        !l.source.given())
       fail("name", "has nothing in it", "give it 'copy:', 'use:', 'apt:', 'pip:' or 'build:'");
     if (l.copies())
       for (const char* k : {"use", "apt", "pip", "build", "source", "configure"})
@@ -165,8 +166,8 @@ void validate_recipe(const Recipe& r) {
     if (l.source.given() && (!l.apt.empty() || !l.pip.empty()))
       fail(l.apt.empty() ? "pip" : "apt", "builds from 'source:' and installs packages",
            "put the packages in a layer of their own below it");
-    if (l.from_source() && l.build.run.empty())
-      fail(l.source.given() ? "source" : "from", "is built from source and has no 'build:' steps",
+    if (l.source.given() && l.build.run.empty())  // `from: source` alone: checked when built
+      fail("source", "is built from source and has no 'build:' steps",
            "give it 'build: {run: [...]}': the commands that compile the tree");
     if (l.configure && ((l.apt.empty() && l.use.empty()) || !l.build.empty() || !l.pip.empty() || l.from_source()))
       fail("configure", "'configure' runs dpkg --configure -a after an apt layer's packages",
