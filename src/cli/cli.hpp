@@ -1,6 +1,7 @@
 // The stackbuild command line: one file per subcommand, each with its help.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -74,11 +75,14 @@ bool maybe_help(const Args& args, const char* help);
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
 namespace sb::registry { struct SessionOptions; }
-namespace sb { struct BuildResult; }
+namespace sb { struct MatrixResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
-// Pushes what a build made to each of `targets` (REGISTRY/REPO[:TAG]).
-void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
-                       Context& ctx);
+// Pushes what a build made: point i to each of `targets[i]` (REGISTRY/REPO[:TAG];
+// without TAG under each of its ref names), then the matrix index (if any) to
+// every repository pushed to, tagged `index_tags[REGISTRY/REPO]` or its ref name.
+// Two images under one tag of a repository are refused before anything is sent.
+void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
+                       const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx);
 
 }  // namespace sb::cli

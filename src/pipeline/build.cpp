@@ -128,7 +128,7 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
 
 }  // namespace
 
-BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
+BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
   BuildResult result;
   const int64_t epoch = choose_source_date_epoch(recipe, options.source_date_epoch);
   result.source_date_epoch = epoch;
@@ -177,17 +177,25 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   // 3. Image documents: one image, under every tag.
   Image image = make_image(image_config(recipe), layers, history, epoch, annotations(recipe));
   for (const auto& t : tags) result.images.push_back({t, image});
+  return result;
+}
 
-  // 4. Output.
+void write_images(const std::vector<TaggedImage>& images, const std::vector<TaggedIndex>& indexes, const Store& store,
+                  const BuildOptions& options) {
   try {
     if (options.format == OutputFormat::OciLayout)
-      write_oci_layout(options.output, store, result.images);
+      write_oci_layout(options.output, store, images, indexes);
     else
-      write_docker_archive(options.output, store, result.images);
+      write_docker_archive(options.output, store, images);
   } catch (Error& e) {
     e.add_trace("while writing " + options.output.string());
     throw;
   }
+}
+
+BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
+  BuildResult result = build_image(recipe, store, options, status);  // 1-3: tags, layers, image documents
+  write_images(result.images, {}, store, options);                    // 4. output
   return result;
 }
 

@@ -22,6 +22,8 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+void Status::event(std::string_view, const nlohmann::json&) {}
+
 namespace {
 
 struct Task {
@@ -201,6 +203,12 @@ class JsonStatus final : public BaseStatus {
     std::lock_guard lk(mu_);
     emit({{"event", "result"}, {"key", key}, {"value", value}});
   }
+  void event(std::string_view name, const nlohmann::json& fields) override {
+    std::lock_guard lk(mu_);
+    nlohmann::json j = fields.is_object() ? fields : nlohmann::json{{"value", fields}};
+    j["event"] = name;
+    emit(j);
+  }
 
  private:
   void emit(const nlohmann::json& j) {
@@ -210,7 +218,36 @@ class JsonStatus final : public BaseStatus {
   Clock::time_point last_{};
 };
 
+class ScopedStatus final : public Status {
+ public:
+  ScopedStatus(Status& inner, std::string prefix) : inner_(inner), prefix_(std::move(prefix)) {}
+  int task_begin(std::string_view label, uint64_t total) override {
+    return inner_.task_begin(prefix_ + ": " + std::string(label), total);
+  }
+  void task_progress(int id, uint64_t done) override { inner_.task_progress(id, done); }
+  void task_end(int id, std::string_view result) override { inner_.task_end(id, result); }
+  void message(Level level, std::string_view text) override {
+    inner_.message(level, prefix_ + ": " + std::string(text));
+  }
+  void result(std::string_view key, std::string_view value) override {
+    inner_.result(prefix_ + ": " + std::string(key), value);
+  }
+  void event(std::string_view name, const nlohmann::json& fields) override {
+    nlohmann::json j = fields.is_object() ? fields : nlohmann::json{{"value", fields}};
+    if (!j.contains("scope")) j["scope"] = prefix_;
+    inner_.event(name, j);
+  }
+
+ private:
+  Status& inner_;
+  std::string prefix_;
+};
+
 }  // namespace
+
+std::unique_ptr<Status> scoped_status(Status& inner, std::string prefix) {
+  return std::make_unique<ScopedStatus>(inner, std::move(prefix));
+}
 
 StatusMode detect_status_mode(FILE* out) {
   const char* ci = getenv("CI");

@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace sb {
 
 enum class Level { Debug, Info, Warning };
@@ -25,7 +27,17 @@ class Status {
   virtual void message(Level level, std::string_view text) = 0;
   // A finished record for machines and humans alike, e.g. the digest of an image.
   virtual void result(std::string_view key, std::string_view value) = 0;
+  // A structured record for machines: the JSON rendering writes
+  // {"event": name, ...fields}; the others ignore it (they get the same facts
+  // as messages and results).
+  virtual void event(std::string_view name, const nlohmann::json& fields);
 };
+
+// A Status that forwards to `inner`, with `prefix` in front of every task
+// label, message and result key ("cuda=12.6: layer app"), and with
+// {"scope": prefix} added to every event: one display for several builds
+// that run at once. `inner` must outlive it.
+std::unique_ptr<Status> scoped_status(Status& inner, std::string prefix);
 
 // The rendering that fits `out`: TTY when it is a terminal and CI is unset.
 StatusMode detect_status_mode(FILE* out);
