@@ -87,6 +87,9 @@ const char* const kBuildHelp =
     "                           matrix stays as it is\n"
     "  --strict                 exit 4, building nothing, when a chosen point is unsatisfiable\n"
     "                           (default: report it and build the others)\n"
+    "  --layer-budget SIZE      split a copy layer with more content than SIZE (8GiB, 500MiB, bytes)\n"
+    "                           into several layers by top-level path (default: the recipe's\n"
+    "                           layer_budget, else 8GiB; 0: never)\n"
     "  --index-tag TAG          the ref name (and pushed tag) of the matrix index (default\n"
     "                           <stack>-matrix)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
@@ -129,7 +132,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   flags.insert(flags.end(), {"--locked", "--strict"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
-                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag"});
+                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
   Args args(argv, flags, options, {"--tag", "--set", "--only", "--push-to", "--insecure-registry"});
@@ -162,6 +165,11 @@ int cmd_build(const std::vector<std::string>& argv) {
   mo.jobs = static_cast<int>(jobs.value_or(1));
   o.source_date_epoch = args.integer("--source-date-epoch", 0, INT64_MAX);
   o.tags = args.all("--tag");
+  if (auto b = args.get("--layer-budget")) {
+    o.layer_budget = parse_bytes(*b);
+    if (!o.layer_budget)
+      throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", kExitUsage);
+  }
 
   // The points to build: the plan's, or the recipe as written.
   std::vector<MatrixPoint> points;

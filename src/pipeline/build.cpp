@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/layer_cache.hpp"
@@ -89,6 +90,11 @@ ImageAnnotations annotations(const Recipe& r) {
 
 }  // namespace
 
+uint64_t layer_budget(const Recipe& recipe, const BuildOptions& options) {
+  if (options.layer_budget) return *options.layer_budget;
+  return recipe.layer_budget.value_or(kDefaultLayerBudget);
+}
+
 int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag) {
   if (flag) return *flag;
   if (recipe.source_date_epoch) return *recipe.source_date_epoch;
@@ -103,6 +109,61 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
 
 namespace {
 
+// The parts recorded under `key`, when every blob is still in the store.
+std::optional<std::vector<Layer>> cached_parts(const Store& store, const Digest& key) {
+  auto rec = store.get_record("layer-parts", key);
+  if (!rec) return std::nullopt;
+  std::vector<Layer> parts;
+  for (const auto& j : nlohmann::json::parse(*rec)) {
+    parts.push_back(layer_from_json(j));
+    if (!store.has(parts.back().digest)) return std::nullopt;
+  }
+  return parts;
+}
+
+// A copy layer over the budget, as several layers split by top-level path
+// (layer/split.hpp). Its key adds the budget to the whole layer's key.
+LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entries, const Digest& whole_key,
+                                   uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
+                                   std::chrono::steady_clock::time_point start, Digest& key_out) {
+  const Digest key = KeyHasher()
+                         .field("stackbuild-split-layer", "1")
+                         .field("layer", whole_key.str())
+                         .field("budget", static_cast<int64_t>(budget))
+                         .finish();
+  key_out = key;
+  bool cached = true;
+  auto parts = cached_parts(store, key);
+  if (!parts) {
+    auto lock = store.lock("layer-" + key.hex());
+    parts = cached_parts(store, key);
+    if (!parts) {
+      cached = false;
+      std::vector<EntryMap> split = split_entries(entries, budget, top_level_group);
+      status.message(Level::Info, "layer " + spec.name + ": " + human_bytes(static_cast<double>(content_bytes(entries))) +
+                                      " is over the layer budget of " + human_bytes(static_cast<double>(budget)) +
+                                      ": split by top-level path into " + std::to_string(split.size()) + " layers");
+      parts.emplace();
+      nlohmann::json rec = nlohmann::json::array();
+      for (size_t i = 0; i < split.size(); ++i) {
+        std::string label = "layer " + spec.name + " (part " + std::to_string(i + 1) + " of " +
+                            std::to_string(split.size()) + ")";
+        int task = status.task_begin(label, content_bytes(split[i]));
+        Layer l = write_layer(split[i], store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
+        status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+        parts->push_back(l);
+        rec.push_back(l);
+      }
+      store.put_record("layer-parts", key, rec.dump());
+    }
+  }
+  if (cached)
+    status.message(Level::Info, "layer " + spec.name + ": cached, " + std::to_string(parts->size()) + " parts");
+  LayerReport r{spec.name, parts->front(), cached, since(start), {}};
+  r.more.assign(parts->begin() + 1, parts->end());
+  return r;
+}
+
 // One copy layer: from the cache when its key is there, else written now.
 // The key covers the parent's key, so a changed lower layer rebuilds the rest.
 LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
@@ -112,6 +173,9 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
   EntryMap entries = copy_entries(recipe, spec, epoch);
   Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
   key_out = key;
+  const uint64_t budget = layer_budget(recipe, options);
+  if (budget > 0 && content_bytes(entries) > budget)
+    return build_split_copy_layer(spec, entries, key, budget, store, options, status, start, key_out);
   bool cached = true;
   std::optional<Layer> hit = cached_layer(store, key);
   if (!hit) {
@@ -123,7 +187,7 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
     }
   }
   if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-  return LayerReport{spec.name, *hit, cached, since(start)};
+  return LayerReport{spec.name, *hit, cached, since(start), {}};
 }
 
 }  // namespace
@@ -165,13 +229,30 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
-    layers.push_back(result.layers.back().layer);
     const char* kind = is_apt_layer(spec)      ? "apt"
                        : is_pip_layer(spec)    ? "pip"
                        : is_redist_layer(spec) ? "redist"
                        : steps                 ? "build"
                                                : "copy";
-    history.push_back({"stackbuild: layer '" + spec.name + "' (" + kind + ")", spec.comment, false});
+    const LayerReport& done = result.layers.back();
+    if (std::string(kind) != "copy" && done.layer.uncompressed_size > layer_budget(recipe, options) &&
+        layer_budget(recipe, options) > 0)
+      status.message(Level::Warning, "layer " + spec.name + " is " +
+                                         human_bytes(static_cast<double>(done.layer.uncompressed_size)) +
+                                         ", over the layer budget of " +
+                                         human_bytes(static_cast<double>(layer_budget(recipe, options))) +
+                                         "; only copy layers are split so far");
+    layers.push_back(done.layer);
+    const size_t n = 1 + done.more.size();
+    auto created_by = [&](size_t i) {
+      return "stackbuild: layer '" + spec.name + "' (" + kind +
+             (n == 1 ? std::string() : ", part " + std::to_string(i) + " of " + std::to_string(n)) + ")";
+    };
+    history.push_back({created_by(1), spec.comment, false});
+    for (size_t i = 0; i < done.more.size(); ++i) {
+      layers.push_back(done.more[i]);
+      history.push_back({created_by(i + 2), spec.comment, false});
+    }
   }
 
   // 3. Image documents: one image, under every tag.

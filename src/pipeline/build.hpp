@@ -30,13 +30,23 @@ struct BuildOptions {
   // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
   // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
   std::string apt_lock;
+  // --layer-budget: a layer with more content bytes is split (layer/split.hpp);
+  // overrides the recipe's layer_budget; 0 = never split.
+  std::optional<uint64_t> layer_budget;
 };
+
+// 8 GiB: under the 10 GB layer cap common registries set.
+constexpr uint64_t kDefaultLayerBudget = 8ull << 30;
+
+// The budget in force: --layer-budget, else the recipe's, else the default.
+uint64_t layer_budget(const Recipe& recipe, const BuildOptions& options);
 
 struct LayerReport {
   std::string name;
   Layer layer;
   bool cached = false;
   double seconds = 0;
+  std::vector<Layer> more;  // a layer split over the budget: its further parts, in order
 };
 
 struct BuildResult {

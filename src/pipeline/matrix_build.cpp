@@ -54,6 +54,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
                          {"state", l.cached ? "cached" : "built"},
                          {"digest", l.layer.digest.str()},
                          {"size", l.layer.size},
+                         {"parts", 1 + l.more.size()},
                          {"seconds", l.seconds}});
     }
     if (!r.images.empty()) {
@@ -63,7 +64,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
     }
     report.built = std::move(r);
   } catch (Error& e) {
-    e.add_trace("while building matrix point " + (point.id.empty() ? point_label(point) : point.id));
+    if (!point.id.empty()) e.add_trace("while building matrix point " + point.id);
     report.error = e.what();
     failure = std::current_exception();
   } catch (const std::exception& e) {
@@ -152,7 +153,7 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
 
 MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p) {
   MatrixPoint m;
-  m.id = p.point.id();
+  m.id = p.point.values.empty() ? "" : p.point.id();  // "" without a matrix
   m.recipe = resolve::instantiate(recipe, p);
   m.variables = resolve::point_variables(recipe, p);
   for (const auto& [k, v] : p.point.values) m.matrix.emplace_back(k, v.str());

@@ -156,6 +156,7 @@ struct Recipe {
   std::string release;                    // ${release}; "" = not set
   std::string architecture = "amd64";     // OCI name: amd64, arm64, ...
   std::optional<int64_t> source_date_epoch;
+  std::optional<uint64_t> layer_budget;   // bytes of content above which a layer is split
   Matrix matrix;
   std::vector<LayerSpec> layers;
   ConfigSpec config;

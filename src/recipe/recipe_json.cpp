@@ -123,6 +123,7 @@ void to_json(nlohmann::json& j, const Recipe& r) {
                      {"annotations", r.annotations},
                      {"tags", r.tags}};
   if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
+  if (r.layer_budget) j["layer_budget"] = *r.layer_budget;
   if (!r.release.empty()) j["release"] = r.release;
   if (!r.matrix.empty()) {
     nlohmann::json m = nlohmann::json::object();

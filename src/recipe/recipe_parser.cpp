@@ -4,6 +4,7 @@
 
 #include "recipe/parse.hpp"
 #include "recipe/variables.hpp"
+#include "util/status.hpp"
 #include "util/yaml_reader.hpp"
 
 namespace sb::detail {
@@ -330,7 +331,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   YAML::Node root = r.parse(text_);
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
-               {"stack", "extends", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
+               {"stack", "extends", "release", "architecture", "source_date_epoch", "layer_budget", "matrix", "layers", "config",
                 "annotations", "tags", "push", "tests"});
   RecipeFile out;
   Recipe& rec = out.recipe;
@@ -352,6 +353,11 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     int64_t e = r.integer(n, "'source_date_epoch'");
     if (e < 0) r.fail(n, "source_date_epoch must not be negative");
     rec.source_date_epoch = e;
+  }
+  if (auto n = root["layer_budget"]) {
+    auto b = parse_bytes(r.string(n, "'layer_budget'"));
+    if (!b) r.fail(n, "layer_budget wants a size such as 8GiB, 500MiB or 1000000 (bytes)");
+    rec.layer_budget = *b;
   }
   if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
   if (auto n = root["layers"]) {

@@ -24,6 +24,23 @@ std::string human_bytes(double b) {
 
 void Status::event(std::string_view, const nlohmann::json&) {}
 
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+  std::string t(text);
+  if (t.empty() || !(isdigit(static_cast<unsigned char>(t[0])))) return std::nullopt;
+  char* end = nullptr;
+  double v = strtod(t.c_str(), &end);
+  std::string unit(end);
+  static const std::map<std::string, int> powers{{"", 0},  {"B", 0},   {"K", 1},  {"KB", 1},  {"KiB", 1},
+                                                 {"M", 2}, {"MB", 2},  {"MiB", 2}, {"G", 3},   {"GB", 3},
+                                                 {"GiB", 3}, {"T", 4}, {"TB", 4}, {"TiB", 4}};
+  auto it = powers.find(unit);
+  if (it == powers.end() || !(v >= 0)) return std::nullopt;
+  double bytes = v;
+  for (int i = 0; i < it->second; ++i) bytes *= 1024;
+  if (bytes > 9.0e18) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
 namespace {
 
 struct Task {

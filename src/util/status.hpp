@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -48,5 +49,9 @@ Status& null_status();
 
 // "1.5 GiB", "340 MiB/s": sizes for humans.
 std::string human_bytes(double bytes);
+
+// A size from a human: "8GiB", "500M", "1.5G", "1000000" (bytes); K/M/G/T,
+// with or without "i" and "B", are powers of 1024. nullopt when malformed.
+std::optional<uint64_t> parse_bytes(std::string_view text);
 
 }  // namespace sb

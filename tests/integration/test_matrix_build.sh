@@ -125,6 +125,25 @@ assert all(p["tests"] is None and p["layers_reused"] == 2 for p in s["points"]),
 assert s["index"]["ref"] == "mx-matrix", s
 PY
 
+check "an unsatisfiable point is reported and skipped; --strict builds nothing and exits 4"
+cat >"$R/py.yaml" <<'YAML'
+stack: py
+matrix:
+  python: ["3.12", "1.0"]
+layers:
+  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}
+tags: ["py:${python}"]
+YAML
+expect_ok u1 sb build "$R/py.yaml" -o "$TMP/outu" --store "$TMP/s1"
+grep -q "1 of 2 matrix points are unsatisfiable" "$TMP/u1.err" || { show_output u1; fail "not reported"; }
+grep -q "they are skipped; building the other 1" "$TMP/u1.err" || { show_output u1; fail "not skipped"; }
+[[ "$(refs "$TMP/outu")" == "3.12 py-matrix" ]] || fail "refs with a skipped point: $(refs "$TMP/outu")"
+expect_rc 4 u2 sb build "$R/py.yaml" -o "$TMP/outu2" --store "$TMP/s1" --strict
+grep -q -- "--strict: 1 of 2 matrix points are unsatisfiable" "$TMP/u2.err" || { show_output u2; fail "no --strict report"; }
+[[ ! -e "$TMP/outu2" ]] || fail "--strict wrote output"
+expect_rc 4 u3 sb build "$R/py.yaml" -o "$TMP/outu3" --store "$TMP/s1" --only python=1.0
+[[ ! -e "$TMP/outu3" ]] || fail "a build of only unsatisfiable points wrote output"
+
 check "a failing point names the point and layer, and nothing is written"
 rm "$R/c.txt"
 expect_rc 3 b7 sb build "$R/mx.yaml" -o "$TMP/out7" --store "$TMP/s1"
