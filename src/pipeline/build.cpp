@@ -109,18 +109,6 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
 
 namespace {
 
-// The parts recorded under `key`, when every blob is still in the store.
-std::optional<std::vector<Layer>> cached_parts(const Store& store, const Digest& key) {
-  auto rec = store.get_record("layer-parts", key);
-  if (!rec) return std::nullopt;
-  std::vector<Layer> parts;
-  for (const auto& j : nlohmann::json::parse(*rec)) {
-    parts.push_back(layer_from_json(j));
-    if (!store.has(parts.back().digest)) return std::nullopt;
-  }
-  return parts;
-}
-
 // A copy layer over the budget, as several layers split by top-level path
 // (layer/split.hpp). Its key adds the budget to the whole layer's key.
 LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entries, const Digest& whole_key,
@@ -132,36 +120,16 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entrie
                          .field("budget", static_cast<int64_t>(budget))
                          .finish();
   key_out = key;
-  bool cached = true;
-  auto parts = cached_parts(store, key);
-  if (!parts) {
-    auto lock = store.lock("layer-" + key.hex());
-    parts = cached_parts(store, key);
-    if (!parts) {
-      cached = false;
-      std::vector<EntryMap> split = split_entries(entries, budget, top_level_group);
-      status.message(Level::Info, "layer " + spec.name + ": " + human_bytes(static_cast<double>(content_bytes(entries))) +
-                                      " is over the layer budget of " + human_bytes(static_cast<double>(budget)) +
-                                      ": split by top-level path into " + std::to_string(split.size()) + " layers");
-      parts.emplace();
-      nlohmann::json rec = nlohmann::json::array();
-      for (size_t i = 0; i < split.size(); ++i) {
-        std::string label = "layer " + spec.name + " (part " + std::to_string(i + 1) + " of " +
-                            std::to_string(split.size()) + ")";
-        int task = status.task_begin(label, content_bytes(split[i]));
-        Layer l = write_layer(split[i], store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-        status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
-        parts->push_back(l);
-        rec.push_back(l);
-      }
-      store.put_record("layer-parts", key, rec.dump());
-    }
-  }
-  if (cached)
+  auto parts = cached_layers(store, key);
+  if (parts) {
     status.message(Level::Info, "layer " + spec.name + ": cached, " + std::to_string(parts->size()) + " parts");
-  LayerReport r{spec.name, parts->front(), cached, since(start), {}};
-  r.more.assign(parts->begin() + 1, parts->end());
-  return r;
+    return layer_report(spec.name, *parts, true, since(start));
+  }
+  auto lock = store.lock("layer-" + key.hex());
+  if ((parts = cached_layers(store, key))) return layer_report(spec.name, *parts, true, since(start));
+  parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status, "layer " + spec.name,
+                       "by top-level path");
+  return layer_report(spec.name, *parts, false, since(start));
 }
 
 // One copy layer: from the cache when its key is there, else written now.
@@ -235,13 +203,13 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
                        : steps                 ? "build"
                                                : "copy";
     const LayerReport& done = result.layers.back();
-    if (std::string(kind) != "copy" && done.layer.uncompressed_size > layer_budget(recipe, options) &&
+    if (std::string(kind) != "copy" && std::string(kind) != "pip" && done.layer.uncompressed_size > layer_budget(recipe, options) &&
         layer_budget(recipe, options) > 0)
       status.message(Level::Warning, "layer " + spec.name + " is " +
                                          human_bytes(static_cast<double>(done.layer.uncompressed_size)) +
                                          ", over the layer budget of " +
                                          human_bytes(static_cast<double>(layer_budget(recipe, options))) +
-                                         "; only copy layers are split so far");
+                                         "; only copy and pip layers are split so far");
     layers.push_back(done.layer);
     const size_t n = 1 + done.more.size();
     auto created_by = [&](size_t i) {

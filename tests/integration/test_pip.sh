@@ -72,6 +72,17 @@ grep -q "(0 built, 2 from the cache)" "$TMP/build.out" || fail "the rebuild was 
 sb unpack "$TMP/layout:t" "$TMP/unpacked" --store "$STORE" 2>/dev/null || fail "unpack failed"
 [[ -d "$TMP/unpacked/usr/local/lib/python$py/site-packages/torchy-2.0.dist-info" ]] || fail "torchy is not in the image"
 
+check "over --layer-budget, the pip layer is split by distribution; the image's files are the same"
+for run in 1 2; do
+  STACKBUILD_PIP_GLIBC=$glibc PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
+    -o "$TMP/split" --store "$STORE" --layer-budget 1 >"$TMP/split.out" 2>&1 || fail "split build: $(cat "$TMP/split.out")"
+done
+n=$(json "$TMP/split/blobs/sha256/$(manifest_digest "$TMP/split" t)" 'len(j["layers"])')
+[[ $n -ge 4 ]] || fail "the split image has $n layers, expected the base and one per distribution (3 or more)"
+grep -q "(0 built, 2 from the cache)" "$TMP/split.out" || fail "the split rebuild was not cached: $(cat "$TMP/split.out")"
+sb unpack "$TMP/split:t" "$TMP/unpacked-split" --store "$STORE" 2>/dev/null || fail "unpack of the split image failed"
+diff -r "$TMP/unpacked" "$TMP/unpacked-split" || fail "the split image holds other files"
+
 check "an unknown project is a clear error"
 if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi
 grep -q "no wheel of no-such-thing" "$TMP/err" || fail "error: $(cat "$TMP/err")"
