@@ -183,19 +183,26 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     size_t own = 0;
     while (own < recipe.layers.size() && recipe.layers[own].name != spec.name) ++own;
     const size_t base = below.size() > own ? below.size() - own : 0;
+    // Listed only when needed (resolving, or writing the layer): a cached
+    // rebuild with a lockfile reads no lower layer.
     std::vector<pip::LayerListing> lower;
-    for (size_t i = 0; i < below.size(); ++i)
-      lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
-                                      store.blob_path(below[i].digest)));
-    std::map<std::string, pip::ResolveOptions::Installed> installed;
-    for (const auto& l : lower) installed_projects(l, target, installed);
+    auto list_lower = [&] {
+      if (lower.size() == below.size()) return;
+      for (size_t i = 0; i < below.size(); ++i)
+        lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
+                                        store.blob_path(below[i].digest)));
+    };
     std::vector<pip::PinnedWheel> wheels;
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
-    if (lock.contains("pip") && lock["pip"].contains(spec.name))  // --locked: exactly the pinned wheels
+    if (lock.contains("pip") && lock["pip"].contains(spec.name)) {  // --locked: exactly the pinned wheels
       wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
-    else
+    } else {
+      list_lower();
+      std::map<std::string, pip::ResolveOptions::Installed> installed;
+      for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
                            status, pip_constraints(recipe, options.point), installed);
+    }
     const std::string policy =
         !spec.duplicates.empty() ? spec.duplicates : env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report");
     KeyHasher k;
@@ -229,6 +236,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
     // The same library twice in the image (a CUDA layer's and a wheel's).
+    list_lower();
     auto dups = pip::find_duplicate_libraries(lower, spec.name, entries);
     for (const auto& d : dups)
       status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
