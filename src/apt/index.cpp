@@ -50,6 +50,9 @@ void parse_package(std::string_view rec, Package& p) {
         else if (field_is(line, "Provides")) p.provides = value, last = &p.provides;
         else if (field_is(line, "Priority")) p.priority = value;
         break;
+      case 'R':
+        if (field_is(line, "Recommends")) p.recommends = value, last = &p.recommends;
+        break;
       case 'V':
         if (field_is(line, "Version")) p.version = value;
         break;

@@ -18,7 +18,7 @@ namespace sb::apt {
 
 struct Package {
   std::string_view name, version, architecture, multi_arch;
-  std::string_view depends, pre_depends, provides, conflicts, breaks;
+  std::string_view depends, pre_depends, recommends, provides, conflicts, breaks;
   std::string_view filename, sha256, priority, section;
   std::string_view paragraph;  // the whole record as in the index
   uint64_t size = 0;

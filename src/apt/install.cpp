@@ -42,7 +42,7 @@ std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Soluti
 }
 
 std::string AptState::str() const {
-  nlohmann::json j = {{"dir_links", dir_links}, {"status", nlohmann::json::array()}};
+  nlohmann::json j = {{"dir_links", dir_links}, {"status", nlohmann::json::array()}, {"files", files}};
   for (const auto& p : status) j["status"].push_back(p.str());
   return j.dump();
 }
@@ -51,6 +51,7 @@ AptState AptState::parse(const std::string& text) {
   auto j = nlohmann::json::parse(text);
   AptState s;
   s.dir_links = j.at("dir_links").get<std::map<std::string, std::string>>();
+  s.files = j.value("files", decltype(s.files){});
   for (const auto& p : j.at("status")) {
     auto ps = parse_paragraphs(p.get<std::string>());
     if (!ps.empty()) s.status.push_back(ps.front());
@@ -191,12 +192,14 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
   Installed out;
   out.state = below;
   EntryMap& entries = out.entries;
+  std::vector<std::vector<std::string>> owned(pkgs.size());  // each package's non-directory paths
   // Directory links first (base-files' bin -> usr/bin), so every package's
   // files land where the image resolves them.
   for (size_t i : order) collect_dir_links(debs[i].entries, out.state.dir_links);
   for (size_t i : order)
     for (auto& [path, e] : debs[i].entries) {
       std::string real = out.state.dir_links.count(path) ? path : through_links(path, out.state.dir_links);
+      if (e.type != TarEntry::Type::Dir) owned[i].push_back(real);
       auto it = entries.find(real);
       if (it != entries.end() && it->second.type == TarEntry::Type::Dir && e.type == TarEntry::Type::Dir) continue;
       entries[real] = e;
@@ -216,14 +219,29 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
 
   Generated gen(o.staging, o.epoch);
   std::map<std::string, Paragraph> status;
-  for (const auto& p : below.status) status[info_name(p)] = p;
+  std::map<std::string, std::string> below_name;  // Package -> its dpkg name below
+  for (const auto& p : below.status) status[info_name(p)] = p, below_name[p.get("Package")] = info_name(p);
+  std::vector<std::string> upgraded;  // dpkg names below that this layer replaces
   for (size_t i : order) {
     DebContents& d = debs[i];
     std::string name = info_name(d.control);
+    if (auto it = below_name.find(d.control.get("Package")); it != below_name.end()) {
+      if (!below.files.count(it->second))
+        throw Error("cannot upgrade " + it->second + " " + status[it->second].get("Version") +
+                    ": the layer below records no file list for it (it was built by an older stackbuild); "
+                    "rebuild the layers below");
+      upgraded.push_back(it->second);
+      status.erase(it->second);
+      out.state.files.erase(it->second);
+    }
     std::string info = "var/lib/dpkg/info/" + name;
+    auto info_file = [&](const std::string& suffix, const std::string& content, uint32_t mode = 0644) {
+      gen.file(entries, info + suffix, content, mode);
+      owned[i].push_back(info + suffix);
+    };
     std::string list;
     for (const auto& p : d.paths) list += p + "\n";
-    gen.file(entries, info + ".list", list);
+    info_file(".list", list);
     bool scripts = false;
     if (!d.control_files.count("md5sums")) {  // as dpkg does for a package without one
       std::string sums;
@@ -234,7 +252,7 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
     for (const auto& [file, content] : d.control_files) {
       bool exec = file == "preinst" || file == "postinst" || file == "prerm" || file == "postrm" || file == "config";
       scripts |= file == "preinst" || file == "postinst";
-      gen.file(entries, info + "." + file, content, exec ? 0755 : 0644);
+      info_file("." + file, content, exec ? 0755 : 0644);
     }
     Paragraph st;
     for (const auto& [k, v] : d.control.fields) {
@@ -252,6 +270,25 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
       if (!conf.empty()) st.set("Conffiles", conf);
     }
     status[name] = st;
+    std::sort(owned[i].begin(), owned[i].end());
+    out.state.files[name] = owned[i];
+  }
+  // What an upgraded package's old version owned and nothing owns now goes,
+  // as dpkg deletes it on upgrade.
+  if (!upgraded.empty()) {
+    std::set<std::string> kept;
+    for (const auto& [name, paths] : out.state.files) kept.insert(paths.begin(), paths.end());
+    std::set<std::string> gone;
+    for (const auto& name : upgraded)
+      for (const auto& path : below.files.at(name))
+        if (!kept.count(path) && !entries.count(path)) gone.insert(path);
+    for (const auto& path : gone) {
+      auto slash = path.rfind('/');
+      TarEntry wh;
+      wh.mode = 0;
+      entries[(slash == std::string::npos ? "" : path.substr(0, slash + 1)) + ".wh." + path.substr(slash + 1)] = wh;
+      out.removed.push_back(path);
+    }
   }
   out.state.status.clear();
   std::string text;

@@ -35,12 +35,17 @@ void from_json(const nlohmann::json& j, LockedPackage& p);
 
 std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Solution& solution);
 
-// What the layers below left: their dpkg status and their directory symlinks
-// (bin -> usr/bin), so an add-on layer installs only what is missing and
-// puts files where the image's directories really are.
+// What the layers below left: their dpkg status, the files each package
+// owns and their directory symlinks (bin -> usr/bin), so an add-on layer
+// installs only what is missing, puts files where the image's directories
+// really are, and removes what an upgraded package no longer ships.
 struct AptState {
   std::vector<Paragraph> status;
   std::map<std::string, std::string> dir_links;  // "bin" -> "usr/bin"
+  // dpkg name ("libc6:amd64" for Multi-Arch: same) -> the layer paths of
+  // everything but directories it put in the image (its files, links and
+  // var/lib/dpkg/info/ files), as the image resolves them.
+  std::map<std::string, std::vector<std::string>> files;
   std::string str() const;                       // for the store (JSON)
   static AptState parse(const std::string& json);
 };
@@ -55,8 +60,13 @@ struct InstallOptions {
 struct Installed {
   EntryMap entries;
   AptState state;  // below + this layer
+  std::vector<std::string> removed;  // paths of packages below that upgrades here whited out
 };
 
+// A package already in `below.status` is upgraded: its status record and
+// info files are replaced, and what its old version owned that neither the
+// new version nor another package ships is whited out (dpkg deletes those
+// files on upgrade; directories are left, as dpkg leaves non-empty ones).
 Installed install_packages(const std::vector<LockedPackage>& packages, const AptState& below,
                            const InstallOptions& options, const Store& store, fetch::Fetcher& fetcher);
 

@@ -47,17 +47,23 @@ std::string strip_clearsign(const std::string& text) {
   return out;
 }
 
-std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url) {
+namespace {
+
+// Runs gpgv on `files` (a clearsigned file, or a detached signature and its
+// data) against `keyring`; throws a clear error naming `url` unless the
+// signature is good and made by a key of the keyring.
+void run_gpgv(const std::vector<std::string>& files, const fs::path& keyring, const fs::path& output,
+              const std::string& url) {
   std::error_code ec;
   if (keyring.empty() || !fs::exists(keyring, ec))
     throw Error(url + ": no keyring to check its signature" +
                 (keyring.empty() ? std::string() : " (" + keyring.string() + " does not exist)") +
                 "; give the repository's signed-by keyring, or mark it trusted");
   TempDir tmp;
-  fs::path out = tmp.path() / "signed";
   ProcessSpec spec;
-  spec.argv = {"gpgv", "--quiet", "--status-fd", "1", "--keyring", keyring.string(), "--output", out.string(),
-               file.string()};
+  spec.argv = {"gpgv", "--quiet", "--status-fd", "1", "--keyring", keyring.string()};
+  if (!output.empty()) spec.argv.insert(spec.argv.end(), {"--output", output.string()});
+  spec.argv.insert(spec.argv.end(), files.begin(), files.end());
   auto env = current_environment();
   spec.env = {{"PATH", env.count("PATH") ? env["PATH"] : "/usr/bin:/bin"}, {"LC_ALL", "C"},
               {"GNUPGHOME", tmp.path().string()}};
@@ -89,7 +95,26 @@ std::string verify_inrelease(const fs::path& file, const fs::path& keyring, cons
     }
     throw Error(url + ": refusing the repository: " + why + detail);
   }
+}
+
+}  // namespace
+
+std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url) {
+  TempDir tmp;
+  fs::path out = tmp.path() / "signed";
+  run_gpgv({file.string()}, keyring, out, url);
   return read_file(out);
+}
+
+std::string verify_detached(const fs::path& release, const fs::path& signature, const fs::path& keyring,
+                            const std::string& url) {
+  // gpgv reads the data file once; a copy of it is what gets returned, so
+  // the text checked is the text used.
+  TempDir tmp;
+  fs::path data = tmp.path() / "Release";
+  fs::copy_file(release, data);
+  run_gpgv({signature.string(), data.string()}, keyring, {}, url);
+  return read_file(data);
 }
 
 namespace {
@@ -112,6 +137,35 @@ std::pair<std::string, IndexFile> choose_index(const ReleaseFile& rel, const std
               " one of its architectures?)");
 }
 
+bool absent(const fetch::FetchError& e) { return e.status() == 404 || e.status() == 410; }
+
+// The text of repository `r`'s Release when it has no InRelease: Release,
+// checked against Release.gpg unless the repository is trusted.
+std::string detached_release(LoadedRepository& lr, const fs::path& default_keyring, const Store& store,
+                             fetch::Fetcher& fetcher) {
+  const Repository& r = lr.repo;
+  std::string base = r.uri + "/dists/" + r.suite + "/";
+  std::optional<fetch::Fetched> rel, sig;
+  try {
+    rel = fetcher.fetch_one({base + "Release", std::nullopt, std::nullopt, "Release of " + r.suite});
+  } catch (const fetch::FetchError& e) {
+    if (!absent(e)) throw;
+    throw Error(base + ": the repository has neither InRelease nor Release (HTTP " + std::to_string(e.status()) +
+                "); is '" + r.suite + "' a suite of " + r.uri + "?");
+  }
+  lr.detached = true;
+  if (r.trusted) return store.read(rel->digest);
+  lr.keyring = r.signed_by.empty() ? default_keyring : r.signed_by;
+  try {
+    sig = fetcher.fetch_one({base + "Release.gpg", std::nullopt, std::nullopt, "Release.gpg of " + r.suite});
+  } catch (const fetch::FetchError& e) {
+    if (!absent(e)) throw;
+    throw Error(base + "Release: refusing the repository: it is not signed (there is no InRelease and no "
+                       "Release.gpg); give the repository's signature, or mark it trusted");
+  }
+  return verify_detached(store.blob_path(rel->digest), store.blob_path(sig->digest), lr.keyring, base + "Release");
+}
+
 }  // namespace
 
 std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& repos, const LoadOptions& o,
@@ -121,21 +175,43 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
   for (const auto& r : repos)
     releases.push_back({r.uri + "/dists/" + r.suite + "/InRelease", std::nullopt, std::nullopt,
                         "InRelease of " + r.suite});
-  auto fetched = fetcher.fetch(releases);
+  // All at once; when one fails, one at a time to tell a repository without
+  // an InRelease (it may have Release + Release.gpg) from a failure.
+  std::vector<std::optional<fetch::Fetched>> fetched(repos.size());
+  try {
+    auto all = fetcher.fetch(releases);
+    for (size_t i = 0; i < all.size(); ++i) fetched[i] = all[i];
+  } catch (const fetch::FetchError&) {
+    for (size_t i = 0; i < releases.size(); ++i) {
+      try {
+        fetched[i] = fetcher.fetch_one(releases[i]);
+      } catch (fetch::FetchError& e) {
+        std::string release = repos[i].uri + "/dists/" + repos[i].suite + "/Release";
+        bool offline_detached = fetch::last_fetched(store, release) && !fetch::last_fetched(store, releases[i].url);
+        if (absent(e) || offline_detached) continue;
+        e.add_trace("while reading the repository " + repos[i].id() +
+                    (repos[i].where.empty() ? "" : " (" + repos[i].where + ")"));
+        throw;
+      }
+    }
+  }
   std::vector<fetch::FetchItem> indexes;
   std::vector<std::string> index_names;
   for (size_t i = 0; i < repos.size(); ++i) {
     LoadedRepository lr{repos[i], {}, {}};
     Repository& r = lr.repo;
-    const std::string& url = releases[i].url;
+    std::string url = releases[i].url;
     try {
       std::string text;
-      if (r.trusted) {
-        text = strip_clearsign(store.read(fetched[i].digest));
+      if (!fetched[i]) {
+        text = detached_release(lr, o.default_keyring, store, fetcher);
+      } else if (r.trusted) {
+        text = strip_clearsign(store.read(fetched[i]->digest));
       } else {
         lr.keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
-        text = verify_inrelease(store.blob_path(fetched[i].digest), lr.keyring, url);
+        text = verify_inrelease(store.blob_path(fetched[i]->digest), lr.keyring, url);
       }
+      if (lr.detached) url = r.uri + "/dists/" + r.suite + "/Release";
       lr.release = parse_release(text);
       const ReleaseFile& rel = lr.release;
       if (rel.suite != r.suite && rel.codename != r.suite)

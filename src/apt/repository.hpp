@@ -35,6 +35,11 @@ ReleaseFile parse_release(const std::string& text);
 // key not in the keyring.
 std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url);
 
+// Checks a Release file against its detached signature (Release.gpg) with
+// gpgv, as verify_inrelease does, and returns the Release text.
+std::string verify_detached(const fs::path& release, const fs::path& signature, const fs::path& keyring,
+                            const std::string& url);
+
 // The signed text of an InRelease taken on trust (a `trusted` repository):
 // the armour is removed, nothing is checked.
 std::string strip_clearsign(const std::string& text);
@@ -53,10 +58,12 @@ struct LoadedRepository {
   Repository repo;
   ReleaseFile release;
   fs::path keyring;  // the keyring it was verified with (empty if trusted)
+  bool detached = false;  // signed by Release.gpg (no InRelease)
 };
 
-// Fetches and verifies every repository's InRelease, then every Packages
-// index (in parallel, through `fetcher`), and fills `index`.
+// Fetches and verifies every repository's InRelease (or, where a
+// repository has none, its Release and the detached Release.gpg), then every
+// Packages index (in parallel, through `fetcher`), and fills `index`.
 std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& repos, const LoadOptions& options,
                                                 const Store& store, fetch::Fetcher& fetcher, PackageIndex& index);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 
 #include "apt/version.hpp"
 #include "util/error.hpp"
@@ -26,6 +27,7 @@ struct State {
   std::map<std::string, std::vector<ProvidedBy>> provides;
   std::vector<std::pair<std::string, Atom>> negative;  // (owner, Conflicts/Breaks atom)
   std::map<std::string, std::string> reason;
+  std::map<std::string, std::string> replaced;  // installed below, upgraded here: name -> old version
 };
 
 const int kBudget = 20000;  // choices tried before giving up
@@ -44,6 +46,7 @@ class Solver {
 
   void add_installed(const Paragraph& p, State& s) {
     std::string name = p.get("Package");
+    installed_[name] = &p;
     s.marked[name] = {p.get("Version"), nullptr};
     for (const auto& g : parse_depends(p.get("Provides")))
       for (const auto& a : g) s.provides[a.name].push_back({name, a.version});
@@ -61,13 +64,35 @@ class Solver {
     return false;
   }
 
+  // Forgets what `name` provides and conflicts with (its version below is
+  // being replaced).
+  static void drop(const std::string& name, State& s) {
+    for (auto it = s.provides.begin(); it != s.provides.end();) {
+      auto& v = it->second;
+      v.erase(std::remove_if(v.begin(), v.end(), [&](const ProvidedBy& p) { return p.provider == name; }), v.end());
+      it = v.empty() ? s.provides.erase(it) : std::next(it);
+    }
+    auto& n = s.negative;
+    n.erase(std::remove_if(n.begin(), n.end(), [&](const auto& e) { return e.first == name; }), n.end());
+  }
+
   // Marks `p`; returns an error (empty on success) without touching its deps.
-  std::string mark(const Package* p, const std::string& why, State& s) {
+  // A version below is replaced when `p` is newer (or `downgrade` allows it).
+  std::string mark(const Package* p, const std::string& why, State& s, bool downgrade = false) {
     std::string name(p->name);
     if (auto it = s.marked.find(name); it != s.marked.end()) {
       if (it->second.version == p->version) return "";
-      return name + " " + std::string(p->version) + " is wanted, but " + name + " " + it->second.version +
-             (it->second.pkg ? " is already chosen" : " is installed in a lower layer");
+      if (it->second.pkg)
+        return name + " " + std::string(p->version) + " is wanted, but " + name + " " + it->second.version +
+               " is already chosen";
+      if (!downgrade && compare_versions(p->version, it->second.version) < 0)
+        return name + " " + std::string(p->version) + " is wanted, but the newer " + name + " " + it->second.version +
+               " is installed in a lower layer (a downgrade is done only when asked for as " + name + "=" +
+               std::string(p->version) + ")";
+      std::string old = it->second.version;
+      drop(name, s);
+      s.marked.erase(it);
+      if (!s.replaced.count(name)) s.replaced[name] = old;
     }
     std::vector<Atom> neg;
     for (auto f : {p->conflicts, p->breaks})
@@ -183,27 +208,120 @@ class Solver {
   Solution run(const SolveRequest& req) {
     State s;
     for (const auto& p : req.installed) add_installed(p, s);
-    std::vector<std::pair<const Package*, std::string>> roots;
-    auto add_root = [&](const Package* p, const std::string& why) {
-      if (!s.marked.count(std::string(p->name))) roots.emplace_back(p, why);
+    struct Root {
+      const Package* p;
+      std::string why;
+      bool exact;  // "name=version": may replace a newer version below
+    };
+    std::vector<Root> roots;
+    auto add_root = [&](const Package* p, const std::string& why, bool exact = false) {
+      auto it = s.marked.find(std::string(p->name));
+      if (it == s.marked.end()) return roots.push_back({p, why, exact});
+      // Installed below: a request for a newer candidate (or another exact
+      // version) upgrades it, as `apt-get install NAME` does.
+      bool requested = why == "requested";
+      if (requested && it->second.version != p->version &&
+          (exact || compare_versions(p->version, it->second.version) > 0))
+        roots.push_back({p, why, exact});
     };
     if (req.essential)
       for (const Package* p : index_.essential()) add_root(p, "essential");
-    if (req.required)
-      for (const Package* p : index_.by_priority("required")) add_root(p, "priority required");
-    for (const auto& spec : req.packages) add_root(find_request(spec, s), "requested");
-    for (const auto& [p, why] : roots) {
-      std::string err = mark(p, why, s);
-      if (!err.empty()) throw Error("cannot install " + p->id() + ": " + err);
+    if (!req.priority.empty()) {
+      int upto = priority_rank(req.priority);
+      if (upto > 2) throw Error("priority '" + req.priority + "' is not required, important or standard");
+      for (const char* level : {"required", "important", "standard"})
+        if (priority_rank(level) <= upto)
+          for (const Package* p : index_.by_priority(level)) add_root(p, std::string("priority ") + level);
     }
-    for (const auto& [p, why] : roots) {
-      std::string err = install_deps(p, s);
-      if (!err.empty()) throw Error("cannot install " + std::string(p->name) + " (" + why + "):\n  " + err);
+    for (const auto& spec : req.packages) add_root(find_request(spec, s), "requested", spec.find('=') != std::string::npos);
+    for (const auto& r : roots) {
+      std::string err = mark(r.p, r.why, s, r.exact);
+      if (!err.empty()) throw Error("cannot install " + r.p->id() + ": " + err);
     }
+    for (const auto& r : roots) {
+      std::string err = install_deps(r.p, s);
+      if (!err.empty()) throw Error("cannot install " + std::string(r.p->name) + " (" + r.why + "):\n  " + err);
+    }
+    if (req.recommends) install_recommends(s);
+    check_below(s);
     Solution out;
     for (const auto& [name, m] : s.marked)
       if (m.pkg) out.packages.push_back(m.pkg), out.reason[name] = s.reason[name];
+    out.upgraded = s.replaced;
     return out;
+  }
+
+  // Recommends of every package marked here (and of what they bring), each
+  // group's first alternative that installs with its dependencies; a group
+  // nothing satisfies is left out (apt only warns of those).
+  void install_recommends(State& s) {
+    std::set<std::string> done;
+    for (bool more = true; more;) {
+      more = false;
+      std::vector<const Package*> todo;
+      for (const auto& [name, m] : s.marked)
+        if (m.pkg && done.insert(name).second) todo.push_back(m.pkg);
+      for (const Package* p : todo) {
+        std::vector<Alternatives> groups;
+        try {
+          groups = parse_depends(p->recommends, index_.architecture());
+        } catch (const Error&) {
+          continue;  // a malformed Recommends is not worth failing for
+        }
+        std::string why = std::string(p->name) + " (Recommends)";
+        for (const auto& g : groups) {
+          bool ok = false;
+          for (const auto& a : g) ok = ok || satisfied(a, s);
+          for (size_t i = 0; !ok && i < g.size(); ++i)
+            for (const Package* c : choices(g[i])) {
+              State saved = s;
+              std::string err = mark(c, why, s);
+              if (err.empty()) err = install_deps(c, s);
+              if (err.empty()) {
+                ok = more = true;
+                break;
+              }
+              s = std::move(saved);
+            }
+        }
+      }
+    }
+  }
+
+  // After upgrades: every package left below must still have what it
+  // depends on (apt would upgrade it too or refuse; this refuses, saying why).
+  void check_below(const State& s) const {
+    if (s.replaced.empty()) return;
+    std::set<std::string> touched;  // names whose meaning changed: the upgraded packages and what they provided
+    for (const auto& [name, old] : s.replaced) {
+      touched.insert(name);
+      if (auto it = installed_.find(name); it != installed_.end())
+        for (const auto& g : parse_depends(it->second->get("Provides")))
+          for (const auto& a : g) touched.insert(a.name);
+    }
+    for (const auto& [name, para] : installed_) {
+      if (s.replaced.count(name)) continue;
+      for (const char* field : {"Pre-Depends", "Depends"}) {
+        std::vector<Alternatives> groups;
+        try {
+          groups = parse_depends(para->get(field), index_.architecture());
+        } catch (const Error&) {
+          continue;
+        }
+        for (const auto& g : groups) {
+          bool relevant = false, ok = false;
+          for (const auto& a : g) relevant = relevant || touched.count(a.name), ok = ok || satisfied(a, s);
+          if (!relevant || ok) continue;
+          std::string group_str, ups;
+          for (const auto& a : g) group_str += (group_str.empty() ? "" : " | ") + a.str();
+          for (const auto& [n, old] : s.replaced)
+            ups += (ups.empty() ? "" : ", ") + n + " " + old + " -> " + s.marked.at(n).version;
+          throw Error("cannot upgrade " + ups + ": " + name + " " + para->get("Version") +
+                      " (installed in a lower layer) depends on " + group_str +
+                      "; ask for a version of it that fits too, or leave the lower layer's version");
+        }
+      }
+    }
   }
 
  private:
@@ -233,6 +351,7 @@ class Solver {
   }
 
   const PackageIndex& index_;
+  std::map<std::string, const Paragraph*> installed_;  // below, by name
   int tries_ = 0;
 };
 

@@ -58,6 +58,7 @@ void to_json(nlohmann::json& j, const Sources& s) {
     j["redist"] = {{"product", s.redist->product},
                    {"manifest_version", s.redist->manifest_version},
                    {"components", s.redist->components}};
+  if (s.redist && !s.redist->archive.empty()) j["redist"]["archive"] = s.redist->archive;
   if (s.git) j["git"] = {{"url", s.git->url}, {"ref", s.git->ref}};
   if (s.archive) j["archive"] = {{"url", s.archive->url}, {"sha256", s.archive->sha256}};
 }

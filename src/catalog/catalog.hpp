@@ -30,9 +30,14 @@ struct Requirement {
 };
 
 // Where a version's files come from. Only the kinds a record lists are set.
-struct Redist {         // NVIDIA redistrib_<manifest_version>.json under compute/<product>/redist/
+// NVIDIA's redistributables below the redist base URL (NVIDIA's compute/):
+// a manifest <product>/redist/redistrib_<manifest_version>.json, or (NCCL,
+// which has no manifests) one archive at `archive`, "{arch}" standing for
+// x86_64 or aarch64; its sha256 is pinned by the lockfile.
+struct Redist {
   std::string product;  // cuda, cudnn, nccl
-  std::string manifest_version;         // e.g. "12.6.3"
+  std::string manifest_version;         // e.g. "12.6.3"; "" with `archive`
+  std::string archive;                  // e.g. redist/nccl/v2.21.5/nccl_2.21.5-1+cuda12.4_{arch}.txz
   std::vector<std::string> components;  // e.g. libcublas; empty = chosen by the recipe
 };
 struct GitSource {

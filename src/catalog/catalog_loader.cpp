@@ -201,11 +201,19 @@ class FileLoader {
     if (auto v = n["apt"]) s.apt = r_.strings(v, "'apt'");
     if (auto v = n["pip"]) s.pip = r_.strings(v, "'pip'");
     if (auto v = n["redist"]) {
-      r_.check_keys(v, "'redist'", {"product", "manifest_version", "components"},
-                    {"product", "manifest_version"});
+      r_.check_keys(v, "'redist'", {"product", "manifest_version", "components", "archive"}, {"product"});
       Redist rd;
       rd.product = r_.string(v["product"], "'product'");
-      rd.manifest_version = r_.version(v["manifest_version"], "'manifest_version'").str();
+      if (auto m = v["manifest_version"]) rd.manifest_version = r_.version(m, "'manifest_version'").str();
+      if (auto a = v["archive"]) {
+        rd.archive = r_.string(a, "'archive'");
+        if (rd.archive.empty() || rd.archive[0] == '/' || rd.archive.find("..") != std::string::npos ||
+            rd.archive.find("://") != std::string::npos)
+          r_.fail(a, "'archive' is a path below the redist base URL, e.g. "
+                     "redist/nccl/v2.21.5/nccl_2.21.5-1+cuda12.4_{arch}.txz, not '" + rd.archive + "'");
+      }
+      if (rd.manifest_version.empty() == rd.archive.empty())
+        r_.fail(v, "'redist' names either a manifest ('manifest_version') or one archive ('archive')");
       if (auto c = v["components"]) rd.components = r_.strings(c, "'components'");
       s.redist = std::move(rd);
     }

@@ -12,23 +12,27 @@ namespace sb::cli {
 const char* const kAptResolveHelp =
     "usage: stackbuild apt-resolve [options] PACKAGE...\n"
     "\n"
-    "Reads the repositories of a release (as an apt layer would: the machine's apt\n"
-    "configuration, or STACKBUILD_APT_SOURCES), checks their signatures, and prints what\n"
-    "PACKAGE... resolve to, one 'name version url sha256' line a package, sorted by name.\n"
-    "Recommends are not installed. A failure explains which dependency cannot be met.\n"
+    "Reads the default repositories of a release (as an apt layer without `repositories:`\n"
+    "would: STACKBUILD_APT_SOURCES, else the machine's apt configuration, else the public\n"
+    "archives), checks their signatures, and prints what PACKAGE... resolve to, one\n"
+    "'name version url sha256' line a package, sorted by name. Recommends are left out\n"
+    "unless --recommends. A failure explains which dependency cannot be met.\n"
     "\n"
     "options:\n"
     "  --distro NAME      debian (default) or ubuntu\n"
     "  --release NAME     the codename, e.g. trixie (required)\n"
     "  --base             add the Essential set and apt, as an os layer does\n"
+    "  --priority LEVEL   add every package of Priority LEVEL and above (required,\n"
+    "                     important or standard)\n"
+    "  --recommends       install Recommends too\n"
     "  --names            print only the names\n"
     "Also takes the options of every command (stackbuild --help). See docs/apt.md.\n";
 
 int cmd_apt_resolve(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--base", "--names"});
+  flags.insert(flags.end(), {"--base", "--names", "--recommends"});
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--distro", "--release"});
+  options.insert(options.end(), {"--distro", "--release", "--priority"});
   Args args(argv, flags, options);
   if (maybe_help(args, kAptResolveHelp)) return kExitOk;
   auto release = args.get("--release");
@@ -36,8 +40,18 @@ int cmd_apt_resolve(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto start = std::chrono::steady_clock::now();
-  auto lines = apt_resolve(args.get("--distro").value_or("debian"), *release, args.positional(), args.has("--base"),
-                           store, *ctx.status);
+  AptResolveOptions o;
+  o.base = args.has("--base");
+  o.recommends = args.has("--recommends");
+  o.priority = args.get("--priority").value_or("");
+  if (!o.priority.empty() && o.priority != "required" && o.priority != "important" && o.priority != "standard")
+    throw Error("--priority wants required, important or standard, not '" + o.priority + "'", kExitUsage);
+  std::string distro = args.get("--distro").value_or("debian");
+  if (distro != "debian" && distro != "ubuntu")
+    throw Error("--distro wants debian or ubuntu, not '" + distro + "'", kExitUsage);
+  if (args.positional().empty() && !o.base && o.priority.empty())
+    throw Error("apt-resolve wants PACKAGE names (or --base, --priority)", kExitUsage);
+  auto lines = apt_resolve(distro, *release, args.positional(), o, store, *ctx.status);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& l : lines) printf("%s\n", args.has("--names") ? l.substr(0, l.find(' ')).c_str() : l.c_str());
   ctx.status->result("packages", std::to_string(lines.size()) + " in " + std::to_string(secs).substr(0, 5) + " s");

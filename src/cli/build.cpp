@@ -2,10 +2,12 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/base_image.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/labels.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
@@ -78,7 +80,8 @@ const char* const kBuildHelp =
     "  --no-verify              push without testing the images first\n"
     "  --gpus SEL, --report FILE, --junit FILE, --nvcc PATH  for the tests, as for 'stackbuild test'\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
-    "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
+    "                           recipe resolves to now (see 'stackbuild lock'); says what changed;\n"
+    "                           apt, pip and redist layers fetch exactly the files it pins\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
@@ -89,6 +92,8 @@ const char* const kBuildHelp =
     "image and the test; nothing is pushed. After the push, each image's report is attached to\n"
     "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG.\n"
+    "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
+    "as for push); --locked builds from the digest 'stackbuild lock' recorded.\n"
     "A recipe with a matrix, catalog components (use:, apt:, pip:, build:) or ${vars} is\n"
     "resolved first (as 'stackbuild plan' shows it). Layers of components cannot be built yet:\n"
     "the build stops after resolving and names the layer.\n"
@@ -112,8 +117,9 @@ int cmd_build(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
   std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
-  std::string apt_lock;                          // --locked: the lockfile's apt packages
   std::optional<resolve::ResolvedStack> stack;   // the point's resolution, for the image's labels
+  std::string base_lock;                         // --locked: the lockfile's base image digest
+  PointInputs point;                             // what the point resolved to; --locked: what the lockfile pins
   if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
@@ -131,13 +137,16 @@ int cmd_build(const std::vector<std::string>& argv) {
     recipe = resolve::instantiate(planned.recipe, points.front());
     variables = resolve::point_variables(planned.recipe, points.front());
     stack = points.front().stack;
-    if (args.has("--locked")) apt_lock = locked_apt(planned, points.front());  // apt: the pinned .debs
+    point = args.has("--locked") ? locked_point_inputs(planned, points.front()) : point_inputs(points.front());
+    if (args.has("--locked")) base_lock = locked_base(planned, points.front());  // from: the pinned digest
   }
 
   BuildOptions o;
   o.variables = variables;
-  o.apt_lock = apt_lock;
+  o.point = point;
   o.labels = stack_labels(recipe, stack ? &*stack : nullptr);  // pipeline/labels.hpp
+  o.base.session = registry_session_options(args);  // from: a base image (pulled with --creds ...)
+  o.base.locked = base_lock;
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;
@@ -165,6 +174,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   ctx.status->message(Level::Info, "layers: " + std::to_string(r.layers.size()) + " (" + std::to_string(built) +
                                        " built, " + std::to_string(r.layers.size() - built) + " from the cache)");
   for (const auto& w : r.warnings) ctx.status->message(Level::Warning, w);
+  if (!r.base.empty()) ctx.status->result("base", r.base);
   for (const auto& img : r.images) ctx.status->result(img.tag, img.image.manifest.digest.str());
   ctx.status->result("output", o.output.string());
 

@@ -7,6 +7,9 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/base_image.hpp"
+#include "registry/session.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "util/error.hpp"
 
@@ -33,15 +36,21 @@ const char* const kLockHelp =
     "\n"
     "Resolves every matrix point of the recipe and writes RECIPE.yaml.lock beside it: JSON,\n"
     "sorted keys, one resolved stack per point, so changes read well in a diff. The file is\n"
-    "replaced atomically; an error leaves the old lockfile as it was. 'stackbuild build\n"
-    "--locked' refuses to build when the lockfile is missing or stale.\n"
+    "replaced atomically; an error leaves the old lockfile as it was. Each point also pins\n"
+    "what its apt, pip and redist layers fetch (URL, size, sha256 of every package, wheel and\n"
+    "archive), resolved now. 'stackbuild build --locked' fetches exactly those, and refuses\n"
+    "to build when the lockfile is missing or stale.\n"
     "Unsatisfiable points are recorded as such (and reported); --strict refuses to write.\n"
+    "A recipe's base image (from: REGISTRY/REPO:TAG) is looked up and its digest recorded;\n"
+    "build --locked builds from that digest.\n"
     "\n"
     "options:\n"
     "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable)\n"
     "  --catalog DIR      the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                     beside the recipe or above it, else the built-in one)\n"
-    "  --strict           exit 4, writing nothing, when any point is unsatisfiable\n";
+    "  --strict           exit 4, writing nothing, when any point is unsatisfiable\n"
+    "  --creds USER:PASSWORD, --ca-cert FILE, --insecure-registry HOST[:PORT]\n"
+    "                     for looking up a base image (as for push)\n";
 
 const std::vector<std::string> kPlanOptions = {"--catalog"};
 
@@ -131,7 +140,8 @@ int cmd_lock(const std::vector<std::string>& argv) {
   flags.push_back("--strict");
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
-  Args args(argv, flags, options, {"--set"});
+  options.insert(options.end(), {"--creds", "--ca-cert"});  // from: looking up a base image
+  Args args(argv, flags, options, {"--set", "--insecure-registry"});
   if (maybe_help(args, kLockHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("lock wants one recipe file (see 'stackbuild lock --help')", kExitUsage);
@@ -140,7 +150,9 @@ int cmd_lock(const std::vector<std::string>& argv) {
   size_t bad = planned.plan.unsatisfiable();
   if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
-  fs::path path = write_lock(planned, lock_extras(planned, ctx.store(), *ctx.status));  // apt: issue 4
+  std::vector<nlohmann::json> extras = lock_extras(planned, ctx.store(), *ctx.status);  // apt, pip, redist
+  add_base_lock_extras(planned, extras, registry_session_options(args), *ctx.status);  // from: its digest
+  fs::path path = write_lock(planned, extras);
   ctx.status->result("lock", path.string() + " (" + std::to_string(planned.plan.points.size()) + (planned.plan.points.size() == 1 ? " point, " : " points, ") +
                                  std::to_string(bad) + " unsatisfiable)");
   return kExitOk;

@@ -19,7 +19,7 @@ const char* const kPullHelp =
     "                            $STACKBUILD_REGISTRY_PASSWORD, else ~/.docker/config.json)\n"
     "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable)\n"
-    "  -j, --jobs N              blobs fetched at once (default 3)\n"
+    "  -j, --jobs N              blobs fetched at once (default 3, at most 256)\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
 int cmd_pull(const std::vector<std::string>& argv) {
@@ -38,8 +38,8 @@ int cmd_pull(const std::vector<std::string>& argv) {
   registry::PullOptions o;
   o.session = registry_session_options(args);
   if (auto p = args.get("--platform")) registry::parse_platform(*p, o);
-  auto jobs = args.integer("-j", 1, 64);
-  if (!jobs) jobs = args.integer("--jobs", 1, 64);
+  auto jobs = args.integer("-j", 1, 256);
+  if (!jobs) jobs = args.integer("--jobs", 1, 256);
   if (jobs) o.jobs = static_cast<int>(*jobs);
 
   Context ctx = make_context(args);

@@ -30,7 +30,8 @@ const char* const kPushHelp =
     "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable;\n"
     "                            localhost and 127.0.0.1 may always use plain HTTP)\n"
-    "  -j, --jobs N              blobs sent at once (default 3)\n"
+    "  -j, --jobs N              blobs sent at once (default 3, at most 256; fewer when the\n"
+    "                            limit on open files allows fewer)\n"
     "  --chunk-size BYTES        bytes per PATCH of a chunked upload (default 64 MiB); blobs up\n"
     "                            to 16 MiB (or the chunk size, if smaller) go in one PUT\n"
     "Also takes the options of every command (stackbuild --help).\n";
@@ -50,8 +51,8 @@ registry::SessionOptions registry_session_options(const Args& args) {
 static registry::PushOptions push_options(const Args& args, const Store& store) {
   registry::PushOptions o;
   o.session = registry_session_options(args);
-  auto jobs = args.integer("-j", 1, 64);
-  if (!jobs) jobs = args.integer("--jobs", 1, 64);
+  auto jobs = args.integer("-j", 1, 256);  // as build's -j, which build --push passes on
+  if (!jobs) jobs = args.integer("--jobs", 1, 256);
   if (jobs) o.jobs = static_cast<int>(*jobs);
   if (auto c = args.integer("--chunk-size", 1 << 16, int64_t{1} << 40)) {
     o.chunk_size = static_cast<uint64_t>(*c);

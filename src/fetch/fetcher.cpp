@@ -137,7 +137,7 @@ class HttpFetcher final : public Fetcher {
   void copy_local(const FetchItem& item, const fs::path& partial) {
     fs::path src = item.url.substr(7);
     std::error_code ec;
-    if (!fs::exists(src, ec)) throw FetchError(item.url, 0, item.url + ": no such file" + expectation(item));
+    if (!fs::exists(src, ec)) throw FetchError(item.url, 404, item.url + ": no such file" + expectation(item));
     ::unlink(partial.c_str());
     fs::copy_file(src, partial, ec);
     if (ec) throw FetchError(item.url, 0, item.url + ": " + ec.message());

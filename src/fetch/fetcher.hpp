@@ -41,7 +41,8 @@ struct Fetched {
 };
 
 // A fetch that failed: the URL, the HTTP status (0 for a transport error or a
-// check that failed after the transfer) and the expectation it broke.
+// check that failed after the transfer; 404 for a file:// path that does not
+// exist) and the expectation it broke.
 class FetchError : public Error {
  public:
   FetchError(std::string url, long status, const std::string& what)

@@ -47,7 +47,7 @@ static json config_document(const ImageConfig& c, const std::vector<Layer>& laye
   for (const auto& l : layers) diff_ids.push_back(l.diff_id.str());
   json hist = json::array();
   for (const auto& h : history) {
-    json e{{"created", rfc3339(created)}, {"created_by", h.created_by}};
+    json e{{"created", h.created.empty() ? rfc3339(created) : h.created}, {"created_by", h.created_by}};
     if (!h.comment.empty()) e["comment"] = h.comment;
     if (h.empty_layer) e["empty_layer"] = true;
     hist.push_back(e);

@@ -33,6 +33,7 @@ struct HistoryEntry {
   std::string created_by;   // what made the layer, e.g. "stackbuild: layer 'app' (copy)"
   std::string comment;
   bool empty_layer = false;
+  std::string created;      // RFC 3339; "" = the build's time (a base image's entries keep theirs)
 };
 
 // The standard org.opencontainers.image.* annotations a manifest carries.

@@ -92,6 +92,7 @@ class Resolver {
       root_keys_.insert(r.key);
     }
     for (const auto& r : excluded) cons_.push_back({r, "~", ""});
+    for (const auto& [r, who] : opts_.constraints) cons_.push_back({r, "@" + who, ""});
     int rounds = 0;
     while (!queue_.empty()) {
       if (++rounds > opts_.max_rounds) throw Error("pip resolution did not settle after " + std::to_string(rounds) + " steps");
@@ -158,6 +159,10 @@ class Resolver {
       if (c.req.key != key) continue;
       if (c.origin == "~") {
         e.add_trace("'" + c.req.str() + "' excluded while backtracking");
+        continue;
+      }
+      if (c.origin.starts_with("@")) {
+        e.add_trace("'" + c.req.str() + "' required by " + c.origin.substr(1) + " (its catalog record's wheel)");
         continue;
       }
       e.add_trace("'" + c.req.str() + "' asked by " +

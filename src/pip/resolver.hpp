@@ -44,6 +44,10 @@ struct ResolveOptions {
     std::string version, layer;
   };
   std::map<std::string, Installed> installed;
+  // Constraints, as pip's `-c`: they narrow a project's versions when something
+  // asks for it, and never add a project. The string says who set it
+  // ("the point's cudnn 9.1.0.70"), for conflicts.
+  std::vector<std::pair<Requirement, std::string>> constraints;
   int max_rounds = 20000;
 };
 

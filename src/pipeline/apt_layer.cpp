@@ -1,7 +1,9 @@
 #include "pipeline/apt_layer.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <set>
 
 #include "apt/install.hpp"
 #include "apt/repository.hpp"
@@ -9,6 +11,7 @@
 #include "apt/sources.hpp"
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
+#include "pipeline/lock.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -32,9 +35,11 @@ struct Distro {
 };
 
 // The distribution of the point: the layer's own version, else the point's
-// `os`; a number ("13") is looked up in the catalog's os records.
+// `os`; a number ("13") is looked up in the catalog's os records. The
+// codename is "" when neither says (fine for repositories that name their
+// suites; need_codename() says what is missing otherwise).
 Distro distro_of(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {
-  std::string v = spec.version.value;
+  std::string v = spec.from == "apt" ? "" : spec.version.value;  // from: apt: the version is the component's
   if (v.empty())
     if (auto it = vars.find("os"); it != vars.end()) v = it->second;
   Distro d;
@@ -53,15 +58,47 @@ Distro distro_of(const Recipe& recipe, const LayerSpec& spec, const std::map<std
       }
   }
   if (d.codename.empty() && alphabetic(v) && v != "debian" && v != "ubuntu") d.codename = v;
-  if (d.codename.empty())
-    throw Error("layer '" + spec.name + "': which release? give `version:` (e.g. trixie) or an os layer below");
   if (d.name.empty()) d.name = "debian";
   return d;
 }
 
-std::vector<apt::Repository> repositories(const Distro& d, fs::path& keyring) {
+const std::string& need_codename(const Distro& d, const std::string& layer, const std::string& why) {
+  if (d.codename.empty())
+    throw Error("layer '" + layer + "': which release? " + why +
+                "; give the layer `version:` (e.g. trixie), an os layer below, or the repositories' `suites:`");
+  return d.codename;
+}
+
+// The public archives of a distribution (settings STACKBUILD_APT_MIRROR and
+// STACKBUILD_APT_SECURITY_MIRROR replace their URLs): the release, its
+// -updates and -security suites.
+std::vector<apt::Repository> public_repositories(const Distro& d) {
+  bool ubuntu = d.name == "ubuntu";
+  std::string main = env_or("STACKBUILD_APT_MIRROR", ubuntu ? "http://archive.ubuntu.com/ubuntu" : "http://deb.debian.org/debian");
+  std::string security = env_or("STACKBUILD_APT_SECURITY_MIRROR",
+                                ubuntu ? "http://security.ubuntu.com/ubuntu" : "http://deb.debian.org/debian-security");
+  std::vector<std::string> comps = ubuntu ? std::vector<std::string>{"main", "universe"} : std::vector<std::string>{"main"};
+  std::vector<apt::Repository> out;
+  auto add = [&](const std::string& uri, const std::string& suite) {
+    apt::Repository r;
+    r.uri = uri;
+    r.suite = suite;
+    r.components = comps;
+    r.where = "the public " + d.name + " archive";
+    out.push_back(r);
+  };
+  add(main, d.codename);
+  if (d.codename != "sid" && d.codename != "unstable") {
+    add(main, d.codename + "-updates");
+    add(security, d.codename + "-security");
+  }
+  return out;
+}
+
+// The default repositories of a release: STACKBUILD_APT_SOURCES, else the
+// machine's apt configuration, else the public archives.
+std::vector<apt::Repository> default_repositories(const Distro& d, const std::string& layer, Status& status) {
   fs::path root = env_or("STACKBUILD_APT_ROOT", "/");
-  keyring = apt::default_keyring(d.name, root);
   std::string file = env_or("STACKBUILD_APT_SOURCES", "");
   if (!file.empty()) {
     std::string text = read_file(file);
@@ -74,17 +111,51 @@ std::vector<apt::Repository> repositories(const Distro& d, fs::path& keyring) {
     auto p = os.find("\nID=");
     if (p != std::string::npos) machine_distro = os.substr(p + 4, os.find('\n', p + 4) - p - 4);
   }
+  need_codename(d, layer, "the default repositories are those of a release");
   std::vector<apt::Repository> out;
   if (machine_distro == d.name) out = apt::repositories_for(apt::machine_repositories(root), mine, d.codename);
-  if (out.empty())
-    throw Error("no repository for " + d.name + " " + d.codename + ": the machine's apt configuration (" +
-                (root / "etc/apt").string() + ", " + (machine_distro.empty() ? "unknown" : machine_distro) + " " +
-                mine + ") has no " + d.name + " source to derive one from; set STACKBUILD_APT_SOURCES to a "
-                ".list or .sources file naming the configured mirror");
+  if (out.empty()) {
+    out = public_repositories(d);
+    status.message(Level::Info, "layer " + layer + ": the machine's apt configuration (" + (root / "etc/apt").string() +
+                                    ") has no " + d.name + " source; using " + out.front().uri +
+                                    " (set STACKBUILD_APT_MIRROR, or give the recipe `repositories:`)");
+  }
   return out;
 }
 
-std::map<std::string, int> pins() {
+// The repositories of one apt layer: its own `repositories:`, else the
+// recipe's, else the defaults; `default` among them stands for the defaults.
+std::vector<apt::Repository> layer_repositories(const Recipe& recipe, const LayerSpec& spec, const Distro& d,
+                                                Status& status) {
+  const auto& specs = spec.repositories.empty() ? recipe.repositories : spec.repositories;
+  if (specs.empty()) return default_repositories(d, spec.name, status);
+  std::vector<apt::Repository> out;
+  for (const auto& s : specs) {
+    if (s.is_default) {
+      auto def = default_repositories(d, spec.name, status);
+      out.insert(out.end(), def.begin(), def.end());
+      continue;
+    }
+    std::vector<std::string> suites = s.suites;
+    if (suites.empty()) suites = {need_codename(d, spec.name, "the repository at " + s.where.str() + " names no suites")};
+    for (const auto& suite : suites) {
+      apt::Repository r;
+      r.uri = s.url;
+      r.suite = suite;
+      r.components = s.components;
+      r.signed_by = s.keyring_file;
+      r.trusted = s.trusted;
+      r.check_valid_until = s.check_valid_until;
+      r.priority = s.priority.value_or(500);
+      r.where = s.where.str();
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
+// Pins by origin: STACKBUILD_APT_PINS, then the recipe's `pins:`, then the layer's.
+std::map<std::string, int> layer_pins(const Recipe& recipe, const LayerSpec& spec) {
   std::map<std::string, int> out;
   std::string s = env_or("STACKBUILD_APT_PINS", "");
   for (size_t pos = 0; pos < s.size();) {
@@ -94,15 +165,41 @@ std::map<std::string, int> pins() {
     pos = end + 1;
     auto eq = item.find('=');
     if (eq == std::string::npos) throw Error("STACKBUILD_APT_PINS: '" + item + "' is not ORIGIN=PRIORITY");
-    out[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
+    try {
+      out[item.substr(0, eq)] = std::stoi(item.substr(eq + 1));
+    } catch (const std::exception&) {
+      throw Error("STACKBUILD_APT_PINS: '" + item + "' is not ORIGIN=PRIORITY");
+    }
+  }
+  for (const auto* list : {&recipe.pins, &spec.pins})
+    for (const auto& p : *list) out[p.origin] = p.priority;
+  return out;
+}
+
+// `from: apt`: the apt packages of the catalog records the point chose for
+// the layer's components (libnccl2=2.21.5-1+cuda12.4).
+std::vector<std::string> component_packages(const Recipe& recipe, const LayerSpec& spec,
+                                            const std::map<std::string, std::string>& vars, const PointInputs& point) {
+  std::vector<std::string> out;
+  if (spec.from != "apt") return out;
+  auto dir = find_catalog(recipe.file);
+  if (!dir) throw Error("layer '" + spec.name + "': from: apt needs the catalog");
+  catalog::Catalog cat = catalog::load_catalog(*dir);
+  for (const auto& u : spec.use) {
+    std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
+    const catalog::Record* r = chosen_record(cat, u, point, v);
+    if (!r || r->sources.apt.empty())
+      throw Error("layer '" + spec.name + "': the catalog names no apt package for " +
+                  (r ? r->label() : u + " " + v) + " (its record has no `apt:` source)");
+    out.insert(out.end(), r->sources.apt.begin(), r->sources.apt.end());
   }
   return out;
 }
 
-std::vector<std::string> wanted(const LayerSpec& spec) {
-  std::vector<std::string> w;
+std::vector<std::string> wanted(const LayerSpec& spec, const std::vector<std::string>& from_catalog = {}) {
+  std::vector<std::string> w = from_catalog;
   bool os = std::any_of(spec.use.begin(), spec.use.end(), is_os_name);
-  if (os) w.push_back("apt");  // apt-get keeps working in the image
+  if (os || spec.base) w.push_back("apt");  // apt-get keeps working in the image
   w.insert(w.end(), spec.packages.begin(), spec.packages.end());
   w.insert(w.end(), spec.apt.begin(), spec.apt.end());
   return w;
@@ -119,26 +216,94 @@ struct Resolved {
   std::vector<apt::LoadedRepository> repos;
   std::vector<apt::LockedPackage> packages;
   std::vector<apt::Paragraph> records;  // the packages' index records
+  std::map<std::string, std::string> upgraded;  // name -> the version below it replaces
 };
 
-Resolved resolve_layer(const Distro& d, const LayerSpec& spec, const std::vector<apt::Paragraph>& installed,
-                       const Store& store, fetch::Fetcher& fetcher) {
-  fs::path keyring;
-  auto repos = repositories(d, keyring);
+Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& spec,
+                       const std::vector<apt::Paragraph>& installed, const Store& store, fetch::Fetcher& fetcher,
+                       Status& status, const std::vector<std::string>& from_catalog = {}) {
+  auto repos = layer_repositories(recipe, spec, d, status);
   apt::LoadOptions lo;
-  lo.default_keyring = keyring;
-  lo.origin_pins = pins();
+  lo.default_keyring = apt::default_keyring(d.name, env_or("STACKBUILD_APT_ROOT", "/"));
+  lo.origin_pins = layer_pins(recipe, spec);
   apt::PackageIndex index("amd64");
   Resolved r;
   r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
   apt::SolveRequest req;
-  req.packages = wanted(spec);
-  req.essential = installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_name);
+  req.packages = wanted(spec, from_catalog);
+  req.essential = (installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_name)) || spec.base;
+  req.priority = spec.priority;
+  req.recommends = spec.recommends;
   req.installed = installed;
   apt::Solution sol = apt::solve(index, req);
   r.packages = apt::lock_solution(index, sol);
+  r.upgraded = sol.upgraded;
   for (const apt::Package* p : sol.packages) r.records.push_back(apt::parse_paragraphs(p->paragraph).front());
   return r;
+}
+
+// What the recipe asks of an apt layer, as the lockfile records it: a
+// --locked build refuses when this changed since `stackbuild lock`.
+nlohmann::json request_of(const Recipe& recipe, const LayerSpec& spec) {
+  const auto& repos = spec.repositories.empty() ? recipe.repositories : spec.repositories;
+  nlohmann::json pins = nlohmann::json::object();
+  for (const auto* list : {&recipe.pins, &spec.pins})
+    for (const auto& p : *list) pins[p.origin] = p.priority;
+  return {{"packages", wanted(spec)},    {"repositories", repos}, {"pins", pins},
+          {"recommends", spec.recommends}, {"base", spec.base},   {"priority", spec.priority},
+          {"release", spec.version.value}};
+}
+
+// The differences between two requests, in words ("" when the same).
+std::string request_changes(const nlohmann::json& locked, const nlohmann::json& now) {
+  std::vector<std::string> out;
+  auto names = [](const nlohmann::json& j) {
+    std::set<std::string> s;
+    for (const auto& v : j.value("packages", nlohmann::json::array())) s.insert(v.get<std::string>());
+    return s;
+  };
+  std::set<std::string> was = names(locked), is = names(now);
+  std::string added, removed;
+  for (const auto& n : is)
+    if (!was.count(n)) added += (added.empty() ? "" : ", ") + n;
+  for (const auto& n : was)
+    if (!is.count(n)) removed += (removed.empty() ? "" : ", ") + n;
+  if (!added.empty()) out.push_back("packages added: " + added);
+  if (!removed.empty()) out.push_back("packages removed: " + removed);
+  // Repositories: those removed and added, each in one line.
+  auto repo_str = [](const nlohmann::json& r) {
+    if (r.is_string()) return r.get<std::string>();
+    std::string s = r.value("url", "");
+    for (const char* k : {"suites", "components"})
+      if (r.contains(k))
+        for (const auto& w : r[k]) s += " " + w.get<std::string>();
+    std::string opts;
+    for (const auto& [k, v] : r.items())
+      if (k != "url" && k != "suites" && k != "components")
+        opts += (opts.empty() ? "" : ", ") + k + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+    return opts.empty() ? s : s + " (" + opts + ")";
+  };
+  auto repo_list = [](const nlohmann::json& j) {
+    return j.contains("repositories") && j["repositories"].is_array() ? j["repositories"] : nlohmann::json::array();
+  };
+  nlohmann::json old_repos = repo_list(locked), new_repos = repo_list(now);
+  if (old_repos != new_repos) {
+    std::string gone, come;
+    for (const auto& r : old_repos)
+      if (std::find(new_repos.begin(), new_repos.end(), r) == new_repos.end()) gone += (gone.empty() ? "" : "; ") + repo_str(r);
+    for (const auto& r : new_repos)
+      if (std::find(old_repos.begin(), old_repos.end(), r) == old_repos.end()) come += (come.empty() ? "" : "; ") + repo_str(r);
+    if (gone.empty() && come.empty()) out.push_back("repositories reordered");
+    if (!gone.empty()) out.push_back("repositories removed: " + (old_repos.empty() ? std::string("the defaults") : gone));
+    if (!come.empty()) out.push_back("repositories added: " + (new_repos.empty() ? std::string("the defaults") : come));
+  }
+  for (const char* key : {"pins", "recommends", "base", "priority", "release"}) {
+    nlohmann::json a = locked.contains(key) ? locked[key] : nlohmann::json(), b = now[key];
+    if (a != b) out.push_back(std::string(key) + ": " + a.dump() + " -> " + b.dump());
+  }
+  std::string s;
+  for (const auto& o : out) s += (s.empty() ? "" : "; ") + o;
+  return s;
 }
 
 std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
@@ -151,7 +316,7 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
 
 bool is_apt_layer(const LayerSpec& spec) {
   if (spec.copies() || !spec.build.empty() || !spec.pip.empty()) return false;
-  if (!spec.apt.empty()) return true;
+  if (!spec.apt.empty() || (spec.from == "apt" && !spec.use.empty())) return true;
   return !spec.use.empty() && std::all_of(spec.use.begin(), spec.use.end(), is_os_name);
 }
 
@@ -167,17 +332,24 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
     }
   auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
   Resolved r;
-  nlohmann::json lock = options.apt_lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.apt_lock);
+  nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
     r.packages = lock[spec.name].at("packages").get<std::vector<apt::LockedPackage>>();
     for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array()))
       r.repos.push_back({j.get<apt::Repository>(), {}, j.value("keyring", std::string())});
   } else {
     Distro d = distro_of(recipe, spec, options.variables);
-    r = resolve_layer(d, spec, state.status, store, *fetcher);
+    r = resolve_layer(recipe, d, spec, state.status, store, *fetcher, status,
+                      component_packages(recipe, spec, options.variables, options.point));
+  }
+  if (!r.upgraded.empty()) {
+    std::string ups;
+    for (const auto& p : r.packages)
+      if (r.upgraded.count(p.name)) ups += (ups.empty() ? "" : ", ") + p.name + " " + r.upgraded[p.name] + " -> " + p.version;
+    status.message(Level::Info, "layer " + spec.name + ": upgrades " + ups + " from the layers below");
   }
   KeyHasher k;
-  k.field("stackbuild-apt-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
+  k.field("stackbuild-apt-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
       .field("epoch", epoch);
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
@@ -209,64 +381,56 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
 }
 
 nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status) {
+                               const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
-  std::vector<apt::Paragraph> installed;
+  std::map<std::string, apt::Paragraph> below;  // by name: an upgrade replaces the record below
   auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
-    Resolved r = resolve_layer(distro_of(recipe, spec, variables), spec, installed, store, *fetcher);
+    std::vector<apt::Paragraph> installed;
+    for (const auto& [name, p] : below) installed.push_back(p);
+    Resolved r;
+    try {
+      r = resolve_layer(recipe, distro_of(recipe, spec, variables), spec, installed, store, *fetcher, status,
+                        component_packages(recipe, spec, variables, point));
+    } catch (Error& e) {
+      e.add_trace("while locking apt layer '" + spec.name + "'");
+      throw;
+    }
     nlohmann::json repos = nlohmann::json::array();
     for (const auto& lr : r.repos) {
       nlohmann::json j = lr.repo;
       j["keyring"] = lr.keyring.string();
       repos.push_back(j);
     }
-    out[spec.name] = {{"repositories", repos}, {"packages", r.packages}};
-    installed.insert(installed.end(), r.records.begin(), r.records.end());  // below the next apt layer
+    out[spec.name] = {{"request", request_of(recipe, spec)}, {"repositories", repos}, {"packages", r.packages}};
+    for (const auto& p : r.records) below[p.get("Package")] = p;  // below the next apt layer
   }
   return out;
 }
 
 std::vector<std::string> apt_resolve(const std::string& distro, const std::string& codename,
-                                     const std::vector<std::string>& packages, bool base, const Store& store,
-                                     Status& status) {
+                                     const std::vector<std::string>& packages, const AptResolveOptions& o,
+                                     const Store& store, Status& status) {
   LayerSpec spec;
   spec.name = "apt-resolve";
-  if (base) spec.use = {distro};
+  if (o.base) spec.use = {distro};
   spec.apt = packages;
+  spec.recommends = o.recommends;
+  spec.priority = o.priority;
+  Recipe recipe;
   auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
-  Resolved r = resolve_layer({distro, codename}, spec, {}, store, *fetcher);
+  Resolved r = resolve_layer(recipe, {distro, codename}, spec, {}, store, *fetcher, status);
   std::vector<std::string> out;
   for (const auto& p : r.packages) out.push_back(p.name + " " + p.version + " " + p.url + " " + p.sha256);
   return out;
 }
 
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
-  std::vector<nlohmann::json> out;
-  bool any = std::any_of(planned.recipe.layers.begin(), planned.recipe.layers.end(), is_apt_layer);
-  for (const auto& p : planned.plan.points) {
-    if (!any || !p.stack) {
-      out.push_back(nullptr);
-      continue;
-    }
-    try {
-      Recipe r = resolve::instantiate(planned.recipe, p);
-      out.push_back({{"apt", lock_apt_layers(r, resolve::point_variables(planned.recipe, p), store, status)}});
-    } catch (Error& e) {
-      e.add_trace("while locking the apt packages of point " + p.point.id());
-      throw;
-    }
-  }
-  return out;
-}
-
-std::string locked_apt(const Planned& planned, const resolve::PlanPoint& point) {
-  fs::path path = resolve::lock_path(planned.recipe.file);
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return "";
-  nlohmann::json j = resolve::locked_field(read_file(path), point.point, "apt");
-  return j.is_null() ? "" : j.dump();
+std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const nlohmann::json& entry) {
+  if (!entry.is_object() || !entry.contains("packages")) return "the entry has no packages";
+  if (!entry.contains("request"))
+    return "the lockfile does not record what it asked for (written by an older stackbuild)";
+  return request_changes(entry["request"], request_of(recipe, spec));
 }
 
 }  // namespace sb

@@ -3,9 +3,13 @@
 // apt and the packages; a layer with `apt:` installs those packages and what
 // they need that the layers below do not have. See docs/apt.md.
 //
-// Settings (environment): STACKBUILD_APT_SOURCES (a .list or .sources file
-// naming the repositories exactly, e.g. a snapshot), STACKBUILD_APT_ROOT (the
+// The recipe's `repositories:` and `pins:` (recipe-wide or per layer) say
+// where packages come from; without them, the defaults. Settings
+// (environment): STACKBUILD_APT_SOURCES (a .list or .sources file naming the
+// default repositories exactly, e.g. a snapshot), STACKBUILD_APT_ROOT (the
 // root whose etc/apt and os-release give the defaults; "/"),
+// STACKBUILD_APT_MIRROR / STACKBUILD_APT_SECURITY_MIRROR (the public archives
+// used when the machine has no apt configuration for the distribution),
 // STACKBUILD_APT_PINS ("Origin=990,Other=100"), STACKBUILD_OFFLINE=1 (use only
 // the store).
 #pragma once
@@ -22,37 +26,42 @@
 
 namespace sb {
 
-// Whether the driver builds `spec` through the apt source.
+// Whether the driver builds `spec` through the apt source: `apt:` packages,
+// an os layer, or `from: apt` on catalog components (their records' packages).
 bool is_apt_layer(const LayerSpec& spec);
 
 // Builds one apt layer on top of `below` (the image's layers so far, whose
 // dpkg state was recorded when they were built). `key_parent`/`key_out` as
-// for copy layers. With options.apt_lock (the lockfile's "apt" object of the
-// point) the exact packages pinned there are fetched; otherwise the
+// for copy layers. With options.point.lock (the lockfile's entries of the
+// point, pipeline/lock.hpp) the exact packages pinned there are fetched; otherwise the
 // repositories are read and the packages resolved now.
 LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
                             const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
                             int64_t epoch, Status& status, Digest& key_out);
 
 // The "apt" object of one resolved point for the lockfile: for each apt layer
-// {"repositories": [...], "packages": [{name, version, architecture, url,
+// {"request": what the recipe asked (packages, repositories, pins, options),
+// "repositories": [...], "packages": [{name, version, architecture, url,
 // sha256, size}, ...]}, resolved now against the repositories.
 nlohmann::json lock_apt_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status);
+                               const PointInputs& point, const Store& store, Status& status);
 
-// For `stackbuild apt-resolve`: the packages `packages` (plus the Essential
-// set and apt with `base`) resolve to over `distro` `codename`'s repositories
+struct AptResolveOptions {
+  bool base = false;        // the Essential set and apt, as an os layer
+  bool recommends = false;  // Recommends too
+  std::string priority;     // "", required, important, standard
+};
+
+// For `stackbuild apt-resolve`: the packages `packages` (plus what the
+// options add) resolve to over `distro` `codename`'s default repositories
 // (configured as for layers), by name, each "name version url sha256".
 std::vector<std::string> apt_resolve(const std::string& distro, const std::string& codename,
-                                     const std::vector<std::string>& packages, bool base, const Store& store,
-                                     Status& status);
+                                     const std::vector<std::string>& packages, const AptResolveOptions& options,
+                                     const Store& store, Status& status);
 
-// For `stackbuild lock`: one entry per plan point, {"apt": lock_apt_layers(...)}
-// for resolved points whose recipe has apt layers, null otherwise.
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status);
-
-// For `build --locked`: the "apt" object the lockfile holds for `point`, as
-// BuildOptions::apt_lock wants it ("" when none).
-std::string locked_apt(const Planned& planned, const resolve::PlanPoint& point);
+// For `build --locked`: "" when the lockfile's entry for apt layer `spec`
+// was written for what it asks now; else what changed (packages added and
+// removed, repositories, pins or options).
+std::string apt_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec, const nlohmann::json& entry);
 
 }  // namespace sb

@@ -145,10 +145,15 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
     }
   }
 
-  // 2. Layers, bottom to top, each keyed by its parent, spec and inputs.
+  // 2. The base image (`from:`, pipeline/base_image.cpp): its layers go first
+  //    and its manifest digest starts the chain of cache keys.
   Digest key = Digest::of_bytes("");
   std::vector<Layer> layers;
   std::vector<HistoryEntry> history;
+  std::optional<BaseImage> base = load_base_image(recipe, store, options.base, status);
+  if (base) key = base->cache_key(), layers = base->layers, history = base->history, result.base = base->pinned;
+
+  // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
   for (const auto& spec : recipe.layers) {
     const bool steps = !spec.build.empty() && !spec.copies();
     try {
@@ -175,13 +180,13 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
     history.push_back({"stackbuild: layer '" + spec.name + "' (" + kind + ")", spec.comment, false});
   }
 
-  // 3. Image documents: one image, under every tag.
-  ImageConfig config = image_config(recipe);
+  // 4. Image documents: one image, under every tag.
+  ImageConfig config = base ? inherit_config(base->config, image_config(recipe), recipe) : image_config(recipe);
   result.warnings = merge_labels(config.labels, options.labels);  // pipeline/labels.hpp
   Image image = make_image(config, layers, history, epoch, annotations(recipe));
   for (const auto& t : tags) result.images.push_back({t, image});
 
-  // 4. Output.
+  // 5. Output.
   try {
     if (options.format == OutputFormat::OciLayout)
       write_oci_layout(options.output, store, result.images);

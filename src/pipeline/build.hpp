@@ -9,6 +9,7 @@
 
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
+#include "pipeline/base_image.hpp"
 #include "recipe/recipe.hpp"
 #include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
@@ -17,6 +18,17 @@
 namespace sb {
 
 enum class OutputFormat { OciLayout, DockerArchive };
+
+// What the plan chose at the matrix point being built, for layers that read
+// the catalog (apt, pip, redist), and with `build --locked` the lockfile's
+// entries of the point (pipeline/lock.hpp).
+struct PointInputs {
+  std::map<std::string, std::string> versions;  // component -> exact version (resolve::ResolvedStack)
+  std::map<std::string, std::string> builds;    // component -> build, where the record has one
+  // --locked: the point's {"apt": ..., "pip": ..., "redist": ...} from the
+  // lockfile (JSON text), checked against the recipe; "" = resolve now.
+  std::string lock;
+};
 
 struct BuildOptions {
   fs::path output;                         // a layout directory or a tarball
@@ -27,11 +39,10 @@ struct BuildOptions {
   // The matrix point's ${vars} (resolve::point_variables), for build steps' environment.
   std::map<std::string, std::string> variables;
   sandbox::Sandbox* sandbox = nullptr;     // where build steps run; null: the Linux sandbox
-  // apt layers (pipeline/apt_layer.hpp): the lockfile's "apt" object of this point (JSON),
-  // set by --locked so exactly the pinned packages are fetched; "" = resolve now.
-  std::string apt_lock;
+  PointInputs point;
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;
+  BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)
 };
 
 struct LayerReport {
@@ -46,6 +57,7 @@ struct BuildResult {
   std::vector<LayerReport> layers;
   int64_t source_date_epoch = 0;
   std::vector<std::string> warnings;  // e.g. a recipe label replaced by a computed one
+  std::string base;  // the base image as REF@DIGEST; "" without `from:`
 };
 
 // The build's timestamp: --source-date-epoch, else the recipe's, else

@@ -10,6 +10,7 @@
 #include "layer/write.hpp"
 #include "pip/duplicates.hpp"
 #include "pip/install.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -83,21 +84,25 @@ bool is_pip_layer(const LayerSpec& spec) {
 
 pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
   std::string python = vars.count("python") ? vars.at("python") : "";
-  std::string glibc, distro;
+  if (python.empty()) python = recipe.platform.python;
+  std::string glibc = recipe.platform.glibc, distro;
   if (auto dir = find_catalog(recipe.file); dir && vars.count("os")) {
     catalog::Catalog cat = catalog::load_catalog(*dir);
     if (const catalog::Record* os = record_of(cat, "os", vars.at("os"))) {
       if (python.empty() && os->info.count("python")) python = os->info.at("python");
-      if (os->info.count("glibc")) glibc = os->info.at("glibc");
+      if (glibc.empty() && os->info.count("glibc")) glibc = os->info.at("glibc");
       if (os->info.count("distro")) distro = os->info.at("distro");
     }
   }
   python = env_or("STACKBUILD_PIP_PYTHON", python);
   glibc = env_or("STACKBUILD_PIP_GLIBC", glibc);
+  SourceLocation where = recipe.platform.where.known() ? recipe.platform.where : SourceLocation{recipe.file.string(), 1, 1};
   if (python.empty())
-    throw Error("which Python does the image have? use the python component (or an os layer), or set "
-                "STACKBUILD_PIP_PYTHON");
-  if (glibc.empty()) throw Error("which glibc does the image have? use an os layer, or set STACKBUILD_PIP_GLIBC");
+    throw InputError(where, "which Python does the image have? no python component, os layer or platform.python says",
+                     "add `platform: {python: \"3.12\", glibc: \"2.39\"}` to the recipe, or `use: python` / an os layer");
+  if (glibc.empty())
+    throw InputError(where, "which glibc does the image have? no os layer or platform.glibc says (wheels are chosen by it)",
+                     "add `platform: {glibc: \"2.39\"}` to the recipe (the image's `ldd --version`), or an os layer");
   // "3.12.3" -> "3.12"
   if (std::count(python.begin(), python.end(), '.') > 1) python = python.substr(0, python.rfind('.'));
   pip::Target t = pip::Target::for_distro(distro, python, glibc, recipe.architecture);
@@ -106,7 +111,7 @@ pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::st
 }
 
 std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec& spec,
-                                          const std::map<std::string, std::string>& vars) {
+                                          const std::map<std::string, std::string>& vars, const PointInputs& point) {
   std::vector<std::string> reqs;
   if (spec.from == "wheel") {
     auto dir = find_catalog(recipe.file);
@@ -114,11 +119,9 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
     catalog::Catalog cat = catalog::load_catalog(*dir);
     for (const auto& u : spec.use) {
       std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-      std::string build = vars.count(u + "_build") ? vars.at(u + "_build") : "";
-      const catalog::Record* r = record_of(cat, u, v, build);
+      const catalog::Record* r = chosen_record(cat, u, point, v);
       if (!r || r->sources.pip.empty())
-        throw Error("layer '" + spec.name + "': the catalog names no wheel for " + u + " " + v +
-                    (build.empty() ? "" : " (build " + build + ")") +
+        throw Error("layer '" + spec.name + "': the catalog names no wheel for " + (r ? r->label() : u + " " + v) +
                     " on the Python index (its record has no `pip:` source; the index carries one CUDA build "
                     "of each release: choose the CUDA that build needs, or install from another index with a "
                     "pip: layer)");
@@ -129,8 +132,27 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
   return reqs;
 }
 
+std::vector<std::pair<std::string, std::string>> pip_constraints(const Recipe& recipe, const PointInputs& point) {
+  std::vector<std::pair<std::string, std::string>> out;
+  if (point.versions.empty()) return out;
+  auto dir = find_catalog(recipe.file);
+  if (!dir) return out;
+  catalog::Catalog cat = catalog::load_catalog(*dir);
+  for (const auto& [component, version] : point.versions) {
+    const catalog::Record* r = chosen_record(cat, component, point, version);
+    if (!r) continue;
+    for (const auto& text : r->sources.pip) {
+      pip::Requirement req = pip::Requirement::parse(text);
+      if (req.specifier.empty()) continue;  // names the wheel, pins nothing
+      out.push_back({text, "the point's " + component + " " + version});
+    }
+  }
+  return out;
+}
+
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
+                                          const std::vector<std::pair<std::string, std::string>>& constraints,
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
   pip::IndexConfig cfg = index_config(index_url);
   auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
@@ -140,6 +162,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
   pip::ResolveOptions o;
   o.pre = pre;
   o.installed = installed;
+  for (const auto& [text, who] : constraints) o.constraints.push_back({pip::Requirement::parse(text), who});
   try {
     return pip::resolve(reqs, target, *index, o);
   } catch (Error& e) {
@@ -151,7 +174,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
 
 LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
                             const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out, const nlohmann::json& locked) {
+                            int64_t epoch, Status& status, Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   try {
     pip::Target target = pip_target(recipe, options.variables);
@@ -167,14 +190,19 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     std::map<std::string, pip::ResolveOptions::Installed> installed;
     for (const auto& l : lower) installed_projects(l, target, installed);
     std::vector<pip::PinnedWheel> wheels;
-    if (!locked.is_null()) wheels = locked.at("wheels").get<std::vector<pip::PinnedWheel>>();
-    else wheels = pip_resolve(pip_requirements(recipe, spec, options.variables), target, "", false, store, status,
-                              installed);
+    nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
+    if (lock.contains("pip") && lock["pip"].contains(spec.name))  // --locked: exactly the pinned wheels
+      wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
+    else
+      wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
+                           status, pip_constraints(recipe, options.point), installed);
+    const std::string policy =
+        !spec.duplicates.empty() ? spec.duplicates : env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report");
     KeyHasher k;
     k.field("stackbuild-pip-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("site", target.site()).field("interpreter", target.interpreter)
-        .field("prefix", target.prefix).field("duplicates", env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report"));
+        .field("prefix", target.prefix).field("duplicates", policy);
     for (const auto& w : wheels)
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
@@ -204,7 +232,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
                                          " (/" + d.lower_path + "); /" + d.upper_path + " is a second copy (" +
                                          human_bytes(static_cast<double>(d.upper_bytes)) + ")");
-    if (!dups.empty() && pip::parse_duplicate_policy(env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report")) ==
+    if (!dups.empty() && pip::parse_duplicate_policy(policy) ==
                              pip::DuplicatePolicy::KeepLower) {
       uint64_t saved = pip::keep_lower(entries, dups);
       status.message(Level::Info, "layer " + spec.name + ": " + std::to_string(dups.size()) +
@@ -221,18 +249,50 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
   }
 }
 
+namespace {
+
+nlohmann::json constraint_json(const std::vector<std::pair<std::string, std::string>>& cs) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& [text, who] : cs) out.push_back(text);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status) {
+                               const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, pip::ResolveOptions::Installed> installed;  // by the pip layers below
   for (const auto& spec : recipe.layers) {
     if (!is_pip_layer(spec)) continue;
-    pip::Target t = pip_target(recipe, variables);
-    auto wheels = pip_resolve(pip_requirements(recipe, spec, variables), t, "", false, store, status, installed);
-    for (const auto& w : wheels) installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
-    out[spec.name] = {{"target", t.describe()}, {"site", t.site()}, {"wheels", wheels}};
+    try {
+      pip::Target t = pip_target(recipe, variables);
+      auto reqs = pip_requirements(recipe, spec, variables, point);
+      auto cons = pip_constraints(recipe, point);
+      auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed);
+      for (const auto& w : wheels) installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
+      out[spec.name] = {{"target", t.describe()}, {"site", t.site()},   {"requirements", reqs},
+                        {"constraints", constraint_json(cons)}, {"wheels", wheels}};
+    } catch (Error& e) {
+      e.add_trace("while locking the wheels of layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
+    }
   }
   return out;
+}
+
+std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
+                              const std::map<std::string, std::string>& variables, const PointInputs& point,
+                              const nlohmann::json& entry) {
+  auto differs = [&](const char* key, const nlohmann::json& now) -> std::string {
+    nlohmann::json was = entry.contains(key) ? entry[key] : nlohmann::json();
+    return was == now ? "" : std::string(key) + " " + was.dump() + " -> " + now.dump();
+  };
+  if (!entry.is_object() || !entry.contains("wheels") || !entry["wheels"].is_array()) return "the entry has no wheels";
+  std::string d = differs("requirements", pip_requirements(recipe, spec, variables, point));
+  if (d.empty()) d = differs("constraints", constraint_json(pip_constraints(recipe, point)));
+  if (d.empty()) d = differs("target", pip_target(recipe, variables).describe());
+  return d;
 }
 
 }  // namespace sb

@@ -6,9 +6,9 @@
 //
 // Settings (environment): STACKBUILD_PIP_INDEX_URL (else pip's own
 // configuration), STACKBUILD_PIP_PYTHON / STACKBUILD_PIP_GLIBC (override
-// what the catalog says of the point's python and os), STACKBUILD_PIP_SITE
-// (site-packages path), STACKBUILD_DUPLICATE_LIBRARIES (report | lower),
-// STACKBUILD_OFFLINE=1.
+// what the recipe's `platform:` and the catalog say), STACKBUILD_PIP_SITE
+// (site-packages path), STACKBUILD_DUPLICATE_LIBRARIES (report | lower; a
+// layer's `duplicates:` key wins), STACKBUILD_OFFLINE=1.
 #pragma once
 
 #include <map>
@@ -26,32 +26,52 @@ namespace sb {
 bool is_pip_layer(const LayerSpec& spec);
 
 // The image a pip layer installs into at this point: Python from ${python}
-// (else the os record's default), glibc from the os record, the recipe's
+// (else the recipe's `platform: {python}`, else the os record's default),
+// glibc from `platform: {glibc}` (else the os record), the recipe's
 // architecture, Debian's dist-packages layout for debian/ubuntu.
+// STACKBUILD_PIP_PYTHON / STACKBUILD_PIP_GLIBC override. Throws InputError
+// naming the `platform:` key when neither says it.
 pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& variables);
 
 // The requirements of a pip layer: `pip:` plus, `from: wheel`, the `pip`
 // sources of the catalog records chosen for the point.
 std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec& spec,
-                                          const std::map<std::string, std::string>& variables);
+                                          const std::map<std::string, std::string>& variables,
+                                          const PointInputs& point);
 
-// Builds one pip layer on top of `below`. `locked` is the lockfile's entry
-// for this layer (lock_pip_layers()[name]); null = resolve against the index
-// now. Duplicate libraries against `below` are reported through `status`
-// (and replaced by links to the lower copy with STACKBUILD_DUPLICATE_LIBRARIES=lower).
+// What the point's resolved components hold wheels to: each chosen record's
+// `pip` source that pins a version (nvidia-cudnn-cu12==9.1.0.70,
+// nvidia-cublas-cu12==12.4.*), as a constraint that narrows the wheel when a
+// layer's requirements pull it in and adds nothing otherwise. Each with who set it.
+std::vector<std::pair<std::string, std::string>> pip_constraints(const Recipe& recipe, const PointInputs& point);
+
+// Builds one pip layer on top of `below`. With options.point.lock, the
+// wheels pinned there for this layer are fetched (and no index is read);
+// otherwise the requirements are resolved against the index now. Duplicate
+// libraries against `below` are reported through `status`, and with
+// `duplicates: lower` (or STACKBUILD_DUPLICATE_LIBRARIES=lower) replaced by
+// links to the lower copy.
 LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
                             const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out,
-                            const nlohmann::json& locked = nullptr);
+                            int64_t epoch, Status& status, Digest& key_out);
 
-// The "pip" object of one point for the lockfile: per pip layer, the target
-// and every wheel's name, version, URL, size and sha256.
+// The lockfile's "pip" object of one point: per pip layer, the target, the
+// requirements and constraints it was resolved from, and every wheel's name,
+// version, file name, URL, size and sha256.
 nlohmann::json lock_pip_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                               const Store& store, Status& status);
+                               const PointInputs& point, const Store& store, Status& status);
+
+// What a --locked build checks before using `entry` (lock_pip_layers()[name]):
+// "" when it was written for the layer's current requirements, constraints
+// and target, else what changed.
+std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
+                              const std::map<std::string, std::string>& variables, const PointInputs& point,
+                              const nlohmann::json& entry);
 
 // For `stackbuild pip`: resolves `requirements` for `target`.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
+                                          const std::vector<std::pair<std::string, std::string>>& constraints = {},
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed = {});
 
 }  // namespace sb

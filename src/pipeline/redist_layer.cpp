@@ -7,6 +7,7 @@
 
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
@@ -27,6 +28,7 @@ std::string base_url() {
   if (b.empty())
     throw Error("no NVIDIA redist mirror configured: set STACKBUILD_REDIST_URL to the directory that holds "
                 "<product>/redist/redistrib_<version>.json (NVIDIA's compute/ directory, or a mirror of it)");
+  while (b.size() > 1 && b.back() == '/') b.pop_back();
   return b;
 }
 
@@ -37,60 +39,133 @@ std::string major_minor(const std::string& v) {
   return d2 == std::string::npos ? v : v.substr(0, d2);
 }
 
-struct Planned {
-  RedistRequest request;
-  std::string manifest_url;
-  Digest manifest_digest;
-  std::vector<redist::Selected> selected;
+// NCCL's name for an OCI architecture in its archive names.
+std::string nccl_arch(const std::string& oci_arch) {
+  if (oci_arch == "amd64") return "x86_64";
+  if (oci_arch == "arm64") return "aarch64";
+  throw Error("NVIDIA publishes no NCCL archive for architecture '" + oci_arch + "'");
+}
+
+// One archive a redist layer unpacks, as the lockfile holds it.
+struct Archive {
+  std::string component, version, variant, url;
+  std::optional<Digest> sha256;
+  std::optional<uint64_t> size;
 };
 
-std::vector<Planned> plan_layer(const Recipe& recipe, const LayerSpec& spec,
-                                const std::map<std::string, std::string>& vars, const Store& store,
-                                fetch::Fetcher& fetcher, std::string& cuda_xy) {
-  if (!vars.count("cuda")) throw Error("layer '" + spec.name + "': a redist layer needs the point's CUDA version");
-  cuda_xy = major_minor(vars.at("cuda"));
+void to_json(nlohmann::json& j, const Archive& a) {
+  j = {{"component", a.component}, {"version", a.version}, {"variant", a.variant}, {"url", a.url},
+       {"sha256", a.sha256 ? a.sha256->hex() : ""}};
+  if (a.size) j["size"] = *a.size;
+}
+
+void from_json(const nlohmann::json& j, Archive& a) {
+  a.component = j.at("component").get<std::string>();
+  a.version = j.value("version", "");
+  a.variant = j.value("variant", "");
+  a.url = j.at("url").get<std::string>();
+  std::string sha = j.at("sha256").get<std::string>();
+  if (sha.empty()) throw Error("the archive " + a.url + " has no sha256 in the lockfile");
+  a.sha256 = Digest::parse("sha256:" + sha);
+  if (j.contains("size")) a.size = j["size"].get<uint64_t>();
+}
+
+std::string label_of(const Archive& a) { return a.url.substr(a.url.rfind('/') + 1); }
+
+nlohmann::json request_json(const RedistRequest& r) {
+  nlohmann::json j = {{"product", r.product}, {"components", r.components}};
+  if (!r.archive.empty()) j["archive"] = r.archive;
+  else j["manifest_version"] = r.manifest_version;
+  return j;
+}
+
+// What one redist layer unpacks: the point's CUDA X.Y, the requests it was
+// made from, each manifest read (URL, sha256) and every archive.
+struct LayerInputs {
+  std::string cuda_xy;
+  nlohmann::json requests = nlohmann::json::array();
+  nlohmann::json manifests = nlohmann::json::array();
+  std::vector<Archive> archives;
+};
+
+std::string cuda_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars, const PointInputs& point) {
+  auto it = point.versions.find("cuda");
+  if (it != point.versions.end()) return major_minor(it->second);
+  if (vars.count("cuda")) return major_minor(vars.at("cuda"));
+  throw Error("layer '" + spec.name + "': a redist layer needs the point's CUDA version (use: cuda, or a cuda "
+              "matrix key)");
+}
+
+// Resolves a layer now: reads the manifests (and fetches manifest-less
+// archives, whose sha256 only the download can tell).
+LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                          const PointInputs& point, const Store& store, fetch::Fetcher& fetcher) {
+  LayerInputs in;
+  in.cuda_xy = cuda_of(spec, vars, point);
   std::string base = base_url();
   std::string platform = redist::platform_for(recipe.architecture);
-  std::vector<Planned> out;
-  for (const auto& r : redist_requests(recipe, spec, vars)) {
+  for (const auto& r : redist_requests(recipe, spec, vars, point)) {
+    in.requests.push_back(request_json(r));
+    if (!r.archive.empty()) {
+      std::string rel = r.archive;
+      if (auto p = rel.find("{arch}"); p != std::string::npos) rel.replace(p, 6, nccl_arch(recipe.architecture));
+      std::string url = base + "/" + rel;
+      // NVIDIA never replaces a released tarball: one fetched from this URL before
+      // is taken as it was (its sha256 is the one recorded then).
+      if (auto last = fetch::last_fetched(store, url); last && store.has(*last)) {
+        in.archives.push_back({r.components.front(), r.version, "", url, *last,
+                               static_cast<uint64_t>(fs::file_size(store.blob_path(*last)))});
+        continue;
+      }
+      auto got = fetcher.fetch_one({url, std::nullopt, std::nullopt, rel.substr(rel.rfind('/') + 1)});
+      in.archives.push_back({r.components.front(), r.version, "", url, got.digest, got.size});
+      continue;
+    }
     std::string url = redist::manifest_url(base, r.product, r.manifest_version);
     auto got = fetcher.fetch_one({url, std::nullopt, std::nullopt, "redistrib_" + r.manifest_version + ".json"});
     redist::Manifest m = redist::parse_manifest(store.read(got.digest), url);
-    out.push_back({r, url, got.digest, redist::select(m, r.components, platform, std::stoi(cuda_xy))});
+    in.manifests.push_back({{"product", r.product}, {"manifest_version", r.manifest_version}, {"url", url},
+                            {"sha256", got.digest.hex()}});
+    for (const auto& s : redist::select(m, r.components, platform, std::stoi(in.cuda_xy)))
+      in.archives.push_back({s.component, s.version, s.variant, redist::artifact_url(base, r.product, s.artifact),
+                             Digest::parse("sha256:" + s.artifact.sha256), s.artifact.size});
   }
-  return out;
+  return in;
+}
+
+LayerInputs from_lock(const nlohmann::json& entry) {
+  LayerInputs in;
+  in.cuda_xy = entry.at("cuda").get<std::string>();
+  in.requests = entry.value("requests", nlohmann::json::array());
+  in.manifests = entry.value("manifests", nlohmann::json::array());
+  in.archives = entry.at("archives").get<std::vector<Archive>>();
+  return in;
 }
 
 }  // namespace
 
 bool is_redist_layer(const LayerSpec& spec) {
-  if (spec.copies() || !spec.build.empty() || !spec.apt.empty() || !spec.pip.empty() || !spec.from.empty())
-    return false;
+  if (spec.copies() || !spec.build.empty() || !spec.apt.empty() || !spec.pip.empty()) return false;
+  if (!spec.from.empty() && spec.from != "redist") return false;
   return !spec.use.empty() && std::none_of(spec.use.begin(), spec.use.end(), is_os_name);
 }
 
 std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec& spec,
-                                           const std::map<std::string, std::string>& vars) {
+                                           const std::map<std::string, std::string>& vars, const PointInputs& point) {
   auto dir = find_catalog(recipe.file);
   if (!dir) throw Error("layer '" + spec.name + "': a redist layer needs the catalog");
   catalog::Catalog cat = catalog::load_catalog(*dir);
   std::vector<RedistRequest> out;
   for (const auto& u : spec.use) {
-    const catalog::Component* c = cat.find(u);
     std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-    const catalog::Record* rec = nullptr;
-    if (c)
-      for (const auto& r : c->records)
-        if (r.version.str() == v && r.sources.redist) {
-          rec = &r;
-          break;
-        }
-    if (!rec)
-      throw Error("layer '" + spec.name + "': the catalog names no NVIDIA redist archive for " + u + " " + v +
-                  " (use `from: wheel` for its wheels, or an apt layer)");
-    RedistRequest q{rec->sources.redist->product, rec->sources.redist->manifest_version,
-                    rec->sources.redist->components};
-    if (q.components.empty()) q.components = spec.components.empty() ? std::vector<std::string>{"cudart"} : spec.components;
+    const catalog::Record* rec = chosen_record(cat, u, point, v);
+    if (!rec || !rec->sources.redist)
+      throw Error("layer '" + spec.name + "': the catalog names no NVIDIA redist archive for " +
+                  (rec ? rec->label() : u + " " + v) + " (give the layer `from: wheel` or `from: apt` to take it from there)");
+    const catalog::Redist& rd = *rec->sources.redist;
+    RedistRequest q{rd.product, rd.manifest_version, rd.archive, rd.components, rec->version.str()};
+    if (q.components.empty()) q.components = spec.components;
+    if (q.components.empty()) q.components = {rd.product == "cuda" ? "cudart" : rd.product};  // cudnn, nccl
     out.push_back(q);
   }
   return out;
@@ -104,22 +179,19 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     fetch::FetchOptions fo;
     fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
     auto fetcher = fetch::make_fetcher(store, fo, status);
-    std::string cuda_xy;
-    auto planned = plan_layer(recipe, spec, options.variables, store, *fetcher, cuda_xy);
+    nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
+    LayerInputs in = lock.contains("redist") && lock["redist"].contains(spec.name)
+                         ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
+                         : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
     KeyHasher k;
-    k.field("stackbuild-redist-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
+    k.field("stackbuild-redist-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-        .field("epoch", epoch).field("cuda", cuda_xy);
+        .field("epoch", epoch).field("cuda", in.cuda_xy);
     std::vector<fetch::FetchItem> items;
-    std::vector<std::string> components;
-    for (const auto& p : planned)
-      for (const auto& s : p.selected) {
-        k.field("archive", s.artifact.relative_path).field("sha256", s.artifact.sha256);
-        items.push_back({redist::artifact_url(base_url(), p.request.product, s.artifact),
-                         Digest::parse("sha256:" + s.artifact.sha256), s.artifact.size,
-                         fs::path(s.artifact.relative_path).filename().string()});
-        components.push_back(s.component);
-      }
+    for (const auto& a : in.archives) {
+      k.field("archive", a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
+      items.push_back({a.url, a.sha256, a.size, label_of(a)});
+    }
     Digest key = k.finish();
     key_out = key;
     auto hit = cached_layer(store, key);
@@ -135,8 +207,9 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     auto staging = store.temp_dir();
     auto got = fetcher->fetch(items);
     for (size_t i = 0; i < items.size(); ++i)
-      redist::install_archive(store.blob_path(got[i].digest), items[i].label, components[i], cuda_xy, staging->path());
-    redist::finish_layout(cuda_xy, staging->path());
+      redist::install_archive(store.blob_path(got[i].digest), items[i].label, in.archives[i].component, in.cuda_xy,
+                              staging->path());
+    redist::finish_layout(in.cuda_xy, staging->path());
     ScanOptions so;
     so.source_date_epoch = epoch;
     so.normalize_modes = true;
@@ -154,26 +227,41 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
 }
 
 nlohmann::json lock_redist_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                                  const Store& store, Status& status) {
+                                  const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   fetch::FetchOptions fo;
+  fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
   auto fetcher = fetch::make_fetcher(store, fo, status);
   for (const auto& spec : recipe.layers) {
     if (!is_redist_layer(spec)) continue;
-    std::string cuda_xy;
-    nlohmann::json manifests = nlohmann::json::array();
-    for (const auto& p : plan_layer(recipe, spec, variables, store, *fetcher, cuda_xy)) {
-      nlohmann::json archives = nlohmann::json::array();
-      for (const auto& s : p.selected)
-        archives.push_back({{"component", s.component}, {"version", s.version}, {"variant", s.variant},
-                            {"url", redist::artifact_url(base_url(), p.request.product, s.artifact)},
-                            {"size", s.artifact.size}, {"sha256", s.artifact.sha256}});
-      manifests.push_back({{"product", p.request.product}, {"manifest_version", p.request.manifest_version},
-                           {"url", p.manifest_url}, {"sha256", p.manifest_digest.hex()}, {"archives", archives}});
+    try {
+      LayerInputs in = resolve_layer(recipe, spec, variables, point, store, *fetcher);
+      out[spec.name] = {{"cuda", in.cuda_xy}, {"requests", in.requests}, {"manifests", in.manifests},
+                        {"archives", in.archives}};
+    } catch (Error& e) {
+      e.add_trace("while locking the redist archives of layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
     }
-    out[spec.name] = {{"cuda", cuda_xy}, {"manifests", manifests}};
   }
   return out;
+}
+
+std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
+                                 const std::map<std::string, std::string>& variables, const PointInputs& point,
+                                 const nlohmann::json& entry) {
+  if (!entry.is_object() || !entry.contains("archives") || !entry["archives"].is_array())
+    return "the entry has no archives";
+  nlohmann::json now = nlohmann::json::array();
+  for (const auto& r : redist_requests(recipe, spec, variables, point)) now.push_back(request_json(r));
+  nlohmann::json was = entry.value("requests", nlohmann::json());
+  if (was != now) return "requests " + was.dump() + " -> " + now.dump();
+  std::string cuda = cuda_of(spec, variables, point);
+  if (entry.value("cuda", "") != cuda) return "cuda " + entry.value("cuda", "") + " -> " + cuda;
+  for (const auto& a : entry["archives"]) {  // each must parse
+    Archive one;
+    from_json(a, one);
+  }
+  return "";
 }
 
 }  // namespace sb

@@ -18,28 +18,43 @@
 namespace sb {
 
 // Whether the driver builds `spec` through the redist source: a `use:` layer
-// of catalog components (not an OS, not `from:`), without apt/pip/copy/build.
+// of catalog components (not an OS; `from: redist` or no `from:`), without
+// apt/pip/copy/build.
 bool is_redist_layer(const LayerSpec& spec);
 
 struct RedistRequest {
-  std::string product, manifest_version;
+  std::string product;
+  std::string manifest_version;         // redistrib_<manifest_version>.json, or
+  std::string archive;                  // one manifest-less archive (NCCL), "{arch}" in it
   std::vector<std::string> components;
+  std::string version;                  // the catalog record's version
 };
 
-// What a redist layer fetches at this point, one request per manifest.
-// Throws sb::Error when a chosen record has no redist source.
+// What a redist layer fetches at this point, one request per component the
+// layer uses, from the records the point chose. Throws sb::Error when a
+// chosen record has no redist source.
 std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec& spec,
-                                           const std::map<std::string, std::string>& variables);
+                                           const std::map<std::string, std::string>& variables,
+                                           const PointInputs& point);
 
 // Builds one redist layer; `key_parent`/`key_out` as for the other layers.
+// With options.point.lock, the archives pinned there for this layer are
+// fetched (no manifest is read).
 LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
                                const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                                Digest& key_out);
 
-// The "redist" object of one point for the lockfile: per redist layer, each
-// manifest's URL and sha256 and each archive's component, version, URL, size
-// and sha256.
+// The lockfile's "redist" object of one point: per redist layer, the point's
+// CUDA X.Y, the requests, each manifest's URL and sha256, and each archive's
+// component, version, URL, size and sha256 (a manifest-less archive's as
+// fetched now).
 nlohmann::json lock_redist_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                                  const Store& store, Status& status);
+                                  const PointInputs& point, const Store& store, Status& status);
+
+// What a --locked build checks before using `entry`: "" when it was written
+// for the layer's current requests and CUDA, else what changed.
+std::string redist_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
+                                 const std::map<std::string, std::string>& variables, const PointInputs& point,
+                                 const nlohmann::json& entry);
 
 }  // namespace sb

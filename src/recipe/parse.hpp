@@ -5,6 +5,7 @@
 #include <string>
 
 #include "recipe/recipe.hpp"
+#include "util/yaml_reader.hpp"
 
 namespace sb::detail {
 
@@ -26,6 +27,16 @@ void merge_recipe(Recipe& base, const Recipe& child);
 // What only the merged recipe can show: required keys, what each layer may
 // combine, matrix include/exclude keys.
 void validate_recipe(const Recipe& recipe);
+
+// The apt keys (recipe_apt.cpp): `repositories:` items (keyrings relative to
+// `base`), `pins:` items, and a layer's `priority:`.
+std::vector<AptRepositorySpec> parse_apt_repositories(const yaml::Reader& r, const YAML::Node& n, const fs::path& base);
+std::vector<AptPin> parse_apt_pins(const yaml::Reader& r, const YAML::Node& n);
+std::string parse_apt_priority(const yaml::Reader& r, const YAML::Node& n);
+// Whether a layer installs Debian packages (apt:, or use: os/debian/ubuntu).
+bool is_apt_spec(const LayerSpec& l);
+// The apt keys only apt layers may have; keyrings that must exist.
+void validate_apt_keys(const Recipe& r);
 
 bool is_compute_capability(const std::string& s);  // "8.0", "9.0a", "8.6+PTX"
 

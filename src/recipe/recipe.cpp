@@ -42,6 +42,12 @@ void merge_layer(LayerSpec& base, const LayerSpec& child) {
     else if (key == "patches") base.patches.insert(base.patches.end(), child.patches.begin(), child.patches.end());
     else if (key == "apt") base.apt = child.apt;
     else if (key == "pip") base.pip = child.pip;
+    else if (key == "duplicates") base.duplicates = child.duplicates;
+    else if (key == "repositories") base.repositories = child.repositories;
+    else if (key == "pins") base.pins = child.pins;
+    else if (key == "recommends") base.recommends = child.recommends;
+    else if (key == "base") base.base = child.base;
+    else if (key == "priority") base.priority = child.priority;
     base.key_where[key] = where;
   }
 }
@@ -60,8 +66,10 @@ void merge_pairs(std::vector<std::pair<std::string, V>>& base, const std::vector
 void merge_recipe(Recipe& base, const Recipe& child) {
   auto given = [&](const char* key) { return child.key_where.count(key) > 0; };
   if (given("stack")) base.stack = child.stack;
+  if (given("from")) base.from = child.from, base.from_dir = child.from_dir;
   if (given("release")) base.release = child.release;
   if (given("architecture")) base.architecture = child.architecture;
+  if (given("platform")) base.platform = child.platform;
   if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;
   if (given("matrix")) {
     for (const auto& axis : child.matrix.axes) {
@@ -95,6 +103,8 @@ void merge_recipe(Recipe& base, const Recipe& child) {
     base.tags_where = child.tags_where;
   }
   if (given("push")) base.push = child.push;
+  if (given("repositories")) base.repositories = child.repositories;
+  if (given("pins")) base.pins = child.pins;
   for (const auto& t : child.tests) {
     if (TestSpec* mine = by_name(base.tests, t.name)) *mine = t;
     else base.tests.push_back(t);
@@ -135,10 +145,15 @@ void validate_recipe(const Recipe& r) {
           fail(k, std::string("'") + k + "' needs 'use:' (the catalog component it applies to)");
     if (l.use.size() > 1)
       for (const char* k : {"version", "from", "keep_source", "patches", "components"})
-        if (l.key_where.count(k))
+        if (l.key_where.count(k) && (k != std::string("from") || l.from == "source"))
           fail(k, std::string("'") + k + "' applies to one component, and the layer uses " +
                       std::to_string(l.use.size()),
                "use one layer per component, or let the resolver choose the versions");
+    if (l.key_where.count("duplicates") && l.pip.empty() && l.from != "wheel")
+      fail("duplicates", "'duplicates' applies to a layer of wheels ('pip:' or 'from: wheel')",
+           "it says which copy wins when a wheel brings a library a lower layer has");
+    if (l.from == "apt" && !l.pip.empty())
+      fail("from", "'from: apt' and 'pip:' in one layer", "put the wheels in a layer of their own");
     for (const auto& p : l.patches) {
       std::error_code ec;
       if (!fs::is_regular_file(p.file, ec))
@@ -151,6 +166,7 @@ void validate_recipe(const Recipe& r) {
            std::string(l.keep_source.empty() ? "patches" : "keep_source") + " needs 'from: source'",
            "patches and kept sources belong to a framework built from its source");
   }
+  validate_apt_keys(r);
   std::vector<std::string> keys;
   for (const auto& a : r.matrix.axes) keys.push_back(a.key);
   for (const auto* list : {&r.matrix.include, &r.matrix.exclude}) {

@@ -74,6 +74,30 @@ struct BuildSpec {
   std::vector<std::vector<std::string>> commands() const;
 };
 
+// One `repositories:` item of a recipe or an apt layer (docs/apt.md): an apt
+// repository, or `default` (the machine's apt configuration, else the public
+// archives).
+struct AptRepositorySpec {
+  bool is_default = false;
+  std::string url;                      // http://, https:// or file://, no trailing '/'
+  std::vector<std::string> suites;      // empty: the layer's release (its codename)
+  std::vector<std::string> components;  // default: main
+  std::string keyring;                  // as written; "" = the distribution's keyring
+  fs::path keyring_file;                // `keyring` relative to the recipe that names it
+  bool trusted = false;                 // no signature check (e.g. a local repository)
+  bool check_valid_until = true;
+  std::optional<int> priority;          // pin priority of the repository (apt's default 500)
+  SourceLocation where;
+};
+
+// A `pins:` item: the repositories whose Release says `Origin: origin` get
+// `priority` (a higher priority wins over a newer version).
+struct AptPin {
+  std::string origin;
+  int priority = 500;
+  SourceLocation where;
+};
+
 struct LayerSpec {
   std::string name;
   std::vector<CopySpec> copy;
@@ -85,11 +109,18 @@ struct LayerSpec {
   Text version;                          // "" = the resolver chooses; may use matrix ${vars}
   std::vector<std::string> components;   // parts of the component: cudart, cublas, nvcc, ...
   std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
-  std::string from;                      // "", "source" or "wheel"
+  std::string from;                      // "", "redist", "wheel", "apt" or "source": which kind of source
+  std::string duplicates;                // "", "report" or "lower": a library a lower layer has too
   std::string keep_source;               // image path where a source build's tree stays
   std::vector<PatchSpec> patches;        // applied to the source (from: source)
   // Tool layers and own build steps.
   std::vector<std::string> apt, pip;
+  // Apt layers: where the packages come from, and what comes besides them.
+  std::vector<AptRepositorySpec> repositories;  // empty: the recipe's
+  std::vector<AptPin> pins;                     // over the recipe's, by origin
+  bool recommends = false;                      // install Recommends too
+  bool base = false;                            // a base system: Essential packages and apt
+  std::string priority;                         // "", required, important or standard: that Priority and above
   BuildSpec build;
   SourceLocation where;
   std::map<std::string, SourceLocation> key_where;  // where each key given was written
@@ -164,6 +195,13 @@ struct BuiltinTestsSpec {
   }
 };
 
+// `platform:` what the image's Python and glibc are, for pip layers in an
+// image without an os layer to say it.
+struct PlatformSpec {
+  std::string python, glibc;  // "" = not said
+  SourceLocation where;
+};
+
 struct Recipe {
   fs::path file;                          // as given on the command line
   std::vector<fs::path> extends_chain;    // the parents read, nearest first
@@ -171,7 +209,13 @@ struct Recipe {
   std::string release;                    // ${release}; "" = not set
   std::string architecture = "amd64";     // OCI name: amd64, arm64, ...
   std::optional<int64_t> source_date_epoch;
+  // `from:` at the top of a recipe: the base image whose layers go below the
+  // recipe's (pipeline/base_image.hpp): REGISTRY/REPO[:TAG][@DIGEST] or
+  // oci:PATH[:TAG][@DIGEST]. Not the layer-level `from:` (source, wheel).
+  Text from;
+  fs::path from_dir;                      // the directory of the recipe that wrote it (oci: paths)
   Matrix matrix;
+  PlatformSpec platform;
   std::vector<LayerSpec> layers;
   ConfigSpec config;
   std::map<std::string, std::string> annotations;  // title, version, source, revision, description
@@ -181,6 +225,8 @@ struct Recipe {
   std::vector<Text> push;                 // registry references to push each image to
   std::vector<TestSpec> tests;
   BuiltinTestsSpec builtin_tests;
+  std::vector<AptRepositorySpec> repositories;  // apt layers' repositories; empty: the defaults
+  std::vector<AptPin> pins;
   std::map<std::string, SourceLocation> key_where;  // where each top-level key was written
 
   fs::path dir() const { return file.parent_path(); }
@@ -202,5 +248,7 @@ Recipe parse_recipe(const std::string& text, const fs::path& file);
 void to_json(nlohmann::json& j, const Recipe& r);
 void to_json(nlohmann::json& j, const LayerSpec& l);
 void to_json(nlohmann::json& j, const MatrixValue& v);
+void to_json(nlohmann::json& j, const AptRepositorySpec& r);
+void to_json(nlohmann::json& j, const AptPin& p);
 
 }  // namespace sb

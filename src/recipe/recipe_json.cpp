@@ -68,6 +68,21 @@ static nlohmann::json env_json(const std::vector<std::pair<std::string, Text>>& 
   return out;
 }
 
+void to_json(nlohmann::json& j, const AptRepositorySpec& r) {
+  if (r.is_default) {
+    j = "default";
+    return;
+  }
+  j = {{"url", r.url}, {"components", r.components}};
+  if (!r.suites.empty()) j["suites"] = r.suites;
+  if (!r.keyring.empty()) j["keyring"] = r.keyring;
+  if (r.trusted) j["trusted"] = true;
+  if (!r.check_valid_until) j["check_valid_until"] = false;
+  if (r.priority) j["priority"] = *r.priority;
+}
+
+void to_json(nlohmann::json& j, const AptPin& p) { j = {{"origin", p.origin}, {"priority", p.priority}}; }
+
 void to_json(nlohmann::json& j, const LayerSpec& l) {
   nlohmann::json copies = nlohmann::json::array();
   for (const auto& c : l.copy) {
@@ -92,6 +107,12 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
   }
   if (!l.apt.empty()) j["apt"] = l.apt;
   if (!l.pip.empty()) j["pip"] = l.pip;
+  if (!l.duplicates.empty()) j["duplicates"] = l.duplicates;
+  if (!l.repositories.empty()) j["repositories"] = l.repositories;
+  if (!l.pins.empty()) j["pins"] = l.pins;
+  if (l.recommends) j["recommends"] = true;
+  if (l.base) j["base"] = true;
+  if (!l.priority.empty()) j["priority"] = l.priority;
   if (!l.build.empty()) {
     const BuildSpec& b = l.build;
     nlohmann::json run = nlohmann::json::array();
@@ -122,8 +143,11 @@ void to_json(nlohmann::json& j, const Recipe& r) {
                        {"ports", r.config.ports}}},
                      {"annotations", r.annotations},
                      {"tags", r.tags}};
+  if (!r.from.value.empty()) j["from"] = r.from.value;
   if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
   if (!r.release.empty()) j["release"] = r.release;
+  if (!r.platform.python.empty()) j["platform"]["python"] = r.platform.python;
+  if (!r.platform.glibc.empty()) j["platform"]["glibc"] = r.platform.glibc;
   if (!r.matrix.empty()) {
     nlohmann::json m = nlohmann::json::object();
     for (const auto& a : r.matrix.axes) m[a.key] = a.values;
@@ -140,6 +164,8 @@ void to_json(nlohmann::json& j, const Recipe& r) {
     if (!r.matrix.exclude.empty()) m["exclude"] = combos(r.matrix.exclude);
     j["matrix"] = m;
   }
+  if (!r.repositories.empty()) j["repositories"] = r.repositories;
+  if (!r.pins.empty()) j["pins"] = r.pins;
   if (!r.push.empty()) {
     nlohmann::json p = nlohmann::json::array();
     for (const auto& t : r.push) p.push_back(t.value);

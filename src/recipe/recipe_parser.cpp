@@ -165,7 +165,8 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
 LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
-                "from", "build", "keep_source", "patches", "apt", "pip", "replace"},
+                "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates", "repositories", "pins",
+                "recommends", "base", "priority"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -191,9 +192,10 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   if (auto v = n["packages"]) l.packages = r.strings(v, "'packages'");
   if (auto v = n["from"]) {
     l.from = r.string(v, "'from'");
-    if (l.from != "source" && l.from != "wheel") {
-      std::string best = suggest(l.from, {"source", "wheel"});
-      r.fail(v, "'from' is source or wheel, not '" + l.from + "'" +
+    const std::vector<std::string> kinds = {"redist", "wheel", "apt", "source"};
+    if (std::find(kinds.begin(), kinds.end(), l.from) == kinds.end()) {
+      std::string best = suggest(l.from, kinds);
+      r.fail(v, "'from' is redist, wheel, apt or source, not '" + l.from + "'" +
                     (best.empty() ? "" : " (did you mean '" + best + "'?)"));
     }
   }
@@ -213,6 +215,17 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   }
   if (auto v = n["apt"]) l.apt = r.string_or_strings(v, "'apt'");
   if (auto v = n["pip"]) l.pip = r.string_or_strings(v, "'pip'");
+  if (auto v = n["duplicates"]) {
+    l.duplicates = r.string(v, "'duplicates'");
+    if (l.duplicates != "report" && l.duplicates != "lower")
+      r.fail(v, "'duplicates' is report or lower, not '" + l.duplicates + "'",
+             "lower: a library a lower layer already has becomes a link to that copy");
+  }
+  if (auto v = n["repositories"]) l.repositories = parse_apt_repositories(r, v, base);  // recipe_apt.cpp
+  if (auto v = n["pins"]) l.pins = parse_apt_pins(r, v);
+  if (auto v = n["recommends"]) l.recommends = r.boolean(v, "'recommends'");
+  if (auto v = n["base"]) l.base = r.boolean(v, "'base'");
+  if (auto v = n["priority"]) l.priority = parse_apt_priority(r, v);
   if (auto v = n["replace"]) r.boolean(v, "'replace'");  // kept in key_where; see merge_recipe
   return l;
 }
@@ -359,8 +372,8 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   YAML::Node root = r.parse(text_);
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
-               {"stack", "extends", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
-                "annotations", "tags", "push", "tests", "builtin_tests"});
+               {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
+                "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories", "pins"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -375,12 +388,32 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     rec.stack = r.string(n, "'stack'");
     if (rec.stack.empty()) r.fail(n, "stack must not be empty");
   }
+  if (auto n = root["from"]) {  // the base image (pipeline/base_image.cpp checks the reference)
+    rec.from = text(r, n, "'from'");
+    rec.from_dir = base;
+    if (rec.from.value.empty() || rec.from.value.find_first_of(" \t") != std::string::npos)
+      r.fail(n, "from: '" + rec.from.value + "' is not an image reference",
+             "write REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:..., or oci:PATH[:TAG] for a local OCI layout");
+  }
   if (auto n = root["release"]) rec.release = r.string(n, "'release'");
   if (auto n = root["architecture"]) rec.architecture = r.string(n, "'architecture'");
   if (auto n = root["source_date_epoch"]) {
     int64_t e = r.integer(n, "'source_date_epoch'");
     if (e < 0) r.fail(n, "source_date_epoch must not be negative");
     rec.source_date_epoch = e;
+  }
+  if (auto n = root["platform"]) {  // what the image is, where no os layer says it
+    r.check_keys(n, "'platform'", {"python", "glibc"});
+    for (const char* k : {"python", "glibc"})
+      if (auto v = n[k]) {
+        std::string s = r.string(v, std::string("platform.") + k);
+        if (s.empty() || !std::isdigit(static_cast<unsigned char>(s[0])) ||
+            s.find_first_not_of("0123456789.") != std::string::npos || s.back() == '.' || s.find('.') == std::string::npos)
+          r.fail(v, std::string("platform.") + k + " is a version such as " + (k[0] == 'p' ? "3.12" : "2.39") +
+                        ", not '" + s + "'");
+        (k[0] == 'p' ? rec.platform.python : rec.platform.glibc) = s;
+      }
+    rec.platform.where = r.at(n);
   }
   if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
   if (auto n = root["layers"]) {
@@ -395,6 +428,8 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     if (rec.layers.empty()) r.fail(n, "the recipe has no layers");
   }
   if (auto n = root["config"]) rec.config = parse_config(r, n);
+  if (auto n = root["repositories"]) rec.repositories = parse_apt_repositories(r, n, base);
+  if (auto n = root["pins"]) rec.pins = parse_apt_pins(r, n);
   if (auto n = root["annotations"]) {
     r.check_keys(n, "'annotations'", {"title", "version", "source", "revision", "description"});
     rec.annotations = r.string_map(n, "'annotations'");

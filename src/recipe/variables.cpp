@@ -60,6 +60,7 @@ std::vector<VariableUse> variable_uses(const Recipe& r) {
   for (size_t i = 0; i < r.tags.size(); ++i)
     add(out, Text{r.tags[i], i < r.tag_where.size() ? r.tag_where[i] : r.tags_where});
   for (const auto& p : r.push) add(out, p);
+  add(out, r.from);
   for (const auto& t : r.tests) {
     add(out, t.run);
     add(out, t.expect);

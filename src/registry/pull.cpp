@@ -116,6 +116,17 @@ bool platform_matches(const json& p, const PullOptions& o) {
 
 }  // namespace
 
+Digest resolve_digest(const Reference& ref, const SessionOptions& options, Status& status) {
+  Session s(ref.registry, "pull from " + ref.name(), options, status);
+  s.add_scope(ref.repository, "pull");
+  try {
+    auto client = s.make_client();
+    return get_manifest(s, *client, ref.repository, ref.selector(), ref.digest).digest;
+  } catch (const http::HttpError& e) {
+    throw Error(s.op() + ": " + e.what());
+  }
+}
+
 PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& o, Status& status) {
   Session s(ref.registry, "pull from " + ref.name(), o.session, status);
   s.add_scope(ref.repository, "pull");
@@ -170,7 +181,8 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
       }
     };
     std::vector<std::thread> threads;
-    for (int i = 0; i < std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))); ++i) threads.emplace_back(worker);
+    int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
+    for (int i = 0; i < n; ++i) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);
 

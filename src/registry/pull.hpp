@@ -30,6 +30,10 @@ struct PullResult {
 // "linux/arm64/v8" into PullOptions' os, architecture and variant.
 void parse_platform(const std::string& text, PullOptions& options);
 
+// The digest `ref` names now: its manifest (or index) fetched by tag or
+// digest and checked, no blobs. For `stackbuild lock` (base images).
+Digest resolve_digest(const Reference& ref, const SessionOptions& options, Status& status);
+
 PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& options, Status& status);
 
 }  // namespace sb::registry

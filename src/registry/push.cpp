@@ -193,7 +193,10 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
   try {
     session.url("/v2/");  // find the endpoint and authenticate once, before the workers start
     std::vector<std::thread> threads;
-    int n = std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size())));
+    int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
+    if (n < std::min<int>(o.jobs, static_cast<int>(blobs.size())))
+      status.message(Level::Info, "sending " + std::to_string(n) + " blobs at once, not " + std::to_string(o.jobs) +
+                                      ": the limit on open files (ulimit -n) allows no more");
     for (int i = 0; i < n; ++i) threads.emplace_back(worker);
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);

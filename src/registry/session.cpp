@@ -1,5 +1,10 @@
 #include "registry/session.hpp"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "registry/reference.hpp"
@@ -34,6 +39,26 @@ std::string describe_error(const http::Response& r) {
       {503, "service unavailable"}, {504, "gateway timeout"}};
   auto it = reasons.find(r.status);
   return out + (it != reasons.end() ? " " + it->second : std::string(" (HTTP status)"));
+}
+
+int usable_connections(int wanted) {
+  struct rlimit rl;
+  if (wanted <= 1 || getrlimit(RLIMIT_NOFILE, &rl) != 0) return std::max(1, wanted);
+  if (rl.rlim_cur != RLIM_INFINITY && (rl.rlim_max == RLIM_INFINITY || rl.rlim_cur < rl.rlim_max)) {
+    struct rlimit up = rl;
+    up.rlim_cur = rl.rlim_max == RLIM_INFINITY ? std::max<rlim_t>(rl.rlim_cur, 65536) : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &up) == 0) rl = up;
+  }
+  if (rl.rlim_cur == RLIM_INFINITY) return wanted;
+  std::error_code ec;
+  long open = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++open;
+  // A connection: its socket, the blob file it reads or the store file it writes,
+  // and room for curl's own (a resolver's pipe); 16 kept for everything else.
+  long spare = static_cast<long>(rl.rlim_cur) - open - 16;
+  return static_cast<int>(std::clamp<long>(spare / 4, 1, wanted));
 }
 
 Session::Session(std::string registry, std::string op, SessionOptions options, Status& status)

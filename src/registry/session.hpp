@@ -45,6 +45,11 @@ class RegistryError : public Error {
 // the registry's JSON error body ({"errors":[{"code","message"}]}).
 std::string describe_error(const http::Response& response);
 
+// How many connections a push or pull may hold at once when `wanted` (-j)
+// are asked for: each holds a socket and a file, so the count stays within
+// the limit on open files, after raising its soft value to the hard one.
+int usable_connections(int wanted);
+
 class Session {
  public:
   // `op` starts every message: "push to 127.0.0.1:5000/app".

@@ -95,14 +95,20 @@ std::optional<Conflict> unmatched_want(const Solver& solver) {
     if (slot.wants.empty() || !slot.domain.empty()) continue;
     const catalog::Component& comp = solver.catalog.components[c];
     std::vector<std::string> specs;
-    for (const Want* w : slot.wants) specs.push_back("'" + w->version + "'");
+    std::string kind;  // what `from:` asked of the source, if anything
+    for (const Want* w : slot.wants) {
+      specs.push_back("'" + w->version + "'");
+      if (!w->source.empty()) kind = w->source;
+    }
     Conflict conflict;
-    conflict.summary = "no " + comp.name + " version matches " + join(specs, ", ", " and ");
+    conflict.summary = "no " + comp.name + " version matches " + join(specs, ", ", " and ") +
+                       (kind.empty() ? "" : " with a " + kind + " source");
     for (const Want* w : slot.wants) conflict.reasons.push_back(asked_at(*w));
     std::vector<std::string> have;
     for (const auto& r : comp.records)
-      if (std::find(have.begin(), have.end(), r.version.str()) == have.end())
+      if (std::find(have.begin(), have.end(), r.version.str()) == have.end() && has_source(r, kind))
         have.push_back(r.version.str());
+    if (have.empty()) have.push_back("no version with a " + kind + " source");
     if (have.size() > 12) have.resize(12), have.push_back("...");
     conflict.reasons.push_back("the catalog has " + comp.name + " " + join(have, ", ", ", ") +
                                " (" + comp.where.str() + ")");

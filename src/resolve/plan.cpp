@@ -19,6 +19,21 @@ struct UseOf {
   std::string component, alias;
 };
 
+// Which kind of source a `use:` layer takes `component` from, so that the
+// resolver picks a version that exists there: `from:` redist, wheel (pip) or
+// apt; without `from:`, a plain `use:` layer is built from NVIDIA's redist
+// archives when the catalog has any for the component. "" = any.
+std::string source_kind(const LayerSpec& l, const catalog::Catalog& cat, const std::string& component) {
+  if (l.from == "redist" || l.from == "apt") return l.from;
+  if (l.from == "wheel") return "pip";
+  if (!l.from.empty() || !l.apt.empty() || !l.pip.empty() || !l.build.empty() || !l.copy.empty()) return "";
+  const catalog::Component* c = cat.find(component);
+  if (!c) return "";
+  for (const auto& r : c->records)
+    if (r.sources.redist) return "redist";
+  return "";
+}
+
 std::vector<UseOf> uses_of(const Recipe& r, const catalog::Catalog& cat) {
   std::vector<UseOf> out;
   std::vector<std::string> names = cat.component_names();
@@ -141,6 +156,7 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
     r.tags[i] = expand_variables(t, lookup, known, ctx);
   }
   for (auto& t : r.push) expand(t);
+  expand(r.from);
   for (auto& l : r.layers) {
     for (auto& [k, v] : l.build.env) expand(v);
     for (auto& cmd : l.build.run) expand(cmd);
@@ -172,10 +188,14 @@ Plan make_plan(const Recipe& recipe, const catalog::Catalog& cat, const std::vec
       return it == given.end() ? std::nullopt : std::optional<std::string>(it->second);
     };
     Request req;  // matrix values first, then what layers ask; the same want once
-    auto want = [&](const std::string& component, const std::string& version, const SourceLocation& where) {
-      for (const auto& w : req.wants)
-        if (w.component == component && w.version == version) return;
-      req.wants.push_back({component, version, where});
+    auto want = [&](const std::string& component, const std::string& version, const SourceLocation& where,
+                    const std::string& source = "") {
+      for (auto& w : req.wants)
+        if (w.component == component && w.version == version) {  // the same want: keep the kind
+          if (w.source.empty()) w.source = source;
+          return;
+        }
+      req.wants.push_back({component, version, where, source});
     };
     for (const auto& [k, v] : point.values) {
       if (k == "arch") {
@@ -186,15 +206,16 @@ Plan make_plan(const Recipe& recipe, const catalog::Catalog& cat, const std::vec
       }
     }
     for (const auto& u : uses) {
-      if (!u.alias.empty()) want(u.component, u.alias, u.layer->at("use"));
+      std::string kind = source_kind(*u.layer, cat, u.component);
+      if (!u.alias.empty()) want(u.component, u.alias, u.layer->at("use"), kind);
       if (!u.layer->version.value.empty())
         want(u.component, expand_variables(u.layer->version, lookup, keys_of(given), "at point " + point.id()),
-             u.layer->version.where);
+             u.layer->version.where, kind);
       else if (u.alias.empty())
-        want(u.component, "", u.layer->at("use"));
+        want(u.component, "", u.layer->at("use"), kind);
     }
     std::string key;
-    for (const auto& w : req.wants) key += w.component + '\x1f' + w.version + '\x1f' + w.where.str() + '\x1e';
+    for (const auto& w : req.wants) key += w.component + '\x1f' + w.version + '\x1f' + w.where.str() + '\x1f' + w.source + '\x1e';
     for (const auto& a : req.arch) key += a + '\x1f';
     key += req.arch_where.str();
     auto it = memo.find(key);

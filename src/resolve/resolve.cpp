@@ -18,6 +18,13 @@
 
 namespace sb::resolve {
 
+bool has_source(const catalog::Record& r, const std::string& kind) {
+  if (kind == "redist") return r.sources.redist.has_value();
+  if (kind == "pip") return !r.sources.pip.empty();
+  if (kind == "apt") return !r.sources.apt.empty();
+  return true;
+}
+
 namespace detail {
 
 using catalog::Record;
@@ -84,7 +91,7 @@ Solver::Solver(const catalog::Catalog& cat, const Request& req)
     slots[c].wants.push_back(&want);
     std::vector<const Record*> allowed = select(cat.components[c], want);
     std::erase_if(slots[c].domain, [&](const Record* r) {
-      return std::find(allowed.begin(), allowed.end(), r) == allowed.end();
+      return std::find(allowed.begin(), allowed.end(), r) == allowed.end() || !has_source(*r, want.source);
     });
   }
   for (const auto& a : req.arch) {

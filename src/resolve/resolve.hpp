@@ -27,7 +27,12 @@ struct Want {                // one component the recipe asks for
   std::string version;       // "" = any (newest allowed); "12.6" prefix; a range; or an
                              // alias the catalog defines ("trixie", "debian")
   sb::SourceLocation where;  // where in the recipe it was asked, for explanations
+  std::string source;        // "" = any; "redist", "pip" or "apt": only records with that kind
+                             // of source (the layer's `from:`), so the version exists there
 };
+
+// Whether `r` lists a source of `kind` ("redist", "pip", "apt"; "" = any).
+bool has_source(const sb::catalog::Record& r, const std::string& kind);
 
 struct Request {
   std::vector<Want> wants;        // several wants of one component must all hold

@@ -146,7 +146,15 @@ class TtyStatus final : public BaseStatus {
     if (!force && now - last_ < std::chrono::milliseconds(100)) return;
     last_ = now;
     clear();
+    // At most kBars bars (a push with -j 200 runs 200 tasks): more lines than
+    // the terminal has would scroll, and clear() could not take them back.
+    constexpr int kBars = 12;
     for (const auto& [id, t] : tasks_) {
+      if (drawn_ == kBars && tasks_.size() > kBars) {
+        fprintf(out_, "  ... and %zu more\n", tasks_.size() - kBars);
+        ++drawn_;
+        break;
+      }
       double secs = seconds_since(t.start);
       double rate = secs > 0 ? t.done / secs : 0;
       std::string bar;

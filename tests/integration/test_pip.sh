@@ -3,7 +3,9 @@
 # (tests/integration/pip_index.py): `stackbuild pip` resolves for the host's
 # Python, installs without pip into a root, and the real pip sees the result:
 # `pip list --path` lists the projects, `pip check` is clean, the console
-# script runs. The index URL also comes from PIP_INDEX_URL.
+# script runs. The index URL also comes from PIP_INDEX_URL. A recipe's pip:
+# layer builds (the glibc from `platform:`), `lock` pins its wheels and
+# `build --locked` fetches exactly those, refusing a tampered or stale lock.
 source "$(dirname "$0")/lib.sh"
 python3 -m pip --version >/dev/null 2>&1 || skip "no pip for python3"
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -53,7 +55,7 @@ one=$(PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" --glibc "$glib
 two=$(PIP_INDEX_URL=$index sb pip --store "$TMP/s2" --python "$py" --glibc "$glibc" --layer torchy 2>&1 | sed -n 's/^digest: //p')
 [[ -n $one && $one == "$two" ]] || fail "layer digests differ: $one / $two"
 
-check "stackbuild build installs a recipe's pip: layer, cached on a rebuild"
+check "without an os layer or platform: the build names the platform key"
 mkdir -p "$TMP/recipe" && echo hi >"$TMP/recipe/a"
 cat >"$TMP/recipe/r.yaml" <<YAML
 stack: pt
@@ -64,13 +66,51 @@ layers:
   - {name: wheels, pip: [torchy]}
 tags: ["pt:t"]
 YAML
+if PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" -o "$TMP/layout" --store "$STORE" \
+  >"$TMP/build.out" 2>&1; then fail "built without knowing the glibc"; fi
+grep -q "platform: {glibc" "$TMP/build.out" || fail "the error does not name platform: $(cat "$TMP/build.out")"
+
+check "stackbuild build installs a recipe's pip: layer (platform: says the glibc), cached on a rebuild"
+sed -i "s/^layers:/platform: {glibc: \"$glibc\"}\nlayers:/" "$TMP/recipe/r.yaml"
 for run in 1 2; do
-  STACKBUILD_PIP_GLIBC=$glibc PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
+  PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
     -o "$TMP/layout" --store "$STORE" >"$TMP/build.out" 2>&1 || fail "build with a pip layer: $(cat "$TMP/build.out")"
 done
 grep -q "(0 built, 2 from the cache)" "$TMP/build.out" || fail "the rebuild was not cached: $(cat "$TMP/build.out")"
+d1=$(sed -n 's/^pt:t: //p' "$TMP/build.out")
 sb unpack "$TMP/layout:t" "$TMP/unpacked" --store "$STORE" 2>/dev/null || fail "unpack failed"
 [[ -d "$TMP/unpacked/usr/local/lib/python$py/site-packages/torchy-2.0.dist-info" ]] || fail "torchy is not in the image"
+
+check "lock pins the wheels; build --locked in a new store reads no index and builds the same image"
+PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb lock "$TMP/recipe/r.yaml" --store "$STORE" >"$TMP/lock.out" 2>&1 ||
+  fail "lock: $(cat "$TMP/lock.out")"
+python3 - "$TMP/recipe/r.yaml.lock" <<'PY' || fail "the lock lacks the wheels: $(cat "$TMP/recipe/r.yaml.lock")"
+import json, sys
+e = json.load(open(sys.argv[1]))["points"][0]["pip"]["wheels"]
+got = sorted((w["name"], w["version"]) for w in e["wheels"])
+assert got == [("helper", "1.1"), ("nvidia-fake-cu12", "1.2.5"), ("torchy", "2.0")], got
+assert all(len(w["sha256"]) == 64 and w["url"] and w["filename"].endswith(".whl") for w in e["wheels"])
+assert e["requirements"] == ["torchy"], e
+PY
+mv "$TMP/index/simple" "$TMP/index/simple.away"  # only the pinned files can be fetched now
+PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout2" \
+  --store "$TMP/s3" >"$TMP/build2.out" 2>&1 || fail "build --locked: $(cat "$TMP/build2.out")"
+[[ $(sed -n 's/^pt:t: //p' "$TMP/build2.out") == "$d1" && -n $d1 ]] || fail "the locked image differs: $(cat "$TMP/build2.out")"
+mv "$TMP/index/simple.away" "$TMP/index/simple"
+
+check "a tampered wheel sha256 in the lock is refused"
+cp "$TMP/recipe/r.yaml.lock" "$TMP/good.lock"
+sed -i '0,/"sha256": "[0-9a-f]\{64\}"/s//"sha256": "'"$(printf '0%.0s' {1..64})"'"/' "$TMP/recipe/r.yaml.lock"
+if PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$TMP/s4" \
+  >"$TMP/build3.out" 2>&1; then fail "a tampered lock was accepted"; fi
+grep -q "sha256" "$TMP/build3.out" || fail "the error does not say sha256: $(cat "$TMP/build3.out")"
+
+check "a lock written for other requirements is refused, naming the layer"
+cp "$TMP/good.lock" "$TMP/recipe/r.yaml.lock"
+sed -i 's/pip: \[torchy\]/pip: [torchy, helper]/' "$TMP/recipe/r.yaml"
+if PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout4" --store "$STORE" \
+  >"$TMP/build4.out" 2>&1; then fail "a stale lock was accepted"; fi
+grep -q "layer 'wheels'.*requirements" "$TMP/build4.out" || fail "the error: $(cat "$TMP/build4.out")"
 
 check "an unknown project is a clear error"
 if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi

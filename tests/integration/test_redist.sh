@@ -1,22 +1,53 @@
 #!/usr/bin/env bash
 # The redist source against a fixture mirror on 127.0.0.1 made from this
 # machine's CUDA toolkit (tests/integration/redist_mirror.py): `stackbuild
-# redist` unpacks cudart and nvcc into usr/local/cuda-X.Y, the nvcc there runs,
-# the layer is the same twice, and a wrong sha256 fails with nothing unpacked.
+# redist` unpacks cudart and nvcc into usr/local/cuda-X.Y and the nvcc there
+# runs; a recipe with `use: cuda` and `use: [cudnn, nccl]` builds from the
+# catalog's redist data (cuDNN's variant for the point's CUDA major, NCCL's
+# manifest-less tarball); `lock` pins every archive and `build --locked`
+# fetches exactly those (no manifest read), refusing a tampered or stale lock;
+# a wrong sha256 in a manifest fails with nothing unpacked.
 source "$(dirname "$0")/lib.sh"
 cuda=$(readlink -f /usr/local/cuda 2>/dev/null || true)
 [[ -n "$cuda" && -x "$cuda/bin/nvcc" ]] || skip "no CUDA toolkit with nvcc at /usr/local/cuda"
 xy=$("$cuda/bin/nvcc" --version | sed -n 's/.*release \([0-9]*\.[0-9]*\).*/\1/p')
 [[ -n "$xy" ]] || skip "cannot read nvcc's release"
+[[ -f "$cuda/include/cudnn_version.h" && -e "$cuda/lib64/libcudnn.so.9" && -f "$cuda/include/nccl.h" ]] ||
+  skip "no cuDNN 9 and NCCL beside the CUDA toolkit"
 
-python3 "$HERE/redist_mirror.py" "$cuda" "$TMP/mirror" "$xy.0" || fail "building the mirror"
+# The recipe, and what the catalog resolves it to on this machine's CUDA.
+mkdir -p "$TMP/r"
+cat >"$TMP/r/cb.yaml" <<YAML
+stack: cb
+matrix:
+  cuda: ["$xy"]
+layers:
+  - {name: cuda, use: cuda, version: "\${cuda}", components: [cudart]}
+  - {name: dl, use: [cudnn, nccl]}
+tags: ["cb:t"]
+YAML
+cat_opt=(--catalog "$SB_SOURCE_DIR/layers")
+sb plan "$TMP/r/cb.yaml" "${cat_opt[@]}" --json >"$TMP/plan.json" || fail "plan: $(cat "$TMP/plan.json")"
+read -r cudav cudnnv ncclv ncclb < <(python3 -c "
+import json, sys
+s = json.load(open(sys.argv[1]))['points'][0]['resolved']
+print(s['versions']['cuda'], s['versions']['cudnn'], s['versions']['nccl'], s['builds']['nccl'])" "$TMP/plan.json") ||
+  fail "the plan did not resolve: $(cat "$TMP/plan.json")"
+say "resolved cuda $cudav, cudnn $cudnnv, nccl $ncclv ($ncclb)"
+
+python3 "$HERE/redist_mirror.py" "$cuda" "$TMP/mirror" "$cudav" --cudnn "$(cut -d. -f1-3 <<<"$cudnnv")=$cudnnv" \
+  --nccl "$ncclv+$ncclb" || fail "building the mirror"
 port_file="$TMP/port"
-python3 - "$TMP/mirror" "$port_file" <<'PY' &
+python3 - "$TMP/mirror" "$port_file" "$TMP/requests" <<'PY' &
 import functools, http.server, sys
-class Quiet(http.server.SimpleHTTPRequestHandler):
+log = open(sys.argv[3], "a", buffering=1)
+class Logged(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a):
         pass
-h = functools.partial(Quiet, directory=sys.argv[1])
+    def do_GET(self):
+        log.write(self.path + "\n")
+        super().do_GET()
+h = functools.partial(Logged, directory=sys.argv[1])
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
 open(sys.argv[2], "w").write(str(s.server_address[1]))
 s.serve_forever()
@@ -25,28 +56,78 @@ server=$!
 trap 'kill $server 2>/dev/null; cleanup' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 base="http://127.0.0.1:$(cat "$port_file")"
+export STACKBUILD_REDIST_URL=$base
 
 check "stackbuild redist unpacks cudart and nvcc (with its dependencies) into usr/local/cuda-$xy"
-sb redist --store "$STORE" --base-url "$base" --version "$xy.0" --target "$TMP/root" nvcc >"$TMP/out" ||
+sb redist --store "$STORE" --base-url "$base" --version "$cudav" --target "$TMP/root" nvcc >"$TMP/out" ||
   fail "stackbuild redist failed"
 grep -q '^cuda_cudart ' "$TMP/out" || fail "nvcc did not bring cuda_cudart: $(cat "$TMP/out")"
 [[ $(readlink "$TMP/root/usr/local/cuda") == "cuda-$xy" ]] || fail "usr/local/cuda does not point at cuda-$xy"
-[[ -f "$TMP/root/usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}" || -L "$TMP/root/usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}" ]] ||
-  fail "no lib64/libcudart.so.${xy%%.*}"
+[[ -e "$TMP/root/usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}" ]] || fail "no lib64/libcudart.so.${xy%%.*}"
 [[ -f "$TMP/root/usr/local/cuda-$xy/share/doc/cuda_nvcc/LICENSE" ]] || fail "no LICENSE under share/doc"
 
 check "the unpacked nvcc prints release $xy"
 "$TMP/root/usr/local/cuda/bin/nvcc" --version | grep -q "release $xy" || fail "nvcc --version: $("$TMP/root/usr/local/cuda/bin/nvcc" --version)"
 
-check "the layer is the same twice"
-one=$(sb redist --store "$STORE" --base-url "$base" --version "$xy.0" --layer cudart 2>&1 | sed -n 's/^digest: //p')
-two=$(sb redist --store "$TMP/store2" --base-url "$base" --version "$xy.0" --layer cudart 2>&1 | sed -n 's/^digest: //p')
-[[ -n $one && $one == "$two" ]] || fail "layer digests differ: $one / $two"
+check "a recipe with use: cuda and use: [cudnn, nccl] builds from the mirror"
+sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" -o "$TMP/l1" >"$TMP/b1" 2>&1 || fail "build: $(cat "$TMP/b1")"
+sb unpack "$TMP/l1:t" "$TMP/u1" --store "$STORE" >/dev/null 2>&1 || fail "unpack failed"
+lib="$TMP/u1/usr/local/cuda-$xy"
+[[ -f "$lib/include/cudnn_version.h" && -e "$lib/lib64/libcudnn.so.9" ]] || fail "no cuDNN in usr/local/cuda-$xy"
+[[ -f "$lib/include/nccl.h" && -f "$lib/share/doc/nccl/LICENSE.txt" ]] || fail "no NCCL in usr/local/cuda-$xy"
+[[ -e "$lib/lib64/libcudart.so.${xy%%.*}" ]] || fail "no cudart"
+grep -q "_cuda${xy%%.*}-archive" "$TMP/requests" || fail "cuDNN's cuda${xy%%.*} variant was not fetched: $(cat "$TMP/requests")"
+! grep -q "_cuda$(( ${xy%%.*} == 12 ? 13 : 12 ))-archive" "$TMP/requests" || fail "the other cuDNN variant was fetched"
+d1=$(sed -n 's/^cb:t: //p' "$TMP/b1")
+[[ -n $d1 ]] || fail "no digest: $(cat "$TMP/b1")"
+
+check "lock pins every archive with its sha256; build --locked in a new store fetches exactly those"
+: >"$TMP/requests"
+sb lock "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" >"$TMP/lockout" 2>&1 || fail "lock: $(cat "$TMP/lockout")"
+! grep -q 'nccl_.*txz' "$TMP/requests" || fail "the NCCL tarball the store has was fetched again"
+lockf="$TMP/r/cb.yaml.lock"
+python3 - "$lockf" <<'PY' || fail "the lock lacks archives: $(cat "$lockf")"
+import json, sys
+p = json.load(open(sys.argv[1]))["points"][0]
+arch = [a for layer in p["redist"].values() for a in layer["archives"]]
+comps = sorted(a["component"] for a in arch)
+assert comps == ["cuda_cudart", "cudnn", "nccl"], comps
+assert all(len(a["sha256"]) == 64 and a["size"] > 0 and a["url"].startswith("http://127.0.0.1:") for a in arch), arch
+PY
+mv "$TMP/mirror/cuda/redist/redistrib_$cudav.json" "$TMP/manifest.away"  # a locked build reads no manifest
+: >"$TMP/requests"
+sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$TMP/store2" -o "$TMP/l2" --locked >"$TMP/b2" 2>&1 ||
+  fail "build --locked: $(cat "$TMP/b2")"
+[[ $(sed -n 's/^cb:t: //p' "$TMP/b2") == "$d1" ]] || fail "the locked build differs: $(cat "$TMP/b2")"
+[[ $(grep -c . "$TMP/requests") == 3 ]] && ! grep -q redistrib "$TMP/requests" ||
+  fail "build --locked fetched more than the 3 pinned archives: $(cat "$TMP/requests")"
+mv "$TMP/manifest.away" "$TMP/mirror/cuda/redist/redistrib_$cudav.json"
+
+check "a tampered sha256 in the lock is refused and nothing is built"
+python3 - "$lockf" <<'PY'
+import json, sys
+lock = json.load(open(sys.argv[1]))
+lock["points"][0]["redist"]["dl"]["archives"][0]["sha256"] = "0" * 64
+json.dump(lock, open(sys.argv[1], "w"), indent=2)
+PY
+if sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$TMP/store3" -o "$TMP/l3" --locked >"$TMP/b3" 2>&1; then
+  fail "a tampered lock was accepted"
+fi
+grep -q "sha256" "$TMP/b3" || fail "the error does not say sha256: $(cat "$TMP/b3")"
+[[ ! -e "$TMP/l3" ]] || fail "an image was written"
+
+check "a lock written for other components is refused, naming the layer"
+sb lock "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" >/dev/null 2>&1 || fail "lock again"
+sed -i 's/components: \[cudart\]/components: [cudart, nvcc]/' "$TMP/r/cb.yaml"
+if sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" -o "$TMP/l4" --locked >"$TMP/b4" 2>&1; then
+  fail "a stale lock was accepted"
+fi
+grep -q "layer 'cuda'.*requests" "$TMP/b4" || fail "the error does not name the layer: $(cat "$TMP/b4")"
 
 check "a wrong sha256 in the manifest fails and unpacks nothing"
-m="$TMP/mirror/cuda/redist/redistrib_$xy.0.json"
+m="$TMP/mirror/cuda/redist/redistrib_$cudav.json"
 python3 -c "import json,sys; m=json.load(open('$m')); m['cuda_cudart']['linux-x86_64']['sha256']='0'*64; json.dump(m, open('$m','w'))"
-if sb redist --store "$TMP/store3" --base-url "$base" --version "$xy.0" --target "$TMP/bad" cudart 2>"$TMP/err"; then
+if sb redist --store "$TMP/store5" --base-url "$base" --version "$cudav" --target "$TMP/bad" cudart 2>"$TMP/err"; then
   fail "a wrong sha256 was accepted"
 fi
 grep -q sha256 "$TMP/err" || fail "the error does not say sha256: $(cat "$TMP/err")"

@@ -42,7 +42,7 @@ struct Repo {
 
   void deb(const std::string& name, const std::string& version, const std::string& fields,
            const std::map<std::string, std::string>& files, const std::map<std::string, std::string>& control = {}) {
-    fs::path d = dir.path() / ("src-" + name);
+    fs::path d = dir.path() / ("src-" + name + "-" + version);
     test::write(d / "DEBIAN/control", "Package: " + name + "\nVersion: " + version +
                                           "\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\n" + fields +
                                           "Description: test package\n");
@@ -56,8 +56,9 @@ struct Repo {
                 "\nSHA256: " + Digest::of_file(out).hex() + "\n\n";
   }
 
-  // Writes Packages(.gz), Release and the signed InRelease.
-  void publish() {
+  // Writes Packages(.gz), Release and the signed InRelease (or, with
+  // `detached`, Release.gpg and no InRelease).
+  void publish(bool detached = false) {
     fs::path dist = root / "dists/test";
     test::write(dist / "main/binary-amd64/Packages", packages);
     run({"gzip", "-kf", (dist / "main/binary-amd64/Packages").string()});
@@ -73,8 +74,13 @@ struct Repo {
       run({"gpg", "--batch", "--output", keyring.string(), "--export"}, gnupg);
     }
     fs::remove(dist / "InRelease");
-    run({"gpg", "--batch", "--clearsign", "--output", (dist / "InRelease").string(), (dist / "Release").string()},
-        gnupg);
+    fs::remove(dist / "Release.gpg");
+    if (detached)
+      run({"gpg", "--batch", "--detach-sign", "--output", (dist / "Release.gpg").string(), (dist / "Release").string()},
+          gnupg);
+    else
+      run({"gpg", "--batch", "--clearsign", "--output", (dist / "InRelease").string(), (dist / "Release").string()},
+          gnupg);
   }
 
   Repository repository() const {
@@ -215,4 +221,128 @@ TEST_CASE("apt repo: an index or a package whose sha256 differs is refused and n
   auto f = fetch::make_fetcher(store, {}, null_status());
   CHECK_THROWS_WITH(install_packages(pkgs, {}, io, store, *f), Catch::Contains("hello_1.0_amd64.deb"));
   CHECK_FALSE(store.has(Digest::parse("sha256:" + pkgs[0].sha256)));
+}
+
+TEST_CASE("apt repo: without InRelease the Release is checked against Release.gpg", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+  repo.publish(true);
+  fs::path dist = repo.root / "dists/test";
+  REQUIRE_FALSE(fs::exists(dist / "InRelease"));
+  TempDir sd;
+  Store store(sd.path());
+  {
+    PackageIndex index("amd64");
+    auto loaded = load(repo.repository(), store, index);
+    CHECK(loaded[0].detached);
+    CHECK(loaded[0].keyring == repo.keyring);
+    CHECK(index.candidate("hello"));
+  }
+  std::string release = read_file(dist / "Release");
+  {  // Release altered after signing
+    test::write(dist / "Release", release + "X-Extra: 1\n");
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index),
+                      Catch::Contains("dists/test/Release: refusing the repository: the signature is BAD"));
+    test::write(dist / "Release", release);
+  }
+  {  // signed by another key
+    Repo other;
+    other.deb("x", "1", "", {{"x", "x"}});
+    other.publish(true);
+    Repository r = repo.repository();
+    r.signed_by = other.keyring;
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(r, store, index), Catch::Contains("signed by a key that is not in"));
+  }
+  fs::remove(dist / "Release.gpg");
+  {  // no signature at all: refused, unless trusted
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index),
+                      Catch::Contains("it is not signed (there is no InRelease and no Release.gpg)"));
+    Repository trusted = repo.repository();
+    trusted.trusted = true;
+    PackageIndex index2("amd64");
+    auto loaded = load(trusted, store, index2);
+    CHECK(loaded[0].detached);
+    CHECK(index2.candidate("hello"));
+  }
+  fs::remove(dist / "Release");
+  {  // nothing there: a clear error naming the suite
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index),
+                      Catch::Contains("has neither InRelease nor Release") && Catch::Contains("is 'test' a suite of"));
+  }
+}
+
+TEST_CASE("apt repo: an upgrade in a later layer replaces the status and whites out dropped files", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("libgreet", "1.0", "",
+           {{"usr/lib/libgreet.so.1", "v1"}, {"usr/share/greet/old.txt", "old"}, {"usr/share/greet/shared", "s"}},
+           {{"postinst", "#!/bin/sh\nexit 0\n"}});
+  repo.deb("greet-data", "1", "", {{"usr/share/greet/shared", "s"}});
+  repo.deb("hello", "1.0", "Depends: libgreet\n", {{"usr/bin/hello", "1"}});
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  auto f = fetch::make_fetcher(store, {}, null_status());
+  TempDir staging;
+  InstallOptions io;
+  io.staging = staging.path();
+  Installed lower;
+  {
+    PackageIndex index("amd64");
+    load(repo.repository(), store, index);
+    SolveRequest req;
+    req.packages = {"hello", "greet-data"};
+    lower = install_packages(lock_solution(index, solve(index, req)), {}, io, store, *f);
+  }
+  REQUIRE(lower.state.files.count("libgreet"));
+  CHECK(lower.state.files.at("libgreet") ==
+        std::vector<std::string>{"usr/lib/libgreet.so.1", "usr/share/greet/old.txt", "usr/share/greet/shared",
+                                 "var/lib/dpkg/info/libgreet.list", "var/lib/dpkg/info/libgreet.md5sums",
+                                 "var/lib/dpkg/info/libgreet.postinst"});
+  // Version 2 drops old.txt, the postinst and libgreet.so.1, ships libgreet.so.2.
+  repo.deb("libgreet", "2.0", "", {{"usr/lib/libgreet.so.2", "v2"}, {"usr/share/greet/shared", "s"}});
+  repo.publish();
+  PackageIndex index("amd64");
+  load(repo.repository(), store, index);
+  SolveRequest req;
+  req.packages = {"libgreet"};
+  req.installed = lower.state.status;
+  Solution sol = solve(index, req);
+  REQUIRE(sol.upgraded == std::map<std::string, std::string>{{"libgreet", "1.0"}});
+  // Through the state as the store keeps it between layers.
+  AptState below = AptState::parse(lower.state.str());
+  auto upper = install_packages(lock_solution(index, sol), below, io, store, *f);
+  const EntryMap& e = upper.entries;
+  CHECK(e.count("usr/lib/libgreet.so.2"));
+  CHECK(e.count("usr/lib/.wh.libgreet.so.1"));
+  CHECK(e.count("usr/share/greet/.wh.old.txt"));
+  CHECK(e.count("var/lib/dpkg/info/.wh.libgreet.postinst"));
+  CHECK_FALSE(e.count("usr/share/greet/.wh.shared"));   // the new version ships it
+  CHECK_FALSE(e.count("usr/bin/.wh.hello"));            // another package's file
+  CHECK_FALSE(e.count("var/lib/dpkg/info/.wh.libgreet.list"));
+  CHECK(upper.removed ==
+        std::vector<std::string>{"usr/lib/libgreet.so.1", "usr/share/greet/old.txt", "var/lib/dpkg/info/libgreet.postinst"});
+  std::string status = read_file(e.at("var/lib/dpkg/status").source);
+  CHECK(status.find("Package: libgreet\nStatus: install ok installed\n") != std::string::npos);
+  CHECK(status.find("Version: 2.0\n") != std::string::npos);
+  CHECK(status.find("Version: 1.0\n") != std::string::npos);  // hello 1.0 stays
+  size_t records = 0;
+  for (size_t p = 0; (p = status.find("Package: ", p)) != std::string::npos; ++p) ++records;
+  CHECK(records == 3);
+  std::string list = read_file(e.at("var/lib/dpkg/info/libgreet.list").source);
+  CHECK(list.find("/usr/lib/libgreet.so.2\n") != std::string::npos);
+  CHECK(list.find("old.txt") == std::string::npos);
+  CHECK(upper.state.files.at("libgreet") ==
+        std::vector<std::string>{"usr/lib/libgreet.so.2", "usr/share/greet/shared", "var/lib/dpkg/info/libgreet.list",
+                                 "var/lib/dpkg/info/libgreet.md5sums"});
+  // A lower layer without file lists (an older stackbuild) cannot be upgraded silently.
+  AptState old = below;
+  old.files.clear();
+  CHECK_THROWS_WITH(install_packages(lock_solution(index, sol), old, io, store, *f),
+                    Catch::Contains("records no file list for it"));
 }

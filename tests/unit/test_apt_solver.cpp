@@ -159,3 +159,107 @@ TEST_CASE("apt: sources come from one-line and deb822 files and follow another r
   CHECK(trixie[1].suite == "trixie-updates");
   CHECK(trixie[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg");
 }
+
+namespace {
+
+// A dpkg status record of a package in a lower layer.
+Paragraph installed(const std::string& name, const std::string& version, const std::string& extra = "") {
+  return parse_paragraphs("Package: " + name + "\nStatus: install ok installed\nVersion: " + version +
+                          "\nArchitecture: amd64\n" + extra)
+      .front();
+}
+
+struct Result {
+  std::vector<std::string> ids;
+  std::map<std::string, std::string> upgraded, reason;
+};
+
+Result solve_with(Fixture& f, std::vector<std::string> want, std::vector<Paragraph> below, bool recommends = false) {
+  SolveRequest r;
+  r.packages = std::move(want);
+  r.installed = std::move(below);
+  r.recommends = recommends;
+  Solution s = apt::solve(f.index, r);
+  Result out;
+  for (const Package* p : s.packages) out.ids.push_back(p->id());
+  out.upgraded = s.upgraded;
+  out.reason = s.reason;
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("apt: Recommends are left out unless asked for and a missing one is skipped", "[apt]") {
+  Fixture f(record("app", "1", "Depends: lib\nRecommends: helper | other, missing-rec\n") + record("lib", "1") +
+            record("helper", "1", "Depends: helper-data\nRecommends: deep\n") + record("helper-data", "1") +
+            record("deep", "1") + record("other", "1") + record("clash", "1", "Conflicts: app\n") +
+            record("tool", "1", "Recommends: clash | other\n"));
+  CHECK(solve_with(f, {"app"}, {}).ids == V{"app=1", "lib=1"});  // --no-install-recommends by default
+  auto with = solve_with(f, {"app"}, {}, true);
+  // The first alternative that installs, its Depends and its own Recommends;
+  // a Recommends nothing provides is left out, not an error.
+  CHECK(with.ids == V{"app=1", "deep=1", "helper=1", "helper-data=1", "lib=1"});
+  CHECK(with.reason["helper"] == "app (Recommends)");
+  // An alternative that conflicts with what is chosen is passed over.
+  CHECK(solve_with(f, {"app", "tool"}, {}, true).ids ==
+        V{"app=1", "deep=1", "helper=1", "helper-data=1", "lib=1", "other=1", "tool=1"});
+  // A Recommends already installed below needs nothing.
+  CHECK(solve_with(f, {"app"}, {installed("helper", "1"), installed("lib", "1")}, true).ids == V{"app=1"});
+}
+
+TEST_CASE("apt: a later layer upgrades a package below when asked or when a dependency needs it", "[apt]") {
+  Fixture f(record("libgreet", "1.0") + record("libgreet", "2.0", "Provides: greeting (= 2)\n") +
+            record("hello", "2.0", "Depends: libgreet (>= 2.0)\n") + record("tool", "1", "Depends: libgreet\n"));
+  std::vector<Paragraph> below = {installed("libgreet", "1.0")};
+  // Not asked for and nothing needs newer: the version below stays.
+  CHECK(solve_with(f, {"tool"}, below).ids == V{"tool=1"});
+  // Asked for, with a newer candidate: upgraded.
+  auto up = solve_with(f, {"libgreet"}, below);
+  CHECK(up.ids == V{"libgreet=2.0"});
+  CHECK(up.upgraded == std::map<std::string, std::string>{{"libgreet", "1.0"}});
+  // A dependency on a newer version upgrades it too.
+  auto dep = solve_with(f, {"hello"}, below);
+  CHECK(dep.ids == V{"hello=2.0", "libgreet=2.0"});
+  CHECK(dep.upgraded.count("libgreet"));
+  // Already the newest below: nothing to do.
+  CHECK(solve_with(f, {"libgreet"}, {installed("libgreet", "2.0")}).ids.empty());
+  // Never an implicit downgrade; an explicit version may.
+  CHECK(solve_with(f, {"libgreet"}, {installed("libgreet", "3.0")}).ids.empty());
+  auto down = solve_with(f, {"libgreet=1.0"}, {installed("libgreet", "2.0")});
+  CHECK(down.ids == V{"libgreet=1.0"});
+  CHECK(down.upgraded.at("libgreet") == "2.0");
+}
+
+TEST_CASE("apt: an upgrade that breaks a package below is refused with the reason", "[apt]") {
+  Fixture f(record("libgreet", "1.0") + record("libgreet", "2.0") + record("breaker", "1", "Breaks: libgreet (<< 3)\n"));
+  std::vector<Paragraph> below = {installed("libgreet", "1.0"),
+                                  installed("hello", "1.0", "Depends: libc6, libgreet (<< 2.0)\n")};
+  CHECK_THROWS_WITH(solve_with(f, {"libgreet"}, below),
+                    Catch::Contains("cannot upgrade libgreet 1.0 -> 2.0: hello 1.0 (installed in a lower layer) "
+                                    "depends on libgreet (<< 2.0)"));
+  // Conflicts of the new version against what stays below still count.
+  CHECK_THROWS_WITH(solve_with(f, {"breaker"}, {installed("libgreet", "2.0")}),
+                    Catch::Contains("conflicts with libgreet"));
+  // What the old version provided no longer counts once it is replaced.
+  Fixture g(record("impl", "1", "Provides: iface\n") + record("impl", "2"));
+  CHECK_THROWS_WITH(solve_with(g, {"impl"}, {installed("impl", "1", "Provides: iface\n"),
+                                             installed("user", "1", "Depends: iface\n")}),
+                    Catch::Contains("user 1 (installed in a lower layer) depends on iface"));
+}
+
+TEST_CASE("apt: priority adds every package of that Priority and above", "[apt]") {
+  Fixture f(record("req", "1", "Priority: required\n") + record("imp", "1", "Priority: important\nDepends: dep\n") +
+            record("std", "1", "Priority: standard\n") + record("opt", "1", "Priority: optional\n") +
+            record("dep", "1", "Priority: optional\n"));
+  auto with = [&](const std::string& level) {
+    SolveRequest r;
+    r.priority = level;
+    V out;
+    for (const Package* p : apt::solve(f.index, r).packages) out.push_back(p->id());
+    return out;
+  };
+  CHECK(with("required") == V{"req=1"});
+  CHECK(with("important") == V{"dep=1", "imp=1", "req=1"});
+  CHECK(with("standard") == V{"dep=1", "imp=1", "req=1", "std=1"});
+  CHECK_THROWS_WITH(with("optional"), Catch::Contains("not required, important or standard"));
+}

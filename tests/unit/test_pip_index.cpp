@@ -66,10 +66,13 @@ struct Fixture {
   ~Fixture() { fclose(devnull); }
 
   IndexConfig config() { return index_config(server.url("/simple"), "/nonexistent", {}, {}); }
-  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs, const ResolveOptions& o = {}) {
+  std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs,
+                                    const std::vector<std::pair<std::string, std::string>>& constraints = {},
+                                    ResolveOptions o = {}) {
     auto idx = make_http_index(config(), store, *fetcher);
     std::vector<Requirement> rs;
     for (const auto& r : reqs) rs.push_back(Requirement::parse(r));
+    for (const auto& [c, who] : constraints) o.constraints.push_back({Requirement::parse(c), who});
     return resolve(rs, target, *idx, o);
   }
   size_t blobs() const {
@@ -112,11 +115,11 @@ TEST_CASE("pip index: projects a lower layer installed are kept when they satisf
   ResolveOptions o;
   o.installed["helper"] = {"1.1", "tools"};
   // torchy 2.0 needs helper>=1.1: the lower layer's 1.1 stays and no wheel of it is chosen.
-  CHECK(versions(f.resolve_({"torchy"}, o)) == "nvidia-fake-cu12==1.2.5 torchy==2.0");
+  CHECK(versions(f.resolve_({"torchy"}, {}, o)) == "nvidia-fake-cu12==1.2.5 torchy==2.0");
   // A requirement the installed version does not meet names both sides.
   o.installed["helper"] = {"1.0", "tools"};
   try {
-    f.resolve_({"torchy==2.0"}, o);
+    f.resolve_({"torchy==2.0"}, {}, o);
     FAIL("an installed helper 1.0 satisfied torchy 2.0's helper>=1.1");
   } catch (const Error& e) {
     std::string msg = e.what();
@@ -141,6 +144,29 @@ TEST_CASE("pip index: no wheel for the target is a clear error", "[pip]") {
     CHECK_THAT(r, Catch::Contains("asked by the recipe"));
   }
   CHECK_THROWS_WITH(g.resolve_({"no-such-project"}), Catch::Contains("the index lists no file of it"));
+}
+
+TEST_CASE("pip index: constraints from the point narrow the wheels a dependency pulls and add none", "[pip]") {
+  Fixture f;
+  // torchy 2.0 asks nvidia-fake-cu12==1.2.*; the point's component holds it to 1.2.0.
+  CHECK(versions(f.resolve_({"torchy"}, {{"nvidia-fake-cu12==1.2.0", "the point's fake 1.2.0"}})) ==
+        "helper==1.1 nvidia-fake-cu12==1.2.0 torchy==2.0");
+  // A constraint on a project nothing asks for installs nothing.
+  CHECK(versions(f.resolve_({"helper"}, {{"nvidia-fake-cu12==1.2.0", "the point's fake 1.2.0"}})) == "helper==1.1");
+  // A wheel's pin that contradicts the point's version: older torchy without the
+  // dependency is taken when the recipe allows it...
+  CHECK(versions(f.resolve_({"torchy"}, {{"nvidia-fake-cu12==1.3.0", "the point's fake 1.3.0"}})) ==
+        "helper==1.1 torchy==1.0");
+  // ...and is a clear error naming both sides when it does not.
+  try {
+    f.resolve_({"torchy==2.0"}, {{"nvidia-fake-cu12==1.3.0", "the point's fake 1.3.0"}});
+    FAIL("resolved a wheel against the point's version");
+  } catch (const Error& e) {
+    std::string r = e.render();
+    CHECK_THAT(r, Catch::Contains("no wheel of nvidia-fake-cu12"));
+    CHECK_THAT(r, Catch::Contains("asked by torchy 2.0"));
+    CHECK_THAT(r, Catch::Contains("'nvidia-fake-cu12==1.3.0' required by the point's fake 1.3.0"));
+  }
 }
 
 TEST_CASE("pip index: wheels install without pip with RECORD INSTALLER and scripts", "[pip]") {

@@ -1,0 +1,113 @@
+#include "pipeline/lock.hpp"
+
+#include <algorithm>
+
+#include "pipeline/apt_layer.hpp"
+#include "pipeline/pip_layer.hpp"
+#include "pipeline/redist_layer.hpp"
+#include "resolve/lockfile.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb {
+
+PointInputs point_inputs(const resolve::PlanPoint& point) {
+  PointInputs in;
+  if (point.stack) {
+    in.versions = point.stack->versions;
+    in.builds = point.stack->builds;
+  }
+  return in;
+}
+
+const catalog::Record* chosen_record(const catalog::Catalog& cat, const std::string& component,
+                                     const PointInputs& point, const std::string& fallback) {
+  const catalog::Component* c = cat.find(component);
+  if (!c) return nullptr;
+  if (auto v = point.versions.find(component); v != point.versions.end()) {
+    auto b = point.builds.find(component);
+    for (const auto& r : c->records)
+      if (r.version.str() == v->second && (b == point.builds.end() || r.build == b->second)) return &r;
+  }
+  for (const auto& r : c->records)
+    if (r.version.str() == fallback ||
+        std::find(r.aliases.begin(), r.aliases.end(), fallback) != r.aliases.end())
+      return &r;
+  return nullptr;
+}
+
+std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
+  const auto& layers = planned.recipe.layers;
+  bool apt = std::any_of(layers.begin(), layers.end(), is_apt_layer);
+  bool pip = std::any_of(layers.begin(), layers.end(), is_pip_layer);
+  bool redist = std::any_of(layers.begin(), layers.end(), is_redist_layer);
+  std::vector<nlohmann::json> out;
+  for (const auto& p : planned.plan.points) {
+    if (!p.stack || !(apt || pip || redist)) {
+      out.push_back(nullptr);
+      continue;
+    }
+    try {
+      Recipe r = resolve::instantiate(planned.recipe, p);
+      auto vars = resolve::point_variables(planned.recipe, p);
+      PointInputs in = point_inputs(p);
+      nlohmann::json e = nlohmann::json::object();
+      if (apt) e["apt"] = lock_apt_layers(r, vars, in, store, status);
+      if (pip) e["pip"] = lock_pip_layers(r, vars, in, store, status);
+      if (redist) e["redist"] = lock_redist_layers(r, vars, in, store, status);
+      out.push_back(e);
+    } catch (Error& e) {
+      e.add_trace("while locking what the layers of point " + p.point.id() + " fetch");
+      throw;
+    }
+  }
+  return out;
+}
+
+PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point) {
+  PointInputs in = point_inputs(point);
+  fs::path path = resolve::lock_path(planned.recipe.file);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return in;  // check_lock() has said so already
+  std::string text = read_file(path);
+  nlohmann::json lock = nlohmann::json::object();
+  for (const char* kind : {"apt", "pip", "redist"}) {
+    nlohmann::json j = resolve::locked_field(text, point.point, kind);
+    if (!j.is_null()) lock[kind] = j;
+  }
+  Recipe r = resolve::instantiate(planned.recipe, point);
+  auto vars = resolve::point_variables(planned.recipe, point);
+  std::vector<std::string> problems;
+  for (const auto& spec : r.layers) {
+    const char* kind = is_apt_layer(spec) ? "apt" : is_pip_layer(spec) ? "pip" : is_redist_layer(spec) ? "redist" : "";
+    if (!*kind) continue;
+    std::string where = "layer '" + spec.name + "' (" + spec.where.str() + ")";
+    if (!lock.contains(kind) || !lock[kind].is_object() || !lock[kind].contains(spec.name)) {
+      problems.push_back(where + ": the lockfile pins no " + std::string(kind) + " files for it");
+      continue;
+    }
+    const nlohmann::json& entry = lock[kind][spec.name];
+    std::string d;
+    try {
+      if (std::string(kind) == "pip") d = pip_lock_mismatch(r, spec, vars, in, entry);
+      else if (std::string(kind) == "redist") d = redist_lock_mismatch(r, spec, vars, in, entry);
+      else d = apt_lock_mismatch(r, spec, entry);
+    } catch (const nlohmann::json::exception& e) {
+      d = std::string("a malformed entry: ") + e.what();
+    } catch (const Error& e) {
+      d = e.what();
+    }
+    if (!d.empty()) problems.push_back(where + ": " + d);
+  }
+  if (!problems.empty()) {
+    std::string msg = "--locked: the lockfile " + path.string() + " does not pin what point " + point.point.id() +
+                      " fetches now:";
+    for (const auto& p : problems) msg += "\n  " + p;
+    msg += "\n  review the recipe, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
+    throw Error(msg, kExitInput);
+  }
+  in.lock = lock.dump();
+  return in;
+}
+
+}  // namespace sb

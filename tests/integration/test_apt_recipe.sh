@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# Apt layers configured by the recipe, against fixture repositories served on
+# 127.0.0.1 (packages built with dpkg-deb, Releases signed by a key gpg makes
+# here): `repositories:` with a keyring builds; a Release + Release.gpg
+# repository works; an unsigned one is refused unless `trusted: true`; a second
+# layer upgrades a package of the first (dpkg's status read back with
+# dpkg-query --admindir, the dropped file gone from the unpacked image); and
+# `build --locked` refuses once the recipe's apt packages changed after `lock`.
+source "$(dirname "$0")/lib.sh"
+require_tool gpg gpgv dpkg-deb gzip sha256sum
+
+www="$TMP/www"
+export GNUPGHOME="$TMP/gnupg"
+mkdir -p "$GNUPGHOME" "$TMP/recipe" && chmod 700 "$GNUPGHOME"
+gpg --batch --passphrase '' --quick-gen-key 'Fixture <fixture@example.invalid>' ed25519 sign never 2>/dev/null ||
+  fail "gpg could not make a key"
+gpg --batch --export >"$TMP/recipe/key.gpg"
+
+# mkdeb REPO NAME VERSION DEPENDS FILE...: a package whose files hold "NAME VERSION".
+mkdeb() {
+  local repo=$1 name=$2 ver=$3 deps=$4 f
+  shift 4
+  local d="$TMP/src/$repo-$name-$ver"
+  mkdir -p "$d/DEBIAN" "$www/$repo/pool"
+  {
+    printf 'Package: %s\nVersion: %s\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\n' "$name" "$ver"
+    [[ -n $deps ]] && printf 'Depends: %s\n' "$deps"
+    printf 'Description: fixture package\n'
+  } >"$d/DEBIAN/control"
+  for f in "$@"; do
+    mkdir -p "$d/$(dirname "$f")"
+    echo "$name $ver" >"$d/$f"
+  done
+  dpkg-deb --root-owner-group -Zgzip --build "$d" "$www/$repo/pool/${name}_${ver}_amd64.deb" >/dev/null ||
+    fail "dpkg-deb failed for $name $ver"
+}
+
+# publish REPO inrelease|detached|unsigned: Packages(.gz), Release and its signature.
+publish() {
+  local repo=$1 mode=$2 deb f
+  local dist="$www/$repo/dists/test"
+  mkdir -p "$dist/main/binary-amd64"
+  (
+    cd "$www/$repo" || exit 1
+    for deb in pool/*.deb; do
+      dpkg-deb -f "$deb"
+      printf 'Filename: %s\nSize: %s\nSHA256: %s\n\n' "$deb" "$(stat -c %s "$deb")" "$(sha256sum "$deb" | cut -d' ' -f1)"
+    done
+  ) >"$dist/main/binary-amd64/Packages"
+  gzip -kf "$dist/main/binary-amd64/Packages"
+  {
+    printf 'Origin: %s\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\nSHA256:\n' "$repo"
+    for f in main/binary-amd64/Packages main/binary-amd64/Packages.gz; do
+      printf ' %s %s %s\n' "$(sha256sum "$dist/$f" | cut -d' ' -f1)" "$(stat -c %s "$dist/$f")" "$f"
+    done
+  } >"$dist/Release"
+  rm -f "$dist/InRelease" "$dist/Release.gpg"
+  case $mode in
+    inrelease) gpg --batch --clearsign -o "$dist/InRelease" "$dist/Release" ;;
+    detached) gpg --batch --detach-sign -o "$dist/Release.gpg" "$dist/Release" ;;
+  esac
+}
+
+mkdeb main libgreet 1.0 "" usr/lib/libgreet.so.1 usr/share/doc/libgreet/old.txt
+mkdeb main hello 1.0 "libgreet (>= 1.0)" usr/bin/hello
+mkdeb main curlish 1.0 "" usr/bin/curlish
+publish main inrelease
+mkdeb updates libgreet 2.0 "" usr/lib/libgreet.so.2
+publish updates detached
+mkdeb local tool 1.0 "" usr/bin/tool
+publish local unsigned
+
+port_file="$TMP/port"
+python3 - "$www" "$port_file" <<'PY' &
+import functools, http.server, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+h = functools.partial(Quiet, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+server=$!
+trap 'kill $server 2>/dev/null; cleanup' EXIT
+for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+url="http://127.0.0.1:$(cat "$port_file")"
+
+# The recipe: layer 'base' from the signed repository; layer 'more' adds the
+# Release.gpg-only repository, whose newer libgreet it asks for.
+write_recipe() {  # $1: the packages of layer 'more'
+  cat >"$TMP/recipe/r.yaml" <<YAML
+stack: aptr
+repositories:
+  - {url: "$url/main", suites: [test], keyring: key.gpg}
+layers:
+  - {name: base, apt: [hello]}
+  - name: more
+    apt: [$1]
+    repositories:
+      - {url: "$url/main", suites: test, keyring: key.gpg}
+      - {url: "$url/updates", suites: test, keyring: key.gpg}
+tags: ["aptr:t"]
+YAML
+}
+write_recipe libgreet
+
+check "a recipe with repositories: builds, the second layer upgrading libgreet from a Release.gpg repository"
+expect_ok build sb build "$TMP/recipe/r.yaml" -o "$TMP/layout" --store "$STORE"
+grep -q "upgrades libgreet 1.0 -> 2.0" "$TMP/build.err" "$TMP/build.out" || { show_output build; fail "no upgrade reported"; }
+expect_ok unpack sb unpack "$TMP/layout:t" "$TMP/root" --store "$STORE"
+[[ -f $TMP/root/usr/bin/hello && -f $TMP/root/usr/lib/libgreet.so.2 ]] || fail "hello or libgreet.so.2 missing from the image"
+[[ ! -e $TMP/root/usr/lib/libgreet.so.1 ]] || fail "libgreet 1.0's libgreet.so.1 is still in the image"
+[[ ! -e $TMP/root/usr/share/doc/libgreet/old.txt ]] || fail "libgreet 1.0's old.txt is still in the image"
+
+check "dpkg's status in the image: hello 1.0 and libgreet 2.0, each once"
+admin="$TMP/root/var/lib/dpkg"
+if command -v dpkg-query >/dev/null; then
+  got=$(dpkg-query --admindir="$admin" -W -f '${Package} ${Version} ${db:Status-Status}\n' | sort | tr '\n' ';')
+  [[ $got == "hello 1.0 installed;libgreet 2.0 installed;" ]] || fail "dpkg-query -W: $got"
+  dpkg-query --admindir="$admin" -L libgreet >"$TMP/list" || fail "dpkg-query -L libgreet failed"
+  grep -qx /usr/lib/libgreet.so.2 "$TMP/list" || fail "libgreet's file list lacks libgreet.so.2: $(cat "$TMP/list")"
+  ! grep -q libgreet.so.1 "$TMP/list" || fail "libgreet's file list still names libgreet.so.1"
+else
+  say "dpkg-query is not installed; reading the status file instead"
+fi
+got=$(awk '/^Package:/{p=$2} /^Version:/{print p, $2}' "$admin/status" | sort | tr '\n' ';')
+[[ $got == "hello 1.0;libgreet 2.0;" ]] || fail "var/lib/dpkg/status lists: $got"
+grep -q "URIs: $url/updates" "$TMP/root/etc/apt/sources.list.d/stackbuild.sources" ||
+  fail "the image's sources list lacks the updates repository"
+
+check "an unsigned repository is refused, naming it, and builds once marked trusted: true"
+cat >"$TMP/recipe/u.yaml" <<YAML
+stack: aptu
+layers:
+  - name: t
+    apt: [tool]
+    repositories: [{url: "$url/local", suites: [test]}]
+tags: ["aptu:t"]
+YAML
+expect_rc 1 unsigned sb build "$TMP/recipe/u.yaml" -o "$TMP/ulayout" --store "$STORE"
+grep -q "dists/test/Release: refusing the repository: it is not signed (there is no InRelease and no Release.gpg)" \
+  "$TMP/unsigned.err" || { show_output unsigned; fail "not the unsigned-repository error"; }
+grep -q "u.yaml:5" "$TMP/unsigned.err" || { show_output unsigned; fail "the error does not name the recipe line"; }
+[[ ! -e $TMP/ulayout/index.json ]] || fail "a refused build left an image"
+sed -i 's|suites: \[test\]}|suites: [test], trusted: true}|' "$TMP/recipe/u.yaml"
+expect_ok trusted sb build "$TMP/recipe/u.yaml" -o "$TMP/ulayout" --store "$STORE"
+
+check "a repository that is not there is a clear error"
+sed -i "s|$url/local|$url/nowhere|" "$TMP/recipe/u.yaml"
+expect_rc 1 nowhere sb build "$TMP/recipe/u.yaml" -o "$TMP/nlayout" --store "$STORE"
+grep -q "has neither InRelease nor Release (HTTP 404)" "$TMP/nowhere.err" || { show_output nowhere; fail "not the missing-repository error"; }
+
+check "lock, then build --locked; after the apt packages change, --locked refuses naming the layer and packages"
+expect_ok lock sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+json "$TMP/recipe/r.yaml.lock" '[p["name"] + "=" + p["version"] for p in j["points"][0]["apt"]["more"]["packages"]]' \
+  >"$TMP/locked" || fail "the lockfile has no apt packages for layer 'more'"
+grep -q "libgreet=2.0" "$TMP/locked" || fail "locked: $(cat "$TMP/locked")"
+expect_ok locked sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout2" --store "$STORE"
+[[ $(manifest_digest "$TMP/layout" t) == $(manifest_digest "$TMP/layout2" t) ]] || fail "the locked build differs"
+write_recipe "libgreet, curlish"
+expect_rc 3 stale sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
+grep -q "apt layer 'more': packages added: curlish" "$TMP/stale.err" || { show_output stale; fail "not the stale-apt error"; }
+write_recipe libgreet
+sed -i 's|keyring: key.gpg}$|keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
+expect_rc 3 stale2 sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
+grep -q "apt layer 'more': repositories removed: $url/main test main (keyring=key.gpg); .*repositories added: $url/main test main (keyring=key.gpg, priority=100)" \
+  "$TMP/stale2.err" || { show_output stale2; fail "a repository change was not seen"; }
+pass
