@@ -1,8 +1,10 @@
 #include "build/steps.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 
 #include "util/file.hpp"
@@ -77,6 +79,54 @@ std::string shorten(const std::string& s, size_t max = 60) {
   return one.size() > max || one.size() < s.size() ? one.substr(0, max) + "..." : one;
 }
 
+// Moves the prepared source tree to `source_at` under `top` (the upper
+// directory, or the root copy). The path must be new in the layers below and
+// its parents directories there (never symlinks, which could lead outside);
+// parents made in the upper directory copy the lower ones' mode and owner.
+void place_source(const StepsInput& in, const fs::path& top) {
+  std::string rel = in.source_at.substr(std::min(in.source_at.find_first_not_of('/'), in.source_at.size()));
+  while (!rel.empty() && rel.back() == '/') rel.pop_back();
+  if (rel.empty()) throw Error("layer '" + in.layer + "': keep_source cannot be the image root");
+  fs::path sub;
+  for (const auto& part : fs::path(rel)) {
+    if (part == ".." || part == "." || part.empty())
+      throw Error("layer '" + in.layer + "': keep_source '" + in.source_at + "' is not a plain absolute path");
+    sub /= part;
+    const bool leaf = sub == fs::path(rel);
+    struct stat st;
+    if (::lstat((in.lower / sub).c_str(), &st) == 0) {
+      if (leaf)
+        throw Error("layer '" + in.layer + "': keep_source " + in.source_at +
+                    " already exists in the layers below; keep the source at a new path");
+      if (!S_ISDIR(st.st_mode))
+        throw Error("layer '" + in.layer + "': keep_source " + in.source_at + ": /" + sub.string() +
+                    " is not a directory in the layers below" + (S_ISLNK(st.st_mode) ? " (a symlink)" : ""));
+    }
+    if (leaf) break;
+    fs::path made = top / sub;
+    if (::lstat(made.c_str(), &st) == 0) continue;
+    fs::create_directory(made);
+    struct stat below;
+    bool has = ::lstat((in.lower / sub).c_str(), &below) == 0;
+    ::chmod(made.c_str(), has ? (below.st_mode & 07777) : 0755);
+    if (has && ::geteuid() == 0) (void)!::lchown(made.c_str(), below.st_uid, below.st_gid);
+  }
+  fs::path dest = top / rel;
+  std::error_code ec;
+  fs::rename(in.source, dest, ec);
+  if (ec) {  // another filesystem: copy
+    fs::create_directory(dest);
+    copy_tree(in.source, dest);
+  }
+  ::chmod(dest.c_str(), 0755);
+  // A step running as another user builds in the tree: it is theirs.
+  const uint32_t uid = in.spec.uid.value_or(0), gid = in.spec.gid.value_or(uid);
+  if ((uid != 0 || gid != 0) && ::geteuid() == 0) {
+    (void)!::lchown(dest.c_str(), uid, gid);
+    for (const auto& e : fs::recursive_directory_iterator(dest)) (void)!::lchown(e.path().c_str(), uid, gid);
+  }
+}
+
 }  // namespace
 
 std::string cmake_cuda_architectures(const std::string& list) {
@@ -145,6 +195,8 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
   else
     copy_tree(in.lower, root);
 
+  if (!in.source.empty() && in.keep_source) place_source(in, in.overlay ? upper : root);
+
   sandbox::SandboxSpec s;
   if (in.overlay) {
     s.lower = {in.lower};
@@ -155,7 +207,7 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
   }
   s.scratch = in.scratch / "sandbox";
   s.env = in.env;
-  s.cwd = in.spec.workdir.empty() ? "/" : in.spec.workdir;
+  s.cwd = !in.spec.workdir.empty() ? in.spec.workdir : !in.source.empty() ? in.source_at : "/";
   s.uid = in.spec.uid.value_or(0);
   s.gid = in.spec.gid.value_or(s.uid);
   s.network = in.spec.network;
@@ -165,6 +217,8 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
     if (fs::create_directories(dir) && ::geteuid() == 0) (void)!::chown(dir.c_str(), s.uid, s.gid);
     s.mounts.push_back({dir, path, false});
   }
+
+  if (!in.source.empty() && !in.keep_source) s.mounts.push_back({in.source, in.source_at, false});
 
   OutputSink out(in.layer, in.log, status);
   const auto commands = in.spec.commands();

@@ -42,6 +42,14 @@ struct StepsInput {
   fs::path cache_root;                     // where `cache:` directories live between builds
   fs::path log;                            // the output goes here
   bool overlay = true;                     // false: the copy-and-compare fallback
+  // A prepared source tree (moved, not copied, when on the same filesystem),
+  // placed at `source_at` in the image: in the layer when `keep_source`
+  // (below the steps' writes, so the tree and what they build both stay),
+  // else bound there read-write from outside, so it stays out of the layer.
+  // The steps' working directory defaults to it.
+  fs::path source;
+  std::string source_at;
+  bool keep_source = false;
 };
 
 // Runs the steps and returns the changeset (its root is inside `scratch`).

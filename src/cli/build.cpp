@@ -25,7 +25,9 @@ namespace {
     if (p.stack && !point) point = &p;
   for (const auto& l : planned.recipe.layers) {
     std::string need = l.needs();
-    if (need.empty() || need == "build" || is_apt_layer(l) || is_pip_layer(l) || is_redist_layer(l)) continue;
+    if (need.empty() || need == "build" || l.from_source() || is_apt_layer(l) || is_pip_layer(l) ||
+        is_redist_layer(l))
+      continue;
     std::string what;
     if (need == "use") {
       std::string versions;
@@ -36,10 +38,8 @@ namespace {
             if (c == u) v = ver;
         versions += (versions.empty() ? "" : ", ") + u + (v == "?" ? "" : " " + v);
       }
-      what = l.from == "source"
-                 ? "needs " + versions + " built from source, which build does not do yet (issue 6)"
-                 : "needs " + versions + " from pip wheels or NVIDIA redist archives, which build does not "
-                                         "fetch yet (issue 5; 'stackbuild pip' and 'stackbuild redist' do)";
+      what = "needs " + versions + " from pip wheels or NVIDIA redist archives, which build does not "
+                                   "fetch yet (issue 5; 'stackbuild pip' and 'stackbuild redist' do)";
     } else {  // pip
       what = "installs pip packages, which build does not do yet (issue 5; 'stackbuild pip' does)";
     }
@@ -127,7 +127,8 @@ int cmd_build(const std::vector<std::string>& argv) {
     if (planned.plan.unsatisfiable() == points.size())
       throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
     for (const auto& l : recipe.layers)
-      if (!l.needs().empty() && l.needs() != "build" && !is_apt_layer(l) && !is_pip_layer(l) && !is_redist_layer(l))
+      if (!l.needs().empty() && l.needs() != "build" && !l.from_source() && !is_apt_layer(l) && !is_pip_layer(l) &&
+          !is_redist_layer(l))
         not_implemented(planned);
     if (points.size() != 1)
       throw Error("the matrix has " + std::to_string(points.size()) +

@@ -12,6 +12,7 @@
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
 #include "pipeline/lock.hpp"
+#include "pipeline/step_layer.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -312,6 +313,35 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
   return apt::AptState::parse(*rec);
 }
 
+// `configure: true`: the maintainer scripts the installer did not run, run
+// now by `dpkg --configure -a` in the sandbox on the layers below plus this
+// one; what they change joins the layer, and dpkg's status after it is the
+// state the next apt layer starts from. Nothing runs when every package is
+// already "installed" (none has a preinst or postinst).
+std::unique_ptr<TempDir> configure_packages(const Recipe& recipe, const LayerSpec& spec, const std::vector<Layer>& below,
+                                            apt::Installed& inst, const Store& store, const BuildOptions& options,
+                                            int64_t epoch, Status& status, const Digest& key) {
+  bool pending = std::any_of(inst.state.status.begin(), inst.state.status.end(),
+                             [](const apt::Paragraph& p) { return p.get("Status") != "install ok installed"; });
+  if (!pending) return nullptr;
+  BuildSpec steps;
+  steps.run = {Text{"dpkg", spec.at("configure")}, Text{"--configure", {}}, Text{"-a", {}}};
+  steps.shape = {{true, 3}};
+  steps.env = {{"DEBIAN_FRONTEND", Text{"noninteractive", {}}},
+               {"DEBCONF_NONINTERACTIVE_SEEN", Text{"true", {}}},
+               {"LC_ALL", Text{"C", {}}}};
+  auto data = run_on_entries(recipe, spec, steps, below, inst.entries, store, options, epoch, status, key);
+  auto it = inst.entries.find("var/lib/dpkg/status");
+  if (it == inst.entries.end() || it->second.source.empty())
+    throw Error("layer '" + spec.name + "': after dpkg --configure -a the image has no /var/lib/dpkg/status");
+  inst.state.status = apt::parse_paragraphs(read_file(it->second.source));
+  for (const auto& p : inst.state.status)
+    if (p.get("Status") != "install ok installed" && p.get("Status").find("not-installed") == std::string::npos)
+      throw Error("layer '" + spec.name + "': dpkg --configure -a left " + p.get("Package") + " '" +
+                  p.get("Status") + "'");
+  return data;
+}
+
 }  // namespace
 
 bool is_apt_layer(const LayerSpec& spec) {
@@ -352,6 +382,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   k.field("stackbuild-apt-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
       .field("epoch", epoch);
+  if (spec.configure) k.field("configure", "dpkg --configure -a");
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
   for (const auto& lr : r.repos) k.field("repo", nlohmann::json(lr.repo).dump()).field("keyring", lr.keyring.string());
   Digest key = k.finish();
@@ -370,6 +401,8 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   io.sources = r.repos;
   io.staging = staging->path();
   apt::Installed inst = apt::install_packages(r.packages, state, io, store, *fetcher);
+  std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
+  if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
   int task = status.task_begin("layer " + spec.name + " (" + std::to_string(r.packages.size()) + " packages)",
                                content_bytes(inst.entries));
   Layer l = write_layer(inst.entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });

@@ -156,6 +156,12 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
   for (const auto& spec : recipe.layers) {
     const bool steps = !spec.build.empty() && !spec.copies();
+    if (spec.from_source() && spec.build.run.empty())
+      throw InputError(spec.at("from"), "layer '" + spec.name + "' is built from source and has no 'build:' steps",
+                       "give it 'build: {run: [...]}': the commands that compile the tree");
+    if (spec.configure && !is_apt_layer(spec))
+      throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
+                                             "after the packages of an apt layer, and this layer installs none");
     try {
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
         result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));

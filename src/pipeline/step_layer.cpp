@@ -1,7 +1,9 @@
 #include "pipeline/step_layer.hpp"
 
 #include "pipeline/layer_cache.hpp"
+#include "pipeline/source_tree.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "build/steps.hpp"
+#include "fetch/fetcher.hpp"
 #include "layer/extract.hpp"
 #include "layer/write.hpp"
 #include "util/error.hpp"
@@ -27,8 +30,9 @@ Digest chain_id(const std::vector<Layer>& layers, size_t n) {
 
 Digest step_key(const Digest& parent, const LayerSpec& spec,
                 const std::map<std::string, std::string>& env, const LayerOptions& lo,
-                int64_t epoch, bool rootless) {
+                int64_t epoch, bool rootless, const std::optional<LayerSource>& source) {
   KeyHasher key;
+  if (source) key.field("source", source->identity.str());
   key.field("stackbuild-step-layer", "1")
       .field("parent", parent.str())
       .field("spec", nlohmann::json(spec).dump())
@@ -39,6 +43,34 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
   key.field("env", static_cast<int64_t>(env.size()));
   for (const auto& [k, v] : env) key.field("name", k).field("value", v);
   return key.finish();
+}
+
+// Where steps run: options.sandbox (tests), else a LinuxSandbox, with
+// overlayfs unless it is unavailable or STACKBUILD_SANDBOX_OVERLAY=0.
+struct SandboxChoice {
+  std::unique_ptr<sandbox::Sandbox> own;
+  sandbox::Sandbox* sandbox = nullptr;
+  bool overlay = true;
+};
+
+SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& options, Status& status) {
+  SandboxChoice c;
+  c.sandbox = options.sandbox;
+  if (c.sandbox) return c;
+  if (std::string why = sandbox::namespaces_unavailable(); !why.empty())
+    throw Error("layer '" + layer +
+                "' has build steps, and this machine does not let stackbuild make a sandbox for them: " + why);
+  c.own = std::make_unique<sandbox::LinuxSandbox>();
+  c.sandbox = c.own.get();
+  // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
+  const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
+  c.overlay = sandbox::overlay_unavailable().empty() && !(force && std::string(force) == "0");
+  if (!c.overlay && sandbox::overlay_unavailable().empty())
+    status.message(Level::Info, "layer " + layer + ": built in a full copy of its root (STACKBUILD_SANDBOX_OVERLAY=0)");
+  else if (!c.overlay)
+    status.message(Level::Warning, "overlayfs is unavailable (" + sandbox::overlay_unavailable() + "): layer " +
+                                       layer + " is built in a full copy of its root");
+  return c;
 }
 
 }  // namespace
@@ -85,7 +117,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.layer = spec.name;
   in.spec = spec.build;
   in.env = step_environment(recipe, spec.build, options.variables, epoch);
-  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless);
+  const std::optional<LayerSource> source = layer_source(recipe, spec, options.variables);
+  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source);
   key_out = key;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -107,36 +140,36 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
         "layer '" + spec.name + "' has build steps but no layers below it to run in",
         "put a base first: a copy of a root filesystem (e.g. a static busybox), or an OS layer");
 
-  std::unique_ptr<sandbox::Sandbox> own;
-  sandbox::Sandbox* sbx = options.sandbox;
-  if (!sbx) {
-    if (std::string why = sandbox::namespaces_unavailable(); !why.empty())
-      throw Error("layer '" + spec.name +
-                  "' has build steps, and this machine does not let stackbuild make a "
-                  "sandbox for them: " +
-                  why);
-    own = std::make_unique<sandbox::LinuxSandbox>();
-    sbx = own.get();
-    // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
-    const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
-    in.overlay = sandbox::overlay_unavailable().empty() && !(force && std::string(force) == "0");
-    if (!in.overlay && sandbox::overlay_unavailable().empty())
-      status.message(Level::Info,
-                     "layer " + spec.name +
-                         ": built in a full copy of its root (STACKBUILD_SANDBOX_OVERLAY=0)");
-    else if (!in.overlay)
-      status.message(Level::Warning, "overlayfs is unavailable (" + sandbox::overlay_unavailable() +
-                                         "): layer " + spec.name +
-                                         " is built in a full copy of its root");
-  }
+  SandboxChoice sbx = choose_sandbox(spec.name, options, status);
+  in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, below, status);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
   in.cache_root = store.root() / "cache";
   in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  if (source) {  // fetched (or copied) and patched now, into the scratch directory
+    int t = status.task_begin("layer " + spec.name + ": source " + source->what, 0);
+    fetch::FetchOptions fo;
+    const char* offline = getenv("STACKBUILD_OFFLINE");
+    fo.offline = offline && std::string(offline) == "1";
+    auto fetcher = fetch::make_fetcher(store, fo, status);
+    source::SourceLock got = [&] {
+      try {
+        return source::prepare_source(source->spec, in.scratch / "source", store, *fetcher);
+      } catch (Error& e) {
+        e.add_trace("while preparing the source of layer '" + spec.name + "' (" + source->what + ")");
+        throw;
+      }
+    }();
+    status.task_end(t, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
+                           (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
+    in.source = in.scratch / "source";
+    in.source_at = source->image_path;
+    in.keep_source = source->kept;
+  }
 
   int task = status.task_begin("layer " + spec.name + " (build steps)", 0);
-  Changeset cs = run_build_steps(in, *sbx, status);
+  Changeset cs = run_build_steps(in, *sbx.sandbox, status);
   ScanOptions o;
   o.source_date_epoch = epoch;
   o.preserve_owner = !rootless;        // as root, what the steps chowned stays
@@ -148,6 +181,58 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
                             std::to_string(entries.size()) + " entries, " +
                             std::to_string(cs.deleted.size()) + " deleted");
   return LayerReport{spec.name, l, false, seconds()};
+}
+
+}  // namespace sb
+
+namespace sb {
+
+std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps,
+                                        const std::vector<Layer>& below, EntryMap& entries, const Store& store,
+                                        const BuildOptions& options, int64_t epoch, Status& status,
+                                        const Digest& key) {
+  // The entries as a layer of their own (uncompressed: it only feeds the root).
+  LayerOptions plain;
+  plain.compression = Compression::None;
+  std::vector<Layer> chain = below;
+  chain.push_back(write_layer(entries, store, plain));
+
+  StepsInput in;
+  in.layer = spec.name;
+  in.spec = steps;
+  in.env = step_environment(recipe, steps, options.variables, epoch);
+  SandboxChoice sbx = choose_sandbox(spec.name, options, status);
+  in.overlay = sbx.overlay;
+  in.lower = rootfs_of(store, chain, status);
+  auto scratch = store.temp_dir();
+  in.scratch = scratch->path();
+  in.cache_root = store.root() / "cache";
+  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  Changeset cs = run_build_steps(in, *sbx.sandbox, status);
+
+  // Deleted: gone from the entries, and a whiteout where a layer below has it.
+  const bool rootless = ::geteuid() != 0;
+  ScanOptions o;
+  o.source_date_epoch = epoch;
+  o.preserve_owner = !rootless;
+  if (rootless) o.uid = 0, o.gid = 0;
+  std::optional<fs::path> below_root;
+  Changeset deletions;
+  for (const auto& d : cs.deleted) {
+    const std::string p = canonical_archive_path(d);
+    for (auto it = entries.lower_bound(p); it != entries.end() && (it->first == p || it->first.starts_with(p + "/"));)
+      it = entries.erase(it);
+    if (below.empty()) continue;
+    if (!below_root) below_root = rootfs_of(store, below, status);
+    struct stat st;
+    if (::lstat((*below_root / p).c_str(), &st) == 0) deletions.deleted.push_back(p);
+  }
+  // Added and changed: over the entries.
+  Changeset changed{cs.root, {}, {}};
+  for (auto& [path, e] : entries_from_changeset(changed, o)) entries[path] = std::move(e);
+  for (auto& [path, e] : entries_from_changeset(deletions, o))
+    if (!entries.count(path)) entries[path] = std::move(e);
+  return scratch;
 }
 
 }  // namespace sb

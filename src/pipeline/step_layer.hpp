@@ -2,10 +2,13 @@
 // directories they run on.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "layer/tree.hpp"
 #include "pipeline/build.hpp"
+#include "util/file.hpp"
 
 namespace sb {
 
@@ -26,5 +29,16 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
                              const std::vector<Layer>& below, const Store& store,
                              const BuildOptions& options, int64_t epoch, Status& status,
                              Digest& key_out);
+
+// Runs `steps` in the sandbox on the layers below plus `entries` (as one more
+// layer on top) and folds what they change into `entries`: changed and added
+// files over them, deleted ones out of them (and whiteouts where a layer
+// below has the path). The returned directory holds the changed files' data:
+// keep it until the entries are written. The log is named after `key`.
+// (apt layers' `configure: true`: pipeline/apt_layer.cpp.)
+std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps,
+                                        const std::vector<Layer>& below, EntryMap& entries, const Store& store,
+                                        const BuildOptions& options, int64_t epoch, Status& status,
+                                        const Digest& key);
 
 }  // namespace sb

@@ -3,6 +3,7 @@
 #include "recipe/recipe.hpp"
 
 #include <algorithm>
+#include <string_view>
 
 #include "recipe/parse.hpp"
 #include "util/file.hpp"
@@ -40,6 +41,8 @@ void merge_layer(LayerSpec& base, const LayerSpec& child) {
     else if (key == "build") base.build = child.build;
     else if (key == "keep_source") base.keep_source = child.keep_source;
     else if (key == "patches") base.patches.insert(base.patches.end(), child.patches.begin(), child.patches.end());
+    else if (key == "source") base.source = child.source;
+    else if (key == "configure") base.configure = child.configure;
     else if (key == "apt") base.apt = child.apt;
     else if (key == "pip") base.pip = child.pip;
     else if (key == "duplicates") base.duplicates = child.duplicates;
@@ -130,18 +133,22 @@ void validate_recipe(const Recipe& r) {
     auto fail = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
       throw InputError(l.at(key), "layer '" + l.name + "': " + msg, hint);
     };
-    if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty())
+    if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty() &&
+        !l.source.given())
       fail("name", "has nothing in it", "give it 'copy:', 'use:', 'apt:', 'pip:' or 'build:'");
     if (l.copies())
-      for (const char* k : {"use", "apt", "pip", "build"})
+      for (const char* k : {"use", "apt", "pip", "build", "source", "configure"})
         if (l.key_where.count(k))
           fail(k, std::string("copies files and has '") + k + "'",
                "a layer either copies files or installs software: split it in two");
     if (l.needs() == "build" && l.build.run.empty())
       fail("build", "has build steps without 'run:' commands", "give 'build:' a 'run:' list, or drop it");
+    const bool own_source = l.source.given();  // from/keep_source/patches then need no `use:`
     if (l.use.empty())
       for (const char* k : {"version", "components", "packages", "from", "keep_source", "patches"})
-        if (l.key_where.count(k))
+        if (l.key_where.count(k) && !(own_source && (std::string_view(k) == "from" ||
+                                                     std::string_view(k) == "keep_source" ||
+                                                     std::string_view(k) == "patches")))
           fail(k, std::string("'") + k + "' needs 'use:' (the catalog component it applies to)");
     if (l.use.size() > 1)
       for (const char* k : {"version", "from", "keep_source", "patches", "components"})
@@ -161,10 +168,30 @@ void validate_recipe(const Recipe& r) {
                                       p.file.string() + ")",
                          "patch paths are relative to the recipe that names them");
     }
-    if ((!l.keep_source.empty() || !l.patches.empty()) && l.from != "source")
+    if ((!l.keep_source.empty() || !l.patches.empty()) && !l.from_source())
       fail(l.keep_source.empty() ? "patches" : "keep_source",
-           std::string(l.keep_source.empty() ? "patches" : "keep_source") + " needs 'from: source'",
-           "patches and kept sources belong to a framework built from its source");
+           std::string(l.keep_source.empty() ? "patches" : "keep_source") +
+               " needs 'from: source' (the catalog component's source) or 'source:'",
+           "patches and kept sources belong to a layer built from a source tree");
+    if (!l.source.path.empty()) {
+      fs::path dir = fs::path(l.source.path).is_absolute() ? fs::path(l.source.path) : l.source.base / l.source.path;
+      std::error_code ec;
+      if (!fs::is_directory(dir, ec))
+        throw InputError(l.source.where, "layer '" + l.name + "': source.path '" + l.source.path +
+                                             "' is not a directory (looked for " + dir.string() + ")",
+                         "source paths are relative to the recipe that names them");
+    }
+    if (l.source.given() && l.from == "wheel")
+      fail("source", "has 'source:' and 'from: wheel'", "a layer is built from its source or installed from wheels");
+    if (l.source.given() && (!l.apt.empty() || !l.pip.empty()))
+      fail(l.apt.empty() ? "pip" : "apt", "builds from 'source:' and installs packages",
+           "put the packages in a layer of their own below it");
+    if (l.source.given() && l.build.run.empty())  // `from: source` alone: checked when built
+      fail("source", "is built from source and has no 'build:' steps",
+           "give it 'build: {run: [...]}': the commands that compile the tree");
+    if (l.configure && ((l.apt.empty() && l.use.empty()) || !l.build.empty() || !l.pip.empty() || l.from_source()))
+      fail("configure", "'configure' runs dpkg --configure -a after an apt layer's packages",
+           "put it on a layer with 'apt:' or an OS layer ('use: debian' or 'ubuntu')");
   }
   validate_apt_keys(r);
   std::vector<std::string> keys;

@@ -42,6 +42,18 @@ struct CopySpec {
 };
 
 // A patch applied to a framework's source before it is built.
+// `source:` of a layer: the tree its build steps compile, one of a local
+// directory (`path`, relative to the recipe that names it), an archive
+// pinned by sha256 (`url` + `sha256`), or a git repository at a ref (`git` +
+// `ref`, a commit or a tag). Without it, `use: X` + `from: source` takes the
+// catalog's source of X. See src/source/.
+struct SourceDecl {
+  std::string path, url, sha256, git, ref;
+  fs::path base;  // the directory `path` is relative to (its recipe's)
+  SourceLocation where;
+  bool given() const { return !path.empty() || !url.empty() || !git.empty(); }
+};
+
 struct PatchSpec {
   std::string path;  // as written, relative to the recipe that names it
   fs::path file;     // that recipe's directory joined with `path`
@@ -113,6 +125,8 @@ struct LayerSpec {
   std::string duplicates;                // "", "report" or "lower": a library a lower layer has too
   std::string keep_source;               // image path where a source build's tree stays
   std::vector<PatchSpec> patches;        // applied to the source (from: source)
+  SourceDecl source;                     // `source:`; given() false = none, or the catalog's
+  bool configure = false;                // apt layers: run `dpkg --configure -a` in the sandbox
   // Tool layers and own build steps.
   std::vector<std::string> apt, pip;
   // Apt layers: where the packages come from, and what comes besides them.
@@ -127,6 +141,8 @@ struct LayerSpec {
 
   SourceLocation at(const std::string& key) const;  // the key's place, else the layer's
   bool copies() const { return !copy.empty(); }
+  // Whether the build steps compile a source tree (`source:` or `from: source`).
+  bool from_source() const { return source.given() || from == "source"; }
   // What the layer needs beyond local files: "" for a copy layer, else the
   // first of "use", "apt", "pip", "build".
   std::string needs() const;

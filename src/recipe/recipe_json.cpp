@@ -105,6 +105,16 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
     for (const auto& patch : l.patches) p.push_back(patch.path);
     j["patches"] = p;
   }
+  if (l.source.given()) {
+    const SourceDecl& d = l.source;
+    nlohmann::json s = nlohmann::json::object();
+    const std::pair<const char*, const std::string*> fields[] = {
+        {"path", &d.path}, {"url", &d.url}, {"sha256", &d.sha256}, {"git", &d.git}, {"ref", &d.ref}};
+    for (const auto& [k, v] : fields)
+      if (!v->empty()) s[k] = *v;
+    j["source"] = s;
+  }
+  if (l.configure) j["configure"] = true;
   if (!l.apt.empty()) j["apt"] = l.apt;
   if (!l.pip.empty()) j["pip"] = l.pip;
   if (!l.duplicates.empty()) j["duplicates"] = l.duplicates;

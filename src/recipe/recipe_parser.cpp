@@ -162,11 +162,42 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
   return b;
 }
 
+// `source:` {path} | {url, sha256} | {git, ref}.
+SourceDecl parse_source(const Reader& r, const YAML::Node& n, const fs::path& base) {
+  r.check_keys(n, "'source'", {"path", "url", "sha256", "git", "ref"});
+  SourceDecl s;
+  s.where = r.at(n);
+  s.base = base;
+  int kinds = 0;
+  if (auto v = n["path"]) s.path = r.string(v, "source.path"), ++kinds;
+  if (auto v = n["url"]) s.url = r.string(v, "source.url"), ++kinds;
+  if (auto v = n["git"]) s.git = r.string(v, "source.git"), ++kinds;
+  if (kinds != 1 || (n["path"] && s.path.empty()) || (n["url"] && s.url.empty()) || (n["git"] && s.git.empty()))
+    r.fail(n, "'source' names one non-empty of path, url or git",
+           "source: {path: src/}, {url: https://.../x.tar.gz, sha256: <64 hex>} or {git: URL, ref: COMMIT}");
+  if (auto v = n["sha256"]) {
+    s.sha256 = r.string(v, "source.sha256");
+    if (s.sha256.size() != 64 || s.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)
+      r.fail(v, "source.sha256 is 64 lowercase hex digits, not '" + s.sha256 + "'");
+    if (s.url.empty()) r.fail(v, "source.sha256 pins an archive: it goes with source.url");
+  } else if (!s.url.empty()) {
+    r.fail(n, "source.url needs its sha256", "an archive source is pinned by the sha256 of its bytes");
+  }
+  if (auto v = n["ref"]) {
+    s.ref = r.string(v, "source.ref");
+    if (s.git.empty()) r.fail(v, "source.ref goes with source.git");
+    if (s.ref.empty()) r.fail(v, "source.ref is empty");
+  } else if (!s.git.empty()) {
+    r.fail(n, "source.git needs a ref (a commit, or a tag)");
+  }
+  return s;
+}
+
 LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base) {
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
                 "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates", "repositories", "pins",
-                "recommends", "base", "priority"},
+                "recommends", "base", "priority", "source", "configure"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -213,6 +244,8 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
       l.patches.push_back({path, fs::path(path).is_absolute() ? fs::path(path) : base / path, r.at(p)});
     }
   }
+  if (auto v = n["source"]) l.source = parse_source(r, v, base);
+  if (auto v = n["configure"]) l.configure = r.boolean(v, "'configure'");
   if (auto v = n["apt"]) l.apt = r.string_or_strings(v, "'apt'");
   if (auto v = n["pip"]) l.pip = r.string_or_strings(v, "'pip'");
   if (auto v = n["duplicates"]) {

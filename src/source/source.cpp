@@ -153,6 +153,10 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
           "git fetch " + spec.url + " " + spec.ref);
       run({"git", "-C", dest.string(), "-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD"}, {},
           "git checkout " + spec.ref);
+      if (fs::exists(dest / ".gitmodules"))  // the commits the tree pins, shallow (PyTorch needs them)
+        run({"git", "-C", dest.string(), "submodule", "update", "--init", "--recursive", "--depth", "1", "--jobs",
+             "8"},
+            {}, "git submodule update");
       std::string head = run({"git", "-C", dest.string(), "rev-parse", "HEAD"}, {}, "git rev-parse");
       head = head.substr(0, head.find_first_of("\r\n"));
       bool is_commit = spec.ref.size() == 40 && std::all_of(spec.ref.begin(), spec.ref.end(), ::isxdigit);
@@ -180,7 +184,15 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
           "patch -p1 < " + p.string());
     lock.patches.push_back({p.string(), Digest::of_file(p)});
   }
-  if (spec.kind == SourceSpec::Kind::Git) fs::remove_all(dest / ".git");  // packs are not reproducible
+  if (spec.kind == SourceSpec::Kind::Git) {  // packs are not reproducible; submodules have .git files
+    std::vector<fs::path> dot_git;
+    for (auto it = fs::recursive_directory_iterator(dest); it != fs::recursive_directory_iterator(); ++it)
+      if (it->path().filename() == ".git") {
+        dot_git.push_back(it->path());
+        it.disable_recursion_pending();
+      }
+    for (const auto& p : dot_git) fs::remove_all(p);
+  }
   lock.tree = tree_digest(dest);
   return lock;
 }

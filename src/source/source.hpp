@@ -1,5 +1,6 @@
 // A framework's source tree to compile: a tarball or zip pinned by sha256, a
-// git repository at a commit (through the `git` program), or a local
+// git repository at a commit (through the `git` program, with its submodules
+// at the commits it pins, shallow), or a local
 // directory; then patches applied in order (`patch -p1`, or `git apply` for
 // a git source). What was used is returned, for the lockfile: the URL and
 // sha256, the commit, each patch's sha256, and a digest of the tree.

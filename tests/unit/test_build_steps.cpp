@@ -4,6 +4,8 @@
 // writes into the upper directory as a step would (ninja's FakeCommandRunner).
 #include <catch2/catch.hpp>
 
+#include <functional>
+
 #include "build/steps.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
@@ -16,9 +18,11 @@ class FakeSandbox final : public sandbox::Sandbox {
  public:
   std::vector<sandbox::SandboxSpec> runs;
   int fail_with = 0;  // exit status of a command holding "fail"
+  std::function<void(const sandbox::SandboxSpec&)> on_run;  // looks at the root while a step runs
 
   sandbox::SandboxResult run(const sandbox::SandboxSpec& s, const sandbox::OutputFn& out) override {
     runs.push_back(s);
+    if (on_run) on_run(s);
     const std::string cmd = s.argv.back();
     out("running " + cmd + "\nsecond line\n");
     if (cmd.find("fail") != std::string::npos) return {fail_with, false};
@@ -199,4 +203,59 @@ TEST_CASE(
   build_recipe(recipe_in(tmp.path(), yaml("2")), store, o, null_status());
   CHECK(fake.runs.size() == 5);
   CHECK(fake.runs.back().env.at("CUDA_VERSION") == "12.6");
+}
+
+TEST_CASE("a layer built from a source tree: patched - kept or bound - cached by its contents",
+          "[build][source]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "#!\n", 0755);
+  test::write(tmp.path() / "demo/src/config", "greeting=hello\n");
+  test::write(tmp.path() / "fix.patch",
+              "--- a/src/config\n+++ b/src/config\n@@ -1 +1 @@\n-greeting=hello\n+greeting=patched\n");
+  auto yaml = [](const std::string& keep) {
+    return std::string("stack: s\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n") +
+           "  - {name: demo, source: {path: demo}, patches: [fix.patch], " + keep + "build: {run: make}}\n";
+  };
+  Store store(tmp.path() / "store");
+  FakeSandbox fake;
+  BuildOptions o;
+  o.sandbox = &fake;
+  o.output = tmp.path() / "out";
+
+  std::string seen;  // src/config as the step sees it: in the upper directory, or in the bound tree
+  fake.on_run = [&](const sandbox::SandboxSpec& s) {
+    fs::path f = s.mounts.empty() ? s.upper / "opt/demo/src/config" : s.mounts[0].source / "src/config";
+    seen = fs::exists(f) ? test::slurp(f) : "<missing " + f.string() + ">";
+    if (!s.mounts.empty()) seen += fs::exists(s.upper / "usr/src/demo") ? " (also in the upper)" : "";
+  };
+  BuildResult kept = build_recipe(recipe_in(tmp.path(), yaml("keep_source: /opt/demo, ")), store, o, null_status());
+  REQUIRE(fake.runs.size() == 1);
+  CHECK(fake.runs[0].cwd == "/opt/demo");  // the steps run in the tree
+  CHECK(fake.runs[0].mounts.empty());
+  CHECK(seen == "greeting=patched\n");
+  CHECK(test::slurp(tmp.path() / "demo/src/config") == "greeting=hello\n");  // the recipe's tree is untouched
+
+  BuildResult again = build_recipe(recipe_in(tmp.path(), yaml("keep_source: /opt/demo, ")), store, o, null_status());
+  CHECK(fake.runs.size() == 1);
+  CHECK(again.layers[1].cached);
+  CHECK(again.layers[1].layer.digest == kept.layers[1].layer.digest);
+
+  test::write(tmp.path() / "demo/src/other", "x\n");  // an edited tree rebuilds the layer
+  BuildResult edited = build_recipe(recipe_in(tmp.path(), yaml("keep_source: /opt/demo, ")), store, o, null_status());
+  CHECK(fake.runs.size() == 2);
+  CHECK_FALSE(edited.layers[1].cached);
+  CHECK(edited.layers[1].layer.digest != kept.layers[1].layer.digest);
+
+  build_recipe(recipe_in(tmp.path(), yaml("")), store, o, null_status());
+  REQUIRE(fake.runs.size() == 3);
+  const auto& s = fake.runs[2];
+  CHECK(s.cwd == "/usr/src/demo");
+  REQUIRE(s.mounts.size() == 1);  // bound from outside: not in the layer
+  CHECK(s.mounts[0].target == "/usr/src/demo");
+  CHECK_FALSE(s.mounts[0].read_only);
+  CHECK(seen == "greeting=patched\n");  // and not in the upper directory
+
+  test::write(tmp.path() / "fix.patch", "--- a/src/config\n+++ b/src/config\n@@ -1 +1 @@\n-nothing\n+x\n");
+  CHECK_THROWS_WITH(build_recipe(recipe_in(tmp.path(), yaml("")), store, o, null_status()),
+                    Catch::Contains("patch -p1"));
 }

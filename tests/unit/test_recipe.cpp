@@ -243,3 +243,69 @@ TEST_CASE("variables: syntax - escapes and to_json of copy layers", "[recipe][va
   nlohmann::json j = load_recipe(tmp.path() / "c.yaml").layers[0];
   CHECK(j.dump() == R"({"copy":[{"dst":"/f","mode":384,"src":"f"}],"name":"a","preserve_modes":false})");
 }
+
+TEST_CASE("source: and configure: keys - and their mistakes at their place", "[recipe][errors][source]") {
+  TempDir tmp;
+  fs::create_directories(tmp.path() / "src");
+  const std::string head = std::string(kHead) + "layers:\n  - {name: b, copy: [{src: src/, dst: /}]}\n";
+  const std::string run = ", build: {run: make}}\n";
+  const ErrorCase cases[] = {
+      {"two kinds of source", head + "  - {name: f, source: {path: src, git: x}" + run, 4, 23,
+       "'source' names one non-empty of path, url or git"},
+      {"an archive without sha256", head + "  - {name: f, source: {url: \"https://x/a.tgz\"}" + run, 4, 23,
+       "source.url needs its sha256"},
+      {"a short sha256", head + "  - {name: f, source: {url: u, sha256: abc}" + run, 4, 40,
+       "source.sha256 is 64 lowercase hex digits"},
+      {"git without a ref", head + "  - {name: f, source: {git: \"file:///r\"}" + run, 4, 23,
+       "source.git needs a ref"},
+      {"a ref without git", head + "  - {name: f, source: {path: src, ref: v1}" + run, 4, 40,
+       "source.ref goes with source.git"},
+      {"an unknown source key", head + "  - {name: f, source: {path: src, tag: v1}" + run, 4, 35,
+       "unknown key 'tag'"},
+      {"a missing source directory", head + "  - {name: f, source: {path: nowhere}" + run, 4, 23,
+       "source.path 'nowhere' is not a directory"},
+      {"a source without build steps", head + "  - {name: f, source: {path: src}}\n", 4, 15,
+       "is built from source and has no 'build:' steps"},
+      {"a source with apt packages", head + "  - {name: f, source: {path: src}, apt: [x], build: {run: make}}\n", 4,
+       36, "builds from 'source:' and installs packages"},
+      {"source with from: wheel", head + "  - {name: f, source: {path: src}, from: wheel" + run, 4, 15,
+       "has 'source:' and 'from: wheel'"},
+      {"a copy layer with source", std::string(kHead) + "layers:\n  - {name: b, copy: [{src: src/, dst: /}], source: {path: src}}\n",
+       3, 44, "copies files and has 'source'"},
+      {"configure on a build layer", head + "  - {name: f, configure: true, build: {run: make}}\n", 4, 15,
+       "'configure' runs dpkg --configure -a"},
+      {"configure not a bool", head + "  - {name: f, apt: [x], configure: yes please}\n", 4, 36, "'configure'"},
+  };
+  for (const auto& c : cases) {
+    SECTION(c.name) {
+      auto e = load_error(tmp.path(), c.yaml);
+      REQUIRE(e);
+      INFO(e->render());
+      CHECK(e->location().line == c.line);
+      CHECK(e->location().column == c.column);
+      CHECK_THAT(e->message(), Catch::Contains(c.message));
+    }
+  }
+  SECTION("a valid source layer: keep_source and patches go with source: without use:") {
+    test::write(tmp.path() / "fix.patch", "");
+    test::write(tmp.path() / "recipe.yaml",
+                head + "  - {name: f, source: {path: src}, keep_source: /opt/f, patches: [fix.patch]" + run);
+    Recipe r = load_recipe(tmp.path() / "recipe.yaml");
+    REQUIRE(r.layers.size() == 2);
+    CHECK(r.layers[1].from_source());
+    CHECK(r.layers[1].source.path == "src");
+    CHECK(r.layers[1].source.base == tmp.path());
+    CHECK(r.layers[1].keep_source == "/opt/f");
+  }
+}
+
+TEST_CASE("the example recipes plan", "[recipe][plan]") {
+  for (const char* name : {"examples/minitensor.yaml", "examples/pytorch-research.yaml", "examples/hello.yaml"}) {
+    SECTION(name) {
+      Recipe r = load_recipe(fs::path(SB_SOURCE_DIR) / name);
+      Planned p = plan_recipe(r, PlanOptions{});
+      CHECK(p.plan.unsatisfiable() == 0);
+      CHECK_FALSE(p.plan.points.empty());
+    }
+  }
+}

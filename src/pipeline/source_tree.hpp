@@ -1,0 +1,34 @@
+// Internal to pipeline/: the source tree a layer's build steps compile
+// (`source:`, or `use: X` + `from: source` with the catalog's source of X),
+// described before anything is fetched so that the layer's cache key covers it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "recipe/recipe.hpp"
+#include "source/source.hpp"
+
+namespace sb {
+
+struct LayerSource {
+  source::SourceSpec spec;
+  std::string what;  // "local directory /x", "archive URL", "git URL at REF", for messages
+  // Everything that decides the tree: kind, URL, sha256 or ref, a local
+  // directory's tree digest, each patch's sha256. Known without fetching.
+  Digest identity = Digest::of_bytes("");
+  // Where the steps find it in the image: keep_source, else /usr/src/<layer>
+  // (bound there from outside: it stays out of the layer).
+  std::string image_path;
+  bool kept = false;
+};
+
+// nullopt for a layer not built from source. `variables` are the point's
+// ${vars}: the catalog record of `use:` is the one of that version. Throws
+// InputError/Error when the catalog names no source for it, or an archive
+// there is not pinned.
+std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
+                                        const std::map<std::string, std::string>& variables);
+
+}  // namespace sb
