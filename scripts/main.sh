@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh
-recipe="${STACKBUILD_RECIPE:-examples/hello.yaml}"
+recipe="${STACKBUILD_RECIPE:-recipes/pytorch.yaml}"
 stack=$(basename "$recipe" .yaml)
 ./build/stackbuild build "$recipe" -o "out/$stack" "$@"
 echo "main: OCI layout written to out/$stack"

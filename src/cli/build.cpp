@@ -8,7 +8,9 @@
 #include "pipeline/build.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/lock.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
+#include "registry/reference.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
 
@@ -57,8 +59,10 @@ const char* const kBuildHelp =
     "usage: stackbuild build RECIPE.yaml [options]\n"
     "       stackbuild RECIPE.yaml [options]\n"
     "\n"
-    "Builds the recipe's layers (reusing cached ones from the store), then writes the image\n"
-    "under each of its tags. The same recipe and inputs give the same digests on any machine.\n"
+    "Builds the image of every point of the recipe's matrix (reusing cached layers from the\n"
+    "store: a layer the points share is built once), then writes them all to one output, each\n"
+    "under its tags, and prints a summary. The same recipe and inputs give the same digests on\n"
+    "any machine, whatever --jobs and --threads are.\n"
     "\n"
     "options:\n"
     "  -o, --output PATH        where to write: an OCI layout directory (default out/<stack>),\n"
@@ -67,87 +71,96 @@ const char* const kBuildHelp =
     "                           docker-archive (what 'docker load' and skopeo's docker-archive: read)\n"
     "  --compression ALGO       gzip (default), zstd or none\n"
     "  --level N                compression level: gzip 0-3 (ISA-L; default 2), zstd 1-19 (default 3)\n"
-    "  -j, --jobs N             compression threads (default: one per core); never changes the bytes\n"
+    "  -j, --jobs N             matrix points built at once (default 1)\n"
+    "  --threads N              compression threads of a layer (default: one per core)\n"
     "  --source-date-epoch N    the timestamp of the build (mtimes are clamped to it, `created` is\n"
     "                           it); default: the recipe's source_date_epoch, else $SOURCE_DATE_EPOCH,\n"
     "                           else 0\n"
-    "  --tag NAME:TAG           tag the image NAME:TAG instead of the recipe's tags (repeatable)\n"
+    "  --tag NAME:TAG           tag the image NAME:TAG instead of the recipe's tags (repeatable;\n"
+    "                           only when one point is built)\n"
     "  --push                   push the images to the recipe's push: targets when the build is done\n"
     "  --push-to REGISTRY/REPO[:TAG]  push the images there instead (repeatable; see 'push --help';\n"
-    "                           --creds, --ca-cert, --insecure-registry as for push)\n"
+    "                           --creds, --ca-cert, --insecure-registry as for push). With several\n"
+    "                           points, TAG names the matrix index and each image keeps its ref name\n"
     "  --verify                 test the images after writing them (as 'stackbuild test' does), even\n"
     "                           without --push; exit 1 when a check or test failed\n"
     "  --no-verify              push without testing the images first\n"
     "  --gpus SEL, --report FILE, --junit FILE, --nvcc PATH  for the tests, as for 'stackbuild test'\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
-    "                           recipe resolves to now (see 'stackbuild lock'); says what changed;\n"
-    "                           apt, pip and redist layers fetch exactly the files it pins\n"
+    "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
+    "  --only KEY=VALUE         build only the points where ${KEY} is VALUE (repeatable: values of\n"
+    "                           one KEY are alternatives, different KEYs must all match); the\n"
+    "                           matrix stays as it is\n"
+    "  --strict                 exit 4, building nothing, when a chosen point is unsatisfiable\n"
+    "                           (default: report it and build the others)\n"
+    "  --layer-budget SIZE      split a layer with more content than SIZE (8GiB, 500MiB, bytes)\n"
+    "                           into several: a copy layer by top-level path, a pip layer by\n"
+    "                           distribution (default: the recipe's layer_budget, else 8GiB; 0: never)\n"
+    "  --index-tag TAG          the ref name (and pushed tag) of the matrix index (default\n"
+    "                           <stack>-matrix)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
     "\n"
+    "In an OCI layout the ref name of an image is the TAG part of NAME:TAG. When the matrix has\n"
+    "more than one point, the layout also holds an image index over the points built, under\n"
+    "--index-tag: per point its manifest and platform, with the annotations dev.stackbuild.point,\n"
+    "dev.stackbuild.tags, dev.stackbuild.matrix.<key> and dev.stackbuild.version.<component>.\n"
+    "A failed point stops the run (no further point starts) and nothing is written; the error\n"
+    "names the point, the layer and the step.\n"
     "Before --push or --push-to pushes anything, each image is verified: the static checks, its\n"
     "recipe tests and the built-in tests of its components, run in the build sandbox (GPU tests\n"
     "skipped, never passed, without a GPU). A failure stops the build there (exit 1), naming the\n"
     "image and the test; nothing is pushed. After the push, each image's report is attached to\n"
     "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
-    "In an OCI layout the ref name of an image is the TAG part of NAME:TAG.\n"
     "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
     "as for push); --locked builds from the digest 'stackbuild lock' recorded.\n"
-    "A recipe with a matrix, catalog components (use:, apt:, pip:, build:) or ${vars} is\n"
-    "resolved first (as 'stackbuild plan' shows it). Layers of components cannot be built yet:\n"
-    "the build stops after resolving and names the layer.\n"
     "Also takes the options of every command (stackbuild --help).\n";
+
+namespace {
+
+// Points i and j may not share a ref name in one layout, nor take the index's.
+void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& index_ref) {
+  std::map<std::string, std::string> owner;  // ref name -> the point's label
+  for (const auto& p : points)
+    for (const auto& t : p.recipe.tags) {
+      std::string ref = layout_ref_name(t);
+      std::string who = p.id.empty() ? t : p.id;
+      auto [it, fresh] = owner.emplace(ref, who);
+      if (!fresh && it->second != who)
+        throw Error("two matrix points would have the ref name '" + ref + "' in one OCI layout: " + it->second +
+                        " and " + who + "; make the TAG parts of their tags differ (e.g. ${cuda})",
+                    kExitInput);
+    }
+  if (!index_ref.empty() && owner.count(index_ref))
+    throw Error("the matrix index's ref name '" + index_ref + "' is also the tag of " + owner[index_ref] +
+                    "; choose another with --index-tag",
+                kExitUsage);
+}
+
+}  // namespace
 
 int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   std::vector<std::string> options = kCommonOptions;
-  flags.push_back("--locked");
+  flags.insert(flags.end(), {"--locked", "--strict"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
-                                 "--source-date-epoch", "--catalog"});
+                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
-  Args args(argv, flags, options, {"--tag", "--set", "--push-to", "--insecure-registry"});
+  Args args(argv, flags, options, {"--tag", "--set", "--only", "--push-to", "--insecure-registry"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
 
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);
-  std::map<std::string, std::string> variables;  // the point's ${vars}, for build steps
-  std::optional<resolve::ResolvedStack> stack;   // the point's resolution, for the image's labels
-  std::string base_lock;                         // --locked: the lockfile's base image digest
-  PointInputs point;                             // what the point resolved to; --locked: what the lockfile pins
-  if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog")) {
-    Planned planned = plan_recipe(recipe, plan_options(args));
-    if (args.has("--locked")) check_lock(planned);
-    const auto& points = planned.plan.points;
-    if (planned.plan.unsatisfiable() == points.size())
-      throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
-    for (const auto& l : recipe.layers)
-      if (!l.needs().empty() && l.needs() != "build" && !l.from_source() && !is_apt_layer(l) && !is_pip_layer(l) &&
-          !is_redist_layer(l))
-        not_implemented(planned);
-    if (points.size() != 1)
-      throw Error("the matrix has " + std::to_string(points.size()) +
-                      " points; building several images in one run is not implemented yet: choose one "
-                      "point with --set KEY=VALUE",
-                  kExitUsage);
-    recipe = resolve::instantiate(planned.recipe, points.front());
-    variables = resolve::point_variables(planned.recipe, points.front());
-    stack = points.front().stack;
-    point = args.has("--locked") ? locked_point_inputs(planned, points.front()) : point_inputs(points.front());
-    if (args.has("--locked")) base_lock = locked_base(planned, points.front());  // from: the pinned digest
-  }
 
-  BuildOptions o;
-  o.variables = variables;
-  o.point = point;
-  o.labels = stack_labels(recipe, stack ? &*stack : nullptr);  // pipeline/labels.hpp
+  MatrixOptions mo;
+  BuildOptions& o = mo.build;
   o.base.session = registry_session_options(args);  // from: a base image (pulled with --creds ...)
-  o.base.locked = base_lock;
   std::string format = args.get("--format").value_or("oci");
   if (format == "oci")
     o.format = OutputFormat::OciLayout;
@@ -162,36 +175,137 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (auto level = args.integer("--level", 0, 22)) o.layer.level = static_cast<int>(*level);
   if (o.layer.compression == Compression::Gzip && o.layer.level > 3)
     throw Error("gzip levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level), kExitUsage);
+  if (auto threads = args.integer("--threads", 1, 256)) o.layer.threads = static_cast<int>(*threads);
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
-  if (jobs) o.layer.threads = static_cast<int>(*jobs);
+  mo.jobs = static_cast<int>(jobs.value_or(1));
   o.source_date_epoch = args.integer("--source-date-epoch", 0, INT64_MAX);
   o.tags = args.all("--tag");
+  if (auto b = args.get("--layer-budget")) {
+    o.layer_budget = parse_bytes(*b);
+    if (!o.layer_budget)
+      throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", kExitUsage);
+  }
+
+  // The points to build: the plan's, or the recipe as written.
+  std::vector<MatrixPoint> points;
+  std::vector<std::vector<std::string>> push_of;  // each point's push: targets
+  bool matrix = false;                             // more than one point: an index over them
+  if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog") || args.has("--only")) {
+    Planned planned = plan_recipe(recipe, plan_options(args));
+    if (args.has("--locked")) check_lock(planned);
+    const auto& all = planned.plan.points;
+    if (planned.plan.unsatisfiable() == all.size())
+      throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+    for (const auto& l : recipe.layers)
+      if (!l.needs().empty() && l.needs() != "build" && !l.from_source() && !is_apt_layer(l) && !is_pip_layer(l) &&
+          !is_redist_layer(l))
+        not_implemented(planned);
+    std::vector<size_t> chosen;
+    if (args.has("--only"))
+      chosen = select_points(planned.recipe, planned.plan, args.all("--only"));
+    else
+      for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
+    resolve::Plan picked = planned.plan;  // the chosen points, for the report
+    picked.points.clear();
+    for (size_t i : chosen) picked.points.push_back(all[i]);
+    if (size_t bad = picked.unsatisfiable()) {
+      if (args.has("--strict") || bad == picked.points.size())
+        throw Error((args.has("--strict") ? "--strict: " : "") + unsatisfiable_report(picked) +
+                        "\nnothing was built",
+                    kExitUnsatisfiable);
+      ctx.status->message(Level::Warning, unsatisfiable_report(picked) + "\nthey are skipped; building the other " +
+                                              std::to_string(picked.points.size() - bad));
+      for (const auto& p : picked.points)
+        if (!p.stack) ctx.status->event("point_skipped", {{"point", p.point.id()}, {"reason", "unsatisfiable"}});
+    }
+    for (const auto& p : picked.points) {
+      if (!p.stack) continue;
+      points.push_back(matrix_point(planned.recipe, p));
+      if (args.has("--locked")) {
+        points.back().inputs = locked_point_inputs(planned, p);  // apt, pip, redist: the pinned files
+        points.back().base_lock = locked_base(planned, p);       // from: the pinned digest
+      }
+      push_of.push_back(p.push);
+    }
+    matrix = all.size() > 1;
+  } else {
+    MatrixPoint only;
+    only.recipe = recipe;
+    only.labels = stack_labels(recipe, nullptr);  // pipeline/labels.hpp
+    points.push_back(std::move(only));
+    std::vector<std::string> push;
+    for (const auto& t : recipe.push) push.push_back(t.value);
+    push_of.push_back(push);
+  }
+  if (!o.tags.empty() && points.size() > 1)
+    throw Error("--tag names one image, and this run builds " + std::to_string(points.size()) +
+                    " points; give the recipe's tags: ${vars} (e.g. ${cuda}) or choose one point with --only",
+                kExitUsage);
+  if (!o.tags.empty())
+    for (auto& p : points) p.recipe.tags = o.tags;
+  if (matrix) {
+    mo.index_ref = args.get("--index-tag").value_or(recipe.stack + "-matrix");
+    try {
+      validate_tag(mo.index_ref);
+    } catch (Error& e) {
+      throw Error("--index-tag: " + std::string(e.what()), kExitUsage);
+    }
+  }
+  if (o.format == OutputFormat::OciLayout) check_ref_names(points, mo.index_ref);
 
   Store store = ctx.store();
-  BuildResult r = build_recipe(recipe, store, o, *ctx.status);
-  size_t built = 0;
-  for (const auto& l : r.layers) built += l.cached ? 0 : 1;
-  ctx.status->message(Level::Info, "layers: " + std::to_string(r.layers.size()) + " (" + std::to_string(built) +
-                                       " built, " + std::to_string(r.layers.size() - built) + " from the cache)");
-  for (const auto& w : r.warnings) ctx.status->message(Level::Warning, w);
-  if (!r.base.empty()) ctx.status->result("base", r.base);
-  for (const auto& img : r.images) ctx.status->result(img.tag, img.image.manifest.digest.str());
+  if (points.size() > 1)
+    ctx.status->message(Level::Info, "building " + std::to_string(points.size()) + " matrix points, " +
+                                         std::to_string(std::min<size_t>(mo.jobs, points.size())) + " at a time");
+  MatrixResult r = build_matrix(points, store, mo, *ctx.status);
+  for (const auto& p : r.points)
+    if (p.built) {
+      for (const auto& w : p.built->warnings) ctx.status->message(Level::Warning, w);
+      if (!p.built->base.empty()) ctx.status->result("base", p.built->base);
+    }
+
+  // The gate: the images' tests run before anything is pushed (cli/test.cpp);
+  // each point's counts go into the summary.
+  const bool pushing = args.has("--push") || args.has("--push-to");
+  std::vector<std::vector<verify::VerifyReport>> reports(r.points.size());
+  std::optional<Error> gate_failure;
+  if (!r.failure) gate_failure = gate_build(r, args, ctx, pushing, reports);
+  std::string table = summary_table(r);
+  ctx.status->message(Level::Info, "summary (" + std::to_string(r.points.size()) +
+                                       (r.points.size() == 1 ? " point, " : " points, ") +
+                                       std::to_string(r.seconds).substr(0, 5) + " s):\n" +
+                                       table.substr(0, table.empty() ? 0 : table.size() - 1));
+  ctx.status->event("summary", summary_json(r));
+  if (r.failure) std::rethrow_exception(r.failure);
+  if (gate_failure) throw *gate_failure;
+  for (const auto& p : r.points)
+    for (const auto& img : p.built->images) ctx.status->result(img.tag, img.image.manifest.digest.str());
+  if (r.index) ctx.status->result(r.index->ref + " (matrix index)", r.index->digest.str());
   ctx.status->result("output", o.output.string());
 
-  // The gate: the images' tests run before anything is pushed (cli/test.cpp).
-  const bool pushing = args.has("--push") || args.has("--push-to");
-  std::vector<verify::VerifyReport> reports;
-  gate_build(r, args, ctx, pushing, reports);
-
   // build --push: the finished images go to the registry (registry/).
-  if (pushing) {
-    std::vector<std::string> targets = args.all("--push-to");
-    if (targets.empty())
-      for (const auto& t : recipe.push) targets.push_back(t.value);
-    if (targets.empty()) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
-    push_built_images(r, targets, args, ctx);
-    attach_built_reports(r, reports, targets, args, ctx);  // the reports refer to the images
+  if (args.has("--push") || args.has("--push-to")) {
+    std::map<std::string, std::string> index_tags;  // REGISTRY/REPO -> the index's tag there
+    if (args.has("--push-to")) {
+      std::vector<std::string> targets;
+      for (const auto& t : args.all("--push-to")) {
+        auto ref = registry::Reference::parse(t);
+        if (ref.digest) throw Error("--push-to " + t + ": push to a digest is not possible", kExitUsage);
+        if (r.index && !ref.tag.empty()) {  // TAG names the index; each image keeps its ref names
+          index_tags[ref.name()] = ref.tag;
+          targets.push_back(ref.name());
+        } else {
+          targets.push_back(t);
+        }
+      }
+      for (auto& p : push_of) p = targets;
+    }
+    bool any = false;
+    for (const auto& p : push_of) any = any || !p.empty();
+    if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
+    push_built_images(r, push_of, index_tags, args, ctx);
+    attach_built_reports(r, reports, push_of, args, ctx);  // the reports refer to the images
   }
   return kExitOk;
 }

@@ -1,7 +1,9 @@
 // The stackbuild command line: one file per subcommand, each with its help.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,22 +77,29 @@ bool maybe_help(const Args& args, const char* help);
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
 namespace sb::registry { struct SessionOptions; }
-namespace sb { struct BuildResult; }
+namespace sb { struct MatrixResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
-// Pushes what a build made to each of `targets` (REGISTRY/REPO[:TAG]).
-void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
-                       Context& ctx);
+// Pushes what a build made: point i to each of `targets[i]` (REGISTRY/REPO[:TAG];
+// without TAG under each of its ref names), then the matrix index (if any) to
+// every repository pushed to, tagged `index_tags[REGISTRY/REPO]` or its ref name.
+// Two images under one tag of a repository are refused before anything is sent.
+void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
+                       const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx);
 
 // Verification (cli/test.cpp). The gate of build: with --push/--push-to (or
 // --verify) the built images are verified as `stackbuild test` does; a
 // failure throws (exit 1), naming image and test, unless --no-verify, which
 // skips the tests. `reports` receives what ran.
-void gate_build(const BuildResult& built, const Args& args, Context& ctx, bool pushing,
-                std::vector<verify::VerifyReport>& reports);
-// Pushes each report as an artifact referring to its image in each target.
-void attach_built_reports(const BuildResult& built, const std::vector<verify::VerifyReport>& reports,
-                          const std::vector<std::string>& targets, const Args& args, Context& ctx);
+// Point i's reports go to reports[i] and its counts ("3 passed, 2 skipped")
+// to built.points[i].tests; the failure is returned, for the caller to throw
+// after the summary.
+std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
+                                std::vector<std::vector<verify::VerifyReport>>& reports);
+// Pushes each report as an artifact referring to its image in each of its
+// point's targets (targets[i] for point i).
+void attach_built_reports(const MatrixResult& built, const std::vector<std::vector<verify::VerifyReport>>& reports,
+                          const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx);
 struct AttachSubject {
   std::string media_type;
   Digest digest;

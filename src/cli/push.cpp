@@ -2,6 +2,7 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "registry/push.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -116,23 +117,60 @@ int cmd_push(const std::vector<std::string>& argv) {
   return kExitOk;
 }
 
-void push_built_images(const BuildResult& built, const std::vector<std::string>& targets, const Args& args,
-                       Context& ctx) {
+// A built image as the push code takes it: its documents, its layers from the store.
+static registry::ManifestRef manifest_ref(const Image& img, const Store& store) {
+  registry::ManifestRef m{kMediaTypeManifest, img.manifest_json, img.manifest.digest, {}, {}, "", "", ""};
+  m.blobs.push_back({img.config.digest, img.config.size, kMediaTypeConfig, {}, img.config_json});
+  for (const auto& l : img.layers) m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
+  return m;
+}
+
+void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
+                       const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx) {
   Store store = ctx.store();
   registry::PushOptions o = push_options(args, store);
-  for (const auto& t : targets) {
-    auto target = registry::Reference::parse(t);
+  struct Repo {
+    registry::Reference ref;
     std::vector<registry::TaggedManifest> images;
-    for (const auto& ti : built.images) {
-      registry::ManifestRef m{kMediaTypeManifest, ti.image.manifest_json, ti.image.manifest.digest, {}, {}, "", "", ""};
-      m.blobs.push_back({ti.image.config.digest, ti.image.config.size, kMediaTypeConfig, {}, ti.image.config_json});
-      for (const auto& l : ti.image.layers) m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
-      std::string tag = target.tag.empty() ? layout_ref_name(ti.tag) : target.tag;
-      images.push_back({tag, m});
+    std::map<std::string, std::string> owner;  // tag -> the point pushed under it
+  };
+  std::map<std::string, Repo> repos;  // by REGISTRY/REPO, in name order
+  auto add = [&](Repo& repo, const std::string& tag, const std::string& who, const registry::ManifestRef& m) {
+    auto [it, fresh] = repo.owner.emplace(tag, who);
+    if (!fresh && it->second != who)
+      throw Error("push: " + repo.ref.name() + ":" + tag + " would name both " + it->second + " and " + who +
+                      "; give each point its own tag (e.g. ${cuda} in push:)",
+                  kExitUsage);
+    if (fresh) repo.images.push_back({tag, m});
+  };
+  std::vector<registry::ManifestRef> all;  // every point's manifest, for the index
+  for (size_t i = 0; i < built.points.size() && i < targets.size(); ++i) {
+    const PointReport& p = built.points[i];
+    if (!p.built || p.built->images.empty()) continue;
+    registry::ManifestRef m = manifest_ref(p.built->images.front().image, store);
+    all.push_back(m);
+    std::string who = p.id.empty() ? "the image" : "point " + p.id;
+    for (const auto& t : targets[i]) {
+      auto ref = registry::Reference::parse(t);
+      if (ref.digest) throw Error("push to a digest is not possible: " + t, kExitUsage);
+      Repo& repo = repos[ref.name()];
+      repo.ref = ref;
+      if (!ref.tag.empty())
+        add(repo, ref.tag, who, m);
+      else
+        for (const auto& ti : p.built->images) add(repo, layout_ref_name(ti.tag), who, m);
     }
-    if (!target.tag.empty() && images.size() > 1) images.erase(images.begin() + 1, images.end());  // one image per tag; the same manifest
+  }
+  if (built.index) {  // the matrix index goes wherever the points went, after them
+    registry::ManifestRef index{kMediaTypeIndex, built.index->json, built.index->digest, {}, all, "", "", ""};
+    for (auto& [name, repo] : repos) {
+      auto it = index_tags.find(name);
+      add(repo, it == index_tags.end() ? built.index->ref : it->second, "the matrix index", index);
+    }
+  }
+  for (auto& [name, repo] : repos) {
     auto start = std::chrono::steady_clock::now();
-    auto r = registry::push_images(target, images, o, *ctx.status);
+    auto r = registry::push_images(repo.ref, repo.images, o, *ctx.status);
     report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
 }

@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "image/layout.hpp"
 #include "pipeline/build.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "registry/pull.hpp"
 #include "registry/referrers.hpp"
 #include "resolve/plan.hpp"
@@ -179,31 +180,51 @@ static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, 
     reports.push_back(verify::verify_image(store, img, ti.tag, o, *ctx.status));
     fputs(verify::summary_table(reports.back()).c_str(), stdout);
   }
-  write_reports(reports, args);
   return reports;
 }
 
-void gate_build(const BuildResult& built, const Args& args, Context& ctx, bool pushing,
-                std::vector<verify::VerifyReport>& reports) {
+std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
+                                std::vector<std::vector<verify::VerifyReport>>& reports) {
   if (args.has("--no-verify")) {
     if (pushing) ctx.status->message(Level::Warning, "--no-verify: pushing without running the images' tests");
-    return;
+    return std::nullopt;
   }
-  if (!pushing && !args.has("--verify")) return;
-  reports = verify_built(built, args, ctx);
-  auto d = verify::gate(reports, false);
-  if (!d.push) throw Error(pushing ? d.message : "verification failed:\n" + d.message);
+  if (!pushing && !args.has("--verify")) return std::nullopt;
+  std::vector<verify::VerifyReport> all;
+  for (size_t i = 0; i < built.points.size(); ++i) {
+    auto& p = built.points[i];
+    if (!p.built) continue;
+    reports[i] = verify_built(*p.built, args, ctx);
+    int n[3] = {0, 0, 0};
+    for (const auto& rep : reports[i]) {
+      n[0] += rep.count(verify::Outcome::Passed);
+      n[1] += rep.count(verify::Outcome::Failed);
+      n[2] += rep.count(verify::Outcome::Skipped);
+    }
+    std::string s = std::to_string(n[0]) + " passed";
+    if (n[1]) s += ", " + std::to_string(n[1]) + " failed";
+    if (n[2]) s += ", " + std::to_string(n[2]) + " skipped";
+    p.tests = s;
+    all.insert(all.end(), reports[i].begin(), reports[i].end());
+  }
+  write_reports(all, args);
+  auto d = verify::gate(all, false);
+  if (d.push) return std::nullopt;
+  return Error(pushing ? d.message : "verification failed:\n" + d.message);
 }
 
-void attach_built_reports(const BuildResult& built, const std::vector<verify::VerifyReport>& reports,
-                          const std::vector<std::string>& targets, const Args& args, Context& ctx) {
-  if (reports.empty()) return;
-  std::vector<AttachSubject> subjects;
-  std::set<Digest> seen;  // as verify_built: one report per distinct image
-  for (const auto& ti : built.images)
-    if (seen.insert(ti.image.manifest.digest).second)
-      subjects.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
-  for (const auto& t : targets) attach_reports(reports, subjects, t, args, ctx);
+void attach_built_reports(const MatrixResult& built, const std::vector<std::vector<verify::VerifyReport>>& reports,
+                          const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx) {
+  for (size_t i = 0; i < built.points.size() && i < reports.size(); ++i) {
+    const auto& p = built.points[i];
+    if (!p.built || reports[i].empty()) continue;
+    std::vector<AttachSubject> subjects;
+    std::set<Digest> seen;  // as verify_built: one report per distinct image
+    for (const auto& ti : p.built->images)
+      if (seen.insert(ti.image.manifest.digest).second)
+        subjects.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
+    for (const auto& t : targets[i]) attach_reports(reports[i], subjects, t, args, ctx);
+  }
 }
 
 int cmd_test(const std::vector<std::string>& argv) {

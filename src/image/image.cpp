@@ -94,10 +94,13 @@ Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
   return Image{layers, config_json, config_desc, manifest_json, manifest_desc};
 }
 
-std::string make_index_json(const std::vector<Descriptor>& manifests) {
+std::string make_index_json(const std::vector<Descriptor>& manifests,
+                            const std::map<std::string, std::string>& annotations) {
   json list = json::array();
   for (const auto& m : manifests) list.push_back(m);
-  return canonical(json{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}});
+  json index{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}};
+  if (!annotations.empty()) index["annotations"] = annotations;
+  return canonical(index);
 }
 
 std::string oci_architecture(const std::string& m) {

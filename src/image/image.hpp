@@ -71,8 +71,10 @@ Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
                  const std::vector<HistoryEntry>& history, int64_t created_epoch,
                  const ImageAnnotations& annotations);
 
-// An image index listing manifests, each with its ref name annotation.
-std::string make_index_json(const std::vector<Descriptor>& manifests);
+// An image index listing manifests, each with its ref name annotation, and
+// the index's own annotations (none when empty).
+std::string make_index_json(const std::vector<Descriptor>& manifests,
+                            const std::map<std::string, std::string>& annotations = {});
 
 // The Go-style names OCI uses: "amd64", "arm64" from `uname -m` style names.
 std::string oci_architecture(const std::string& machine);

@@ -53,7 +53,8 @@ static void place_bytes(const fs::path& blobs, const std::string& bytes, const D
   write_file_atomic(dest, bytes);
 }
 
-void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images) {
+void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images,
+                      const std::vector<TaggedIndex>& indexes) {
   fs::path blobs = dir / "blobs" / "sha256";
   try {
     fs::create_directories(blobs);
@@ -71,6 +72,7 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
   fs::path index_file = dir / "index.json";
   std::set<std::string> new_refs;
   for (const auto& ti : images) new_refs.insert(layout_ref_name(ti.tag));
+  for (const auto& ix : indexes) new_refs.insert(ix.ref);
   if (::access(index_file.c_str(), F_OK) == 0) {
     json old;
     try {
@@ -89,12 +91,17 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
     place_bytes(blobs, ti.image.config_json, ti.image.config.digest);
     place_bytes(blobs, ti.image.manifest_json, ti.image.manifest.digest);
   }
+  for (const auto& ix : indexes) place_bytes(blobs, ix.json, ix.digest);
 
   json list = json::array();
   for (auto& k : kept) list.push_back(k);
   for (const auto& ti : images) {
     Descriptor d = ti.image.manifest;
     d.annotations["org.opencontainers.image.ref.name"] = layout_ref_name(ti.tag);
+    list.push_back(d);
+  }
+  for (const auto& ix : indexes) {
+    Descriptor d{kMediaTypeIndex, ix.digest, ix.json.size(), {{"org.opencontainers.image.ref.name", ix.ref}}, {}};
     list.push_back(d);
   }
   json index{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}};

@@ -16,14 +16,23 @@ struct TaggedImage {
   Image image;
 };
 
+// An image index (its canonical bytes) to list in a layout under `ref`.
+struct TaggedIndex {
+  std::string ref;
+  std::string json;
+  Digest digest;
+};
+
 // The ref name an image gets in an OCI layout: the tag part of "name:tag".
 std::string layout_ref_name(const std::string& tag);
 
 // Adds the images to the OCI layout at `dir` (created if missing). Images
 // already there under other ref names are kept; the same ref name is replaced.
 // Blobs go in first, index.json last and atomically, so a reader never sees a
-// manifest whose blobs are missing.
-void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images);
+// manifest whose blobs are missing. `indexes` (written after the images they
+// list) join index.json under their ref names in the same way.
+void write_oci_layout(const fs::path& dir, const Store& store, const std::vector<TaggedImage>& images,
+                      const std::vector<TaggedIndex>& indexes = {});
 
 // Writes a docker-archive tarball (manifest.json, config, uncompressed layers)
 // to `out`, atomically.

@@ -39,9 +39,13 @@ LayerListing list_layer(const std::string& name, const fs::path& blob) {
     throw Error("layer " + name + " (" + blob.string() + "): " + archive_error_string(a.get()));
   archive_entry* e;
   int rc;
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
+  // ARCHIVE_WARN: a name that is not valid in the C locale (layers hold UTF-8
+  // names, e.g. Debian's locale and timezone files); the UTF-8 name is read.
+  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
     auto type = archive_entry_filetype(e);
-    std::string p = archive_entry_pathname(e);
+    const char* utf8 = archive_entry_pathname_utf8(e);
+    const char* raw = archive_entry_pathname(e);
+    std::string p = utf8 ? utf8 : raw ? raw : "";
     if (type == AE_IFREG || type == AE_IFLNK) out.paths.push_back(canonical_archive_path(p));
   }
   if (rc != ARCHIVE_EOF) throw Error("layer " + name + ": " + archive_error_string(a.get()));

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/labels.hpp"
@@ -90,6 +91,11 @@ ImageAnnotations annotations(const Recipe& r) {
 
 }  // namespace
 
+uint64_t layer_budget(const Recipe& recipe, const BuildOptions& options) {
+  if (options.layer_budget) return *options.layer_budget;
+  return recipe.layer_budget.value_or(kDefaultLayerBudget);
+}
+
 int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag) {
   if (flag) return *flag;
   if (recipe.source_date_epoch) return *recipe.source_date_epoch;
@@ -104,6 +110,29 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
 
 namespace {
 
+// A copy layer over the budget, as several layers split by top-level path
+// (layer/split.hpp). Its key adds the budget to the whole layer's key.
+LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entries, const Digest& whole_key,
+                                   uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
+                                   std::chrono::steady_clock::time_point start, Digest& key_out) {
+  const Digest key = KeyHasher()
+                         .field("stackbuild-split-layer", "1")
+                         .field("layer", whole_key.str())
+                         .field("budget", static_cast<int64_t>(budget))
+                         .finish();
+  key_out = key;
+  auto parts = cached_layers(store, key);
+  if (parts) {
+    status.message(Level::Info, "layer " + spec.name + ": cached, " + std::to_string(parts->size()) + " parts");
+    return layer_report(spec.name, *parts, true, since(start));
+  }
+  auto lock = store.lock("layer-" + key.hex());
+  if ((parts = cached_layers(store, key))) return layer_report(spec.name, *parts, true, since(start));
+  parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status, "layer " + spec.name,
+                       "by top-level path");
+  return layer_report(spec.name, *parts, false, since(start));
+}
+
 // One copy layer: from the cache when its key is there, else written now.
 // The key covers the parent's key, so a changed lower layer rebuilds the rest.
 LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
@@ -113,6 +142,9 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
   EntryMap entries = copy_entries(recipe, spec, epoch);
   Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
   key_out = key;
+  const uint64_t budget = layer_budget(recipe, options);
+  if (budget > 0 && content_bytes(entries) > budget)
+    return build_split_copy_layer(spec, entries, key, budget, store, options, status, start, key_out);
   bool cached = true;
   std::optional<Layer> hit = cached_layer(store, key);
   if (!hit) {
@@ -124,12 +156,12 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
     }
   }
   if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-  return LayerReport{spec.name, *hit, cached, since(start)};
+  return LayerReport{spec.name, *hit, cached, since(start), {}};
 }
 
 }  // namespace
 
-BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
+BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
   BuildResult result;
   const int64_t epoch = choose_source_date_epoch(recipe, options.source_date_epoch);
   result.source_date_epoch = epoch;
@@ -177,13 +209,30 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
-    layers.push_back(result.layers.back().layer);
     const char* kind = is_apt_layer(spec)      ? "apt"
                        : is_pip_layer(spec)    ? "pip"
                        : is_redist_layer(spec) ? "redist"
                        : steps                 ? "build"
                                                : "copy";
-    history.push_back({"stackbuild: layer '" + spec.name + "' (" + kind + ")", spec.comment, false});
+    const LayerReport& done = result.layers.back();
+    if (std::string(kind) != "copy" && std::string(kind) != "pip" && done.layer.uncompressed_size > layer_budget(recipe, options) &&
+        layer_budget(recipe, options) > 0)
+      status.message(Level::Warning, "layer " + spec.name + " is " +
+                                         human_bytes(static_cast<double>(done.layer.uncompressed_size)) +
+                                         ", over the layer budget of " +
+                                         human_bytes(static_cast<double>(layer_budget(recipe, options))) +
+                                         "; only copy and pip layers are split so far");
+    layers.push_back(done.layer);
+    const size_t n = 1 + done.more.size();
+    auto created_by = [&](size_t i) {
+      return "stackbuild: layer '" + spec.name + "' (" + kind +
+             (n == 1 ? std::string() : ", part " + std::to_string(i) + " of " + std::to_string(n)) + ")";
+    };
+    history.push_back({created_by(1), spec.comment, false});
+    for (size_t i = 0; i < done.more.size(); ++i) {
+      layers.push_back(done.more[i]);
+      history.push_back({created_by(i + 2), spec.comment, false});
+    }
   }
 
   // 4. Image documents: one image, under every tag.
@@ -191,17 +240,25 @@ BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOp
   result.warnings = merge_labels(config.labels, options.labels);  // pipeline/labels.hpp
   Image image = make_image(config, layers, history, epoch, annotations(recipe));
   for (const auto& t : tags) result.images.push_back({t, image});
+  return result;
+}
 
-  // 5. Output.
+void write_images(const std::vector<TaggedImage>& images, const std::vector<TaggedIndex>& indexes, const Store& store,
+                  const BuildOptions& options) {
   try {
     if (options.format == OutputFormat::OciLayout)
-      write_oci_layout(options.output, store, result.images);
+      write_oci_layout(options.output, store, images, indexes);
     else
-      write_docker_archive(options.output, store, result.images);
+      write_docker_archive(options.output, store, images);
   } catch (Error& e) {
     e.add_trace("while writing " + options.output.string());
     throw;
   }
+}
+
+BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
+  BuildResult result = build_image(recipe, store, options, status);  // 1-3: tags, layers, image documents
+  write_images(result.images, {}, store, options);                    // 4. output
   return result;
 }
 

@@ -43,13 +43,23 @@ struct BuildOptions {
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;
   BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)
+  // --layer-budget: a layer with more content bytes is split (layer/split.hpp);
+  // overrides the recipe's layer_budget; 0 = never split.
+  std::optional<uint64_t> layer_budget;
 };
+
+// 8 GiB: under the 10 GB layer cap common registries set.
+constexpr uint64_t kDefaultLayerBudget = 8ull << 30;
+
+// The budget in force: --layer-budget, else the recipe's, else the default.
+uint64_t layer_budget(const Recipe& recipe, const BuildOptions& options);
 
 struct LayerReport {
   std::string name;
   Layer layer;
   bool cached = false;
   double seconds = 0;
+  std::vector<Layer> more;  // a layer split over the budget: its further parts, in order
 };
 
 struct BuildResult {
@@ -64,6 +74,16 @@ struct BuildResult {
 // $SOURCE_DATE_EPOCH, else 0.
 int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag);
 
+// Builds the layers and the image documents; writes nothing outside the store
+// (BuildOptions::output and format are not used).
+BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status);
+
+// Writes `images` (and, in an OCI layout, `indexes`) to options.output in
+// options.format, naming the output in any error.
+void write_images(const std::vector<TaggedImage>& images, const std::vector<TaggedIndex>& indexes, const Store& store,
+                  const BuildOptions& options);
+
+// build_image, then write_images.
 BuildResult build_recipe(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status);
 
 }  // namespace sb

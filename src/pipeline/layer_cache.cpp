@@ -20,4 +20,45 @@ Layer store_layer(const EntryMap& entries, const Store& store, const LayerOption
   return l;
 }
 
+std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest& key) {
+  if (auto one = cached_layer(store, key)) return std::vector<Layer>{*one};
+  auto rec = store.get_record("layer-parts", key);
+  if (!rec) return std::nullopt;
+  std::vector<Layer> parts;
+  for (const auto& j : nlohmann::json::parse(*rec)) {
+    parts.push_back(layer_from_json(j));
+    if (!store.has(parts.back().digest)) return std::nullopt;
+  }
+  if (parts.empty()) return std::nullopt;
+  return parts;
+}
+
+std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
+                                const Digest& key, uint64_t budget, const GroupFn& group_of, Status& status,
+                                const std::string& label, const std::string& split_by) {
+  std::vector<EntryMap> split = split_entries(entries, budget, group_of);
+  if (split.size() == 1) return {store_layer(entries, store, options, key, status, label)};
+  status.message(Level::Info, label + ": " + human_bytes(static_cast<double>(content_bytes(entries))) +
+                                  " is over the layer budget of " + human_bytes(static_cast<double>(budget)) +
+                                  ": split " + split_by + " into " + std::to_string(split.size()) + " layers");
+  std::vector<Layer> parts;
+  nlohmann::json rec = nlohmann::json::array();
+  for (size_t i = 0; i < split.size(); ++i) {
+    int task = status.task_begin(label + " (part " + std::to_string(i + 1) + " of " + std::to_string(split.size()) + ")",
+                                 content_bytes(split[i]));
+    Layer l = write_layer(split[i], store, options, [&](uint64_t done) { status.task_progress(task, done); });
+    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+    parts.push_back(l);
+    rec.push_back(l);
+  }
+  store.put_record("layer-parts", key, rec.dump());
+  return parts;
+}
+
+LayerReport layer_report(const std::string& name, const std::vector<Layer>& parts, bool cached, double seconds) {
+  LayerReport r{name, parts.front(), cached, seconds, {}};
+  r.more.assign(parts.begin() + 1, parts.end());
+  return r;
+}
+
 }  // namespace sb

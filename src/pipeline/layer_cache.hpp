@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/build.hpp"
 
@@ -18,5 +19,20 @@ std::optional<Layer> cached_layer(const Store& store, const Digest& key);
 // task labelled `label` ("layer app (3 wheels)").
 Layer store_layer(const EntryMap& entries, const Store& store, const LayerOptions& options, const Digest& key,
                   Status& status, const std::string& label);
+
+// A layer that may be over the layer budget (build.hpp: layer_budget()): the
+// layers recorded under `key`, one or a split layer's parts, when every blob
+// is still in the store. The key must cover the budget.
+std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest& key);
+
+// Writes `entries` as one layer, or, when their content is over `budget`, as
+// the parts split_entries() makes with `group_of` (`split_by` says how, for
+// the message: "by distribution"); records them under `key`.
+std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
+                                const Digest& key, uint64_t budget, const GroupFn& group_of, Status& status,
+                                const std::string& label, const std::string& split_by);
+
+// The report of a layer built (or found) as `parts`.
+LayerReport layer_report(const std::string& name, const std::vector<Layer>& parts, bool cached, double seconds);
 
 }  // namespace sb

@@ -183,39 +183,48 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     size_t own = 0;
     while (own < recipe.layers.size() && recipe.layers[own].name != spec.name) ++own;
     const size_t base = below.size() > own ? below.size() - own : 0;
+    // Listed only when needed (resolving, or writing the layer): a cached
+    // rebuild with a lockfile reads no lower layer.
     std::vector<pip::LayerListing> lower;
-    for (size_t i = 0; i < below.size(); ++i)
-      lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
-                                      store.blob_path(below[i].digest)));
-    std::map<std::string, pip::ResolveOptions::Installed> installed;
-    for (const auto& l : lower) installed_projects(l, target, installed);
+    auto list_lower = [&] {
+      if (lower.size() == below.size()) return;
+      for (size_t i = 0; i < below.size(); ++i)
+        lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
+                                        store.blob_path(below[i].digest)));
+    };
     std::vector<pip::PinnedWheel> wheels;
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
-    if (lock.contains("pip") && lock["pip"].contains(spec.name))  // --locked: exactly the pinned wheels
+    if (lock.contains("pip") && lock["pip"].contains(spec.name)) {  // --locked: exactly the pinned wheels
       wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
-    else
+    } else {
+      list_lower();
+      std::map<std::string, pip::ResolveOptions::Installed> installed;
+      for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
                            status, pip_constraints(recipe, options.point), installed);
+    }
     const std::string policy =
         !spec.duplicates.empty() ? spec.duplicates : env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report");
     KeyHasher k;
     k.field("stackbuild-pip-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("site", target.site()).field("interpreter", target.interpreter)
-        .field("prefix", target.prefix).field("duplicates", policy);
+        .field("prefix", target.prefix).field("duplicates", policy)
+        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)));
     for (const auto& w : wheels)
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
-    auto hit = cached_layer(store, key);
+    auto hit = cached_layers(store, key);
     std::unique_ptr<FileLock> lock_file;
     if (!hit) {
       lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-      hit = cached_layer(store, key);
+      hit = cached_layers(store, key);
     }
     if (hit) {
-      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-      return LayerReport{spec.name, *hit, true, 0};
+      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
+                                      (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
+      return layer_report(spec.name, *hit, true, 0);
     }
     auto staging = store.temp_dir();
     auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
@@ -227,6 +236,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
     // The same library twice in the image (a CUDA layer's and a wheel's).
+    list_lower();
     auto dups = pip::find_duplicate_libraries(lower, spec.name, entries);
     for (const auto& d : dups)
       status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
@@ -239,10 +249,24 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
                                       " duplicate libraries link to the lower copy, saving " +
                                       human_bytes(static_cast<double>(saved)));
     }
-    Layer l = store_layer(entries, store, options.layer, key, status,
-                          "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)");
+    // Over the layer budget: split by distribution (a path two wheels write is the later one's).
+    std::map<std::string, std::string> dist_of;
+    for (const auto& w : inst.wheels) {
+      for (const auto& f : w.files) dist_of[f] = w.name;
+      std::string info = w.dist_info.substr(w.dist_info.find_first_not_of('/') == std::string::npos
+                                                ? w.dist_info.size()
+                                                : w.dist_info.find_first_not_of('/'));
+      if (!info.empty()) dist_of[info] = w.name;
+    }
+    auto by_distribution = [&](const std::string& path) {
+      auto it = dist_of.find(path);
+      return it != dist_of.end() ? it->second : "~" + top_level_group(path);  // not a wheel's: after them
+    };
+    std::vector<Layer> parts =
+        store_layers(entries, store, options.layer, key, layer_budget(recipe, options), by_distribution, status,
+                     "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)", "by distribution");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return LayerReport{spec.name, l, false, secs};
+    return layer_report(spec.name, parts, false, secs);
   } catch (Error& e) {
     e.add_trace("while building the pip layer '" + spec.name + "'");
     throw;

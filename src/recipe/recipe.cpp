@@ -74,6 +74,7 @@ void merge_recipe(Recipe& base, const Recipe& child) {
   if (given("architecture")) base.architecture = child.architecture;
   if (given("platform")) base.platform = child.platform;
   if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;
+  if (given("layer_budget")) base.layer_budget = child.layer_budget;
   if (given("matrix")) {
     for (const auto& axis : child.matrix.axes) {
       auto it = std::find_if(base.matrix.axes.begin(), base.matrix.axes.end(),

@@ -230,6 +230,7 @@ struct Recipe {
   // oci:PATH[:TAG][@DIGEST]. Not the layer-level `from:` (source, wheel).
   Text from;
   fs::path from_dir;                      // the directory of the recipe that wrote it (oci: paths)
+  std::optional<uint64_t> layer_budget;   // bytes of content above which a layer is split
   Matrix matrix;
   PlatformSpec platform;
   std::vector<LayerSpec> layers;

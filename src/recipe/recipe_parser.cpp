@@ -5,6 +5,7 @@
 
 #include "recipe/parse.hpp"
 #include "recipe/variables.hpp"
+#include "util/status.hpp"
 #include "util/yaml_reader.hpp"
 
 namespace sb::detail {
@@ -405,8 +406,9 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   YAML::Node root = r.parse(text_);
   if (!root.IsMap()) throw InputError(SourceLocation{file.string(), 1, 1}, "a recipe must be a YAML mapping");
   r.check_keys(root, "the recipe",
-               {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "matrix", "layers", "config",
-                "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories", "pins"});
+               {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "layer_budget", "matrix",
+                "layers", "config", "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories",
+                "pins"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -447,6 +449,11 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
         (k[0] == 'p' ? rec.platform.python : rec.platform.glibc) = s;
       }
     rec.platform.where = r.at(n);
+  }
+  if (auto n = root["layer_budget"]) {
+    auto b = parse_bytes(r.string(n, "'layer_budget'"));
+    if (!b) r.fail(n, "layer_budget wants a size such as 8GiB, 500MiB or 1000000 (bytes)");
+    rec.layer_budget = *b;
   }
   if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
   if (auto n = root["layers"]) {

@@ -53,6 +53,10 @@ std::vector<VariableUse> variable_uses(const Recipe& r) {
   std::vector<VariableUse> out;
   for (const auto& l : r.layers) {
     add(out, l.version, true);
+    for (const auto& c : l.copy) {
+      add(out, Text{c.src, c.where});
+      add(out, Text{c.dst, c.where});
+    }
     for (const auto& [k, v] : l.build.env) add(out, v);
     for (const auto& cmd : l.build.run) add(out, cmd);
   }

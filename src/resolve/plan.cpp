@@ -158,6 +158,13 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
   for (auto& t : r.push) expand(t);
   expand(r.from);
   for (auto& l : r.layers) {
+    for (auto& c : l.copy) {
+      c.src = expand_variables(Text{c.src, c.where}, lookup, known, ctx);
+      c.dst = expand_variables(Text{c.dst, c.where}, lookup, known, ctx);
+      if (c.dst.empty() || c.dst[0] != '/' || ("/" + c.dst + "/").find("/../") != std::string::npos)
+        throw InputError(c.where, "copy.dst is '" + c.dst + "' " + ctx +
+                                      ": it must be an absolute path in the image without '..'");
+    }
     for (auto& [k, v] : l.build.env) expand(v);
     for (auto& cmd : l.build.run) expand(cmd);
   }

@@ -22,6 +22,25 @@ std::string human_bytes(double b) {
   return buf;
 }
 
+void Status::event(std::string_view, const nlohmann::json&) {}
+
+std::optional<uint64_t> parse_bytes(std::string_view text) {
+  std::string t(text);
+  if (t.empty() || !(isdigit(static_cast<unsigned char>(t[0])))) return std::nullopt;
+  char* end = nullptr;
+  double v = strtod(t.c_str(), &end);
+  std::string unit(end);
+  static const std::map<std::string, int> powers{{"", 0},  {"B", 0},   {"K", 1},  {"KB", 1},  {"KiB", 1},
+                                                 {"M", 2}, {"MB", 2},  {"MiB", 2}, {"G", 3},   {"GB", 3},
+                                                 {"GiB", 3}, {"T", 4}, {"TB", 4}, {"TiB", 4}};
+  auto it = powers.find(unit);
+  if (it == powers.end() || !(v >= 0)) return std::nullopt;
+  double bytes = v;
+  for (int i = 0; i < it->second; ++i) bytes *= 1024;
+  if (bytes > 9.0e18) return std::nullopt;
+  return static_cast<uint64_t>(bytes);
+}
+
 namespace {
 
 struct Task {
@@ -209,6 +228,12 @@ class JsonStatus final : public BaseStatus {
     std::lock_guard lk(mu_);
     emit({{"event", "result"}, {"key", key}, {"value", value}});
   }
+  void event(std::string_view name, const nlohmann::json& fields) override {
+    std::lock_guard lk(mu_);
+    nlohmann::json j = fields.is_object() ? fields : nlohmann::json{{"value", fields}};
+    j["event"] = name;
+    emit(j);
+  }
 
  private:
   void emit(const nlohmann::json& j) {
@@ -218,7 +243,36 @@ class JsonStatus final : public BaseStatus {
   Clock::time_point last_{};
 };
 
+class ScopedStatus final : public Status {
+ public:
+  ScopedStatus(Status& inner, std::string prefix) : inner_(inner), prefix_(std::move(prefix)) {}
+  int task_begin(std::string_view label, uint64_t total) override {
+    return inner_.task_begin(prefix_ + ": " + std::string(label), total);
+  }
+  void task_progress(int id, uint64_t done) override { inner_.task_progress(id, done); }
+  void task_end(int id, std::string_view result) override { inner_.task_end(id, result); }
+  void message(Level level, std::string_view text) override {
+    inner_.message(level, prefix_ + ": " + std::string(text));
+  }
+  void result(std::string_view key, std::string_view value) override {
+    inner_.result(prefix_ + ": " + std::string(key), value);
+  }
+  void event(std::string_view name, const nlohmann::json& fields) override {
+    nlohmann::json j = fields.is_object() ? fields : nlohmann::json{{"value", fields}};
+    if (!j.contains("scope")) j["scope"] = prefix_;
+    inner_.event(name, j);
+  }
+
+ private:
+  Status& inner_;
+  std::string prefix_;
+};
+
 }  // namespace
+
+std::unique_ptr<Status> scoped_status(Status& inner, std::string prefix) {
+  return std::make_unique<ScopedStatus>(inner, std::move(prefix));
+}
 
 StatusMode detect_status_mode(FILE* out) {
   const char* ci = getenv("CI");

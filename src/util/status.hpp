@@ -6,8 +6,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json_fwd.hpp>
 
 namespace sb {
 
@@ -25,7 +28,17 @@ class Status {
   virtual void message(Level level, std::string_view text) = 0;
   // A finished record for machines and humans alike, e.g. the digest of an image.
   virtual void result(std::string_view key, std::string_view value) = 0;
+  // A structured record for machines: the JSON rendering writes
+  // {"event": name, ...fields}; the others ignore it (they get the same facts
+  // as messages and results).
+  virtual void event(std::string_view name, const nlohmann::json& fields);
 };
+
+// A Status that forwards to `inner`, with `prefix` in front of every task
+// label, message and result key ("cuda=12.6: layer app"), and with
+// {"scope": prefix} added to every event: one display for several builds
+// that run at once. `inner` must outlive it.
+std::unique_ptr<Status> scoped_status(Status& inner, std::string prefix);
 
 // The rendering that fits `out`: TTY when it is a terminal and CI is unset.
 StatusMode detect_status_mode(FILE* out);
@@ -36,5 +49,9 @@ Status& null_status();
 
 // "1.5 GiB", "340 MiB/s": sizes for humans.
 std::string human_bytes(double bytes);
+
+// A size from a human: "8GiB", "500M", "1.5G", "1000000" (bytes); K/M/G/T,
+// with or without "i" and "B", are powers of 1024. nullopt when malformed.
+std::optional<uint64_t> parse_bytes(std::string_view text);
 
 }  // namespace sb

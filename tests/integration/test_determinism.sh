@@ -3,7 +3,7 @@
 # them. Two copies of a rich input tree (see make_tree.py, plus 8 MiB of fixed data so
 # that parallel compression splits it) differ in everything a build must ignore:
 #   directory, creation order, umask (022 vs 077), mtimes (two dates after the recipe's
-#   source_date_epoch, so both clamp to it), working directory, --store, -j (1 vs 2),
+#   source_date_epoch, so both clamp to it), working directory, --store, --threads (1 vs 2),
 #   TZ, locale and $SOURCE_DATE_EPOCH in the environment (the recipe's value wins).
 # For gzip and for zstd, the two OCI layouts must be byte-identical: index.json and
 # every blob (so the layer diff_ids, layer digests, config and manifest digests agree).
@@ -49,13 +49,13 @@ B=b/deeper/work
 # ... and be the same in content.
 diff -r --no-dereference a/tree $B/tree >/dev/null || fail "the two trees differ in content"
 
-# build_both COMPRESSION: builds a (-j1) and b (-j2) into a/out-COMP and b/.../out-COMP.
+# build_both COMPRESSION: builds a (--threads 1) and b (--threads 2) into a/out-COMP and b/.../out-COMP.
 build_both() {
   local c=$1
   expect_ok "build-a-$c" in_dir "$TMP/a" env TZ=UTC LC_ALL=C SOURCE_DATE_EPOCH=1 \
-    "$SB" build recipe.yaml -o "out-$c" --compression "$c" -j 1 --store "$TMP/store-a" --progress plain
+    "$SB" build recipe.yaml -o "out-$c" --compression "$c" --threads 1 --store "$TMP/store-a" --progress plain
   expect_ok "build-b-$c" in_dir "$TMP/$B" env TZ=Asia/Tokyo LC_ALL=C.UTF-8 SOURCE_DATE_EPOCH=1999999999 \
-    "$SB" build "$TMP/$B/recipe.yaml" -o "$TMP/$B/out-$c" --compression "$c" --jobs 2 --store "$TMP/store-b" --progress plain
+    "$SB" build "$TMP/$B/recipe.yaml" -o "$TMP/$B/out-$c" --compression "$c" --threads 2 --store "$TMP/store-b" --progress plain
 }
 
 # same_layout X Y: index.json byte-identical and the same blobs, byte for byte.
@@ -67,7 +67,7 @@ same_layout() {
 }
 
 for c in gzip zstd; do
-  check "$c: the two builds (-j1 vs -j2, different stores, dirs, TZ, locale) are byte-identical"
+  check "$c: the two builds (--threads 1 vs 2, different stores, dirs, TZ, locale) are byte-identical"
   build_both "$c"
   same_layout "a/out-$c" "$B/out-$c"
   image_digests "a/out-$c" 1 | sed "s/^/  $c: /"

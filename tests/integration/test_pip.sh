@@ -111,6 +111,16 @@ sed -i 's/pip: \[torchy\]/pip: [torchy, helper]/' "$TMP/recipe/r.yaml"
 if PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout4" --store "$STORE" \
   >"$TMP/build4.out" 2>&1; then fail "a stale lock was accepted"; fi
 grep -q "layer 'wheels'.*requirements" "$TMP/build4.out" || fail "the error: $(cat "$TMP/build4.out")"
+check "over --layer-budget, the pip layer is split by distribution; the image's files are the same"
+for run in 1 2; do
+  STACKBUILD_PIP_GLIBC=$glibc PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
+    -o "$TMP/split" --store "$STORE" --layer-budget 1 >"$TMP/split.out" 2>&1 || fail "split build: $(cat "$TMP/split.out")"
+done
+n=$(json "$TMP/split/blobs/sha256/$(manifest_digest "$TMP/split" t)" 'len(j["layers"])')
+[[ $n -ge 4 ]] || fail "the split image has $n layers, expected the base and one per distribution (3 or more)"
+grep -q "(0 built, 2 from the cache)" "$TMP/split.out" || fail "the split rebuild was not cached: $(cat "$TMP/split.out")"
+sb unpack "$TMP/split:t" "$TMP/unpacked-split" --store "$STORE" 2>/dev/null || fail "unpack of the split image failed"
+diff -r "$TMP/unpacked" "$TMP/unpacked-split" || fail "the split image holds other files"
 
 check "an unknown project is a clear error"
 if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi

@@ -1,0 +1,294 @@
+#include "pipeline/matrix_build.hpp"
+
+#include "pipeline/labels.hpp"
+#include "pipeline/lock.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <set>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "util/error.hpp"
+#include "util/interrupt.hpp"
+
+namespace sb {
+
+namespace {
+
+double since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string seconds_text(double s) {
+  char buf[32];
+  snprintf(buf, sizeof buf, "%.1fs", s);
+  return buf;
+}
+
+// The name a point goes by in progress lines and errors: its first tag, else its matrix values.
+std::string point_label(const MatrixPoint& p) {
+  std::string tag = p.recipe.tags.empty() ? "" : p.recipe.tags.front();
+  if (p.id.empty()) return tag;
+  return tag.empty() ? p.id : tag + " (" + p.id + ")";
+}
+
+// Builds one point into `report`; an error gets the point named and is kept.
+void build_point(const MatrixPoint& point, const Store& store, const MatrixOptions& options, Status& status,
+                 bool scoped, PointReport& report, std::exception_ptr& failure) {
+  auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Status> own = scoped ? scoped_status(status, point_label(point)) : nullptr;
+  Status& st = own ? *own : status;
+  BuildOptions o = options.build;
+  o.variables = point.variables;
+  o.point = point.inputs;
+  o.labels = point.labels;
+  o.base.locked = point.base_lock;
+  st.event("point_begin", {{"point", point.id}, {"tags", point.recipe.tags}});
+  try {
+    check_interrupted();
+    BuildResult r = build_image(point.recipe, store, o, st);
+    report.tags.clear();
+    for (const auto& ti : r.images) report.tags.push_back(ti.tag);
+    for (const auto& l : r.layers) {
+      (l.cached ? report.layers_reused : report.layers_built) += 1;
+      st.event("layer", {{"point", point.id},
+                         {"layer", l.name},
+                         {"state", l.cached ? "cached" : "built"},
+                         {"digest", l.layer.digest.str()},
+                         {"size", l.layer.size},
+                         {"parts", 1 + l.more.size()},
+                         {"seconds", l.seconds}});
+    }
+    if (!r.images.empty()) {
+      const Image& img = r.images.front().image;
+      report.image_size = img.config.size + img.manifest.size;
+      for (const auto& l : img.layers) report.image_size += l.size;
+    }
+    report.built = std::move(r);
+  } catch (Error& e) {
+    if (!point.id.empty()) e.add_trace("while building matrix point " + point.id);
+    report.error = e.what();
+    failure = std::current_exception();
+  } catch (const std::exception& e) {
+    report.error = e.what();
+    failure = std::current_exception();
+  }
+  report.seconds = since(start);
+  if (report.built) {
+    st.message(Level::Info, "layers: " + std::to_string(report.layers_built + report.layers_reused) + " (" +
+                                std::to_string(report.layers_built) + " built, " +
+                                std::to_string(report.layers_reused) + " from the cache)");
+    st.event("point_end", {{"point", point.id},
+                           {"tags", report.tags},
+                           {"manifest", report.built->images.empty()
+                                            ? std::string()
+                                            : report.built->images.front().image.manifest.digest.str()},
+                           {"size", report.image_size},
+                           {"layers_built", report.layers_built},
+                           {"layers_reused", report.layers_reused},
+                           {"seconds", report.seconds}});
+  } else {
+    st.event("point_failed", {{"point", point.id}, {"error", report.error}});
+  }
+}
+
+}  // namespace
+
+MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
+                          Status& status) {
+  auto start = std::chrono::steady_clock::now();
+  MatrixResult result;
+  result.points.resize(points.size());
+  for (size_t i = 0; i < points.size(); ++i) {
+    result.points[i].id = points[i].id;
+    result.points[i].tags = points[i].recipe.tags;
+  }
+
+  // Points go to `jobs` workers in order; after a failure none starts.
+  const bool scoped = points.size() > 1;
+  std::vector<std::exception_ptr> failures(points.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  auto worker = [&] {
+    for (;;) {
+      size_t i = next.fetch_add(1);
+      if (i >= points.size() || failed.load()) return;
+      build_point(points[i], store, options, status, scoped, result.points[i], failures[i]);
+      if (failures[i]) failed.store(true);
+    }
+  };
+  const size_t jobs = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(options.jobs), points.size()));
+  if (jobs == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> threads;
+    for (size_t t = 0; t < jobs; ++t) threads.emplace_back(worker);
+    for (auto& t : threads) t.join();
+  }
+  for (size_t i = 0; i < points.size(); ++i)
+    if (failures[i] && !result.failure) result.failure = failures[i];  // the first in matrix order
+  if (!result.failure && interrupted()) {
+    try {
+      check_interrupted();
+    } catch (...) {
+      result.failure = std::current_exception();
+    }
+  }
+
+  if (!result.failure) {
+    if (!options.index_ref.empty() && !points.empty())
+      result.index = matrix_index(points, result.points, points.front().recipe.stack, options.index_ref);
+    std::vector<TaggedImage> images;
+    for (const auto& r : result.points)
+      for (const auto& ti : r.built->images) images.push_back(ti);
+    std::vector<TaggedIndex> indexes;
+    if (result.index) indexes.push_back(*result.index);
+    try {
+      write_images(images, indexes, store, options.build);
+    } catch (...) {
+      result.failure = std::current_exception();
+    }
+  }
+  result.seconds = since(start);
+  return result;
+}
+
+MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p) {
+  MatrixPoint m;
+  m.id = p.point.values.empty() ? "" : p.point.id();  // "" without a matrix
+  m.recipe = resolve::instantiate(recipe, p);
+  m.variables = resolve::point_variables(recipe, p);
+  for (const auto& [k, v] : p.point.values) m.matrix.emplace_back(k, v.str());
+  if (p.stack) m.versions = p.stack->versions;
+  m.inputs = point_inputs(p);
+  m.labels = stack_labels(m.recipe, p.stack ? &*p.stack : nullptr);
+  return m;
+}
+
+std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only) {
+  std::map<std::string, std::set<std::string>> want;  // KEY -> the VALUEs asked for
+  for (const auto& o : only) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
+      throw Error("--only wants KEY=VALUE, not '" + o + "'", kExitUsage);
+    want[o.substr(0, eq)].insert(o.substr(eq + 1));
+  }
+  std::vector<std::map<std::string, std::string>> vars;
+  for (const auto& p : plan.points) vars.push_back(resolve::point_variables(recipe, p));
+  for (const auto& [key, values] : want) {
+    std::set<std::string> seen;
+    for (const auto& v : vars)
+      if (auto it = v.find(key); it != v.end()) seen.insert(it->second);
+    if (seen.empty()) {
+      std::set<std::string> keys;
+      for (const auto& v : vars)
+        for (const auto& [k, x] : v) keys.insert(k);
+      std::string all;
+      for (const auto& k : keys) all += (all.empty() ? "" : ", ") + k;
+      throw Error("--only " + key + "=...: no matrix point has a value for '" + key + "' (keys: " + all + ")",
+                  kExitUsage);
+    }
+    bool any = false;
+    for (const auto& v : values) any = any || seen.count(v);
+    if (!any) {
+      std::string all;
+      for (const auto& s : seen) all += (all.empty() ? "" : ", ") + s;
+      throw Error("--only: no matrix point has " + key + "=" + *values.begin() + " (" + key + " is one of: " + all +
+                      ")",
+                  kExitUsage);
+    }
+  }
+  std::vector<size_t> out;
+  for (size_t i = 0; i < plan.points.size(); ++i) {
+    bool ok = true;
+    for (const auto& [key, values] : want) {
+      auto it = vars[i].find(key);
+      ok = ok && it != vars[i].end() && values.count(it->second);
+    }
+    if (ok) out.push_back(i);
+  }
+  if (out.empty()) throw Error("--only: no matrix point matches all of the filters given", kExitUsage);
+  return out;
+}
+
+TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<PointReport>& reports,
+                         const std::string& stack, const std::string& ref) {
+  std::vector<Descriptor> manifests;
+  for (size_t i = 0; i < points.size() && i < reports.size(); ++i) {
+    const auto& r = reports[i];
+    if (!r.built || r.built->images.empty()) continue;
+    const Image& img = r.built->images.front().image;
+    Descriptor d = img.manifest;
+    d.platform = std::make_pair(std::string("linux"), points[i].recipe.architecture);
+    d.annotations["dev.stackbuild.point"] = points[i].id;
+    std::string tags;
+    for (const auto& t : r.tags) tags += (tags.empty() ? "" : ",") + t;
+    if (!tags.empty()) d.annotations["dev.stackbuild.tags"] = tags;
+    for (const auto& [k, v] : points[i].matrix) d.annotations["dev.stackbuild.matrix." + k] = v;
+    for (const auto& [c, v] : points[i].versions) d.annotations["dev.stackbuild.version." + c] = v;
+    manifests.push_back(std::move(d));
+  }
+  std::string json = make_index_json(manifests, {{"dev.stackbuild.stack", stack}});
+  return TaggedIndex{ref, json, Digest::of_bytes(json)};
+}
+
+nlohmann::json summary_json(const MatrixResult& result) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const auto& p : result.points) {
+    nlohmann::json j{{"point", p.id}, {"tags", p.tags}, {"seconds", p.seconds}};
+    if (p.built && !p.built->images.empty()) {
+      j["manifest"] = p.built->images.front().image.manifest.digest.str();
+      j["size"] = p.image_size;
+      j["layers_built"] = p.layers_built;
+      j["layers_reused"] = p.layers_reused;
+      j["state"] = "built";
+    } else {
+      j["state"] = p.error.empty() ? "not started" : "failed";
+      if (!p.error.empty()) j["error"] = p.error;
+    }
+    j["tests"] = p.tests ? nlohmann::json(*p.tests) : nlohmann::json(nullptr);
+    points.push_back(j);
+  }
+  nlohmann::json j{{"points", points}, {"seconds", result.seconds}};
+  if (result.index) j["index"] = {{"ref", result.index->ref}, {"digest", result.index->digest.str()}};
+  return j;
+}
+
+std::string summary_table(const MatrixResult& result) {
+  std::vector<std::vector<std::string>> rows{{"POINT", "TAG", "MANIFEST", "SIZE", "LAYERS", "TIME", "TESTS"}};
+  for (const auto& p : result.points) {
+    std::string tag = p.tags.empty() ? "-" : p.tags.front();
+    for (size_t i = 1; i < p.tags.size(); ++i) tag += "," + p.tags[i];
+    std::vector<std::string> row{p.id.empty() ? "-" : p.id, tag};
+    if (p.built && !p.built->images.empty()) {
+      row.push_back(p.built->images.front().image.manifest.digest.str().substr(0, 19));
+      row.push_back(human_bytes(static_cast<double>(p.image_size)));
+      row.push_back(std::to_string(p.layers_built) + " built, " + std::to_string(p.layers_reused) + " reused");
+      row.push_back(seconds_text(p.seconds));
+    } else {
+      row.insert(row.end(), {p.error.empty() ? "not started" : "FAILED", "-", "-",
+                             p.error.empty() ? "-" : seconds_text(p.seconds)});
+    }
+    row.push_back(p.tests.value_or("-"));
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  if (result.index) out += "matrix index: " + result.index->ref + " " + result.index->digest.str() + "\n";
+  return out;
+}
+
+}  // namespace sb

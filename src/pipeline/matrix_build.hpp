@@ -1,0 +1,92 @@
+// Building every point of a matrix in one run. Each point is its recipe
+// instantiated there; layers the points share are built once and then come
+// from the layer cache (their keys hold no point-specific fields). All images
+// go into one output, with an image index over the matrix.
+#pragma once
+
+#include <exception>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "pipeline/build.hpp"
+#include "resolve/plan.hpp"
+
+namespace sb {
+
+// One point to build.
+struct MatrixPoint {
+  std::string id;                                          // resolve::Point::id(); "" for a recipe without a matrix
+  Recipe recipe;                                           // resolve::instantiate() at the point
+  std::map<std::string, std::string> variables;            // resolve::point_variables(), for build steps
+  PointInputs inputs;                                      // resolved versions; --locked: the lockfile's pins
+  std::map<std::string, std::string> labels;               // computed labels (pipeline/labels.hpp)
+  std::string base_lock;                                   // --locked: the from: image's pinned digest
+  std::vector<std::pair<std::string, std::string>> matrix;  // the point's matrix values, as written
+  std::map<std::string, std::string> versions;             // the resolved component versions
+};
+
+struct PointReport {
+  std::string id;
+  std::vector<std::string> tags;
+  std::optional<BuildResult> built;  // absent when the point failed or never started
+  std::string error;                 // why it failed; "" when it did not
+  double seconds = 0;
+  size_t layers_built = 0, layers_reused = 0;
+  uint64_t image_size = 0;  // config, manifest and compressed layers
+  // The hook of the verify gate: what the point's tests gave ("5 passed",
+  // "1 failed"). Printed as "-" while nothing fills it.
+  std::optional<std::string> tests;
+};
+
+struct MatrixOptions {
+  // Output, format, layer options, epoch and sandbox for every point;
+  // `variables`, `point`, `labels` and `base.locked` come from each MatrixPoint instead.
+  BuildOptions build;
+  int jobs = 1;            // points built at once; the bytes never depend on it
+  std::string index_ref;   // the matrix index's ref name in an OCI layout; "" = write no index
+};
+
+struct MatrixResult {
+  std::vector<PointReport> points;   // in the order given
+  std::optional<TaggedIndex> index;  // the matrix index, when asked for and every point built
+  double seconds = 0;
+  // The first point's failure (its error names the point, then the layer and
+  // step). Set, nothing was written: the caller reports, then rethrows it.
+  std::exception_ptr failure;
+};
+
+// The point `p` of a plan of `recipe` (the planned, uninstantiated recipe),
+// ready to build, with its labels and resolved inputs (no lockfile pins).
+MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p);
+
+// `--only KEY=VALUE` (repeatable): the indexes of the plan's points whose
+// ${KEY} (a matrix value as written, a resolved version, arch, ...) is one of
+// the VALUEs given for KEY, for every KEY given. Throws Error(kExitUsage) for
+// a filter without '=', a KEY no point has, or when no point matches (saying
+// which values there are).
+std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only);
+
+// Builds the points, `options.jobs` at a time. After a failure no further
+// point starts; those running finish. When all are built, writes their
+// images (and the index) to the output in one step.
+MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
+                          Status& status);
+
+// The image index over the built points, in their order: per manifest its
+// platform and the annotations dev.stackbuild.point, dev.stackbuild.tags,
+// dev.stackbuild.matrix.<key> and dev.stackbuild.version.<component>;
+// dev.stackbuild.stack on the index.
+TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<PointReport>& reports,
+                         const std::string& stack, const std::string& ref);
+
+// The final table: point, tag, manifest digest, size, layers built/reused,
+// seconds, tests ("-" when not run).
+std::string summary_table(const MatrixResult& result);
+nlohmann::json summary_json(const MatrixResult& result);
+
+}  // namespace sb

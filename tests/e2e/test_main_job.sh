@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The main job end to end (issue 9): recipes/pytorch.yaml for both of its CUDA
+# points (Debian 12 from the configured apt archive, Python tools and torch's
+# wheels with NVIDIA's CUDA libraries from the configured Python index) into one
+# OCI layout; `stackbuild test` of each image (static checks and the recipe's
+# tests; GPU tests skipped here); `build --push` to the real registry
+# (distribution 2.8 on 127.0.0.1), then `skopeo copy` back and the digests
+# compared; a second build rebuilds nothing.
+# Label e2e: downloads ~6 GB the first time (SB_E2E_STORE=DIR keeps them between runs)
+# and needs ~25 GB of disk; not in the default run.
+set -euo pipefail
+source "$(dirname "$0")/../integration/lib.sh"
+source "$HERE/registry/lib.sh"
+require_registry
+require_tool skopeo
+[[ $(id -u) == 0 ]] || skip "the tests run in the build sandbox, which needs root here"
+S=${SB_E2E_STORE:-$STORE}
+RECIPE="$SB_SOURCE_DIR/recipes/pytorch.yaml"
+start_registry plain
+REG="127.0.0.1:$REG_PORT"
+
+check "the recipe resolves to two CUDA versions"
+sb plan "$RECIPE" --json >"$TMP/plan.json" 2>/dev/null || fail "plan failed"
+cudas=$(json "$TMP/plan.json" '" ".join(sorted(p["matrix"]["cuda"] for p in j["points"] if "resolved" in p))')
+[[ $cudas == "12.6 12.8" ]] || fail "the points' CUDA versions are '$cudas'"
+
+check "build writes both points and the matrix index into one layout"
+start=$(date +%s.%N)
+sb build "$RECIPE" -o "$TMP/out" --store "$S" >"$TMP/build1.out" 2>&1 || fail "build: $(tail -30 "$TMP/build1.out")"
+cold=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+cat "$TMP/build1.out" | grep -A6 "^summary\|summary (" || true
+for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8 pytorch-matrix; do
+  manifest_digest "$TMP/out" "$t" >/dev/null || fail "no $t in the layout"
+done
+say "cold build: $cold s"
+python3 - "$TMP/out" <<'PY' || fail "image sizes"
+import json, sys, os
+d = sys.argv[1]
+idx = json.load(open(os.path.join(d, "index.json")))
+for m in idx["manifests"]:
+    ref = m.get("annotations", {}).get("org.opencontainers.image.ref.name")
+    doc = json.load(open(os.path.join(d, "blobs", *m["digest"].split(":"))))
+    if "layers" not in doc:
+        continue
+    size = sum(l["size"] for l in doc["layers"])
+    cfg = json.load(open(os.path.join(d, "blobs", *doc["config"]["digest"].split(":"))))
+    labels = cfg["config"].get("Labels", {})
+    print(f"{ref}: {len(doc['layers'])} layers, {size / 1e9:.2f} GB compressed, "
+          f"cudnn {labels.get('dev.stackbuild.version.cudnn')}, nccl {labels.get('dev.stackbuild.version.nccl')}")
+PY
+# The tools layer is the same in both points: one blob.
+python3 - "$TMP/out" <<'PY' || fail "the points share no layer"
+import json, sys, os
+d = sys.argv[1]
+idx = json.load(open(os.path.join(d, "index.json")))
+sets = []
+for m in idx["manifests"]:
+    doc = json.load(open(os.path.join(d, "blobs", *m["digest"].split(":"))))
+    if "layers" in doc:
+        sets.append({l["digest"] for l in doc["layers"]})
+shared = set.intersection(*sets)
+assert len(sets) == 2 and len(shared) >= 2, (len(sets), len(shared))
+print(f"{len(shared)} layers shared by both points")
+PY
+
+check "stackbuild test: static checks and recipe tests pass, GPU tests are skipped"
+for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
+  if ! sb test "$TMP/out:$t" --store "$S" --report "$TMP/report-$t.json" >"$TMP/test-$t.out" 2>&1; then
+    fail "test $t: $(tail -30 "$TMP/test-$t.out")"
+  fi
+  cat "$TMP/test-$t.out"
+  python3 - "$TMP/report-$t.json" <<'PY' || fail "report of $t"
+import json, sys
+doc = json.load(open(sys.argv[1]))
+reports = doc if isinstance(doc, list) else doc.get("reports", [doc])
+results = [r for rep in reports for r in rep["results"]]
+by = {}
+for r in results:
+    by.setdefault(r["outcome"], []).append(r["name"])
+assert not by.get("failed"), by
+assert any("gpu" in n or "nccl" in n for n in by.get("skipped", [])), by
+assert by.get("passed"), by
+print({k: len(v) for k, v in by.items()})
+PY
+done
+
+check "build --push sends both points and the index; skopeo copies them back with the same digests"
+sb build "$RECIPE" -o "$TMP/out" --store "$S" --push-to "$REG/ml/pytorch" >"$TMP/push.out" 2>&1 ||
+  fail "build --push: $(tail -30 "$TMP/push.out")"
+for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
+  want="sha256:$(manifest_digest "$TMP/out" "$t")"
+  skopeo copy --src-tls-verify=false "docker://$REG/ml/pytorch:$t" "oci:$TMP/back:$t" >/dev/null ||
+    fail "skopeo copy of $t failed"
+  got="sha256:$(manifest_digest "$TMP/back" "$t")"
+  [[ $got == "$want" ]] || fail "$t: pulled back $got, built $want"
+done
+
+check "a second build rebuilds nothing and gives the same digests"
+start=$(date +%s.%N)
+sb build "$RECIPE" -o "$TMP/out2" --store "$S" >"$TMP/build2.out" 2>&1 || fail "rebuild: $(tail -20 "$TMP/build2.out")"
+warm=$(python3 -c "import time; print(round(time.time() - $start, 2))")
+grep -q " built" "$TMP/build2.out" || true
+python3 - "$TMP/build2.out" <<'PY' || fail "the rebuild built layers: $(cat "$TMP/build2.out")"
+import re, sys
+text = open(sys.argv[1]).read()
+built = [int(n) for n in re.findall(r"(\d+) built", text)]
+assert built and all(n == 0 for n in built), built
+PY
+cmp "$TMP/out/index.json" "$TMP/out2/index.json" || fail "the rebuild's index.json differs"
+say "no-change rebuild: $warm s (cold $cold s)"
+pass
