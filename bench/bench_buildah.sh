@@ -33,7 +33,6 @@ SB=${SB:-$root/build/stackbuild}
 RECIPE=$root/recipes/pytorch.yaml
 POINT=(--set cuda=12.6 --set pytorch=2.7.0)
 PY=3.11 GLIBC=2.36                    # Debian 12's python3 and glibc
-PACKAGES=ca-certificates,python3,python3-venv,libgomp1   # the recipe's os layer
 TOOLS=(numpy==2.2.6 jupyterlab==4.4.10)                  # the recipe's tools layer
 TORCH=(torch==2.7.0)
 
@@ -42,6 +41,9 @@ say() { printf 'bench_buildah: %s\n' "$*" >&2; }
 [[ $(id -u) -eq 0 ]] || die "needs root (buildah's chroot isolation, mmdebstrap, the sandbox)"
 [[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
 grep -q 'pytorch: "2.7.0"' "$RECIPE" || die "$RECIPE has no point cuda 12.6 / torch 2.7.0"
+# The os layer's packages, as the recipe lists them (one `packages: [...]` line).
+PACKAGES=$(sed -n 's/^ *packages: *\[\(.*\)\].*/\1/p' "$RECIPE" | head -1 | tr -d ' ')
+[[ -n "$PACKAGES" ]] || die "no 'packages: [...]' line in $RECIPE"
 need=()
 command -v buildah >/dev/null || need+=(buildah)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
