@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 
+#include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
 
 namespace sb::pip {
@@ -30,6 +31,7 @@ bool is_library_name(const std::string& name) {
 
 LayerListing list_layer(const std::string& name, const fs::path& blob) {
   LayerListing out{name, {}};
+  Utf8Locale locale;  // the blob's pax headers hold UTF-8 names (ca-certificates has some)
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());

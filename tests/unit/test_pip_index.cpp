@@ -2,9 +2,14 @@
 // without pip, and every failure a clear error with nothing in the store.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <clocale>
 #include <cstdio>
 
 #include "helpers.hpp"
+#include "layer/tar_writer.hpp"
 #include "pip/duplicates.hpp"
 #include "pip/index.hpp"
 #include "pip/install.hpp"
@@ -253,6 +258,33 @@ TEST_CASE("pip index: duplicate libraries across layers are found and can link t
   CHECK(is_library_name("libcudnn.so.9.1.0"));
   CHECK_FALSE(is_library_name("libfoo.so.txt"));
   CHECK_THROWS_WITH(parse_duplicate_policy("upper"), Catch::Contains("'report' or 'lower'"));
+}
+
+TEST_CASE("pip index: a lower layer with non-ASCII names is listed in the C locale", "[pip]") {
+  // ca-certificates ships such names; the canonical tar writes them in pax headers as
+  // UTF-8, which libarchive refuses to read back under the process's "C" locale.
+  TempDir d{fs::temp_directory_path()};
+  fs::path blob = d.path() / "layer.tar";
+  EntryMap entries;
+  TarEntry dir;
+  dir.type = TarEntry::Type::Dir;
+  dir.mode = 0755;
+  entries["usr/share/ca-certificates"] = dir;
+  TarEntry link;
+  link.type = TarEntry::Type::Symlink;
+  link.link = "/usr/share/ca-certificates/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.crt";
+  entries["etc/ssl/certs/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.pem"] = link;
+  {
+    int fd = ::open(blob.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    FdSink sink(fd, blob.string());
+    write_canonical_tar(entries, sink);
+    ::close(fd);
+  }
+  REQUIRE(std::string(setlocale(LC_CTYPE, nullptr)) == "C");
+  auto l = list_layer("os", blob);
+  REQUIRE(l.paths.size() == 1);
+  CHECK(l.paths[0] == "etc/ssl/certs/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.pem");
 }
 
 TEST_CASE("pip index: a path two wheels write holds the later wheel's file", "[pip]") {
