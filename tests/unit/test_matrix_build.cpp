@@ -164,7 +164,7 @@ TEST_CASE("a failed point is named and nothing is written", "[matrix]") {
   CHECK_THAT(table, Catch::Contains("FAILED"));
 }
 
-TEST_CASE("--only picks points by matrix value or resolved version", "[matrix]") {
+TEST_CASE("only: --only picks points by matrix value or resolved version", "[matrix]") {
   TempDir tmp;
   Planned planned = plan_in(tmp.path(), "stack: mx\nmatrix:\n  flavor: [a, b, c]\n  size: [s, l]\n"
                                         "layers:\n  - {name: base, copy: [{src: common.txt, dst: /c}]}\n"
