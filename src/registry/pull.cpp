@@ -161,15 +161,22 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
                       top.digest, 0};
     std::mutex mu;
     std::atomic<size_t> next{0};
-    std::exception_ptr error;
+    std::exception_ptr error;  // under mu
+    std::atomic<bool> stop{false};  // what the workers read, without mu
     auto worker = [&] {
       try {
         auto c = s.make_client();
-        for (size_t i; !error && (i = next++) < blobs.size();) {
+        for (size_t i; !stop && (i = next++) < blobs.size();) {
           auto [d, size] = blobs[i];
           if (store.has(d)) continue;
           int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
-          uint64_t n = get_blob(s, *c, repo, d, size, store, task);
+          uint64_t n;
+          try {
+            n = get_blob(s, *c, repo, d, size, store, task);
+          } catch (...) {
+            status.task_end(task, "failed");  // no progress bar left behind
+            throw;
+          }
           status.task_end(task, "fetched " + human_bytes(static_cast<double>(n)));
           remember_repository(store, ref.registry, d, repo);
           std::lock_guard lk(mu);
@@ -178,6 +185,7 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
       } catch (...) {
         std::lock_guard lk(mu);
         if (!error) error = std::current_exception();
+        stop = true;
       }
     };
     std::vector<std::thread> threads;

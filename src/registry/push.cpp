@@ -167,8 +167,14 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
         auto start = std::chrono::steady_clock::now();
         UploadStats st;
         auto src = sources.find(b.digest);
-        BlobOutcome out = upload_blob(session, *client, repo, b, src == sources.end() ? std::vector<std::string>{} : src->second,
-                                      o, task, st);
+        BlobOutcome out;
+        try {
+          out = upload_blob(session, *client, repo, b, src == sources.end() ? std::vector<std::string>{} : src->second, o,
+                            task, st);
+        } catch (...) {
+          status.task_end(task, "failed");  // no progress bar left behind
+          throw;
+        }
         double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         std::string what = out == BlobOutcome::Present ? "already in " + repo
                            : out == BlobOutcome::Mounted ? "mounted from another repository"
