@@ -72,6 +72,31 @@ std::string getenv_or(const char* n, const std::string& d) {
   return v && *v ? v : d;
 }
 
+// Where `pip` and `redist` install: --target DIR, else (--layer) a temporary
+// directory in the store, removed when done.
+struct InstallTarget {
+  std::unique_ptr<TempDir> tmp;
+  fs::path dir;
+};
+
+InstallTarget install_target(const Args& args, const Store& store) {
+  InstallTarget t;
+  if (auto d = args.get("--target")) {
+    t.dir = *d;
+    fs::create_directories(t.dir);
+  } else {
+    t.tmp = store.temp_dir();
+    t.dir = t.tmp->path();
+  }
+  return t;
+}
+
+std::unique_ptr<fetch::Fetcher> cli_fetcher(const Store& store, Context& ctx) {
+  fetch::FetchOptions fo;
+  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
+  return fetch::make_fetcher(store, fo, *ctx.status);
+}
+
 }  // namespace
 
 int cmd_pip(const std::vector<std::string>& argv) {
@@ -97,18 +122,9 @@ int cmd_pip(const std::vector<std::string>& argv) {
       printf("%s %s %s %s\n", w.name.c_str(), w.version.c_str(), w.url.c_str(), w.sha256 ? w.sha256->hex().c_str() : "-");
   for (const auto& p : pip::check_wheels(wheels, t)) ctx.status->message(Level::Warning, p);
   if (!args.get("--target") && !args.has("--layer")) return kExitOk;
-  std::unique_ptr<TempDir> tmp;
-  fs::path dir;
-  if (auto d = args.get("--target")) {
-    dir = *d;
-    fs::create_directories(dir);
-  } else {
-    tmp = store.temp_dir();
-    dir = tmp->path();
-  }
-  fetch::FetchOptions fo;
-  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
-  auto fetcher = fetch::make_fetcher(store, fo, *ctx.status);
+  InstallTarget target = install_target(args, store);
+  const fs::path& dir = target.dir;
+  auto fetcher = cli_fetcher(store, ctx);
   start = std::chrono::steady_clock::now();
   auto inst = pip::install_wheels(wheels, t, dir, store, *fetcher);
   secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -136,18 +152,9 @@ int cmd_redist(const std::vector<std::string>& argv) {
   if (std::count(cuda.begin(), cuda.end(), '.') > 1) cuda = cuda.substr(0, cuda.rfind('.'));
   Context ctx = make_context(args);
   Store store = ctx.store();
-  std::unique_ptr<TempDir> tmp;
-  fs::path dir;
-  if (auto d = args.get("--target")) {
-    dir = *d;
-    fs::create_directories(dir);
-  } else {
-    tmp = store.temp_dir();
-    dir = tmp->path();
-  }
-  fetch::FetchOptions fo;
-  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
-  auto fetcher = fetch::make_fetcher(store, fo, *ctx.status);
+  InstallTarget target = install_target(args, store);
+  const fs::path& dir = target.dir;
+  auto fetcher = cli_fetcher(store, ctx);
   auto got = redist::install_components(base, args.get("--product").value_or("cuda"), *version, args.positional(),
                                         redist::platform_for(args.get("--arch").value_or("amd64")), cuda, dir, store,
                                         *fetcher);

@@ -39,9 +39,10 @@ std::string join(const std::vector<std::string>& comps, size_t n) {
   return s.empty() ? "/" : s;
 }
 
-// Makes `rel` (a file when `leaf_file`) under `base`. Overlay stubs copy the
-// metadata of the topmost lower directory of the same path, so that the stub
-// layer changes nothing a step sees of the directories it shadows. A
+// Makes `rel` (a file when `leaf_file`) under `base`. The mount points it
+// creates in the overlay copy the metadata of the topmost lower directory of
+// the same path, so that this layer of mount points changes nothing a step
+// sees of the directories it shadows. A
 // component that is a symlink in `base` is refused: a mount through it could
 // land outside the root.
 class StubMaker {
