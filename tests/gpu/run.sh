@@ -19,7 +19,10 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # The toolkit's libraries (cuBLAS, cuDNN, NCCL) may sit outside the linker's
 # default path; the programs find them there on the host, and in the image
 # they go to /usr/lib/x86_64-linux-gnu.
-cuda_root=$(cd "$(dirname "$NVCC")/.." && pwd -P)
+# nvcc names its own toolkit directory (TOP): a wrapper on PATH such as
+# /usr/local/bin/nvcc does not sit in it.
+cuda_top=$("$NVCC" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
+cuda_root=$(cd "${cuda_top:-$(dirname "$NVCC")/..}" && pwd -P)
 cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib -maxdepth 0 -type d 2>/dev/null | paste -sd:)
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs"
 work=$(mktemp -d /tmp/sb-gpu.XXXXXX)

@@ -160,6 +160,16 @@ verify_blobs() {
 }
 
 # make_tree DIR [--reverse]: the rich input tree (see make_tree.py).
+# The toolkit directory an nvcc belongs to, as nvcc itself reports it (its
+# TOP), so that a wrapper script on PATH (/usr/local/bin/nvcc) or a symlinked
+# include directory does not send a test to the wrong tree.
+cuda_root_of() {
+  local top
+  top=$("$1" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
+  [[ -n "$top" ]] || top="$(dirname "$1")/.."
+  (cd "$top" 2>/dev/null && pwd -P)
+}
+
 make_tree() { python3 "$HERE/make_tree.py" "$@"; }
 
 # expected_copy SRC DST: copies SRC's contents to DST the way a copy layer normalises

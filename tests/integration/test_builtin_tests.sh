@@ -10,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [[ -x "$NVCC" ]] || skip "no nvcc (the CUDA toolkit) on this machine"
 require_tool ldd
-CUDA=$(cd "$(dirname "$NVCC")/.." && pwd -P)
+CUDA=$(cuda_root_of "$NVCC")
 CUDART=$(ls "$CUDA"/lib64/libcudart.so.[0-9]* 2>/dev/null | head -1)
 [[ -n "$CUDART" && -d "$CUDA/include" ]] || skip "no libcudart.so.N or include/ under $CUDA"
 SONAME=$(basename "$CUDART")
