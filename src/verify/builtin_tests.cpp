@@ -56,7 +56,7 @@ def cudnn_dotted(v):
     return "%d.%d.%d" % ((v // 10000, v % 10000 // 100, v % 100) if v >= 9000 else (v // 1000, v % 1000 // 100, v % 100))
 def finish(ok, **kw):
     out.update(kw)
-    for key in ("cuda", "cudnn"):
+    for key in ("cuda", "cudnn", "nccl"):
         want = os.environ.get("SB_EXPECT_" + key.upper(), "")
         if want and out.get(key) is not None and not same(out[key], want):
             ok = False
@@ -64,6 +64,9 @@ def finish(ok, **kw):
     out["ok"] = bool(ok)
     print(json.dumps(out))
     sys.exit(0 if ok else 1)
+# SB_PART=import: the part that needs no GPU (the framework imports with the
+# image's libraries, and reports the CUDA and cuDNN it was built with and loads).
+IMPORT_ONLY = os.environ.get("SB_PART") == "import"
 )PY";
 
 const std::map<std::string, std::string>& python_tests() {
@@ -71,6 +74,9 @@ const std::map<std::string, std::string>& python_tests() {
       {"pytorch", R"PY(
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
+if IMPORT_ONLY:
+    finish(True, version=torch.__version__, cuda=torch.version.cuda, cudnn=cudnn_dotted(torch.backends.cudnn.version()),
+           nccl=".".join(map(str, torch.cuda.nccl.version())) if torch.version.cuda else None)
 ok = torch.cuda.is_available() and torch.cuda.device_count() > 0
 err = None
 if ok:
@@ -82,6 +88,9 @@ finish(ok, version=torch.__version__, cuda=torch.version.cuda, cudnn=cudnn_dotte
 )PY"},
       {"jax", R"PY(
 import jax, jax.numpy as jnp, numpy as np
+if IMPORT_ONLY:
+    import jaxlib
+    finish(True, version=jax.__version__, jaxlib=getattr(jaxlib, "__version__", None))
 gpus = [d for d in jax.devices() if d.platform == "gpu"]
 ok, err = bool(gpus), None
 if ok:
@@ -95,6 +104,8 @@ finish(ok, version=jax.__version__, gpus=len(gpus), max_error=err)
 import tensorflow as tf
 tf.config.experimental.enable_tensor_float_32_execution(False)
 info = tf.sysconfig.get_build_info()
+if IMPORT_ONLY:
+    finish(True, version=tf.__version__, cuda=info.get("cuda_version"), cudnn=info.get("cudnn_version"))
 gpus = tf.config.list_physical_devices("GPU")
 ok, err = bool(gpus), None
 if ok:
@@ -386,6 +397,16 @@ std::vector<ImageTest> builtin_tests(const ImageRoot& root, const std::vector<st
       t.argv = {"python3", "-c", std::string("NAME = \"") + comp + "\"\n" + kPythonCommon + py->second};
       t.env["SB_EXPECT_CUDA"] = version("cuda");
       t.env["SB_EXPECT_CUDNN"] = version("cudnn");
+      t.env["SB_EXPECT_NCCL"] = version("nccl");
+      // The import and the versions first, on every host: a framework that
+      // cannot load the image's libraries, or was built for another CUDA or
+      // cuDNN, fails here without a GPU.
+      ImageTest import = t;
+      import.name = "builtin: " + comp + " import";
+      import.gpu = false;
+      import.timeout = 300;
+      import.env["SB_PART"] = "import";
+      out.push_back(std::move(import));
     } else {
       continue;  // a component without a built-in test
     }

@@ -1,8 +1,11 @@
 // Built-in tests, one per catalog component that has one: CUDA (a device
 // query and a kernel's result), cuBLAS (a GEMM against a CPU result), cuDNN
 // (a convolution forward), NCCL (an all-reduce over every visible GPU) and
-// PyTorch, JAX, TensorFlow (import, a matmul on the GPU, the CUDA and cuDNN
-// versions they report equal to the resolved ones). All need a GPU.
+// PyTorch, JAX, TensorFlow (a matmul on the GPU checked against the CPU).
+// All of those need a GPU. The frameworks also get "builtin: <name> import",
+// which needs none and runs on every host: the framework imports with the
+// image's libraries and the CUDA, cuDNN and NCCL versions it reports equal
+// the resolved ones.
 //
 // The CUDA programs (tests/gpu/programs, embedded in stackbuild) are compiled
 // against the image's own CUDA: with the image's nvcc, run in the sandbox,

@@ -80,6 +80,24 @@ std::vector<std::string> tail_lines(const std::string& out, size_t n) {
   return lines;
 }
 
+// What a built-in test reported, from the JSON line it prints last
+// ({"test": ..., "version": ..., "cuda": ..., "ok": true}): "version 2.7.0,
+// cuda 12.6, ..." for the report. Empty when there is no such line.
+std::string builtin_summary(const std::string& output) {
+  auto lines = tail_lines(output, 5);
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    auto j = nlohmann::json::parse(*it, nullptr, false);
+    if (!j.is_object() || !j.contains("test")) continue;
+    std::string out;
+    for (const auto& [k, v] : j.items()) {
+      if (k == "test" || k == "ok" || v.is_null()) continue;
+      out += (out.empty() ? "" : ", ") + k + " " + (v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    return out;
+  }
+  return "";
+}
+
 }  // namespace
 
 TestResult judge(const ImageTest& test, const sandbox::SandboxResult& r, const std::string& output, double seconds) {
@@ -94,6 +112,8 @@ TestResult judge(const ImageTest& test, const sandbox::SandboxResult& r, const s
   if (!t.message.empty()) {
     t.outcome = Outcome::Failed;
     t.details = tail_lines(output, 20);
+  } else if (test.kind == "builtin") {
+    t.message = builtin_summary(output);
   }
   return t;
 }

@@ -111,7 +111,7 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   sandbox::Sandbox& sb = o.sandbox ? *o.sandbox : linux_sandbox;
   if (!recorded.builtin.empty()) {
     BuiltinOptions bo;
-    bo.versions = versions;
+    bo.versions = expected;
     bo.arch = arch;
     bo.ld_library_path = ld_path;
     bo.compile = o.compile_builtins || env.gpu;
