@@ -281,11 +281,12 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
   if (!upgraded.empty()) {
     std::set<std::string> kept;
     for (const auto& [name, paths] : out.state.files) kept.insert(paths.begin(), paths.end());
-    std::set<std::string> gone;
+    std::map<std::string, std::string> gone;  // path -> the package that dropped it
     for (const auto& name : upgraded)
       for (const auto& path : below.files.at(name))
-        if (!kept.count(path) && !entries.count(path)) gone.insert(path);
-    for (const auto& path : gone) {
+        if (!kept.count(path) && !entries.count(path)) gone.emplace(path, name);
+    for (const auto& [path, name] : gone) {
+      out.owner.emplace(path, name);  // its whiteout goes with the package
       auto slash = path.rfind('/');
       TarEntry wh;
       wh.mode = 0;

@@ -65,7 +65,8 @@ struct Installed {
   // Layer path -> the dpkg name of the package of this layer that put it
   // there: its files, links and directories (a directory several ship: the
   // first by name; a file: the one whose copy the layer holds) and its
-  // var/lib/dpkg/info/ files.
+  // var/lib/dpkg/info/ files; and what an upgraded package no longer ships
+  // (`removed`: its whiteout goes with the package).
   std::map<std::string, std::string> owner;
 };
 

@@ -103,13 +103,10 @@ std::vector<EntryMap> split_entries(const EntryMap& entries, uint64_t budget, co
       group[p] = it != group.end() ? it->second : group_of(p);  // with its target
     }
   std::set<std::string> has_below;
-  for (const auto& [p, g] : group)
+  for (const auto& [p, e] : entries)
     for (const auto& a : ancestors(p)) has_below.insert(a);
   for (const auto& [p, e] : entries)
-    if (e.type == TarEntry::Type::Dir && !has_below.count(p)) {
-      group[p] = group_of(p);
-      for (const auto& a : ancestors(p)) has_below.insert(a);
-    }
+    if (e.type == TarEntry::Type::Dir && !has_below.count(p)) group[p] = group_of(p);
 
   // 2. Groups that must share a part: a whiteout's and those of what it
   //    hides in this layer (the path and all below it); an opaque marker's and
