@@ -200,6 +200,8 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
     for (auto& [path, e] : debs[i].entries) {
       std::string real = out.state.dir_links.count(path) ? path : through_links(path, out.state.dir_links);
       if (e.type != TarEntry::Type::Dir) owned[i].push_back(real);
+      if (e.type != TarEntry::Type::Dir) out.owner[real] = info_name(debs[i].control);
+      else out.owner.emplace(real, info_name(debs[i].control));
       auto it = entries.find(real);
       if (it != entries.end() && it->second.type == TarEntry::Type::Dir && e.type == TarEntry::Type::Dir) continue;
       entries[real] = e;
@@ -238,6 +240,7 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
     auto info_file = [&](const std::string& suffix, const std::string& content, uint32_t mode = 0644) {
       gen.file(entries, info + suffix, content, mode);
       owned[i].push_back(info + suffix);
+      out.owner[info + suffix] = name;
     };
     std::string list;
     for (const auto& p : d.paths) list += p + "\n";
@@ -278,11 +281,12 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
   if (!upgraded.empty()) {
     std::set<std::string> kept;
     for (const auto& [name, paths] : out.state.files) kept.insert(paths.begin(), paths.end());
-    std::set<std::string> gone;
+    std::map<std::string, std::string> gone;  // path -> the package that dropped it
     for (const auto& name : upgraded)
       for (const auto& path : below.files.at(name))
-        if (!kept.count(path) && !entries.count(path)) gone.insert(path);
-    for (const auto& path : gone) {
+        if (!kept.count(path) && !entries.count(path)) gone.emplace(path, name);
+    for (const auto& [path, name] : gone) {
+      out.owner.emplace(path, name);  // its whiteout goes with the package
       auto slash = path.rfind('/');
       TarEntry wh;
       wh.mode = 0;
@@ -331,6 +335,22 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
   add_parent_dirs(so, entries);
   link_hardlinks(entries);
   return out;
+}
+
+GroupFn package_groups(const Installed& installed) {
+  std::set<std::string> packages;
+  for (const auto& [path, name] : installed.owner) packages.insert(name);
+  return [owner = installed.owner, packages = std::move(packages)](const std::string& path) -> std::string {
+    if (auto it = owner.find(path); it != owner.end()) return it->second;
+    static const std::string info = "var/lib/dpkg/info/";
+    if (path.starts_with(info) && path.find('/', info.size()) == std::string::npos) {
+      std::string name = path.substr(info.size(), path.rfind('.') > info.size() ? path.rfind('.') - info.size() : 0);
+      if (packages.count(name)) return name;  // a file dpkg or a script wrote for the package
+    }
+    for (const char* state : {"var/lib/dpkg", "var/lib/apt", "var/cache/apt", "etc/apt"})
+      if (path == state || path.starts_with(std::string(state) + "/")) return "~~dpkg-status";
+    return "~" + top_level_group(path);
+  };
 }
 
 }  // namespace sb::apt

@@ -20,6 +20,7 @@
 #include "apt/repository.hpp"
 #include "apt/solver.hpp"
 #include "fetch/fetcher.hpp"
+#include "layer/split.hpp"
 #include "layer/tree.hpp"
 
 namespace sb::apt {
@@ -61,7 +62,25 @@ struct Installed {
   EntryMap entries;
   AptState state;  // below + this layer
   std::vector<std::string> removed;  // paths of packages below that upgrades here whited out
+  // Layer path -> the dpkg name of the package of this layer that put it
+  // there: its files, links and directories (a directory several ship: the
+  // first by name; a file: the one whose copy the layer holds) and its
+  // var/lib/dpkg/info/ files; and what an upgraded package no longer ships
+  // (`removed`: its whiteout goes with the package).
+  std::map<std::string, std::string> owner;
 };
+
+// The group of a path when an apt layer over the budget is split by package
+// (layer/split.hpp), so that dpkg and apt work in the image once all parts
+// are stacked: the package of this layer that owns it (its files and
+// var/lib/dpkg/info/<pkg>.*, also those dpkg --configure -a wrote);
+// "~~dpkg-status" for dpkg's and apt's own state that no package ships (the
+// status file, var/lib/dpkg's other files and directories, var/lib/apt,
+// var/cache/apt, etc/apt: the sources and keyrings written), which sorts
+// after every package and so lands in the last part, with the status that
+// lists them all; "~" + the top-level path for the rest (etc/passwd made
+// from base-passwd's master, what maintainer scripts wrote), just before it.
+GroupFn package_groups(const Installed& installed);
 
 // A package already in `below.status` is upgraded: its status record and
 // info files are replaced, and what its old version owned that neither the

@@ -11,6 +11,7 @@
 #include "apt/sources.hpp"
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
+#include "pipeline/layer_cache.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/step_layer.hpp"
 #include "resolve/lockfile.hpp"
@@ -379,22 +380,32 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
     status.message(Level::Info, "layer " + spec.name + ": upgrades " + ups + " from the layers below");
   }
   KeyHasher k;
-  k.field("stackbuild-apt-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
+  const uint64_t budget = layer_budget(recipe, options);
+  k.field("stackbuild-apt-layer", "4").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-      .field("epoch", epoch);
+      .field("epoch", epoch).field("budget", static_cast<int64_t>(budget));
   if (spec.configure) k.field("configure", "dpkg --configure -a");
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
   for (const auto& lr : r.repos) k.field("repo", nlohmann::json(lr.repo).dump()).field("keyring", lr.keyring.string());
   Digest key = k.finish();
   key_out = key;
-  if (auto rec = store.get_record("layer", key)) {
-    Layer l = layer_from_json(nlohmann::json::parse(*rec));
-    if (store.has(l.digest) && state_of(store, l)) {
-      status.message(Level::Info, "layer " + spec.name + ": cached " + l.digest.str());
-      return LayerReport{spec.name, l, true, 0};
-    }
+  // One layer, or a split one's parts; the next apt layer reads the state
+  // recorded for the last of them.
+  auto cached = [&]() -> std::optional<std::vector<Layer>> {
+    auto parts = cached_layers(store, key);
+    return parts && state_of(store, parts->back()) ? parts : std::nullopt;
+  };
+  auto hit = cached();
+  std::unique_ptr<FileLock> lock_file;
+  if (!hit) {
+    lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
+    hit = cached();
   }
-  auto lock_file = store.lock("layer-" + key.hex());
+  if (hit) {
+    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
+                                    (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
+    return layer_report(spec.name, *hit, true, 0);
+  }
   auto staging = store.temp_dir();
   apt::InstallOptions io;
   io.epoch = epoch;
@@ -403,14 +414,13 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   apt::Installed inst = apt::install_packages(r.packages, state, io, store, *fetcher);
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
   if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
-  int task = status.task_begin("layer " + spec.name + " (" + std::to_string(r.packages.size()) + " packages)",
-                               content_bytes(inst.entries));
-  Layer l = write_layer(inst.entries, store, options.layer, [&](uint64_t done) { status.task_progress(task, done); });
-  store.put_record("apt-state", KeyHasher().field("diff_id", l.diff_id.str()).finish(), inst.state.str());
-  store.put_record("layer", key, nlohmann::json(l).dump());
-  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+  // Over the budget: split by package, dpkg's status in the last part (apt/install.hpp: package_groups).
+  std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
+                                          status, "layer " + spec.name + " (" + std::to_string(r.packages.size()) +
+                                                      " packages)", "by package");
+  store.put_record("apt-state", KeyHasher().field("diff_id", parts.back().diff_id.str()).finish(), inst.state.str());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return LayerReport{spec.name, l, false, secs};
+  return layer_report(spec.name, parts, false, secs);
 }
 
 nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,

@@ -214,14 +214,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
                        : is_redist_layer(spec) ? "redist"
                        : steps                 ? "build"
                                                : "copy";
+    // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
     const LayerReport& done = result.layers.back();
-    if (std::string(kind) != "copy" && std::string(kind) != "pip" && done.layer.uncompressed_size > layer_budget(recipe, options) &&
-        layer_budget(recipe, options) > 0)
-      status.message(Level::Warning, "layer " + spec.name + " is " +
-                                         human_bytes(static_cast<double>(done.layer.uncompressed_size)) +
-                                         ", over the layer budget of " +
-                                         human_bytes(static_cast<double>(layer_budget(recipe, options))) +
-                                         "; only copy and pip layers are split so far");
     layers.push_back(done.layer);
     const size_t n = 1 + done.more.size();
     auto created_by = [&](size_t i) {

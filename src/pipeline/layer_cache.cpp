@@ -36,16 +36,31 @@ std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest
 std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
                                 const Digest& key, uint64_t budget, const GroupFn& group_of, Status& status,
                                 const std::string& label, const std::string& split_by) {
-  std::vector<EntryMap> split = split_entries(entries, budget, group_of);
+  std::vector<std::vector<std::string>> groups;
+  std::vector<EntryMap> split = split_entries(entries, budget, group_of, &groups);
   if (split.size() == 1) return {store_layer(entries, store, options, key, status, label)};
   status.message(Level::Info, label + ": " + human_bytes(static_cast<double>(content_bytes(entries))) +
                                   " is over the layer budget of " + human_bytes(static_cast<double>(budget)) +
                                   ": split " + split_by + " into " + std::to_string(split.size()) + " layers");
+  // A component over the budget alone stays whole: one warning names them all.
+  std::string over;
+  size_t n_over = 0;
+  for (size_t i = 0; i < split.size(); ++i)
+    if (content_bytes(split[i]) > budget) {
+      ++n_over;
+      over += std::string(over.empty() ? "" : "; ") + "part " + std::to_string(i + 1) + ", " +
+              human_bytes(static_cast<double>(content_bytes(split[i]))) + ":";
+      for (const auto& g : groups[i]) over += " " + g;
+    }
+  if (n_over)
+    status.message(Level::Warning, label + ": " + std::to_string(n_over) + " of its " + std::to_string(split.size()) +
+                                       " parts are still over the budget, as a component (or components that "
+                                       "whiteouts tie together) is never split (" + over + ")");
   std::vector<Layer> parts;
   nlohmann::json rec = nlohmann::json::array();
   for (size_t i = 0; i < split.size(); ++i) {
-    int task = status.task_begin(label + " (part " + std::to_string(i + 1) + " of " + std::to_string(split.size()) + ")",
-                                 content_bytes(split[i]));
+    const std::string part = "part " + std::to_string(i + 1) + " of " + std::to_string(split.size());
+    int task = status.task_begin(label + " (" + part + ")", content_bytes(split[i]));
     Layer l = write_layer(split[i], store, options, [&](uint64_t done) { status.task_progress(task, done); });
     status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
     parts.push_back(l);

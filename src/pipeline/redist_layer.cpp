@@ -184,9 +184,10 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                          ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
                          : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
     KeyHasher k;
-    k.field("stackbuild-redist-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
+    k.field("stackbuild-redist-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-        .field("epoch", epoch).field("cuda", in.cuda_xy);
+        .field("epoch", epoch).field("cuda", in.cuda_xy)
+        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)));
     std::vector<fetch::FetchItem> items;
     for (const auto& a : in.archives) {
       k.field("archive", a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
@@ -194,21 +195,26 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     }
     Digest key = k.finish();
     key_out = key;
-    auto hit = cached_layer(store, key);
+    auto hit = cached_layers(store, key);
     std::unique_ptr<FileLock> lock_file;
     if (!hit) {
       lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-      hit = cached_layer(store, key);
+      hit = cached_layers(store, key);
     }
     if (hit) {
-      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-      return LayerReport{spec.name, *hit, true, 0};
+      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
+                                      (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
+      return layer_report(spec.name, *hit, true, 0);
     }
     auto staging = store.temp_dir();
     auto got = fetcher->fetch(items);
-    for (size_t i = 0; i < items.size(); ++i)
+    std::map<std::string, std::string> component_of;  // a path two archives write is the later one's, as on disk
+    for (size_t i = 0; i < items.size(); ++i) {
+      std::vector<std::string> written;
       redist::install_archive(store.blob_path(got[i].digest), items[i].label, in.archives[i].component, in.cuda_xy,
-                              staging->path());
+                              staging->path(), &written);
+      for (auto& p : written) component_of[std::move(p)] = in.archives[i].component;
+    }
     redist::finish_layout(in.cuda_xy, staging->path());
     ScanOptions so;
     so.source_date_epoch = epoch;
@@ -216,10 +222,15 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    Layer l = store_layer(entries, store, options.layer, key, status,
-                          "layer " + spec.name + " (" + std::to_string(items.size()) + " archives)");
+    // Over the budget: split by component (cuda_cudart, libcublas, cudnn, nccl); the
+    // usr/local/cuda link and the ld.so.conf.d entry, which no archive holds, in the last part.
+    auto shared = [](const std::string&) { return std::string("~shared"); };
+    std::vector<Layer> parts =
+        store_layers(entries, store, options.layer, key, layer_budget(recipe, options),
+                     group_by_owner(std::move(component_of), shared), status,
+                     "layer " + spec.name + " (" + std::to_string(items.size()) + " archives)", "by component");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return LayerReport{spec.name, l, false, secs};
+    return layer_report(spec.name, parts, false, secs);
   } catch (Error& e) {
     e.add_trace("while building the redist layer '" + spec.name + "'");
     throw;

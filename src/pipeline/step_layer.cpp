@@ -30,10 +30,11 @@ Digest chain_id(const std::vector<Layer>& layers, size_t n) {
 
 Digest step_key(const Digest& parent, const LayerSpec& spec,
                 const std::map<std::string, std::string>& env, const LayerOptions& lo,
-                int64_t epoch, bool rootless, const std::optional<LayerSource>& source) {
+                int64_t epoch, bool rootless, const std::optional<LayerSource>& source, uint64_t budget) {
   KeyHasher key;
   if (source) key.field("source", source->identity.str());
-  key.field("stackbuild-step-layer", "1")
+  key.field("stackbuild-step-layer", "2")
+      .field("budget", static_cast<int64_t>(budget))
       .field("parent", parent.str())
       .field("spec", nlohmann::json(spec).dump())
       .field("compression", to_string(lo.compression))
@@ -118,21 +119,23 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.spec = spec.build;
   in.env = step_environment(recipe, spec.build, options.variables, epoch);
   const std::optional<LayerSource> source = layer_source(recipe, spec, options.variables);
-  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source);
+  const uint64_t budget = layer_budget(recipe, options);
+  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);
   key_out = key;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  std::optional<Layer> hit = cached_layer(store, key);
+  auto hit = cached_layers(store, key);
   std::unique_ptr<FileLock> lock;
   if (!hit) {
     lock = store.lock("layer-" + key.hex());  // another stackbuild may be building it
-    hit = cached_layer(store, key);
+    hit = cached_layers(store, key);
   }
   if (hit) {
-    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-    return LayerReport{spec.name, *hit, true, seconds()};
+    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
+                                    (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
+    return layer_report(spec.name, *hit, true, seconds());
   }
   if (below.empty())
     throw InputError(
@@ -175,12 +178,13 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   o.preserve_owner = !rootless;        // as root, what the steps chowned stays
   if (rootless) o.uid = 0, o.gid = 0;  // without root, every file is ours: root in the image
   EntryMap entries = entries_from_changeset(cs, o);
-  Layer l = write_layer(entries, store, options.layer);
-  store.put_record("layer", key, nlohmann::json(l).dump());
-  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)) + ", " +
-                            std::to_string(entries.size()) + " entries, " +
-                            std::to_string(cs.deleted.size()) + " deleted");
-  return LayerReport{spec.name, l, false, seconds()};
+  status.task_end(task, std::to_string(entries.size()) + " entries, " + std::to_string(cs.deleted.size()) +
+                            " deleted, " + human_bytes(static_cast<double>(content_bytes(entries))));
+  // Over the budget: split by top-level path, as a copy layer is; whiteouts
+  // stay with what they hide (layer/split.hpp).
+  std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
+                                          "layer " + spec.name, "by top-level path");
+  return layer_report(spec.name, parts, false, seconds());
 }
 
 }  // namespace sb

@@ -43,7 +43,7 @@ std::string map_path(const std::string& clean, const std::string& component) {
 }  // namespace
 
 size_t install_archive(const fs::path& file, const std::string& label, const std::string& component,
-                       const std::string& cuda_xy, const fs::path& root) {
+                       const std::string& cuda_xy, const fs::path& root, std::vector<std::string>* written) {
   std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
   archive_read_support_filter_all(a.get());
   archive_read_support_format_tar(a.get());
@@ -104,6 +104,7 @@ size_t install_archive(const fs::path& file, const std::string& label, const std
     } else {
       throw Error(label + " holds '" + name + "', which is not a file, directory or link");
     }
+    if (written) written->push_back(rel.generic_string());
     ++count;
   }
   if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_error_string(a.get()));

@@ -20,9 +20,11 @@ namespace fs = std::filesystem;
 // Unpacks one .tar.xz (or .tar.gz, .zip) archive in NVIDIA's layout (one
 // top directory <component>-<platform>-<version>-archive/) into `root` under
 // usr/local/cuda-<cuda_xy>. Refuses absolute paths, '..', links leaving the
-// tree and devices. Returns the number of entries written.
+// tree and devices. Returns the number of entries written; `written`, when
+// given, receives the paths below `root` of the entries written (for
+// splitting a layer by component).
 size_t install_archive(const fs::path& archive, const std::string& label, const std::string& component,
-                       const std::string& cuda_xy, const fs::path& root);
+                       const std::string& cuda_xy, const fs::path& root, std::vector<std::string>* written = nullptr);
 
 // The /usr/local/cuda symlink and etc/ld.so.conf.d/000_cuda-X.Y.conf.
 void finish_layout(const std::string& cuda_xy, const fs::path& root);

@@ -129,6 +129,44 @@ got=$(awk '/^Package:/{p=$2} /^Version:/{print p, $2}' "$admin/status" | sort | 
 grep -q "URIs: $url/updates" "$TMP/root/etc/apt/sources.list.d/stackbuild.sources" ||
   fail "the image's sources list lacks the updates repository"
 
+check "over --layer-budget 1 both apt layers split by package, dpkg's status last; stacked, the same tree"
+for run in a b; do  # two stores: the second build shares nothing with the first
+  expect_ok "split-$run" sb build "$TMP/recipe/r.yaml" -o "$TMP/split-$run" --store "$TMP/store-$run" --layer-budget 1
+done
+grep -q "layer base (2 packages): .* split by package into 3 layers" "$TMP/split-a.err" "$TMP/split-a.out" ||
+  { show_output split-a; fail "no split of layer base reported"; }
+[[ $(image_digests "$TMP/split-a" t) == "$(image_digests "$TMP/split-b" t)" ]] ||
+  fail "two split builds differ: $(image_digests "$TMP/split-a" t) vs $(image_digests "$TMP/split-b" t)"
+python3 "$HERE/split_parts.py" "$TMP/split-a" t >"$TMP/parts" || fail "the split parts are not sound (above)"
+grep -qx "parts base apt 3" "$TMP/parts" && grep -qx "parts more apt 2" "$TMP/parts" ||
+  fail "not hello, libgreet, dpkg's state | libgreet, dpkg's state: $(grep ^parts "$TMP/parts")"
+part_of() { awk -v n="$1" -v p="$2" '$1 == "entry" && $3 == n && $4 == p { print $2 }' "$TMP/parts"; }
+[[ $(part_of base usr/bin/hello) == 0 && $(part_of base var/lib/dpkg/info/hello.list) == 0 ]] ||
+  fail "hello's file and its dpkg list are not in the first part"
+[[ $(part_of base var/lib/dpkg/status) == 2 && $(part_of base etc/apt/sources.list.d/stackbuild.sources) == 2 ]] ||
+  fail "dpkg's status and the sources are not in the last part of layer base"
+[[ $(part_of more usr/lib/.wh.libgreet.so.1) == 3 && $(part_of more var/lib/dpkg/status) == 4 ]] ||
+  fail "the upgrade's whiteout is not with libgreet 2.0, or the status not last: $(grep ' more ' "$TMP/parts")"
+expect_ok split-unpack sb unpack "$TMP/split-a:t" "$TMP/split-root" --store "$TMP/store-a"
+expect_ok split-cmp python3 "$HERE/treecmp.py" "$TMP/root" "$TMP/split-root"
+if command -v umoci >/dev/null; then
+  expect_ok split-umoci umoci unpack --rootless --image "$TMP/split-a:t" "$TMP/split-bundle"
+  expect_ok split-cmp-umoci python3 "$HERE/treecmp.py" "$TMP/root" "$TMP/split-bundle/rootfs"
+fi
+if command -v dpkg-query >/dev/null; then
+  got=$(dpkg-query --admindir="$TMP/split-root/var/lib/dpkg" -W -f '${Package} ${Version} ${db:Status-Status}\n' |
+    sort | tr '\n' ';')
+  [[ $got == "hello 1.0 installed;libgreet 2.0 installed;" ]] || fail "dpkg-query -W over the split image: $got"
+  dpkg-query --admindir="$TMP/split-root/var/lib/dpkg" -L hello | grep -qx /usr/bin/hello ||
+    fail "dpkg-query -L hello over the split image does not list /usr/bin/hello"
+fi
+expect_ok split-again sb build "$TMP/recipe/r.yaml" -o "$TMP/split-a" --store "$TMP/store-a" --layer-budget 1
+grep -q "(0 built, 2 from the cache)" "$TMP/split-again.err" "$TMP/split-again.out" ||
+  { show_output split-again; fail "the split rebuild was not cached"; }
+expect_ok budget-0 sb build "$TMP/recipe/r.yaml" -o "$TMP/budget0" --store "$TMP/store-a" --layer-budget 0
+[[ $(json "$TMP/budget0/blobs/sha256/$(manifest_digest "$TMP/budget0" t)" 'len(j["layers"])') == 2 ]] ||
+  fail "--layer-budget 0 split an apt layer"
+
 check "an unsigned repository is refused, naming it, and builds once marked trusted: true"
 cat >"$TMP/recipe/u.yaml" <<YAML
 stack: aptu

@@ -81,6 +81,25 @@ grep -q "_cuda${xy%%.*}-archive" "$TMP/requests" || fail "cuDNN's cuda${xy%%.*} 
 d1=$(sed -n 's/^cb:t: //p' "$TMP/b1")
 [[ -n $d1 ]] || fail "no digest: $(cat "$TMP/b1")"
 
+check "over --layer-budget 1 the redist layers split by component, the cuda link last; stacked, the same tree"
+for run in a b; do  # two stores: the second build shares nothing with the first
+  sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$TMP/store-$run" -o "$TMP/split-$run" --layer-budget 1 \
+    >"$TMP/split-$run.out" 2>&1 || fail "split build: $(cat "$TMP/split-$run.out")"
+done
+grep -q "layer dl (2 archives): .* split by component into 3 layers" "$TMP/split-a.out" ||
+  fail "no split of layer dl reported: $(cat "$TMP/split-a.out")"
+[[ $(image_digests "$TMP/split-a" t) == "$(image_digests "$TMP/split-b" t)" ]] || fail "two split builds differ"
+python3 "$HERE/split_parts.py" "$TMP/split-a" t >"$TMP/parts" || fail "the split parts are not sound (above)"
+grep -qx "parts cuda redist 2" "$TMP/parts" && grep -qx "parts dl redist 3" "$TMP/parts" ||
+  fail "not cuda_cudart, shared | cudnn, nccl, shared: $(grep ^parts "$TMP/parts")"
+part_of() { awk -v n="$1" -v p="$2" '$1 == "entry" && $3 == n && $4 == p { print $2 }' "$TMP/parts"; }
+[[ $(part_of cuda "usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}") == 0 && $(part_of cuda usr/local/cuda) == 1 ]] ||
+  fail "cudart is not in the first part of layer cuda, or the cuda link not in the last"
+[[ $(part_of dl "usr/local/cuda-$xy/include/cudnn_version.h") == 2 && $(part_of dl "usr/local/cuda-$xy/include/nccl.h") == 3 &&
+  $(part_of dl usr/local/cuda) == 4 ]] || fail "layer dl is not cudnn | nccl | shared: $(grep ' dl ' "$TMP/parts")"
+sb unpack "$TMP/split-a:t" "$TMP/split-root" --store "$TMP/store-a" >/dev/null 2>&1 || fail "unpack of the split image"
+python3 "$HERE/treecmp.py" "$TMP/u1" "$TMP/split-root" >"$TMP/cmp" 2>&1 || fail "the split image differs: $(cat "$TMP/cmp")"
+
 check "lock pins every archive with its sha256; build --locked in a new store fetches exactly those"
 : >"$TMP/requests"
 sb lock "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" >"$TMP/lockout" 2>&1 || fail "lock: $(cat "$TMP/lockout")"

@@ -127,4 +127,48 @@ edited_digests=$(image_digests out2 1) || fail "no image '1' in out2"
   fail "the layers below the edited one changed"
 [[ "$(grep -E '^layer2 ' <<<"$overlay_digests")" != "$(grep -E '^layer2 ' <<<"$edited_digests")" ]] ||
   fail "the edited top layer did not change"
+
+# A build-step layer over the budget: split by top-level path, each whiteout in
+# the part of what it hides, so the parts stacked give the unsplit layer's tree.
+cat >wide.sh <<'EOF'
+set -e
+mkdir -p /opt/tool && echo tool >/opt/tool/run
+mkdir /srv && echo blob >/srv/blob
+rm -rf /data/dir1 /sbin
+rm -rf /data/dir2 && mkdir /data/dir2 && echo new >/data/dir2/new
+EOF
+expected_copy base base2
+cp wide.sh base2/src/
+cat >split.yaml <<'EOF'
+stack: wh
+source_date_epoch: 1700000000
+layers:
+  - {name: base, copy: [{src: base2/, dst: /}]}
+  - {name: wide, build: {run: [[/bin/sh, /src/wide.sh]]}}
+tags: ["wh:split"]
+EOF
+check "over --layer-budget 1 a build-step layer splits by top-level path, whiteouts with what they hide"
+expect_ok whole sb build split.yaml -o whole --store "$STORE" --layer-budget 0
+for run in a b; do  # two stores: the steps run again for the second
+  expect_ok "split-$run" sb build split.yaml -o "split-$run" --store "$TMP/store-$run" --layer-budget 1
+done
+grep -q "layer wide: .* split by top-level path into 3 layers" "$TMP/split-a.err" ||
+  { show_output split-a; fail "no split of layer wide reported"; }
+[[ $(image_digests split-a split) == "$(image_digests split-b split)" ]] || fail "two split builds differ"
+python3 "$HERE/split_parts.py" split-a split >parts || fail "the split parts are not sound (above)"
+# data 4 B | opt 5 B | sbin 0 B (its whiteout) and srv 5 B: a part holding nothing yet takes the next group.
+grep -qx "parts wide build 3" parts || fail "layer wide is not data | opt | sbin, srv: $(grep ^parts parts)"
+part_of() { awk -v n="$1" -v p="$2" '$1 == "entry" && $3 == n && $4 == p { print $2 }' parts; }
+wide0=$(awk '$1 == "entry" && $3 == "wide" { print $2; exit }' parts)
+[[ $(part_of wide data/.wh.dir1) == "$wide0" && $(part_of wide data/dir2/new) == "$wide0" &&
+  $(part_of wide .wh.sbin) == $((wide0 + 2)) && $(part_of wide srv/blob) == $((wide0 + 2)) ]] ||
+  fail "the parts of layer wide: $(grep ' wide ' parts)"
+expect_ok unpack-whole sb unpack whole:split whole-root --store "$STORE"
+[[ ! -e whole-root/sbin && ! -e whole-root/data/dir1 && -f whole-root/srv/blob ]] || fail "the steps' changes are not in the image"
+expect_ok unpack-split sb unpack split-a:split split-root --store "$TMP/store-a"
+expect_ok cmp-split python3 "$HERE/treecmp.py" whole-root split-root
+expect_ok umoci-split umoci unpack --rootless --image split-a:split split-bundle
+expect_ok cmp-split-umoci python3 "$HERE/treecmp.py" whole-root split-bundle/rootfs
+expect_ok split-again sb build split.yaml -o split-a --store "$TMP/store-a" --layer-budget 1
+grep -q "(0 built, 2 from the cache)" "$TMP/split-again.err" || { show_output split-again; fail "the split rebuild was not cached"; }
 pass

@@ -7,6 +7,7 @@
 #include "apt/install.hpp"
 #include "apt/repository.hpp"
 #include "helpers.hpp"
+#include "layer/split.hpp"
 #include "util/process.hpp"
 
 using namespace sb;
@@ -340,6 +341,38 @@ TEST_CASE("apt repo: an upgrade in a later layer replaces the status and whites 
   CHECK(upper.state.files.at("libgreet") ==
         std::vector<std::string>{"usr/lib/libgreet.so.2", "usr/share/greet/shared", "var/lib/dpkg/info/libgreet.list",
                                  "var/lib/dpkg/info/libgreet.md5sums"});
+  // Split by package (a budget of one byte): libgreet's files, the whiteouts of
+  // what it dropped (its postinst too) in its part; dpkg's status in the last.
+  GroupFn g = package_groups(upper);
+  CHECK(g("usr/lib/libgreet.so.2") == "libgreet");
+  CHECK(g("var/lib/dpkg/info/libgreet.list") == "libgreet");
+  CHECK(g("usr/lib/libgreet.so.1") == "libgreet");  // what a whiteout hides
+  CHECK(g("var/lib/dpkg/info/libgreet.postinst") == "libgreet");
+  CHECK(g("var/lib/dpkg/info/libgreet.triggers") == "libgreet");  // dpkg's own, for the package
+  CHECK(g("var/lib/dpkg/info/hello.list") == "~~dpkg-status");     // not a package of this layer
+  CHECK(g("var/lib/dpkg/status") == "~~dpkg-status");
+  CHECK(g("etc/apt/sources.list.d/stackbuild.sources") == "~~dpkg-status");
+  CHECK(g("etc/passwd") == "~etc");
+  std::vector<std::vector<std::string>> groups;
+  auto parts = split_entries(e, 1, g, &groups);
+  REQUIRE(parts.size() == 2);
+  CHECK(groups == std::vector<std::vector<std::string>>{{"libgreet"}, {"~~dpkg-status"}});
+  CHECK(parts[0].count("usr/lib/.wh.libgreet.so.1"));
+  CHECK(parts[0].count("var/lib/dpkg/info/.wh.libgreet.postinst"));
+  CHECK(parts[0].count("usr/share/greet/shared"));
+  CHECK(parts[1].count("var/lib/dpkg/status"));
+  CHECK_FALSE(parts[1].count("var/lib/dpkg/info/libgreet.list"));
+  CHECK(parts[1].count("var/lib/dpkg"));  // the directories above, in every part that needs them
+  CHECK(parts[0].count("var/lib/dpkg/info"));
+  // In the lower layer, each package is a part of its own, hello's before libgreet's.
+  auto lower_parts = split_entries(lower.entries, 1, package_groups(lower), &groups);
+  CHECK(groups == std::vector<std::vector<std::string>>{{"greet-data"}, {"hello"}, {"libgreet"}, {"~~dpkg-status"}});
+  CHECK(lower_parts[1].count("usr/bin/hello"));
+  CHECK(lower_parts[1].count("var/lib/dpkg/info/hello.list"));
+  // usr/share/greet/shared is in greet-data and libgreet: the layer holds libgreet's copy (installed later).
+  CHECK(lower_parts[2].count("usr/share/greet/shared"));
+  CHECK_FALSE(lower_parts[0].count("usr/share/greet/shared"));
+
   // A lower layer without file lists (an older stackbuild) cannot be upgraded silently.
   AptState old = below;
   old.files.clear();

@@ -87,12 +87,111 @@ TEST_CASE("a layer over the budget is packed by component in sorted order", "[sp
   for (size_t i = 0; i < parts.size(); ++i) CHECK(keys(again[i]) == keys(parts[i]));
 }
 
+TEST_CASE("only an empty directory is a group: directories above one come with it", "[split]") {
+  // var and var/cache hold nothing but the empty var/cache/apt/partial: no group of their own.
+  EntryMap m{{"var", dir()}, {"var/cache", dir()}, {"var/cache/apt", dir()}, {"var/cache/apt/partial", dir()},
+             {"a", file(10)}};
+  std::vector<std::vector<std::string>> groups;
+  auto parts = split_entries(m, 5, [](const std::string& p) { return p.starts_with("var/cache/apt") ? "apt" : p; },
+                             &groups);
+  CHECK(groups == std::vector<std::vector<std::string>>{{"a"}, {"apt"}});
+  REQUIRE(parts.size() == 2);
+  CHECK(keys(parts[1]) == std::vector<std::string>{"var", "var/cache", "var/cache/apt", "var/cache/apt/partial"});
+}
+
 TEST_CASE("a hardlink whose target is in another group stays with the target", "[split]") {
   EntryMap m{{"a", dir()}, {"a/f", file(60)}, {"z", dir()}, {"z/l", hardlink("a/f")}, {"z/g", file(60)}};
   auto parts = split_entries(m, 100, top_level_group);
   REQUIRE(parts.size() == 2);
   CHECK(keys(parts[0]) == std::vector<std::string>{"a", "a/f", "z", "z/l"});
   CHECK(keys(parts[1]) == std::vector<std::string>{"z", "z/g"});
+}
+
+TarEntry whiteout() {
+  TarEntry e;
+  e.mode = 0;
+  return e;
+}
+
+TEST_CASE("whiteout and opaque marker paths are recognised", "[split]") {
+  CHECK(whiteout_target("a/b/.wh.c") == "a/b/c");
+  CHECK(whiteout_target(".wh.top") == "top");
+  CHECK(whiteout_target("a/.wh..wh..opq") == "");
+  CHECK(whiteout_target("a/b.wh.c") == "");
+  CHECK(whiteout_target("a/c") == "");
+  CHECK(opaque_dir("a/b/.wh..wh..opq") == "a/b");
+  CHECK(opaque_dir(".wh..wh..opq") == ".");
+  CHECK(opaque_dir("a/x.wh..wh..opq") == "");
+  CHECK(opaque_dir("a/.wh.b") == "");
+}
+
+TEST_CASE("group_by_owner takes the owner map, else the fallback", "[split]") {
+  GroupFn g = group_by_owner({{"usr/lib/libcudnn.so", "cudnn"}, {"usr/include/nccl.h", "nccl"}},
+                             [](const std::string& p) { return "~" + top_level_group(p); });
+  CHECK(g("usr/lib/libcudnn.so") == "cudnn");
+  CHECK(g("usr/include/nccl.h") == "nccl");
+  CHECK(g("usr/local/cuda") == "~usr");
+  CHECK(g("etc/ld.so.conf.d/x.conf") == "~etc");
+}
+
+TEST_CASE("a whiteout goes with the path it hides: a top-level whiteout with that path's group", "[split]") {
+  // ".wh.opt" hides /opt below, and this layer makes opt again: both in group "opt".
+  EntryMap m{{".wh.opt", whiteout()}, {"opt", dir()}, {"opt/new", file(50)}, {"srv", dir()}, {"srv/s", file(50)},
+             {"bin", dir()}, {"bin/.wh.gone", whiteout()}, {"bin/tool", file(50)}};
+  std::vector<std::vector<std::string>> groups;
+  auto parts = split_entries(m, 60, top_level_group, &groups);
+  REQUIRE(parts.size() == 3);
+  CHECK(keys(parts[0]) == std::vector<std::string>{"bin", "bin/.wh.gone", "bin/tool"});
+  CHECK(keys(parts[1]) == std::vector<std::string>{".wh.opt", "opt", "opt/new"});
+  CHECK(keys(parts[2]) == std::vector<std::string>{"srv", "srv/s"});
+  CHECK(groups == std::vector<std::vector<std::string>>{{"bin"}, {"opt"}, {"srv"}});
+}
+
+TEST_CASE("an opaque marker and everything under its directory share a part", "[split]") {
+  // pkgs/alpha is opaque and holds files of groups alpha and zeta: they are one group,
+  // named by the smaller, and no later part holds anything under pkgs/alpha.
+  EntryMap m{{"pkgs", dir()},
+             {"pkgs/alpha", dir()},
+             {"pkgs/alpha/.wh..wh..opq", whiteout()},
+             {"pkgs/alpha/a", file(40)},
+             {"pkgs/alpha/z", file(40)},
+             {"pkgs/beta", dir()},
+             {"pkgs/beta/b", file(40)}};
+  auto owner = [](const std::string& p) { return p == "pkgs/alpha/z" ? std::string("zeta") : by_package(p); };
+  std::vector<std::vector<std::string>> groups;
+  auto parts = split_entries(m, 50, owner, &groups);
+  REQUIRE(parts.size() == 2);
+  CHECK(keys(parts[0]) ==
+        std::vector<std::string>{"pkgs", "pkgs/alpha", "pkgs/alpha/.wh..wh..opq", "pkgs/alpha/a", "pkgs/alpha/z"});
+  CHECK(keys(parts[1]) == std::vector<std::string>{"pkgs", "pkgs/beta", "pkgs/beta/b"});
+  CHECK(groups[0] == std::vector<std::string>{"alpha", "zeta"});
+  // Without the marker the three groups pack apart.
+  m.erase("pkgs/alpha/.wh..wh..opq");
+  CHECK(split_entries(m, 50, owner).size() == 3);
+}
+
+TEST_CASE("a whiteout of a directory ties the groups of what this layer puts under it", "[split]") {
+  // "d" was a directory below; this layer whites it out and makes d/x (group x) and d/y (group y) again.
+  EntryMap m{{".wh.d", whiteout()}, {"d", dir()}, {"d/x", file(30)}, {"d/y", file(30)}, {"e", file(30)}};
+  auto g = [](const std::string& p) { return p == "d/x" ? std::string("x") : p == "d/y" ? std::string("y") : p; };
+  auto parts = split_entries(m, 40, g);
+  // Groups: d (the whiteout), x, y tied as "d"; e alone.
+  REQUIRE(parts.size() == 2);
+  CHECK(keys(parts[0]) == std::vector<std::string>{".wh.d", "d", "d/x", "d/y"});
+  CHECK(keys(parts[1]) == std::vector<std::string>{"e"});
+  // Stacked, no part hides what another part of the split holds.
+  for (size_t i = 0; i < parts.size(); ++i)
+    for (const auto& [p, e] : parts[i]) {
+      std::string hidden = whiteout_target(p), emptied = opaque_dir(p);
+      for (size_t j = 0; j < parts.size(); ++j) {
+        if (j == i) continue;
+        for (const auto& [q, f] : parts[j]) {
+          if (f.type == TarEntry::Type::Dir) continue;  // parent directories repeat, unchanged
+          CHECK_FALSE((!hidden.empty() && (q == hidden || q.starts_with(hidden + "/"))));
+          CHECK_FALSE((!emptied.empty() && q.starts_with(emptied + "/")));
+        }
+      }
+    }
 }
 
 TEST_CASE("sizes are read as humans write them", "[split]") {

@@ -7,6 +7,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -202,4 +203,22 @@ TEST_CASE("redist: hostile archives are refused", "[redist]") {
   CHECK_THROWS_WITH(attempt({{"top/include", "", "."}, {"top/include/x.h", "y", ""}}),
                     Catch::Contains("goes through a non-directory"));
   CHECK_FALSE(fs::exists(dir.path() / "etc"));
+}
+
+TEST_CASE("redist: install_archive says what it wrote, so a layer can be split by component", "[redist]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path root = dir.path() / "root";
+  fs::path a = dir.path() / "x.tar.xz", b = dir.path() / "y.tar.xz";
+  test::write(a, make_tar_xz({{"x-archive/lib/libx.so.1", "x", ""},
+                              {"x-archive/lib/libx.so", "", "libx.so.1"},
+                              {"x-archive/LICENSE", "lx", ""}}));
+  test::write(b, make_tar_xz({{"y-archive/include/y.h", "y", ""}}));
+  std::vector<std::string> wx, wy;
+  CHECK(install_archive(a, "x.tar.xz", "libx", "12.4", root, &wx) == 3);
+  install_archive(b, "y.tar.xz", "liby", "12.4", root, &wy);
+  std::sort(wx.begin(), wx.end());
+  CHECK(wx == std::vector<std::string>{"usr/local/cuda-12.4/lib64/libx.so", "usr/local/cuda-12.4/lib64/libx.so.1",
+                                       "usr/local/cuda-12.4/share/doc/libx/LICENSE"});
+  CHECK(wy == std::vector<std::string>{"usr/local/cuda-12.4/include/y.h"});
+  for (const auto& p : wx) CHECK(fs::exists(fs::symlink_status(root / p)));
 }
