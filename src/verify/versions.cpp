@@ -170,6 +170,9 @@ class Finder {
                           "/usr/include/aarch64-linux-gnu/cudnn_version_v9.h"})
       header(p, "cudnn");
     for (const char* p : {"/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"}) header(p, "nccl");
+    // A tree without version.json (Debian's nvidia-cuda-toolkit, one assembled from wheels).
+    for (const char* p : {"/usr/local/cuda/include/cuda_runtime_api.h", "/usr/include/cuda_runtime_api.h"})
+      header(p, "cuda");
   }
 
   void package_dir(const std::string& dir) {

@@ -2,8 +2,8 @@
 // PyTorch an unpacked image holds, read from the files that say so, against
 // the expected (resolved) versions. Two layouts are read, both when both are
 // there:
-//   - a CUDA toolkit tree: /usr/local/cuda/version.json, cudnn_version.h and
-//     nccl.h in /usr/include or /usr/local/cuda/include;
+//   - a CUDA toolkit tree: /usr/local/cuda/version.json, cudnn_version.h,
+//     nccl.h and cuda_runtime_api.h in /usr/include or /usr/local/cuda/include;
 //   - NVIDIA's pip wheels in a Python's site- or dist-packages:
 //     nvidia/<lib>/include/{cudnn_version.h,nccl.h,cuda_runtime_api.h}, the
 //     wheels' *.dist-info/METADATA (nvidia-cudnn-cu12, nvidia-nccl-cu12,

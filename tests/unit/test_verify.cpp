@@ -300,9 +300,11 @@ TEST_CASE("static check: a toolkit tree and wheels are both checked", "[verify][
   write_wheels(root / "usr/local/lib/python3.11/dist-packages");
   test::write(root / "usr/local/cuda/version.json", R"({"cuda": {"version": "12.4.1"}})");
   test::write(root / "usr/local/cuda/include/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 26\n#define NCCL_PATCH 2\n");
+  test::write(root / "usr/local/cuda/include/cuda_runtime_api.h", "#define CUDART_VERSION 12040\n");
   auto r = check_versions(ImageRoot(root), kResolved);
   CHECK(r.outcome == Outcome::Failed);
-  CHECK(r.details == std::vector<std::string>{"cuda: /usr/local/cuda/version.json has 12.4.1, expected 12.6.3"});
+  CHECK(r.details == std::vector<std::string>{"cuda: /usr/local/cuda/version.json has 12.4.1, expected 12.6.3",
+                                              "cuda: /usr/local/cuda/include/cuda_runtime_api.h has 12.4, expected 12.6.3"});
 }
 
 TEST_CASE("static check: no version anywhere is skipped saying where it looked", "[verify][static]") {
