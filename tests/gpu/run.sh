@@ -17,9 +17,9 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+bundle=""
 if [[ -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
-  SB="$repo/build/gpu-bundle/bin/stackbuild"
-  export LD_LIBRARY_PATH="$repo/build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bundle="$repo/build/gpu-bundle"  # its libraries for stackbuild alone (see below), not for ldd, nvcc or python3
 else
   SB="${SB:-$repo/build/stackbuild}"
 fi
@@ -35,6 +35,12 @@ cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib 
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs"
 work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+if [[ -n "$bundle" ]]; then
+  SB="$work/stackbuild"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/stackbuild" "$@"\n' \
+    "$bundle" "$bundle" > "$SB"
+  chmod +x "$SB"
+fi
 store="$work/store"
 declare -a results=()
 result() { results+=("{\"name\": \"$1\", \"outcome\": \"$2\", \"detail\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1][-2000:]))' "$3")}"); echo "$2: $1"; }
@@ -78,7 +84,13 @@ make_recipe() {  # $1: name, $2: the tree of programs
     echo "    copy:"
     echo "      - {src: $2/opt/gputests/, dst: /opt/gputests/}"
     echo "      - {src: $(readlink -f /sbin/ldconfig), dst: /sbin/ldconfig}"
-    for f in "$2"/opt/gputests/*; do ldd "$f"; done | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
+    { for f in "$2"/opt/gputests/*; do ldd "$f"; done
+      # cuDNN loads its sub-libraries (graph, ops, engines) at run time: them too, and what they need.
+      for f in $(for p in "$2"/opt/gputests/*; do ldd "$p"; done | awk '$1 ~ /^libcudnn\.so/ {print $3}' | sort -u); do
+        for l in "$(dirname "$f")"/libcudnn_*.so.[0-9]*; do
+          [[ "$l" =~ \.so\.[0-9]+$ ]] && { echo "$l => $l (0)"; ldd "$l"; }
+        done
+      done; } | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
         dst=$lib
@@ -172,7 +184,11 @@ if [[ " ${builtins[*]} " == *" cuda "* ]]; then
     echo "config:"
     echo "  env: {LD_LIBRARY_PATH: /usr/local/cuda/lib64}"
     list=$(printf '"%s", ' "${builtins[@]}")
-    echo "  labels: {dev.stackbuild.tests: '{\"tests\": [], \"builtin\": [${list%, }]}'}"
+    echo "  labels:"
+    echo "    dev.stackbuild.tests: '{\"tests\": [], \"builtin\": [${list%, }]}'"
+    # The release nvcc says, for the versions check against the image's headers.
+    release=$("$NVCC" --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' | head -1)
+    [[ -n "$release" ]] && echo "    dev.stackbuild.version.cuda: \"$release\""
     echo "tags: [\"builtins:t\"]"
   } > "$work/builtins.yaml"
   if "$SB" build "$work/builtins.yaml" -o "$work/layout-builtins" --store "$store" --compression none \
