@@ -1,12 +1,9 @@
 #include "verify/static_checks.hpp"
 
 #include <chrono>
-#include <fstream>
+#include <cstring>
 #include <map>
 #include <regex>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 #include "verify/elf.hpp"
@@ -150,77 +147,6 @@ TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>
     r.message = "the image holds no CUDA binaries";
   } else {
     r.message = std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
-  }
-  return r;
-}
-
-static std::string header_version(const ImageRoot& root, const std::vector<std::string>& candidates,
-                                  const std::string& prefix) {
-  for (const auto& c : candidates) {
-    auto host = root.resolve(c);
-    if (!host) continue;
-    std::ifstream in(*host);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    std::string text = ss.str();
-    std::string v;
-    for (const char* part : {"MAJOR", "MINOR", "PATCH"}) {
-      std::smatch m;
-      std::regex re("#define\\s+" + prefix + part + "(LEVEL)?\\s+(\\d+)");
-      if (!std::regex_search(text, m, re)) return {};
-      v += (v.empty() ? "" : ".") + m[2].str();
-    }
-    return v;
-  }
-  return {};
-}
-
-std::map<std::string, std::string> image_versions(const ImageRoot& root) {
-  std::map<std::string, std::string> out;
-  if (auto vj = root.resolve("/usr/local/cuda/version.json")) {
-    try {
-      std::ifstream in(*vj);
-      auto j = nlohmann::json::parse(in);
-      if (j.contains("cuda")) out["cuda"] = j["cuda"].value("version", "");
-    } catch (const std::exception&) {
-    }
-  }
-  std::string cudnn = header_version(root, {"/usr/include/cudnn_version.h", "/usr/local/cuda/include/cudnn_version.h",
-                                            "/usr/include/x86_64-linux-gnu/cudnn_version_v9.h"}, "CUDNN_");
-  if (!cudnn.empty()) out["cudnn"] = cudnn;
-  std::string nccl = header_version(root, {"/usr/include/nccl.h", "/usr/local/cuda/include/nccl.h"}, "NCCL_");
-  if (!nccl.empty()) out["nccl"] = nccl;
-  return out;
-}
-
-static bool version_matches(const std::string& a, const std::string& b) {
-  const std::string& shorter = a.size() < b.size() ? a : b;
-  const std::string& longer = a.size() < b.size() ? b : a;
-  return longer.compare(0, shorter.size(), shorter) == 0 &&
-         (longer.size() == shorter.size() || longer[shorter.size()] == '.' || longer[shorter.size()] == '-');
-}
-
-TestResult check_versions(const ImageRoot& root, const std::map<std::string, std::string>& expected) {
-  auto start = std::chrono::steady_clock::now();
-  TestResult r{"static: versions match the lockfile", "static", Outcome::Passed, "", {}, 0};
-  auto found = image_versions(root);
-  int compared = 0;
-  for (const auto& [component, want] : expected) {
-    auto it = found.find(component);
-    if (it == found.end()) continue;
-    ++compared;
-    if (!version_matches(it->second, want))
-      r.details.push_back(component + ": the image has " + it->second + ", the lockfile says " + want);
-  }
-  r.seconds = since(start);
-  if (!r.details.empty()) {
-    r.outcome = Outcome::Failed;
-    r.message = std::to_string(r.details.size()) + " version mismatches";
-  } else if (compared == 0) {
-    r.outcome = Outcome::Skipped;
-    r.message = "no CUDA, cuDNN or NCCL version information in the image to compare";
-  } else {
-    r.message = std::to_string(compared) + " component versions match";
   }
   return r;
 }

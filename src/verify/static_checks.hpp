@@ -2,7 +2,8 @@
 //   - every ELF file's needed libraries resolve inside the image (the NVIDIA
 //     driver's libraries excepted: the host injects them at run time);
 //   - every CUDA binary carries code for each requested compute capability;
-//   - the CUDA, cuDNN and NCCL versions inside the image are the expected ones.
+//   - the CUDA, cuDNN, NCCL and PyTorch versions inside the image are the
+//     expected ones (verify/versions.hpp).
 #pragma once
 
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "verify/image_root.hpp"
 #include "verify/report.hpp"
+#include "verify/versions.hpp"
 
 namespace sb::verify {
 
@@ -22,13 +24,5 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
 
 // `arch`: compute capabilities such as {"8.0", "9.0"}.
 TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch);
-
-// The versions found in the image's headers and version.json, by component
-// ("cuda", "cudnn", "nccl"); absent components are left out.
-std::map<std::string, std::string> image_versions(const ImageRoot& root);
-
-// `expected`: component -> version (e.g. from the lockfile); a version matches
-// when one is a dotted prefix of the other ("12.6" and "12.6.3").
-TestResult check_versions(const ImageRoot& root, const std::map<std::string, std::string>& expected);
 
 }  // namespace sb::verify

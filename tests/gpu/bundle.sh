@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# Packs build/stackbuild with the shared libraries it needs (all but glibc's)
-# into build/gpu-bundle, for a GPU host that has no network to install them.
-# The device tool carries build/gpu-bundle with the working tree.
+# Packs build/stackbuild (or $SB) with the shared libraries it needs (all but
+# glibc's) into build/gpu-bundle, for a GPU host that has no network to install
+# them. The device tool carries build/gpu-bundle with the working tree;
+# tests/gpu/run.sh takes stackbuild from there first.
 set -euo pipefail
+sb=$(readlink -f "${SB:-build/stackbuild}")
 cd "$(dirname "$0")/../.."
+[[ -x "$sb" ]] || { echo "no stackbuild at $sb (build it, or give SB=PATH)" >&2; exit 1; }
 out=build/gpu-bundle
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
-cp build/stackbuild "$out/bin/"
-ldd build/stackbuild | awk '/=> \// {print $3}' | while read -r lib; do
+cp "$sb" "$out/bin/"
+ldd "$sb" | awk '/=> \// {print $3}' | while read -r lib; do
   case "$(basename "$lib")" in
     libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;  # the host's glibc
     *) cp -L "$lib" "$out/lib/" ;;
   esac
 done
+# Without debug info: the device tool carries at most 64 MiB (a RelWithDebInfo
+# stackbuild alone is over 100 MiB, stripped about 5).
+if command -v strip >/dev/null; then strip --strip-debug "$out/bin/stackbuild" "$out"/lib/*; fi
 du -sh "$out" | sed 's/^/gpu-bundle: /'

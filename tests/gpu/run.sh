@@ -4,14 +4,22 @@
 # driver injected. Needs no network: the programs compile with this host's
 # CUDA toolkit, the image is made of this host's files, and stackbuild comes
 # from build/gpu-bundle (tests/gpu/bundle.sh) or build/stackbuild.
-# Prints a JSON summary last; exits 0 when every test passed, 77 when this
-# host has no NVIDIA GPU (the GPU tests are then skipped, not passed).
+# It also runs stackbuild's own built-in tests: an image of this host's CUDA
+# toolkit (headers, libcudart and, as far as the toolkit has them, cuBLAS,
+# cuDNN and NCCL) records them in its dev.stackbuild.tests label, and
+# `stackbuild test --compile-builtins --gpus all` compiles each built-in program
+# against that image with this host's nvcc and, on a GPU, runs it; every result
+# of that report is in the summary ("stackbuild test ..."). A built-in GPU test
+# that passes without a GPU, or is skipped with one, counts as failed.
+# Prints a JSON summary last; exits 0 when every test passed, 1 when one
+# failed, else 77 when this host has no NVIDIA GPU (the GPU tests are then
+# skipped, not passed).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+bundle=""
 if [[ -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
-  SB="$repo/build/gpu-bundle/bin/stackbuild"
-  export LD_LIBRARY_PATH="$repo/build/gpu-bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bundle="$repo/build/gpu-bundle"  # its libraries for stackbuild alone (see below), not for ldd, nvcc or python3
 else
   SB="${SB:-$repo/build/stackbuild}"
 fi
@@ -27,6 +35,12 @@ cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib 
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs"
 work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
+if [[ -n "$bundle" ]]; then
+  SB="$work/stackbuild"
+  printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/stackbuild" "$@"\n' \
+    "$bundle" "$bundle" > "$SB"
+  chmod +x "$SB"
+fi
 store="$work/store"
 declare -a results=()
 result() { results+=("{\"name\": \"$1\", \"outcome\": \"$2\", \"detail\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1][-2000:]))' "$3")}"); echo "$2: $1"; }
@@ -70,7 +84,13 @@ make_recipe() {  # $1: name, $2: the tree of programs
     echo "    copy:"
     echo "      - {src: $2/opt/gputests/, dst: /opt/gputests/}"
     echo "      - {src: $(readlink -f /sbin/ldconfig), dst: /sbin/ldconfig}"
-    for f in "$2"/opt/gputests/*; do ldd "$f"; done | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
+    { for f in "$2"/opt/gputests/*; do ldd "$f"; done
+      # cuDNN loads its sub-libraries (graph, ops, engines) at run time: them too, and what they need.
+      for f in $(for p in "$2"/opt/gputests/*; do ldd "$p"; done | awk '$1 ~ /^libcudnn\.so/ {print $3}' | sort -u); do
+        for l in "$(dirname "$f")"/libcudnn_*.so.[0-9]*; do
+          [[ "$l" =~ \.so\.[0-9]+$ ]] && { echo "$l => $l (0)"; ldd "$l"; }
+        done
+      done; } | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
         dst=$lib
@@ -93,13 +113,134 @@ if out=$("$SB" test "$work/layout-broken:t" --arch "$cc" --store "$store" --prog
 elif grep -q "no code for sm_$sm" <<<"$out"; then result "static checks refuse a wrong-arch image" passed "$out"
 else result "static checks refuse a wrong-arch image" failed "$out"; fi
 
+# 5. stackbuild's built-in tests, on an image of the host toolkit: its include
+#    directory (plus cuDNN's and NCCL's headers where they sit elsewhere) and,
+#    in /usr/local/cuda/lib64, libcudart and the libraries of each component
+#    the toolkit has (all of cuDNN's: it loads its engines at run time), with
+#    what they and a host-compiled program need.
+find_lib() {  # $1: name -> the soname file (libX.so.N) in the toolkit's or the system's dirs
+  local d f
+  for d in ${cuda_libs//:/ } /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib; do
+    f=$(ls "$d/lib$1.so".[0-9]* 2>/dev/null | grep -E '\.so\.[0-9]+$' | head -1)
+    [[ -n "$f" ]] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+find_header() {  # $1: name -> the directory holding it
+  local d
+  for d in "$cuda_root/include" "$cuda_root"/targets/*/include /usr/include /usr/include/x86_64-linux-gnu \
+      /usr/include/aarch64-linux-gnu /usr/local/include; do
+    [[ -e "$d/$1" ]] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+builtins=() libs=() headers=()
+for comp in cuda cublas cudnn nccl; do
+  case $comp in
+    cuda) h=cuda_runtime.h names="cudart" ;;
+    cublas) h=cublas_v2.h names="cublas cublasLt" ;;
+    cudnn) h=cudnn.h names="cudnn" ;;
+    nccl) h=nccl.h names="nccl" ;;
+  esac
+  missing=""
+  hdir=$(find_header "$h") || missing="$h"
+  found=()
+  for n in $names; do
+    if f=$(find_lib "$n"); then found+=("$f"); else missing="${missing:+$missing, }lib$n.so.N"; fi
+  done
+  if [[ -n "$missing" ]]; then
+    if [[ $comp == cuda ]]; then result "built-in tests: the image" failed "the host toolkit has no $missing"; break; fi
+    result "built-in test $comp" skipped "the host toolkit has no $missing"
+    continue
+  fi
+  builtins+=("$comp")
+  libs+=("${found[@]}")
+  if [[ $comp == cudnn ]]; then
+    for f in "$(dirname "${found[0]}")"/libcudnn_*.so.[0-9]*; do [[ "$f" =~ \.so\.[0-9]+$ ]] && libs+=("$f"); done
+  fi
+  if [[ "$hdir" != "$cuda_root/include" ]]; then
+    if [[ $comp == cudnn ]]; then headers+=("$hdir"/cudnn*.h); else headers+=("$hdir/$h"); fi
+  fi
+done
+if [[ " ${builtins[*]} " == *" cuda "* ]]; then
+  {
+    echo "stack: builtins"
+    echo "layers:"
+    echo "  - name: cuda"
+    echo "    copy:"
+    echo "      - {src: $cuda_root/include/, dst: /usr/local/cuda/include/}"
+    for h in "${headers[@]}"; do echo "      - {src: $(readlink -f "$h"), dst: /usr/local/cuda/include/$(basename "$h")}"; done
+    for l in "${libs[@]}"; do echo "      - {src: $(readlink -f "$l"), dst: /usr/local/cuda/lib64/$(basename "$l")}"; done
+    # What they need (the toolkit's own into lib64 too), and what a program
+    # the host nvcc compiles needs (libstdc++ and the like).
+    for f in "${libs[@]}" "$work/img/opt/gputests/device_query"; do [[ -e "$f" ]] && ldd "$f"; done |
+      awk '/=> \// {print $1, $3} !/=>/ && $1 ~ /^\// {print $1, $1}' | sort -u | while read -r name lib; do
+        case "$name" in libcuda.so*|libnvidia-*) continue ;; esac
+        for l in "${libs[@]}"; do [[ "$(basename "$l")" == "$name" ]] && continue 2; done
+        real=$(readlink -f "$lib")
+        if [[ "$real" == "$cuda_root"/* ]]; then echo "      - {src: $real, dst: /usr/local/cuda/lib64/$name}"
+        else echo "      - {src: $real, dst: $lib}"; fi
+      done | sort -u
+    echo "config:"
+    echo "  env: {LD_LIBRARY_PATH: /usr/local/cuda/lib64}"
+    list=$(printf '"%s", ' "${builtins[@]}")
+    echo "  labels:"
+    echo "    dev.stackbuild.tests: '{\"tests\": [], \"builtin\": [${list%, }]}'"
+    # The release nvcc says, for the versions check against the image's headers.
+    release=$("$NVCC" --version | sed -n 's/.*release \([0-9][0-9.]*\),.*/\1/p' | head -1)
+    [[ -n "$release" ]] && echo "    dev.stackbuild.version.cuda: \"$release\""
+    echo "tags: [\"builtins:t\"]"
+  } > "$work/builtins.yaml"
+  if "$SB" build "$work/builtins.yaml" -o "$work/layout-builtins" --store "$store" --compression none \
+      --progress plain > "$work/build-builtins.log" 2>&1; then
+    result "build the built-in tests' image (${builtins[*]})" passed ""
+    "$SB" test "$work/layout-builtins:t" --gpus all --compile-builtins --nvcc "$NVCC" --arch "$cc" \
+      --report "$work/builtins.json" --store "$store" --progress plain > "$work/test-builtins.log" 2>&1
+    rc=$?
+    cat "$work/test-builtins.log"
+    if [[ $rc -gt 1 || ! -s "$work/builtins.json" ]]; then
+      result "stackbuild test of the built-in tests' image" failed "exit $rc: $(cat "$work/test-builtins.log")"
+    else
+      # Every result of the report as it is, except that a built-in GPU test
+      # that passed without a GPU, was skipped with one, or is missing, fails.
+      while IFS= read -r line; do results+=("$line"); done < <(python3 - "$work/builtins.json" "$has_gpu" \
+          "${builtins[@]}" <<'PY'
+import json, sys
+rep, has_gpu, want = json.load(open(sys.argv[1])), sys.argv[2] == "1", sys.argv[3:]
+rows, names = [], {t["name"] for t in rep["results"]}
+for t in rep["results"]:
+    outcome, detail = t["outcome"], t.get("message", "")
+    if t.get("details"):
+        detail += "\n" + "\n".join(t["details"])
+    gpu_test = t["kind"] == "gpu" or (t["kind"] == "builtin" and not t["name"].startswith("builtin: compile "))
+    if gpu_test and outcome == "passed" and not has_gpu:
+        outcome, detail = "failed", "passed on a host without a GPU: " + detail
+    if gpu_test and outcome == "skipped" and has_gpu:
+        outcome, detail = "failed", "skipped on a host with a GPU: " + detail
+    rows.append(("stackbuild test " + t["name"], outcome, detail))
+for c in want:
+    for n in ("builtin: compile " + c, "builtin: " + c):
+        if n not in names:
+            rows.append(("stackbuild test " + n, "failed", "not in the report, though the image records " + c))
+for name, outcome, detail in rows:
+    print(json.dumps({"name": name, "outcome": outcome, "detail": detail[-2000:]}))
+    print(outcome + ": " + name, file=sys.stderr)
+PY
+)
+    fi
+  else
+    result "build the built-in tests' image (${builtins[*]})" failed "$(cat "$work/build-builtins.log")"
+  fi
+fi
+
 if [[ "$has_gpu" != 1 ]]; then
   result "GPU tests" skipped "no NVIDIA GPU on this host"
   summary
+  grep -q '"outcome": "failed"' <<<"$(summary)" && exit 1
   exit 77
 fi
 
-# 5. The GPU tests: on the host (a baseline), then inside the image, driver injected.
+# 6. The GPU tests: on the host (a baseline), then inside the image, driver injected.
 for p in device_query gemm conv allreduce; do
   host_out=$("$work/img/opt/gputests/$p" 2>&1); host_rc=$?
   img_out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress plain --timeout 300 \
@@ -107,7 +248,7 @@ for p in device_query gemm conv allreduce; do
   [[ $host_rc -eq 0 ]] && result "$p on the host" passed "$host_out" || result "$p on the host" failed "$host_out"
   [[ $img_rc -eq 0 ]] && result "$p in the image" passed "$img_out" || result "$p in the image" failed "$img_out"
 done
-# 6. The broken image must fail at run time too, with a clear message.
+# 7. The broken image must fail at run time too, with a clear message.
 out=$("$SB" run "$work/layout-broken:t" --gpus all --store "$store" --progress plain --timeout 120 \
   -- /opt/gputests/device_query 2>&1) && result "wrong-arch image fails on the GPU" failed "$out" ||
   result "wrong-arch image fails on the GPU" passed "$out"

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <sstream>
 
 #include "helpers.hpp"
 #include "verify/elf.hpp"
@@ -161,7 +162,7 @@ TEST_CASE("static check: every needed library resolves inside the image", "[veri
   CHECK_FALSE(is_driver_library("libcudart.so.12"));
 }
 
-TEST_CASE("static check: versions in the image against the expected ones", "[verify][static]") {
+TEST_CASE("static check: versions in a CUDA toolkit tree against the expected ones", "[verify][static]") {
   TempDir dir;
   fs::path root = dir.path() / "root";
   test::write(root / "usr/local/cuda-12.6/version.json", R"({"cuda": {"name": "CUDA SDK", "version": "12.6.3"}})");
@@ -169,12 +170,156 @@ TEST_CASE("static check: versions in the image against the expected ones", "[ver
   test::write(root / "usr/include/cudnn_version.h",
               "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n");
   ImageRoot image(root);
-  CHECK(image_versions(image) == std::map<std::string, std::string>{{"cuda", "12.6.3"}, {"cudnn", "9.5.1"}});
+  CHECK(image_versions(image) ==
+        std::vector<FoundVersion>{{"cuda", "12.6.3", "12.6.3", "/usr/local/cuda/version.json"},
+                                  {"cudnn", "9.5.1", "9.5.1", "/usr/include/cudnn_version.h"}});
   CHECK(check_versions(image, {{"cuda", "12.6"}, {"cudnn", "9.5.1.17"}}).outcome == Outcome::Passed);
   auto bad = check_versions(image, {{"cuda", "12.4.1"}});
   CHECK(bad.outcome == Outcome::Failed);
-  CHECK(bad.details == std::vector<std::string>{"cuda: the image has 12.6.3, the lockfile says 12.4.1"});
-  CHECK(check_versions(image, {{"nccl", "2.21"}}).outcome == Outcome::Skipped);
+  CHECK(bad.details == std::vector<std::string>{"cuda: /usr/local/cuda/version.json has 12.6.3, expected 12.4.1"});
+  auto none = check_versions(image, {{"nccl", "2.21"}});
+  CHECK(none.outcome == Outcome::Skipped);
+  CHECK(none.message == "the image has cuda 12.6.3, cudnn 9.5.1 but no version is expected for them "
+                        "(no dev.stackbuild.version.* label, no --expect)");
+}
+
+namespace {
+
+// The tree pip makes of torch 2.7.0 (cu126) and NVIDIA's wheels it pulls in,
+// as far as the versions check reads it.
+void write_wheels(const fs::path& site, const std::string& cudnn = "9.5.1.17", const std::string& nccl = "2.26.2",
+                  const std::string& torch_cuda = "12.6") {
+  auto parts = [](const std::string& v) {
+    std::vector<std::string> out;
+    std::stringstream ss(v);
+    for (std::string p; std::getline(ss, p, '.');) out.push_back(p);
+    return out;
+  };
+  auto c = parts(cudnn), n = parts(nccl);
+  test::write(site / "nvidia/cudnn/include/cudnn_version.h",
+              "#ifndef CUDNN_VERSION_H_\n#define CUDNN_MAJOR " + c[0] + "\n#define CUDNN_MINOR " + c[1] +
+                  "\n#define CUDNN_PATCHLEVEL " + c[2] +
+                  "\n#define CUDNN_VERSION (CUDNN_MAJOR * 10000 + CUDNN_MINOR * 100 + CUDNN_PATCHLEVEL)\n#endif\n");
+  test::write(site / ("nvidia_cudnn_cu12-" + cudnn + ".dist-info/METADATA"),
+              "Metadata-Version: 2.1\nName: nvidia-cudnn-cu12\nVersion: " + cudnn + "\n\nVersion: 0.0 in the body\n");
+  test::write(site / "nvidia/nccl/include/nccl.h", "#define NCCL_MAJOR " + n[0] + "\n#define NCCL_MINOR " + n[1] +
+                                                        "\n#define NCCL_PATCH " + n[2] + "\n#define NCCL_SUFFIX \"\"\n");
+  test::write(site / ("nvidia_nccl_cu12-" + nccl + ".dist-info/METADATA"),
+              "Metadata-Version: 2.1\nName: nvidia-nccl-cu12\nVersion: " + nccl + "\n");
+  test::write(site / "nvidia/cuda_runtime/include/cuda_runtime_api.h",
+              "/* CUDA runtime */\n#define CUDART_VERSION  12060\n#include \"host_defines.h\"\n");
+  test::write(site / "nvidia_cuda_runtime_cu12-12.6.77.dist-info/METADATA",
+              "Metadata-Version: 2.1\nName: nvidia-cuda-runtime-cu12\nVersion: 12.6.77\n");
+  test::write(site / "nvidia_cublas_cu12-12.6.4.1.dist-info/METADATA", "Name: nvidia-cublas-cu12\nVersion: 12.6.4.1\n");
+  test::write(site / "torch/version.py",
+              "from typing import Optional\n\n__all__ = ['__version__', 'debug', 'cuda', 'git_version', 'hip']\n"
+              "__version__ = '2.7.0+cu126'\ndebug = False\ncuda: Optional[str] = '" + torch_cuda +
+                  "'\ngit_version = '134179474539648ba7dee1317959529fbd0e7f89'\nhip: Optional[str] = None\n");
+  test::write(site / "torch-2.7.0+cu126.dist-info/METADATA", "Name: torch\nVersion: 2.7.0+cu126\n");
+}
+
+const std::map<std::string, std::string> kResolved = {
+    {"cuda", "12.6.3"}, {"cudnn", "9.5.1.17"}, {"nccl", "2.26.2"}, {"pytorch", "2.7.0"}, {"python", "3.11"}};
+
+}  // namespace
+
+TEST_CASE("static check: versions of NVIDIA's wheels and torch in site-packages", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  write_wheels(root / "usr/local/lib/python3.11/dist-packages");
+  test::write(root / "usr/lib/python3/dist-packages/six.py", "");
+  test::write(root / "usr/share/doc/site-packages/README", "not a Python's");
+  ImageRoot image(root);
+  CHECK(python_package_dirs(image) ==
+        std::vector<std::string>{"/usr/lib/python3/dist-packages", "/usr/local/lib/python3.11/dist-packages"});
+  const std::string d = "/usr/local/lib/python3.11/dist-packages/";
+  CHECK(image_versions(image) ==
+        std::vector<FoundVersion>{
+            {"cuda", "12.6", "12.6", d + "nvidia/cuda_runtime/include/cuda_runtime_api.h"},
+            {"cudnn", "9.5.1", "9.5.1", d + "nvidia/cudnn/include/cudnn_version.h"},
+            {"nccl", "2.26.2", "2.26.2", d + "nvidia/nccl/include/nccl.h"},
+            {"cuda", "12.6.77", "12.6", d + "nvidia_cuda_runtime_cu12-12.6.77.dist-info/METADATA"},
+            {"cudnn", "9.5.1.17", "9.5.1.17", d + "nvidia_cudnn_cu12-9.5.1.17.dist-info/METADATA"},
+            {"nccl", "2.26.2", "2.26.2", d + "nvidia_nccl_cu12-2.26.2.dist-info/METADATA"},
+            {"pytorch", "2.7.0+cu126", "2.7.0", d + "torch/version.py"},
+            {"cuda", "12.6", "12.6", d + "torch/version.py"}});
+  auto ok = check_versions(image, kResolved);
+  INFO(summary_table(VerifyReport{"x", {ok}}));
+  CHECK(ok.outcome == Outcome::Passed);
+  CHECK(ok.message == "cuda, cudnn, nccl, pytorch match in 7 files");
+  // At the precision the expected version has: "9.5" takes 9.5.1.17, "9.5.2" does not.
+  CHECK(check_versions(image, {{"cudnn", "9.5"}}).outcome == Outcome::Passed);
+  CHECK(check_versions(image, {{"cudnn", "9.5.2"}}).details.size() == 2);
+  CHECK_FALSE(version_matches("12.60", "12.6"));
+  CHECK(version_matches("12.6", "12.6.3"));
+}
+
+TEST_CASE("static check: a cuDNN wheel of another version fails naming file found and expected", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  write_wheels(root / "usr/local/lib/python3.12/site-packages", "9.1.0.70");
+  auto r = check_versions(ImageRoot(root), kResolved);
+  CHECK(r.outcome == Outcome::Failed);
+  CHECK(r.message == "2 version mismatches");
+  const std::string d = "/usr/local/lib/python3.12/site-packages/";
+  CHECK(r.details ==
+        std::vector<std::string>{"cudnn: " + d + "nvidia/cudnn/include/cudnn_version.h has 9.1.0, expected 9.5.1.17",
+                                 "cudnn: " + d + "nvidia_cudnn_cu12-9.1.0.70.dist-info/METADATA has 9.1.0.70, expected 9.5.1.17"});
+}
+
+TEST_CASE("static check: an NCCL wheel of another version fails", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  write_wheels(root / "usr/local/lib/python3.11/dist-packages", "9.5.1.17", "2.21.5");
+  auto r = check_versions(ImageRoot(root), kResolved);
+  CHECK(r.outcome == Outcome::Failed);
+  const std::string d = "/usr/local/lib/python3.11/dist-packages/";
+  CHECK(r.details ==
+        std::vector<std::string>{"nccl: " + d + "nvidia/nccl/include/nccl.h has 2.21.5, expected 2.26.2",
+                                 "nccl: " + d + "nvidia_nccl_cu12-2.21.5.dist-info/METADATA has 2.21.5, expected 2.26.2"});
+}
+
+TEST_CASE("static check: torch built for another CUDA fails on torch.version.cuda", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  write_wheels(root / "opt/venv/lib/python3.11/site-packages", "9.5.1.17", "2.26.2", "12.8");
+  auto r = check_versions(ImageRoot(root), kResolved);
+  CHECK(r.outcome == Outcome::Failed);
+  CHECK(r.details ==
+        std::vector<std::string>{"cuda: /opt/venv/lib/python3.11/site-packages/torch/version.py has 12.8, expected 12.6.3"});
+  // The runtime wheel's own patch level is not CUDA's: 12.6.77 is compared as 12.6.
+  auto other = check_versions(ImageRoot(root), {{"cuda", "12.4.1"}});
+  CHECK(std::count(other.details.begin(), other.details.end(),
+                   "cuda: /opt/venv/lib/python3.11/site-packages/nvidia_cuda_runtime_cu12-12.6.77.dist-info/METADATA "
+                   "has 12.6.77 (compared as 12.6), expected 12.4.1") == 1);
+}
+
+TEST_CASE("static check: a toolkit tree and wheels are both checked", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  write_wheels(root / "usr/local/lib/python3.11/dist-packages");
+  test::write(root / "usr/local/cuda/version.json", R"({"cuda": {"version": "12.4.1"}})");
+  test::write(root / "usr/local/cuda/include/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 26\n#define NCCL_PATCH 2\n");
+  test::write(root / "usr/local/cuda/include/cuda_runtime_api.h", "#define CUDART_VERSION 12040\n");
+  auto r = check_versions(ImageRoot(root), kResolved);
+  CHECK(r.outcome == Outcome::Failed);
+  CHECK(r.details == std::vector<std::string>{"cuda: /usr/local/cuda/version.json has 12.4.1, expected 12.6.3",
+                                              "cuda: /usr/local/cuda/include/cuda_runtime_api.h has 12.4, expected 12.6.3"});
+}
+
+TEST_CASE("static check: no version anywhere is skipped saying where it looked", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  test::write(root / "usr/local/lib/python3.11/dist-packages/numpy-2.2.6.dist-info/METADATA", "Name: numpy\nVersion: 2.2.6\n");
+  test::write(root / "usr/local/lib/python3.11/dist-packages/torch/version.py", "__version__ = 'oops\n");
+  test::write(root / "usr/include/cudnn_version.h", "#define CUDNN_MAJOR 9\n");  // no minor: says nothing
+  auto r = check_versions(ImageRoot(root), kResolved);
+  CHECK(r.outcome == Outcome::Skipped);
+  CHECK(r.details.empty());
+  CHECK(r.message ==
+        "no CUDA, cuDNN, NCCL or PyTorch version in the image: no /usr/local/cuda/version.json, no cuDNN or NCCL "
+        "header in /usr/include or /usr/local/cuda/include, no NVIDIA or torch wheel in a Python site- or "
+        "dist-packages");
 }
 
 TEST_CASE("reports: GPU tests skipped are never counted as passed - JUnit marks them", "[verify][report]") {
