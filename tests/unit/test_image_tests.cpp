@@ -280,13 +280,22 @@ TEST_CASE("built-in programs: embedded - and an image without CUDA headers says 
   std::vector<CompiledProgram> compiled;
   o.versions = {{"cuda", "12.6.3"}, {"cudnn", "9.5.1"}};
   auto tests = builtin_tests(root, {"cuda", "pytorch", "python"}, o, compiled);
-  REQUIRE(tests.size() == 2);
+  REQUIRE(tests.size() == 3);
   CHECK(compiled.empty());
   CHECK(tests[0].name == "builtin: cuda");
   CHECK(tests[0].gpu);
-  CHECK(tests[1].argv[0] == "python3");
-  CHECK(tests[1].env.at("SB_EXPECT_CUDA") == "12.6.3");
-  CHECK(tests[1].env.at("SB_EXPECT_CUDNN") == "9.5.1");
+  // The framework: its import part first, which needs no GPU, then the GPU part.
+  CHECK(tests[1].name == "builtin: pytorch import");
+  CHECK_FALSE(tests[1].gpu);
+  CHECK(tests[1].env.at("SB_PART") == "import");
+  CHECK(tests[2].name == "builtin: pytorch");
+  CHECK(tests[2].gpu);
+  CHECK(tests[2].env.count("SB_PART") == 0);
+  for (const auto* t : {&tests[1], &tests[2]}) {
+    CHECK(t->argv[0] == "python3");
+    CHECK(t->env.at("SB_EXPECT_CUDA") == "12.6.3");
+    CHECK(t->env.at("SB_EXPECT_CUDNN") == "9.5.1");
+  }
 }
 
 TEST_CASE("the PyTorch test reports versions and compares them to the resolved ones", "[verify][builtin]") {
@@ -299,12 +308,13 @@ TEST_CASE("the PyTorch test reports versions and compares them to the resolved o
               "    class cudnn:\n        @staticmethod\n        def version(): return 90100\n"
               "    class cuda:\n        class matmul:\n            allow_tf32 = True\n"
               "class cuda:\n    @staticmethod\n    def is_available(): return False\n"
-              "    @staticmethod\n    def device_count(): return 0\n");
+              "    @staticmethod\n    def device_count(): return 0\n"
+              "    class nccl:\n        @staticmethod\n        def version(): return (2, 21, 5)\n");
   std::vector<CompiledProgram> compiled;
   BuiltinOptions o;
-  auto run = [&](const std::string& cuda) {
+  auto run = [&](const std::string& cuda, size_t part = 1) {
     o.versions = {{"cuda", cuda}, {"cudnn", "9.1.0.70"}};
-    auto t = builtin_tests(ImageRoot(tmp.path()), {"pytorch"}, o, compiled).at(0);
+    auto t = builtin_tests(ImageRoot(tmp.path()), {"pytorch"}, o, compiled).at(part);
     ProcessSpec p;
     p.argv = t.argv;
     p.env = current_environment();
@@ -323,5 +333,14 @@ TEST_CASE("the PyTorch test reports versions and compares them to the resolved o
   CHECK_FALSE(j.contains("errors"));
   std::tie(status, j) = run("12.6");
   REQUIRE(j.contains("errors"));
+  CHECK(j["errors"][0] == "cuda 12.4, the image was resolved with 12.6");
+  // The import part passes without a GPU when the versions agree, and names NCCL's.
+  std::tie(status, j) = run("12.4.1", 0);
+  CHECK(status == 0);
+  CHECK(j["ok"] == true);
+  CHECK(j["nccl"] == "2.21.5");
+  CHECK_FALSE(j.contains("gpus"));
+  std::tie(status, j) = run("12.6", 0);
+  CHECK(status == 1);
   CHECK(j["errors"][0] == "cuda 12.4, the image was resolved with 12.6");
 }
