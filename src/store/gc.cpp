@@ -104,7 +104,7 @@ struct Walker {
   Item item(Kind kind, const fs::path& root, const fs::path& p) {
     Item it;
     it.kind = kind;
-    it.path = fs::relative(p, root).string();
+    it.path = p.string().substr(root.string().size() + (root.string().back() == '/' ? 0 : 1));  // p is under root
     struct stat st;
     if (::lstat(p.c_str(), &st) != 0) return it;
     it.used = st.st_mtime;
