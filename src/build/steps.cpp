@@ -215,6 +215,7 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
   for (const auto& path : in.spec.cache) {
     fs::path dir = in.cache_root / cache_dir_name(path);
     if (fs::create_directories(dir) && ::geteuid() == 0) (void)!::chown(dir.c_str(), s.uid, s.gid);
+    ::utimensat(AT_FDCWD, dir.c_str(), nullptr, 0);  // used now: `stackbuild gc` evicts the least recent
     s.mounts.push_back({dir, path, false});
   }
 

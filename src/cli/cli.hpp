@@ -24,7 +24,8 @@ extern const std::vector<std::string> kCommonOptions;  // --store, --progress
 struct Context {
   std::unique_ptr<Status> status;
   fs::path store_root;
-  Store store() const { return Store(store_root); }
+  // The store, held shared for this Store's life (a running gc is waited for, with a message).
+  Store store() const;
 };
 Context make_context(const Args& args);
 
@@ -51,6 +52,7 @@ int cmd_push(const std::vector<std::string>& argv);
 int cmd_pull(const std::vector<std::string>& argv);
 int cmd_pip(const std::vector<std::string>& argv);     // cli/pip.cpp (issue 5)
 int cmd_redist(const std::vector<std::string>& argv);  // cli/pip.cpp (issue 5)
+int cmd_gc(const std::vector<std::string>& argv);      // cli/gc.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -66,6 +68,10 @@ extern const char* const kPushHelp;
 extern const char* const kPullHelp;
 extern const char* const kPipHelp;
 extern const char* const kRedistHelp;
+extern const char* const kGcHelp;
+
+// " (pid 12)", " (pids 12, 34)", or "" when none is known.
+std::string pid_list(const std::vector<long>& pids);
 
 // --catalog DIR and --set KEY=VALUE, shared by plan, lock and build.
 extern const std::vector<std::string> kPlanOptions;  // --catalog (--set is repeatable)

@@ -56,6 +56,7 @@ const std::vector<Command>& commands() {
       {"apt-resolve", "resolve Debian/Ubuntu packages against a release's repositories", kAptResolveHelp, cmd_apt_resolve},
       {"pip", "resolve Python wheels for an image (and install them without pip)", kPipHelp, cmd_pip},
       {"redist", "fetch NVIDIA redist archives into a /usr/local/cuda-X.Y tree", kRedistHelp, cmd_redist},
+      {"gc", "remove from the store what no build needs (--max-size, --older-than to evict more)", kGcHelp, cmd_gc},
       {"version", "print the version", kVersionHelp, cmd_version},
   };
   return cmds;
@@ -82,6 +83,19 @@ Context make_context(const Args& args) {
   c.status = make_status(mode, mode == StatusMode::Json ? stdout : stderr, verbose);
   c.store_root = args.get("--store") ? fs::path(*args.get("--store")) : Store::default_root();
   return c;
+}
+
+std::string pid_list(const std::vector<long>& pids) {
+  std::string s;
+  for (long p : pids) s += (s.empty() ? "" : ", ") + std::to_string(p);
+  return pids.empty() ? "" : (pids.size() == 1 ? " (pid " : " (pids ") + s + ")";
+}
+
+Store Context::store() const {
+  return Store(store_root, [this](const std::vector<long>& pids) {
+    status->message(Level::Info, "waiting for 'stackbuild gc'" + pid_list(pids) + " to finish with the store " +
+                                     store_root.string());
+  });
 }
 
 int cmd_version(const std::vector<std::string>& argv) {

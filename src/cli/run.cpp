@@ -38,7 +38,8 @@ int cmd_run(const std::vector<std::string>& argv) {
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
   LayoutImage image = open_layout_image(layout, ref);
-  verify::ImageRoot root(verify::unpacked_root(store, image));
+  verify::UnpackedRoot unpacked = verify::unpacked_root(store, image);  // held while the command runs
+  verify::ImageRoot root(unpacked.path);
 
   auto config = nlohmann::json::parse(image.config_json).value("config", nlohmann::json::object());
   verify::RunOptions o;

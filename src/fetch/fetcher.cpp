@@ -8,6 +8,8 @@
 #include <mutex>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
 
@@ -29,6 +31,15 @@ std::string expectation(const FetchItem& item) {
 }
 
 Digest url_key(const std::string& url) { return KeyHasher().field("fetched-url", url).finish(); }
+
+// A download by digest is named by a "download" record, which each later use
+// touches: gc keeps the blob while the record is kept, and evicts the least
+// recently used first. (A blob from before these records gets one when next used.)
+void note_download(const Store& store, const FetchItem& item, const Digest& d) {
+  Digest key = KeyHasher().field("download", d.str()).finish();
+  if (!store.touch_record("download", key))
+    store.put_record("download", key, nlohmann::json{{"blob", d.str()}, {"url", item.url}}.dump());
+}
 
 uint64_t bytes_on_disk(const fs::path& p) {
   struct stat st;
@@ -97,6 +108,7 @@ class HttpFetcher final : public Fetcher {
  private:
   Fetched fetch_item(http::Client& client, const FetchItem& item, const std::function<void(uint64_t)>& progress) {
     if (item.sha256 && store_.has(*item.sha256)) {
+      note_download(store_, item, *item.sha256);
       uint64_t size = store_.size(*item.sha256);
       progress(item.size.value_or(0));
       return {item.url, *item.sha256, size, true};
@@ -108,7 +120,10 @@ class HttpFetcher final : public Fetcher {
     }
     Digest key = KeyHasher().field("partial", item.url).field("sha256", item.sha256 ? item.sha256->str() : "").finish();
     auto lock = store_.lock("fetch-" + key.hex());
-    if (item.sha256 && store_.has(*item.sha256)) return {item.url, *item.sha256, store_.size(*item.sha256), true};
+    if (item.sha256 && store_.has(*item.sha256)) {
+      note_download(store_, item, *item.sha256);
+      return {item.url, *item.sha256, store_.size(*item.sha256), true};
+    }
     fs::path partial = store_.root() / "tmp" / ("partial-" + key.hex());
     for (int round = 0;; ++round) {
       bool resumed = bytes_on_disk(partial) > 0;
@@ -124,6 +139,7 @@ class HttpFetcher final : public Fetcher {
         Digest d = store_.put_file(partial, item.sha256);
         ::unlink(partial.c_str());
         if (!item.sha256) store_.put_record("url", url_key(item.url), d.str());
+        else note_download(store_, item, d);
         return {item.url, d, got, false};
       } catch (const Error& e) {
         ::unlink(partial.c_str());

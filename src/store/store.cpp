@@ -1,21 +1,48 @@
 #include "store/store.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
 
 #include "util/error.hpp"
 
 namespace sb {
 
-Store::Store(fs::path root) : root_(std::move(root)) {
+void Store::create_layout(const fs::path& root) {
   try {
-    for (const char* sub : {"blobs/sha256", "refs", "tmp", "locks"}) fs::create_directories(root_ / sub);
+    for (const char* sub : {"blobs/sha256", "refs", "tmp", "locks"}) fs::create_directories(root / sub);
   } catch (const fs::filesystem_error& e) {
-    throw Error("cannot create the store at " + root_.string() + ": " + e.code().message());
+    throw Error("cannot create the store at " + root.string() + ": " + e.code().message());
   }
 }
+
+static fs::path use_lock(const fs::path& root) { return root / "store.lock"; }
+
+Store::Store(fs::path root, const WaitFn& on_wait) : root_(std::move(root)) {
+  create_layout(root_);
+  if (auto l = FileLock::try_lock(use_lock(root_), LockKind::Shared)) {
+    use_ = std::move(l);
+    return;
+  }
+  if (on_wait) on_wait(users(root_));
+  use_ = std::make_shared<FileLock>(use_lock(root_), LockKind::Shared);
+}
+
+std::optional<Store> Store::open_exclusive(fs::path root, bool wait, const WaitFn& on_wait) {
+  create_layout(root);
+  std::shared_ptr<FileLock> l = FileLock::try_lock(use_lock(root), LockKind::Exclusive);
+  if (!l) {
+    if (!wait) return std::nullopt;
+    if (on_wait) on_wait(users(root));
+    l = std::make_shared<FileLock>(use_lock(root), LockKind::Exclusive);
+  }
+  return Store(std::move(root), std::move(l));
+}
+
+std::vector<long> Store::users(const fs::path& root) { return lock_holders(use_lock(root)); }
 
 fs::path Store::default_root() {
   const char* xdg = getenv("XDG_CACHE_HOME");
@@ -93,7 +120,13 @@ static fs::path record_path(const fs::path& root, std::string_view kind, const D
 std::optional<std::string> Store::get_record(std::string_view kind, const Digest& key) const {
   fs::path p = record_path(root_, kind, key);
   if (::access(p.c_str(), F_OK) != 0) return std::nullopt;
-  return read_file(p);
+  std::string text = read_file(p);
+  ::utimensat(AT_FDCWD, p.c_str(), nullptr, 0);  // last used now; a read-only store just keeps the old time
+  return text;
+}
+
+bool Store::touch_record(std::string_view kind, const Digest& key) const {
+  return ::utimensat(AT_FDCWD, record_path(root_, kind, key).c_str(), nullptr, 0) == 0 || errno != ENOENT;
 }
 
 void Store::put_record(std::string_view kind, const Digest& key, std::string_view json) const {

@@ -6,13 +6,19 @@
 // expected, matches). Readers therefore never see a partial or wrong blob, and
 // two stackbuild processes sharing a store can insert the same blob at once.
 // Work that should happen once across processes takes a lock() first.
+//
+// Every Store holds a shared lock on <root>/store.lock for its lifetime
+// (copies share it); `stackbuild gc` takes it exclusively, so it never
+// removes anything while another stackbuild uses the store (store/gc.hpp).
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "util/digest.hpp"
 #include "util/file.hpp"
@@ -21,7 +27,19 @@ namespace sb {
 
 class Store {
  public:
-  explicit Store(fs::path root);
+  // Called with the pids holding the store (empty when unknown) before
+  // blocking on them.
+  using WaitFn = std::function<void(const std::vector<long>& pids)>;
+
+  // Opens (creating) the store and takes its shared lock; blocks while a gc
+  // holds it, calling `on_wait` first.
+  explicit Store(fs::path root, const WaitFn& on_wait = {});
+  // The store with every other user shut out, for gc: nullopt while another
+  // process holds it, unless `wait`, which blocks (calling `on_wait`) until
+  // it is free.
+  static std::optional<Store> open_exclusive(fs::path root, bool wait, const WaitFn& on_wait = {});
+  // The processes holding <root>/store.lock now, besides this one.
+  static std::vector<long> users(const fs::path& root);
   // $XDG_CACHE_HOME/stackbuild, else $HOME/.cache/stackbuild.
   static fs::path default_root();
 
@@ -54,8 +72,12 @@ class Store {
   std::string read(const Digest& d) const;  // re-checks the digest
 
   // Small JSON records keyed by a cache key, e.g. ("layer", key) -> Layer.
+  // Reading a record sets its mtime to now: gc evicts the least recently
+  // used records first (touch_record does only that, and says whether the
+  // record exists).
   std::optional<std::string> get_record(std::string_view kind, const Digest& key) const;
   void put_record(std::string_view kind, const Digest& key, std::string_view json) const;
+  bool touch_record(std::string_view kind, const Digest& key) const;
 
   // An exclusive inter-process lock on a name, e.g. "layer-<key>".
   std::unique_ptr<FileLock> lock(std::string_view name) const;
@@ -64,7 +86,10 @@ class Store {
   std::unique_ptr<TempDir> temp_dir() const;
 
  private:
+  Store(fs::path root, std::shared_ptr<FileLock> use) : root_(std::move(root)), use_(std::move(use)) {}
+  static void create_layout(const fs::path& root);
   fs::path root_;
+  std::shared_ptr<FileLock> use_;  // on <root>/store.lock: shared, or exclusive for gc
 };
 
 }  // namespace sb

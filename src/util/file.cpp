@@ -4,9 +4,13 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <sstream>
 #include <random>
 
 #include "util/error.hpp"
@@ -105,16 +109,84 @@ void write_file_atomic(const fs::path& path, std::string_view data, int mode) {
   f.commit();
 }
 
-FileLock::FileLock(const fs::path& lock_file) {
-  fd_.reset(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (fd_.get() < 0) throw_errno("open lock " + lock_file.string());
-  while (::flock(fd_.get(), LOCK_EX) != 0) {
+static UniqueFd open_lock_file(const fs::path& lock_file) {
+  UniqueFd fd(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw_errno("open lock " + lock_file.string());
+  return fd;
+}
+
+FileLock::FileLock(const fs::path& lock_file, LockKind kind) {
+  fd_ = open_lock_file(lock_file);
+  while (::flock(fd_.get(), kind == LockKind::Shared ? LOCK_SH : LOCK_EX) != 0) {
     if (errno != EINTR) throw_errno("lock " + lock_file.string());
   }
 }
 
+std::unique_ptr<FileLock> FileLock::try_lock(const fs::path& lock_file, LockKind kind) {
+  std::unique_ptr<FileLock> l(new FileLock());
+  l->fd_ = open_lock_file(lock_file);
+  while (::flock(l->fd_.get(), (kind == LockKind::Shared ? LOCK_SH : LOCK_EX) | LOCK_NB) != 0) {
+    if (errno == EWOULDBLOCK) return nullptr;
+    if (errno != EINTR) throw_errno("lock " + lock_file.string());
+  }
+  return l;
+}
+
+std::vector<long> lock_holders_in(std::string_view text, unsigned long dev_major, unsigned long dev_minor,
+                                  unsigned long inode) {
+  // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; a waiter's line has "->" after the number
+  // (waiters hold nothing: skipped).
+  std::vector<long> pids;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string num, type, mode, access, pid, where;
+    f >> num >> type;
+    if (type == "->") continue;
+    f >> mode >> access >> pid >> where;
+    unsigned long ma = 0, mi = 0, ino = 0;
+    if (type != "FLOCK" || sscanf(where.c_str(), "%lx:%lx:%lu", &ma, &mi, &ino) != 3) continue;
+    if (ma != dev_major || mi != dev_minor || ino != inode) continue;
+    char* end = nullptr;
+    long p = strtol(pid.c_str(), &end, 10);
+    if (end && *end == '\0' && p > 0 && std::find(pids.begin(), pids.end(), p) == pids.end()) pids.push_back(p);
+  }
+  return pids;
+}
+
+std::vector<long> lock_holders(const fs::path& lock_file) {
+  struct stat st;
+  if (::stat(lock_file.c_str(), &st) != 0) return {};
+  std::string text;
+  try {
+    text = read_file("/proc/locks");
+  } catch (const Error&) {
+    return {};
+  }
+  auto pids = lock_holders_in(text, major(st.st_dev), minor(st.st_dev), st.st_ino);
+  pids.erase(std::remove(pids.begin(), pids.end(), static_cast<long>(::getpid())), pids.end());
+  return pids;
+}
+
 FileLock::~FileLock() {
   if (fd_.get() >= 0) ::flock(fd_.get(), LOCK_UN);
+}
+
+void remove_tree(const fs::path& path) {
+  std::error_code ec;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;
+  if (S_ISDIR(st.st_mode)) {
+    ::chmod(path.c_str(), 0700);
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      if (it->is_directory(ec) && !it->is_symlink(ec)) ::chmod(it->path().c_str(), 0700);
+    }
+  }
+  ec.clear();
+  fs::remove_all(path, ec);
+  if (ec) throw Error("cannot remove " + path.string() + ": " + ec.message());
 }
 
 TempDir::TempDir(const fs::path& parent, std::string_view prefix) {

@@ -2,8 +2,10 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sb {
 
@@ -53,18 +55,36 @@ void write_file_atomic(const fs::path& path, std::string_view data, int mode = 0
 void write_all(int fd, const void* data, size_t size, const std::string& what);
 void fsync_dir(const fs::path& dir);
 
-// An exclusive advisory lock (flock) held for the object's lifetime; blocks
-// until it is free. Two stackbuild processes sharing a store serialise on it.
+// An advisory lock (flock) held for the object's lifetime; blocks until it is
+// free. Exclusive by default: two stackbuild processes sharing a store
+// serialise on it. Shared locks exclude only an exclusive one (readers and a
+// writer). The lock belongs to the open file, so a forked child shares it.
+enum class LockKind { Exclusive, Shared };
 class FileLock {
  public:
-  explicit FileLock(const fs::path& lock_file);
+  explicit FileLock(const fs::path& lock_file, LockKind kind = LockKind::Exclusive);
   ~FileLock();
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
+  // The lock if it is free now, else nullptr (never blocks).
+  static std::unique_ptr<FileLock> try_lock(const fs::path& lock_file, LockKind kind = LockKind::Exclusive);
 
  private:
+  FileLock() = default;
   UniqueFd fd_;
 };
+
+// The processes that hold a flock on `lock_file` (not those waiting), from
+// /proc/locks; empty when that cannot be read. For messages only: a pid may
+// be gone by the time it is printed.
+std::vector<long> lock_holders(const fs::path& lock_file);
+// The same from the text of a /proc/locks, for a file's device and inode.
+std::vector<long> lock_holders_in(std::string_view proc_locks, unsigned long dev_major, unsigned long dev_minor,
+                                  unsigned long inode);
+
+// Removes a file or a whole tree, making read-only directories writable on
+// the way (an unpacked image has them); throws when something stays behind.
+void remove_tree(const fs::path& path);
 
 // A fresh directory under `parent` (or $TMPDIR), removed with everything in it
 // when the object goes away, unless keep() was called.

@@ -1,5 +1,8 @@
 #include "verify/builtin_tests.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -277,6 +280,7 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
   fs::path dir = o.cache_dir / key.finish().hex();
   fs::path bin = dir / component;
 
+  if (fs::exists(bin)) ::utimensat(AT_FDCWD, dir.c_str(), nullptr, 0);  // used now: `stackbuild gc` evicts the least recent
   if (!fs::exists(bin)) {
     fs::create_directories(o.cache_dir);
     TempDir tmp(o.cache_dir, ".compile-");

@@ -1,26 +1,75 @@
 #include "verify/unpacked.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+
 #include "layer/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 
 namespace sb::verify {
 
-fs::path unpacked_root(const Store& store, const LayoutImage& image) {
+static fs::path use_lock(const Store& store, const std::string& hex) { return store.root() / "locks" / ("root-use-" + hex); }
+
+UnpackedRoot unpacked_root(const Store& store, const LayoutImage& image, size_t keep) {
   fs::path roots = store.root() / "roots";
   fs::create_directories(roots);
-  fs::path dest = roots / image.manifest_digest.hex();
-  if (fs::is_directory(dest)) return dest;
-  auto lock = store.lock("root-" + image.manifest_digest.hex());
-  if (fs::is_directory(dest)) return dest;  // another stackbuild unpacked it meanwhile
-  TempDir tmp(roots, ".unpack-");
-  fs::path root = tmp.path() / "rootfs";
-  fs::create_directory(root);
-  ExtractOptions o;
-  ExtractStats stats;
-  for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
-  fs::rename(root, dest);
-  return dest;
+  const std::string hex = image.manifest_digest.hex();
+  fs::path dest = roots / hex;
+  // In use first, then looked at: an eviction either finished before (the root is gone) or waits.
+  UnpackedRoot out{dest, std::make_shared<FileLock>(use_lock(store, hex), LockKind::Shared)};
+  if (fs::is_directory(dest)) {
+    ::utimensat(AT_FDCWD, dest.c_str(), nullptr, 0);  // recently used: evicted last
+    return out;
+  }
+  {
+    auto lock = store.lock("root-" + hex);
+    if (fs::is_directory(dest)) return out;  // another stackbuild unpacked it meanwhile
+    TempDir tmp(roots, ".unpack-");
+    fs::path root = tmp.path() / "rootfs";
+    fs::create_directory(root);
+    ExtractOptions o;
+    ExtractStats stats;
+    for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
+    fs::rename(root, dest);
+  }
+  evict_roots(store, keep, hex);
+  return out;
+}
+
+size_t evict_roots(const Store& store, size_t keep, const std::string& except) {
+  struct Root {
+    int64_t mtime;
+    std::string name;
+  };
+  std::vector<Root> all;
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(store.root() / "roots", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    struct stat st;
+    if (name.empty() || name[0] == '.' || ::lstat(it->path().c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+    all.push_back({static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec, name});
+  }
+  std::sort(all.begin(), all.end(), [](const Root& a, const Root& b) {
+    return std::tie(b.mtime, b.name) < std::tie(a.mtime, a.name);  // most recent first
+  });
+  size_t removed = 0, kept = 0;
+  for (const auto& r : all) {
+    if (r.name == except || kept < keep) {
+      if (r.name != except) ++kept;
+      continue;
+    }
+    auto lock = FileLock::try_lock(use_lock(store, r.name), LockKind::Exclusive);
+    if (!lock) continue;  // in use by another stackbuild
+    fs::path doomed = store.root() / "tmp" / (".evict-root-" + r.name);
+    if (::rename((store.root() / "roots" / r.name).c_str(), doomed.c_str()) != 0) continue;
+    remove_tree(doomed);
+    ++removed;
+  }
+  return removed;
 }
 
 }  // namespace sb::verify

@@ -68,7 +68,8 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   env.host_root = o.host_root;
 
   int task = status.task_begin("unpack " + image.manifest_digest.str(), 0);
-  ImageRoot root(unpacked_root(store, image));
+  UnpackedRoot unpacked = unpacked_root(store, image);  // held: not evicted while the tests run
+  ImageRoot root(unpacked.path);
   status.task_end(task, root.root().string());
 
   VerifyReport report;
