@@ -166,7 +166,7 @@ class HttpFetcher final : public Fetcher {
     auto attempt = [&]() -> http::Response {
       uint64_t offset = bytes_on_disk(partial);
       if (item.size && offset > *item.size) ::unlink(partial.c_str()), offset = 0;
-      UniqueFd fd(::open(partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+      UniqueFd fd(open_waiting(partial.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
       if (fd.get() < 0) throw_errno("open " + partial.string());
       http::Request req;
       req.url = item.url;

@@ -203,7 +203,13 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
     if (n < std::min<int>(o.jobs, static_cast<int>(blobs.size())))
       status.message(Level::Info, "sending " + std::to_string(n) + " blobs at once, not " + std::to_string(o.jobs) +
                                       ": the limit on open files (ulimit -n) allows no more");
-    for (int i = 0; i < n; ++i) threads.emplace_back(worker);
+    try {
+      for (int i = 0; i < n; ++i) threads.emplace_back(worker);
+    } catch (...) {  // no thread to be had: stop those that run, never leave one unjoined
+      stop = true;
+      for (auto& t : threads) t.join();
+      throw;
+    }
     for (auto& t : threads) t.join();
     if (error) std::rethrow_exception(error);
     auto client = session.make_client();

@@ -55,10 +55,12 @@ int usable_connections(int wanted) {
   for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
        it.increment(ec))
     ++open;
-  // A connection: its socket, the blob file it reads or the store file it writes,
-  // and room for curl's own (a resolver's pipe); 16 kept for everything else.
-  long spare = static_cast<long>(rl.rlim_cur) - open - 16;
-  return static_cast<int>(std::clamp<long>(spare / 4, 1, wanted));
+  return connections_within(static_cast<long>(rl.rlim_cur), open, wanted);
+}
+
+int connections_within(long limit, long open, int wanted) {
+  long spare = limit - open - kDescriptorReserve;
+  return static_cast<int>(std::clamp<long>(spare / kDescriptorsPerTransfer, 1, std::max(1, wanted)));
 }
 
 Session::Session(std::string registry, std::string op, SessionOptions options, Status& status)
@@ -89,10 +91,13 @@ void Session::note_retry(const std::string& why) {
   status_.message(Level::Info, op_ + ": " + out);
 }
 
-// Finds the endpoint: https first; plain http only for a local or
-// --insecure-registry registry that does not speak TLS. Then authenticates
-// as /v2/ asks.
+// Finds the endpoint: https first. A local or --insecure-registry registry
+// that does not speak TLS (the handshake fails), refuses the https connection
+// (nothing on port 443 of a registry named without a port) or does not answer
+// it in time is tried over plain http, as skopeo and containerd do; any other
+// registry stays on https. Then authenticates as /v2/ asks.
 void Session::probe() {
+  using Kind = http::HttpError::Kind;
   auto client = make_client();
   bool http_ok = is_local(registry_) || listed(registry_, options_.insecure);
   auto ping = [&](const std::string& base) {
@@ -102,25 +107,39 @@ void Session::probe() {
   };
   http::Response r;
   try {
-    try {
-      if (options_.plain_http && http_ok) throw http::HttpError("", "plain HTTP", false, http::HttpError::Kind::TlsHandshake);
+    if (options_.plain_http && http_ok) {
+      base_ = "http://" + registry_;
+      r = ping(base_);
+    } else {
       base_ = "https://" + registry_;
-      r = client->perform({.url = base_ + "/v2/", .connect_timeout_seconds = 10});
-    } catch (const http::HttpError& e) {
-      if (http_ok && e.kind() == http::HttpError::Kind::TlsHandshake) {
-        base_ = "http://" + registry_;
-        r = ping(base_);
-      } else if (e.kind() == http::HttpError::Kind::TlsUntrusted) {
-        throw Error(op_ + ": the TLS certificate of " + registry_ + " is not trusted (" + e.what() +
-                    "); give the CA that signed it with --ca-cert FILE");
-      } else if (e.transient()) {
-        r = ping(base_);
-      } else {
-        throw;
+      try {
+        r = client->perform({.url = base_ + "/v2/", .connect_timeout_seconds = options_.probe_timeout_seconds});
+      } catch (const http::HttpError& e) {
+        bool no_tls = e.kind() == Kind::TlsHandshake || e.kind() == Kind::Refused || e.kind() == Kind::Timeout;
+        if (http_ok && no_tls) {
+          status_.message(Level::Debug, std::string(e.what()) + "; trying plain http");
+          base_ = "http://" + registry_;
+          try {
+            r = ping(base_);
+          } catch (const http::HttpError& e2) {
+            throw Error(op_ + ": " + registry_ + " answers neither https (" + e.what() + ") nor plain http (" +
+                        e2.what() + ")");
+          }
+        } else if (e.kind() == Kind::TlsUntrusted) {
+          throw Error(op_ + ": the TLS certificate of " + registry_ + " is not trusted (" + e.what() +
+                      "); give the CA that signed it with --ca-cert FILE");
+        } else if (e.transient()) {
+          r = ping(base_);
+        } else {
+          throw;
+        }
       }
     }
   } catch (const http::HttpError& e) {
-    throw Error(op_ + ": " + e.what());
+    std::string hint = !http_ok && e.kind() == Kind::TlsHandshake
+                           ? " (plain http is tried only for localhost and --insecure-registry registries)"
+                           : "";
+    throw Error(op_ + ": " + e.what() + hint);
   }
   status_.message(Level::Debug, "GET " + base_ + "/v2/ -> " + std::to_string(r.status));
   if (r.status == 401) {

@@ -29,6 +29,7 @@ struct SessionOptions {
   std::vector<std::string> insecure;  // --insecure-registry HOST[:PORT]: plain HTTP or unverified TLS
   http::RetryPolicy retry;
   bool plain_http = false;            // skip the https probe (tests, and registries known to be plain)
+  long probe_timeout_seconds = 10;    // for the first https attempt (its connection and handshake)
 };
 
 // A registry answered with an error status.
@@ -45,9 +46,22 @@ class RegistryError : public Error {
 // the registry's JSON error body ({"errors":[{"code","message"}]}).
 std::string describe_error(const http::Response& response);
 
-// How many connections a push or pull may hold at once when `wanted` (-j)
-// are asked for: each holds a socket and a file, so the count stays within
-// the limit on open files, after raising its soft value to the hard one.
+// The file descriptors one transfer of a push or pull holds at its peak: its
+// connection's socket, the socketpair curl keeps with each handle, the blob
+// file it reads (push) or the store file it writes (pull), and the record of
+// the blob's repository written into the store (a temporary file and its
+// directory, for the fsync).
+constexpr int kDescriptorsPerTransfer = 1 + 2 + 1 + 2;
+// Kept for everything else: stdio, the main thread's connection (3), the token
+// server's (3), the store's locks and records, the resolver's, slack.
+constexpr int kDescriptorReserve = 16;
+
+// How many transfers of `wanted` (-j) fit in `limit` open files when `open`
+// are open already: (limit - open - reserve) / per transfer, at least 1.
+int connections_within(long limit, long open, int wanted);
+// How many connections a push or pull may hold at once when `wanted` (-j) are
+// asked for: connections_within() the limit on open files, after raising its
+// soft value to the hard one, and the descriptors open now.
 int usable_connections(int wanted);
 
 class Session {

@@ -89,7 +89,7 @@ Digest Store::put(std::string_view bytes, const std::optional<Digest>& expected)
 }
 
 Digest Store::put_file(const fs::path& src, const std::optional<Digest>& expected) const {
-  UniqueFd fd(::open(src.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open_waiting(src.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_errno("open " + src.string());
   Writer w = writer();
   std::string buf(1 << 20, '\0');

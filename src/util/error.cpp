@@ -1,5 +1,7 @@
 #include "util/error.hpp"
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -53,7 +55,16 @@ std::string InputError::render() const {
 }
 
 void throw_errno(const std::string& what, int err) {
-  throw Error(what + ": " + std::strerror(err));
+  std::string msg = what + ": " + std::strerror(err);
+  if (err == EMFILE) {  // say which limit, and what to do about it
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      msg += " (the limit on open files, ulimit -n, is " + std::to_string(rl.rlim_cur) + ")";
+    msg += "; raise the limit, or run fewer jobs at once (-j)";
+  } else if (err == ENFILE) {
+    msg += " (the system-wide limit on open files, fs.file-max, is reached)";
+  }
+  throw Error(msg);
 }
 void throw_errno(const std::string& what) { throw_errno(what, errno); }
 

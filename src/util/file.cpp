@@ -8,10 +8,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <sstream>
 #include <random>
+#include <thread>
 
 #include "util/error.hpp"
 
@@ -25,6 +28,37 @@ UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
 void UniqueFd::reset(int fd) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = fd;
+}
+
+static std::atomic<double> g_descriptor_wait{20.0};
+
+double descriptor_wait_seconds() { return g_descriptor_wait.load(); }
+void set_descriptor_wait_seconds(double seconds) { g_descriptor_wait = seconds; }
+
+bool wait_for_descriptor(int attempt, double& waited) {
+  double limit = descriptor_wait_seconds();
+  if (waited >= limit) return false;
+  // 10 ms, doubling to half a second: a transfer that ends frees its socket and file.
+  double d = std::min({0.01 * (1 << std::min(attempt, 6)), 0.5, limit - waited});
+  std::this_thread::sleep_for(std::chrono::duration<double>(d));
+  waited += d;
+  return true;
+}
+
+int open_waiting(const char* path, int flags, mode_t mode) {
+  double waited = 0;
+  for (int attempt = 0;; ++attempt) {
+    int fd = ::open(path, flags, mode);
+    if (fd >= 0 || errno == EINTR) {
+      if (fd >= 0) return fd;
+      continue;
+    }
+    int err = errno;
+    if (!out_of_descriptors(err) || !wait_for_descriptor(attempt, waited)) {
+      errno = err;
+      return -1;
+    }
+  }
 }
 
 static std::string random_suffix() {
@@ -49,7 +83,7 @@ void write_all(int fd, const void* data, size_t size, const std::string& what) {
 }
 
 void fsync_dir(const fs::path& dir) {
-  UniqueFd fd(::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(open_waiting(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() >= 0) ::fsync(fd.get());
 }
 
@@ -57,7 +91,7 @@ AtomicFile::AtomicFile(fs::path dest, int mode) : dest_(std::move(dest)) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     temp_ = dest_;
     temp_ += ".tmp-" + random_suffix();
-    int fd = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    int fd = open_waiting(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (fd >= 0) {
       fd_.reset(fd);
       ::fchmod(fd, mode);  // not subject to the umask: the same bytes and modes everywhere
@@ -88,7 +122,7 @@ void AtomicFile::commit_as(const fs::path& dest) {
 }
 
 std::string read_file(const fs::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  UniqueFd fd(open_waiting(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) throw_errno("open " + path.string());
   std::string out;
   char buf[65536];
@@ -110,7 +144,7 @@ void write_file_atomic(const fs::path& path, std::string_view data, int mode) {
 }
 
 static UniqueFd open_lock_file(const fs::path& lock_file) {
-  UniqueFd fd(::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  UniqueFd fd(open_waiting(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
   if (fd.get() < 0) throw_errno("open lock " + lock_file.string());
   return fd;
 }

@@ -1,6 +1,9 @@
 // Files: owned descriptors, atomic writes, locks and scratch directories.
 #pragma once
 
+#include <sys/types.h>
+
+#include <cerrno>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -49,6 +52,22 @@ class AtomicFile {
   UniqueFd fd_;
   bool done_ = false;
 };
+
+// True for EMFILE and ENFILE: no file descriptor is free (the process's limit,
+// ulimit -n, or the system's).
+inline bool out_of_descriptors(int err) { return err == EMFILE || err == ENFILE; }
+
+// ::open, except that when no descriptor is free it waits for other work (the
+// transfers in flight of a push, pull or fetch) to close some and tries again,
+// with backoff, for up to descriptor_wait_seconds(). Returns the descriptor, or
+// -1 with errno set (EMFILE still, when the wait ran out).
+int open_waiting(const char* path, int flags, mode_t mode = 0);
+// How long open_waiting() waits (default 20 s); tests shorten it.
+double descriptor_wait_seconds();
+void set_descriptor_wait_seconds(double seconds);
+// Waits (once, with the backoff of attempt number `attempt`, from 0) for a
+// descriptor to be closed elsewhere; false when `waited` seconds reach the limit.
+bool wait_for_descriptor(int attempt, double& waited);
 
 std::string read_file(const fs::path& path);
 void write_file_atomic(const fs::path& path, std::string_view data, int mode = 0644);

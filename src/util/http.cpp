@@ -2,9 +2,11 @@
 
 #include <curl/curl.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <ctime>
 #include <exception>
@@ -120,6 +122,30 @@ bool transient_curl(CURLcode c) {
   }
 }
 
+// Failures that running out of file descriptors causes inside curl without an
+// errno to say so.
+bool may_be_descriptors(CURLcode c) {
+  return c == CURLE_OUT_OF_MEMORY || c == CURLE_FAILED_INIT || c == CURLE_COULDNT_CONNECT ||
+         c == CURLE_SSL_CACERT_BADFILE || c == CURLE_SSL_CERTPROBLEM || c == CURLE_SSL_CONNECT_ERROR;
+}
+
+bool no_descriptor_free() {
+  int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;
+  }
+  return out_of_descriptors(errno);
+}
+
+std::string descriptors_note() {
+  struct rlimit rl;
+  std::string limit = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                          ? ", ulimit -n, is " + std::to_string(rl.rlim_cur)
+                          : "";
+  return "no file descriptor was free: the limit on open files" + limit;
+}
+
 }  // namespace
 
 struct Client::Impl {
@@ -173,7 +199,7 @@ Response Client::perform(const Request& req) {
   if (req.no_body || req.method == "HEAD") {
     curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
   } else if (!req.body_file.empty()) {
-    body_fd.reset(::open(req.body_file.c_str(), O_RDONLY | O_CLOEXEC));
+    body_fd.reset(open_waiting(req.body_file.c_str(), O_RDONLY | O_CLOEXEC));
     if (body_fd.get() < 0) throw_errno("open " + req.body_file.string());
     t.body_fd = body_fd.get();
     curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
@@ -201,8 +227,18 @@ Response Client::perform(const Request& req) {
   if (t.error) std::rethrow_exception(t.error);
   if (rc != CURLE_OK) {
     std::string msg = errbuf[0] ? errbuf : curl_easy_strerror(rc);
+    long os_errno = 0;
+    curl_easy_getinfo(c, CURLINFO_OS_ERRNO, &os_errno);
+    if (out_of_descriptors(static_cast<int>(os_errno)) || (may_be_descriptors(rc) && no_descriptor_free())) {
+      // A failed socket() reads "Couldn't connect", a CA file that cannot be
+      // opened "certificate problem", curl's own socketpair "out of memory".
+      throw HttpError(req.method + " " + req.url, msg + " (" + descriptors_note() + ")", true,
+                      HttpError::Kind::NoDescriptors);
+    }
     auto kind = rc == CURLE_SSL_CONNECT_ERROR ? HttpError::Kind::TlsHandshake
                 : rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ? HttpError::Kind::TlsUntrusted
+                : rc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED              ? HttpError::Kind::Refused
+                : rc == CURLE_OPERATION_TIMEDOUT                                       ? HttpError::Kind::Timeout
                                                                                         : HttpError::Kind::Other;
     throw HttpError(req.method + " " + req.url, msg, transient_curl(rc), kind);
   }

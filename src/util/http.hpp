@@ -51,8 +51,12 @@ struct Response {
 class HttpError : public Error {
  public:
   // TlsHandshake: the peer does not speak TLS (or the handshake broke);
-  // TlsUntrusted: it does, but its certificate is not trusted.
-  enum class Kind { Other, TlsHandshake, TlsUntrusted };
+  // TlsUntrusted: it does, but its certificate is not trusted;
+  // Refused: nothing listens on the port; Timeout: no answer in time;
+  // NoDescriptors: the process had no file descriptor free for the socket,
+  // its TLS setup or curl's own (EMFILE/ENFILE), which is transient: other
+  // transfers give theirs back as they end.
+  enum class Kind { Other, TlsHandshake, TlsUntrusted, Refused, Timeout, NoDescriptors };
   HttpError(const std::string& url, const std::string& what, bool transient, Kind kind = Kind::Other)
       : Error(url + ": " + what), url_(url), transient_(transient), kind_(kind) {}
   const std::string& url() const { return url_; }

@@ -21,17 +21,25 @@ struct HttpRequest {
   std::string body;
 };
 
+struct HttpServerOptions {
+  const char* address = "127.0.0.1";  // any 127.x.y.z is a loopback address on Linux
+  // A TLS ClientHello: left unanswered (the client's handshake times out), or
+  // answered "400 Bad Request" at once, as a real plain-HTTP server does.
+  bool answer_tls_with_400 = false;
+};
+
 // The handler returns the whole raw response ("HTTP/1.1 200 OK\r\n...") or ""
 // to drop the connection without answering.
 class HttpServer {
  public:
-  explicit HttpServer(std::function<std::string(const HttpRequest&)> handler) : handler_(std::move(handler)) {
+  explicit HttpServer(std::function<std::string(const HttpRequest&)> handler, HttpServerOptions options = {})
+      : handler_(std::move(handler)), options_(options) {
     fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::inet_pton(AF_INET, options_.address, &a.sin_addr);
     ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a);
     ::listen(fd_, 16);
     socklen_t len = sizeof a;
@@ -46,8 +54,10 @@ class HttpServer {
     thread_.join();
   }
   std::string url(const std::string& path = "/") const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
+    return "http://" + std::string(options_.address) + ":" + std::to_string(port_) + path;
   }
+  int port() const { return port_; }
+  int tls_hellos() const { return tls_hellos_; }
   int requests() const { return count_; }
 
  private:
@@ -65,7 +75,14 @@ class HttpServer {
       while ((head_end = in.find("\r\n\r\n")) == std::string::npos) {
         ssize_t n = ::read(c, buf, sizeof buf);
         if (n <= 0) break;
+        bool first = in.empty();
         in.append(buf, static_cast<size_t>(n));
+        if (first && in[0] == '\x16') ++tls_hellos_;  // a TLS handshake record
+        if (in[0] == '\x16' && options_.answer_tls_with_400) {
+          const char bad[] = "HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n";
+          (void)!::write(c, bad, sizeof bad - 1);
+          break;
+        }
       }
       if (head_end == std::string::npos) {
         ::close(c);
@@ -103,6 +120,8 @@ class HttpServer {
     }
   }
   std::function<std::string(const HttpRequest&)> handler_;
+  HttpServerOptions options_;
+  std::atomic<int> tls_hellos_{0};
   int fd_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <chrono>
+
 #include "helpers.hpp"
 #include "http_server.hpp"
 #include "registry/auth.hpp"
@@ -113,4 +115,68 @@ TEST_CASE("registry: the bearer flow gets a token with the push scope and renews
   CHECK(last_scope.find("scope=repository%3Aapp%3Apull%2Cpush") != std::string::npos);
   CHECK(last_scope.find("service=reg") != std::string::npos);
   CHECK(last_auth == "Basic " + base64_encode("alice:pw"));
+}
+
+TEST_CASE("registry: transfers at once fit the limit on open files with their sockets and files", "[registry]") {
+  // Each transfer: a socket, curl's socketpair, a blob or store file, a record and its directory.
+  CHECK(kDescriptorsPerTransfer == 6);
+  CHECK(connections_within(48, 6, 256) == (48 - 6 - kDescriptorReserve) / 6);
+  CHECK(connections_within(48, 6, 2) == 2);      // never more than asked for
+  CHECK(connections_within(24, 6, 256) == 1);    // at least one, however tight
+  CHECK(connections_within(8, 20, 8) == 1);
+  CHECK(connections_within(1 << 20, 10, 256) == 256);
+  CHECK(connections_within(100, 10, 0) == 1);
+  // The bound holds: n transfers and what is open already stay under the limit.
+  for (long limit : {32L, 48L, 64L, 100L, 1024L}) {
+    int n = connections_within(limit, 8, 256);
+    if (n > 1) CHECK(8 + kDescriptorReserve + n * kDescriptorsPerTransfer <= limit);
+  }
+}
+
+namespace {
+std::string probe_base(const std::string& registry, SessionOptions o) {
+  o.retry.attempts = 2;
+  o.retry.sleep = [](double) {};
+  Session s(registry, "pull from " + registry + "/app", o, null_status());
+  return s.url("/v2/");
+}
+}  // namespace
+
+TEST_CASE("registry: a local registry that does not speak TLS is reached over plain http", "[registry]") {
+  auto ok = [](const test::HttpRequest&) { return http_response(200, "{}"); };
+  SECTION("the https handshake gets a plain HTTP answer") {
+    test::HttpServer server(ok, {.answer_tls_with_400 = true});
+    std::string reg = "127.0.0.1:" + std::to_string(server.port());
+    CHECK(probe_base(reg, {}) == "http://" + reg + "/v2/");
+    CHECK(server.tls_hellos() == 1);
+  }
+  SECTION("the https handshake gets no answer in time") {
+    test::HttpServer server(ok);  // waits for an HTTP request; a ClientHello is not one
+    std::string reg = "127.0.0.1:" + std::to_string(server.port());
+    SessionOptions o;
+    o.probe_timeout_seconds = 1;
+    auto start = std::chrono::steady_clock::now();
+    CHECK(probe_base(reg, o) == "http://" + reg + "/v2/");
+    CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(8));
+  }
+  SECTION("the https connection is refused: plain http is tried too, and both failures are told") {
+    int port;
+    { test::HttpServer gone(ok); port = gone.port(); }  // a port nothing listens on now
+    std::string reg = "localhost:" + std::to_string(port);
+    CHECK_THROWS_WITH(probe_base(reg, {}), Catch::Contains("answers neither https (") &&
+                                               Catch::Contains("nor plain http (GET http://localhost:"));
+  }
+}
+
+TEST_CASE("registry: other registries stay on https unless listed with --insecure-registry", "[registry]") {
+  test::HttpServer server([](const test::HttpRequest&) { return http_response(200, "{}"); },
+                          {.address = "127.0.0.2", .answer_tls_with_400 = true});
+  std::string reg = "127.0.0.2:" + std::to_string(server.port());
+  REQUIRE_FALSE(is_local(reg));
+  CHECK_THROWS_WITH(probe_base(reg, {}), Catch::Contains("plain http is tried only for localhost and --insecure-registry"));
+  CHECK(server.requests() == 0);  // no plain HTTP request was sent
+  SessionOptions o;
+  o.insecure = {"127.0.0.2"};
+  CHECK(probe_base(reg, o) == "http://" + reg + "/v2/");
+  CHECK(server.requests() == 1);
 }

@@ -163,3 +163,56 @@ TEST_CASE("human_bytes", "[util]") {
   CHECK(human_bytes(1536) == "1.5 KiB");
   CHECK(human_bytes(3.5 * 1024 * 1024 * 1024) == "3.5 GiB");
 }
+
+#include <fcntl.h>
+#include <sys/resource.h>
+
+#include <thread>
+
+// In a child process (the limit is the process's): every descriptor in use,
+// then open_waiting() gets one as soon as another thread closes one, and,
+// when none is closed, fails after the wait with EMFILE and a message that
+// names the file and the limit.
+TEST_CASE("open_waiting waits for a free descriptor - then says which file and which limit", "[util]") {
+  TempDir dir;
+  fs::path file = dir.path() / "blob";
+  test::write(file, "x");
+  pid_t pid = fork();
+  if (pid == 0) {
+    struct rlimit rl {64, 64};
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(10);
+    std::vector<int> held;
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) held.push_back(fd);
+    if (errno != EMFILE || held.empty()) _exit(11);
+    set_descriptor_wait_seconds(5);
+    int last = held.back();
+    std::thread closer([last] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      ::close(last);
+    });
+    auto start = std::chrono::steady_clock::now();
+    int fd = open_waiting(file.c_str(), O_RDONLY | O_CLOEXEC);
+    closer.join();
+    if (fd < 0) _exit(12);
+    if (std::chrono::steady_clock::now() - start < std::chrono::milliseconds(100)) _exit(13);
+    // Now none is closed: the wait runs out.
+    set_descriptor_wait_seconds(0.3);
+    start = std::chrono::steady_clock::now();
+    if (open_waiting(file.c_str(), O_RDONLY | O_CLOEXEC) >= 0 || errno != EMFILE) _exit(14);
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (waited < 0.25 || waited > 3) _exit(15);
+    try {
+      read_file(file);
+      _exit(16);
+    } catch (const Error& e) {
+      std::string m = e.what();
+      bool clear = m.find("open " + file.string() + ": Too many open files") != std::string::npos &&
+                   m.find("ulimit -n, is 64") != std::string::npos;
+      _exit(clear ? 0 : 17);
+    }
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
