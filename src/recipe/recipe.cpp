@@ -169,11 +169,13 @@ void validate_recipe(const Recipe& r) {
                                       p.file.string() + ")",
                          "patch paths are relative to the recipe that names them");
     }
-    if ((!l.keep_source.empty() || !l.patches.empty()) && !l.from_source())
-      fail(l.keep_source.empty() ? "patches" : "keep_source",
-           std::string(l.keep_source.empty() ? "patches" : "keep_source") +
-               " needs 'from: source' (the catalog component's source) or 'source:'",
-           "patches and kept sources belong to a layer built from a source tree");
+    if (!l.keep_source.empty() && !l.from_source() && !l.keeps_source_beside())
+      fail("keep_source", "keep_source needs 'from: source' (the catalog component's source) or 'source:'",
+           "a layer with build steps keeps the tree they compile; without steps, 'use:' a component "
+           "to keep its source beside its packages");
+    if (!l.patches.empty() && !l.from_source() && !l.keeps_source_beside())
+      fail("patches", "patches needs 'from: source' (the catalog component's source), 'source:' or 'keep_source:'",
+           "patches apply to a source tree that is built or kept");
     if (!l.source.path.empty()) {
       fs::path dir = fs::path(l.source.path).is_absolute() ? fs::path(l.source.path) : l.source.base / l.source.path;
       std::error_code ec;
@@ -182,12 +184,14 @@ void validate_recipe(const Recipe& r) {
                                              "' is not a directory (looked for " + dir.string() + ")",
                          "source paths are relative to the recipe that names them");
     }
-    if (l.source.given() && l.from == "wheel")
-      fail("source", "has 'source:' and 'from: wheel'", "a layer is built from its source or installed from wheels");
-    if (l.source.given() && (!l.apt.empty() || !l.pip.empty()))
+    if (l.source.given() && l.from == "wheel" && !l.keeps_source_beside())
+      fail("source", "has 'source:' and 'from: wheel'",
+           "a layer is built from its source or installed from wheels; with 'keep_source:', "
+           "'source:' is the tree kept beside the wheels");
+    if (l.source.given() && !l.keeps_source_beside() && (!l.apt.empty() || !l.pip.empty()))
       fail(l.apt.empty() ? "pip" : "apt", "builds from 'source:' and installs packages",
            "put the packages in a layer of their own below it");
-    if (l.source.given() && l.build.run.empty())  // `from: source` alone: checked when built
+    if (l.from_source() && l.source.given() && l.build.run.empty())  // `from: source` alone: checked when built
       fail("source", "is built from source and has no 'build:' steps",
            "give it 'build: {run: [...]}': the commands that compile the tree");
     if (l.configure && ((l.apt.empty() && l.use.empty()) || !l.build.empty() || !l.pip.empty() || l.from_source()))

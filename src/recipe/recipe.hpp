@@ -42,11 +42,13 @@ struct CopySpec {
 };
 
 // A patch applied to a framework's source before it is built.
-// `source:` of a layer: the tree its build steps compile, one of a local
-// directory (`path`, relative to the recipe that names it), an archive
-// pinned by sha256 (`url` + `sha256`), or a git repository at a ref (`git` +
-// `ref`, a commit or a tag). Without it, `use: X` + `from: source` takes the
-// catalog's source of X. See src/source/.
+// `source:` of a layer: the tree its build steps compile (or, on a `use:`
+// layer with `keep_source:` and no steps, the tree kept beside its packages),
+// one of a local directory (`path`, relative to the recipe that names it), an
+// archive pinned by sha256 (`url` + `sha256`), or a git repository at a ref
+// (`git` + `ref`, a commit or a tag; both may use ${vars}). Without it,
+// `use: X` + `from: source` (or `keep_source:`) takes the catalog's source
+// of X. See src/source/.
 struct SourceDecl {
   std::string path, url, sha256, git, ref;
   fs::path base;  // the directory `path` is relative to (its recipe's)
@@ -123,8 +125,8 @@ struct LayerSpec {
   std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
   std::string from;                      // "", "redist", "wheel", "apt" or "source": which kind of source
   std::string duplicates;                // "", "report" or "lower": a library a lower layer has too
-  std::string keep_source;               // image path where a source build's tree stays
-  std::vector<PatchSpec> patches;        // applied to the source (from: source)
+  std::string keep_source;               // image path where the source tree stays; may use ${vars}
+  std::vector<PatchSpec> patches;        // applied to the source (from: source, or the kept source)
   SourceDecl source;                     // `source:`; given() false = none, or the catalog's
   bool configure = false;                // apt layers: run `dpkg --configure -a` in the sandbox
   // Tool layers and own build steps.
@@ -142,7 +144,14 @@ struct LayerSpec {
   SourceLocation at(const std::string& key) const;  // the key's place, else the layer's
   bool copies() const { return !copy.empty(); }
   // Whether the build steps compile a source tree (`source:` or `from: source`).
-  bool from_source() const { return source.given() || from == "source"; }
+  bool from_source() const { return (source.given() || from == "source") && !keeps_source_beside(); }
+  // Whether the layer installs its `use:` component from packages (wheel,
+  // redist, apt) and `keep_source:` asks for that component's source beside
+  // it: the catalog record's source (or the layer's own `source:`), patched,
+  // in a layer of its own directly above (pipeline/kept_source.hpp).
+  bool keeps_source_beside() const {
+    return !keep_source.empty() && !use.empty() && from != "source" && build.empty();
+  }
   // What the layer needs beyond local files: "" for a copy layer, else the
   // first of "use", "apt", "pip", "build".
   std::string needs() const;

@@ -172,7 +172,7 @@ SourceDecl parse_source(const Reader& r, const YAML::Node& n, const fs::path& ba
   int kinds = 0;
   if (auto v = n["path"]) s.path = r.string(v, "source.path"), ++kinds;
   if (auto v = n["url"]) s.url = r.string(v, "source.url"), ++kinds;
-  if (auto v = n["git"]) s.git = r.string(v, "source.git"), ++kinds;
+  if (auto v = n["git"]) s.git = text(r, v, "source.git").value, ++kinds;  // ${vars}: expanded per point
   if (kinds != 1 || (n["path"] && s.path.empty()) || (n["url"] && s.url.empty()) || (n["git"] && s.git.empty()))
     r.fail(n, "'source' names one non-empty of path, url or git",
            "source: {path: src/}, {url: https://.../x.tar.gz, sha256: <64 hex>} or {git: URL, ref: COMMIT}");
@@ -185,7 +185,7 @@ SourceDecl parse_source(const Reader& r, const YAML::Node& n, const fs::path& ba
     r.fail(n, "source.url needs its sha256", "an archive source is pinned by the sha256 of its bytes");
   }
   if (auto v = n["ref"]) {
-    s.ref = r.string(v, "source.ref");
+    s.ref = text(r, v, "source.ref").value;
     if (s.git.empty()) r.fail(v, "source.ref goes with source.git");
     if (s.ref.empty()) r.fail(v, "source.ref is empty");
   } else if (!s.git.empty()) {
@@ -232,10 +232,14 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
     }
   }
   if (auto v = n["build"]) l.build = parse_build(r, v);
-  if (auto v = n["keep_source"]) {
-    l.keep_source = r.string(v, "'keep_source'");
+  if (auto v = n["keep_source"]) {  // may use ${vars}: checked again once expanded (resolve::instantiate)
+    l.keep_source = text(r, v, "'keep_source'").value;
     if (l.keep_source.empty() || l.keep_source[0] != '/')
       r.fail(v, "'keep_source' must be an absolute path in the image, not '" + l.keep_source + "'");
+    if (("/" + l.keep_source + "/").find("/../") != std::string::npos ||
+        l.keep_source.find_first_not_of('/') == std::string::npos)
+      r.fail(v, "'keep_source' must be a directory below the image root, without '..', not '" +
+                    l.keep_source + "'");
   }
   if (auto v = n["patches"]) {
     r.expect_list(v, "'patches'");

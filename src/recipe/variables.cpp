@@ -59,6 +59,9 @@ std::vector<VariableUse> variable_uses(const Recipe& r) {
     }
     for (const auto& [k, v] : l.build.env) add(out, v);
     for (const auto& cmd : l.build.run) add(out, cmd);
+    add(out, Text{l.keep_source, l.at("keep_source")});
+    add(out, Text{l.source.git, l.source.where});
+    add(out, Text{l.source.ref, l.source.where});
   }
   for (const auto& [k, v] : r.config.env) add(out, v);
   for (size_t i = 0; i < r.tags.size(); ++i)

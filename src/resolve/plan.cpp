@@ -167,6 +167,15 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
     }
     for (auto& [k, v] : l.build.env) expand(v);
     for (auto& cmd : l.build.run) expand(cmd);
+    if (!l.keep_source.empty()) {
+      l.keep_source = expand_variables(Text{l.keep_source, l.at("keep_source")}, lookup, known, ctx);
+      if (l.keep_source.find_first_not_of('/') == std::string::npos || l.keep_source[0] != '/' ||
+          ("/" + l.keep_source + "/").find("/../") != std::string::npos)
+        throw InputError(l.at("keep_source"), "keep_source is '" + l.keep_source + "' " + ctx +
+                                                  ": it must be an absolute path below the image root without '..'");
+    }
+    l.source.git = expand_variables(Text{l.source.git, l.source.where}, lookup, known, ctx);
+    l.source.ref = expand_variables(Text{l.source.ref, l.source.where}, lookup, known, ctx);
   }
   for (auto& t : r.tests) {
     expand(t.run);
