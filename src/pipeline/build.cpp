@@ -8,6 +8,7 @@
 #include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/kept_source_layer.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/pip_layer.hpp"
@@ -194,7 +195,10 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     if (spec.configure && !is_apt_layer(spec))
       throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
                                              "after the packages of an apt layer, and this layer installs none");
+    // `keep_source:` beside packages: known (or refused) before the packages are fetched.
+    std::optional<LayerSource> kept;
     try {
+      kept = kept_source(recipe, spec, options.variables);
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
         result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));
       else if (is_pip_layer(spec))  // Python wheels (issue 5): pipeline/pip_layer.cpp
@@ -226,6 +230,24 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     for (size_t i = 0; i < done.more.size(); ++i) {
       layers.push_back(done.more[i]);
       history.push_back({created_by(i + 2), spec.comment, false});
+    }
+    if (!kept) continue;
+    // The kept source, in a layer of its own above (pipeline/kept_source_layer.hpp).
+    try {
+      result.layers.push_back(build_kept_source_layer(spec, *kept, key, store, options,
+                                                      layer_budget(recipe, options), epoch, status, key));
+    } catch (Error& e) {
+      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
+    }
+    const LayerReport& src = result.layers.back();
+    const size_t m = 1 + src.more.size();
+    for (size_t i = 0; i < m; ++i) {
+      layers.push_back(i == 0 ? src.layer : src.more[i - 1]);
+      history.push_back({"stackbuild: layer '" + spec.name + "' (source at " + kept->image_path +
+                             (m == 1 ? std::string() : ", part " + std::to_string(i + 1) + " of " + std::to_string(m)) +
+                             ")",
+                         spec.comment, false});
     }
   }
 

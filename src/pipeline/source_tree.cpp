@@ -11,12 +11,15 @@ namespace {
 // The catalog's source of the one component of `spec` at the point's version:
 // the newest record whose version is the point's (or starts with it: a matrix
 // value such as "2.6" is a prefix) and that names a git or archive source.
+// Errors point at `key`: `from` (from: source) or `keep_source`.
 source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
-                                  const std::map<std::string, std::string>& vars, std::string& what) {
+                                  const std::map<std::string, std::string>& vars, const std::string& key,
+                                  std::string& what) {
   const std::string& name = spec.use.front();
   std::string asked = vars.count(name) ? vars.at(name) : spec.version.value;
+  const std::string asking = key == "from" ? "'from: source'" : "'keep_source'";
   auto dir = find_catalog(recipe.file);
-  if (!dir) throw InputError(spec.at("from"), "layer '" + spec.name + "': 'from: source' needs the catalog (layers/)",
+  if (!dir) throw InputError(spec.at(key), "layer '" + spec.name + "': " + asking + " needs the catalog (layers/)",
                              "or give the layer its own 'source:'");
   catalog::Catalog cat = catalog::load_catalog(*dir);
   const catalog::Component* c = cat.find(name);
@@ -27,10 +30,11 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
       if ((r.sources.git || r.sources.archive) && r.version.matches(*prefix) && (!best || best->version < r.version))
         best = &r;
   if (!best)
-    throw InputError(spec.at("from"),
-                     "layer '" + spec.name + "': the catalog names no source (git or archive) for " + name + " " +
-                         (asked.empty() ? "(no version at this point)" : asked),
-                     "give the layer its own 'source:' (path, url + sha256, or git + ref)");
+    throw InputError(spec.at(key),
+                     "layer '" + spec.name + "': " + asking + ": the catalog names no source (git or archive) for " +
+                         name + " " + (asked.empty() ? "(no version at this point)" : asked),
+                     "give the layer its own 'source:' (path, url + sha256, or git + ref)" +
+                         std::string(key == "keep_source" ? ", or drop 'keep_source'" : ""));
   source::SourceSpec s;
   if (best->sources.archive) {
     if (best->sources.archive->sha256.empty())
@@ -49,11 +53,9 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
   return s;
 }
 
-}  // namespace
-
-std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
-                                        const std::map<std::string, std::string>& vars) {
-  if (!spec.from_source()) return std::nullopt;
+// The source of `spec` (its own `source:`, else the catalog's through `key`).
+LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
+                            const std::map<std::string, std::string>& vars, const std::string& key) {
   LayerSource out;
   source::SourceSpec& s = out.spec;
   const SourceDecl& d = spec.source;
@@ -78,7 +80,7 @@ std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& s
     s.ref = d.ref;
     out.what = "git " + d.git + " at " + d.ref;
   } else {
-    s = catalog_source(recipe, spec, vars, out.what);
+    s = catalog_source(recipe, spec, vars, key, out.what);
   }
   if (s.kind == source::SourceSpec::Kind::Archive) id.field("archive", s.url).field("sha256", s.sha256->str());
   if (s.kind == source::SourceSpec::Kind::Git) id.field("git", s.url).field("ref", s.ref);
@@ -94,6 +96,20 @@ std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& s
   out.kept = !spec.keep_source.empty();
   out.image_path = out.kept ? spec.keep_source : "/usr/src/" + spec.name;
   return out;
+}
+
+}  // namespace
+
+std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
+                                        const std::map<std::string, std::string>& vars) {
+  if (!spec.from_source()) return std::nullopt;
+  return describe_source(recipe, spec, vars, "from");
+}
+
+std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
+                                       const std::map<std::string, std::string>& vars) {
+  if (!spec.keeps_source_beside()) return std::nullopt;
+  return describe_source(recipe, spec, vars, "keep_source");
 }
 
 }  // namespace sb

@@ -1,6 +1,8 @@
 // Internal to pipeline/: the source tree a layer's build steps compile
 // (`source:`, or `use: X` + `from: source` with the catalog's source of X),
-// described before anything is fetched so that the layer's cache key covers it.
+// or the one a `use:` layer keeps beside its packages (`keep_source:`
+// without steps), described before anything is fetched so that the layer's
+// cache key covers it.
 #pragma once
 
 #include <map>
@@ -30,5 +32,12 @@ struct LayerSource {
 // there is not pinned.
 std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
                                         const std::map<std::string, std::string>& variables);
+
+// nullopt for a layer that keeps no source beside its packages
+// (LayerSpec::keeps_source_beside()); else its `source:`, or the catalog's
+// source of its component at the point's version. Throws InputError at
+// `keep_source` when the catalog names none.
+std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
+                                       const std::map<std::string, std::string>& variables);
 
 }  // namespace sb
