@@ -1,0 +1,176 @@
+#!/usr/bin/env bash
+# `keep_source:` on a `use:` layer installed from wheels (NGC's /opt/pytorch beside
+# the torch wheels), with stand-ins for the framework: a local catalog (layers/ beside
+# the recipe, also given as --catalog) whose component "torchy" has a record with
+# `pip: [torchy==2.0]` (wheels served from tests/integration/pip_index.py's index on
+# 127.0.0.1) and `sources: {git: file://... , ref: v2.0}` (a local git repository),
+# and a record torchy 1.0 without a source. Two points (matrix axis `flavor`, a copy
+# layer each below the wheels) use torchy 2.0:
+#   - each image is [flavor, wheels, source]: the wheel layer has the wheels and no
+#     source, the top layer only the tree at /opt/torchy (the tag's tree, patched, no
+#     .git), and the wheel layer is the same blob as without keep_source;
+#   - both points share one source layer (same digest; built once, then cached);
+#   - a rebuild is all cached and gives the same index and manifests; a second store
+#     builds the same digests;
+#   - the layer's own `source:` overrides the catalog's; ${torchy} works in keep_source;
+#   - a record without a source is an error at the keep_source key (file:line:col),
+#     before anything is fetched; a source that cannot be fetched names the URL and
+#     the layer; neither leaves an image.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+require_tool git
+py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
+[[ -n $glibc ]] || skip "cannot tell this machine's glibc version"
+
+python3 "$HERE/pip_index.py" "$TMP/index" || fail "building the index"
+port_file="$TMP/port"
+python3 - "$TMP/index" "$port_file" <<'PY' &
+import functools, http.server, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+h = functools.partial(Quiet, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+server=$!
+trap 'kill $server 2>/dev/null; cleanup' EXIT
+for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+[[ -s $port_file ]] || fail "the index server did not start"
+export STACKBUILD_PIP_INDEX_URL="http://127.0.0.1:$(cat "$port_file")/simple" PIP_CONFIG_FILE=/dev/null
+
+# The framework's source: a git repository with the release tagged v2.0 (and a later
+# commit on the branch, which must not be what is kept).
+gitc() { git -C "$1" -c user.name=t -c user.email=t@example.invalid "${@:2}"; }
+src="$TMP/torchy-src"
+mkdir -p "$src/csrc" "$src/tools"
+printf 'version = "2.0"\n' >"$src/setup.py"
+printf 'int main() { return 0; }\n' >"$src/csrc/main.c"
+printf '#!/bin/sh\necho build\n' >"$src/tools/build.sh" && chmod 0775 "$src/tools/build.sh"
+git init -q "$src" && gitc "$src" add -A && gitc "$src" commit -qm v2.0 && gitc "$src" tag v2.0
+printf 'later\n' >"$src/LATER" && gitc "$src" add -A && gitc "$src" commit -qm later
+other="$TMP/other-src"
+mkdir -p "$other" && printf 'mirror\n' >"$other/MIRROR"
+git init -q "$other" && gitc "$other" add -A && gitc "$other" commit -qm m && gitc "$other" tag v2.0
+
+proj="$TMP/proj"
+mkdir -p "$proj/layers" "$proj/files"
+cat >"$proj/layers/torchy.yaml" <<EOF
+component: torchy
+description: a stand-in framework
+versions:
+  - version: "2.0"
+    sources: {pip: ["torchy==2.0"], git: {url: "file://$src", ref: v2.0}}
+  - version: "1.0"
+    sources: {pip: ["torchy==1.0"]}
+EOF
+echo a >"$proj/files/a.txt"
+echo b >"$proj/files/b.txt"
+printf -- '--- a/setup.py\n+++ b/setup.py\n@@ -1 +1 @@\n-version = "2.0"\n+version = "2.0+patched"\n' >"$proj/fix.patch"
+
+recipe() {  # recipe FILE TORCHY-VERSION [EXTRA-KEYS-OF-THE-TORCHY-LAYER]
+  cat >"$proj/$1" <<EOF
+stack: kept
+source_date_epoch: 1700000000
+platform: {python: "$py", glibc: "$glibc"}
+matrix:
+  flavor: [a, b]
+layers:
+  - {name: flavor, copy: [{src: "files/\${flavor}.txt", dst: /flavor.txt}]}
+  - name: torchy
+    use: torchy
+    version: "$2"
+    from: wheel
+    ${3:-comment: wheels}
+tags: ["kept:\${flavor}"]
+EOF
+}
+recipe keep.yaml 2.0 $'keep_source: /opt/torchy\n    patches: [fix.patch]'
+recipe nokeep.yaml 2.0
+build() {  # build NAME RECIPE OUT [STORE]
+  expect_ok "$1" sb build "$proj/$2" -o "$TMP/$3" --store "${4:-$STORE}" --catalog "$proj/layers"
+}
+layer_list() {  # layer_list OUT REF INDEX: the paths in layer INDEX of image REF
+  python3 - "$TMP/$1" "$2" "$3" <<'PY'
+import json, sys, tarfile
+d, ref, i = sys.argv[1], sys.argv[2], int(sys.argv[3])
+b = lambda dg: f"{d}/blobs/{dg.replace(':', '/')}"
+idx = json.load(open(f"{d}/index.json"))
+m = [m for m in idx["manifests"] if m["annotations"]["org.opencontainers.image.ref.name"] == ref][0]
+man = json.load(open(b(m["digest"])))
+for n in sorted(tarfile.open(b(man["layers"][i]["digest"])).getnames()): print(n)
+PY
+}
+
+check "the image is [flavor, wheels, source]; the source layer holds only the patched tree at /opt/torchy"
+build keep keep.yaml out
+for f in a b; do image_digests "$TMP/out" "$f" >"$TMP/$f.digests"; done
+[[ $(grep -c '^layer' "$TMP/a.digests") == 3 ]] || fail "expected 3 layers: $(cat "$TMP/a.digests")"
+layer_list out a 1 >"$TMP/wheels.list"
+layer_list out a 2 >"$TMP/source.list"
+grep -q "site-packages/torchy/__init__.py$" "$TMP/wheels.list" || fail "no torchy in the wheel layer: $(cat "$TMP/wheels.list")"
+if grep -q '^opt' "$TMP/wheels.list"; then fail "the wheel layer holds the source: $(grep '^opt' "$TMP/wheels.list")"; fi
+printf '%s\n' opt opt/torchy opt/torchy/csrc opt/torchy/csrc/main.c opt/torchy/setup.py opt/torchy/tools \
+  opt/torchy/tools/build.sh >"$TMP/source.want"
+diff "$TMP/source.want" "$TMP/source.list" || fail "the source layer lists other paths (above)"
+expect_ok unpack sb unpack "$TMP/out:a" "$TMP/root-a" --store "$STORE"
+[[ $(cat "$TMP/root-a/opt/torchy/setup.py") == 'version = "2.0+patched"' ]] ||
+  fail "the kept tree is not v2.0 patched: $(cat "$TMP/root-a/opt/torchy/setup.py")"
+[[ $(stat -c %a "$TMP/root-a/opt/torchy/tools/build.sh") == 755 ]] || fail "build.sh mode: $(stat -c %a "$TMP/root-a/opt/torchy/tools/build.sh")"
+[[ $(cat "$TMP/root-a/flavor.txt") == a ]] || fail "the flavor layer is missing"
+cfg=$(grep '^config ' "$TMP/a.digests" | cut -d: -f2)
+json "$TMP/out/blobs/sha256/$cfg" "j['history'][-1]['created_by']" | grep -q "layer 'torchy' (source at /opt/torchy)" ||
+  fail "history: $(json "$TMP/out/blobs/sha256/$cfg" "j['history']")"
+
+check "the two points share the source layer: one digest, built once"
+[[ $(grep '^layer2 ' "$TMP/a.digests") == $(grep '^layer2 ' "$TMP/b.digests") ]] ||
+  fail "the source layers differ: $(grep '^layer2' "$TMP/a.digests" "$TMP/b.digests")"
+[[ $(grep '^layer0 ' "$TMP/a.digests") != $(grep '^layer0 ' "$TMP/b.digests") ]] || fail "the flavor layers should differ"
+[[ $(grep -c "layer torchy (source): cached" "$TMP/keep.err") == 1 ]] ||
+  { show_output keep; fail "the second point did not reuse the first point's source layer"; }
+
+check "the wheel layer is the same blob as without keep_source"
+build nokeep nokeep.yaml out-nokeep
+image_digests "$TMP/out-nokeep" a >"$TMP/nokeep.digests"
+[[ $(grep -c '^layer' "$TMP/nokeep.digests") == 2 ]] || fail "without keep_source: $(cat "$TMP/nokeep.digests")"
+[[ $(grep '^layer1 ' "$TMP/nokeep.digests") == $(grep '^layer1 ' "$TMP/a.digests") ]] ||
+  fail "the wheel layer differs with keep_source"
+
+check "a rebuild is all cached and identical; another store builds the same digests"
+build again keep.yaml out
+grep -q 'layers: 3 (0 built, 3 from the cache)' "$TMP/again.err" || { show_output again; fail "the rebuild was not all cached"; }
+for f in a b; do
+  image_digests "$TMP/out" "$f" | diff "$TMP/$f.digests" - || fail "kept:$f changed on a rebuild"
+done
+build fresh keep.yaml out-fresh "$TMP/store2"
+image_digests "$TMP/out-fresh" b | diff "$TMP/b.digests" - || fail "another store built other digests"
+
+check "the layer's own source: overrides the catalog's; \${torchy} works in keep_source"
+recipe own.yaml 2.0 $'keep_source: "/opt/torchy-${torchy}"\n    source: {git: "file://'"$other"$'", ref: "v${torchy}"}'
+build own own.yaml out-own
+layer_list out-own a 2 | grep -v '^opt$' >"$TMP/own.list"
+printf '%s\n' opt/torchy-2.0 opt/torchy-2.0/MIRROR | diff - "$TMP/own.list" || fail "the own source is not what was kept"
+
+check "a record without a source: an error at the keep_source key, nothing fetched, no image"
+recipe nosrc.yaml 1.0 "keep_source: /opt/torchy"
+expect_rc 3 nosrc sb build "$proj/nosrc.yaml" -o "$TMP/out-nosrc" --store "$TMP/store3" --catalog "$proj/layers"
+grep -q "nosrc.yaml:12:5: .*layer 'torchy': 'keep_source': the catalog names no source (git or archive) for torchy 1.0" \
+  "$TMP/nosrc.err" || { show_output nosrc; fail "expected the error at nosrc.yaml:12:5"; }
+[[ ! -e "$TMP/out-nosrc" ]] || fail "a failed build left an image"
+python3 - "$TMP/store3" <<'PY' || fail "wheels were fetched before the error"
+import os, sys
+zips = [os.path.join(d, f) for d, _, fs in os.walk(sys.argv[1]) for f in fs
+        if open(os.path.join(d, f), "rb").read(4) == b"PK\x03\x04"]
+sys.exit(f"wheels in the store: {zips}" if zips else 0)
+PY
+
+check "a source that cannot be fetched names the URL and the layer"
+recipe gone.yaml 2.0 $'keep_source: /opt/torchy\n    source: {git: "file://'"$TMP"$'/nowhere", ref: v2.0}'
+expect_rc 1 gone sb build "$proj/gone.yaml" -o "$TMP/out-gone" --store "$STORE" --catalog "$proj/layers"
+grep -q "file://$TMP/nowhere" "$TMP/gone.err" || { show_output gone; fail "the error does not name the URL"; }
+grep -q "layer 'torchy'" "$TMP/gone.err" || { show_output gone; fail "the error does not name the layer"; }
+[[ ! -e "$TMP/out-gone" ]] || fail "a failed build left an image"
+pass
