@@ -10,9 +10,10 @@
 
 namespace sb {
 
-LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source, const Digest& key_parent,
-                                    const Store& store, const BuildOptions& options, uint64_t budget,
-                                    int64_t epoch, Status& status, Digest& key_out) {
+LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source,
+                                    const Digest& key_parent, const Store& store,
+                                    const BuildOptions& options, uint64_t budget, int64_t epoch,
+                                    Status& status, Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -41,8 +42,10 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
     hit = cached_layers(store, key);
   }
   if (hit) {
-    status.message(Level::Info, "layer " + name + ": cached " + hit->front().digest.str() +
-                                    (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
+    status.message(
+        Level::Info,
+        "layer " + name + ": cached " + hit->front().digest.str() +
+            (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
     return layer_report(name, *hit, true, seconds());
   }
 
@@ -57,13 +60,15 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
     try {
       return source::prepare_source(source.spec, tree, store, *fetcher);
     } catch (Error& e) {
-      e.add_trace("while fetching the source layer '" + spec.name + "' keeps at " + source.image_path + " (" +
-                  source.what + ")");
+      e.add_trace("while fetching the source layer '" + spec.name + "' keeps at " +
+                  source.image_path + " (" + source.what + ")");
       throw;
     }
   }();
-  status.task_end(task, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
-                            (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
+  status.task_end(
+      task,
+      "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
+          (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
 
   ScanOptions so;
   so.source_date_epoch = epoch;
@@ -75,12 +80,14 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
   link_hardlinks(entries);
   // Over the budget: split by the tree's top-level directories (third_party/, aten/, ...).
   auto by_top = [&root](const std::string& path) {
-    if (path.size() <= root.size() + 1 || path.compare(0, root.size() + 1, root + "/") != 0) return std::string();
+    if (path.size() <= root.size() + 1 || path.compare(0, root.size() + 1, root + "/") != 0)
+      return std::string();
     std::string rest = path.substr(root.size() + 1);
     return rest.substr(0, rest.find('/'));
   };
-  std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, by_top, status,
-                                          "layer " + name + " at " + source.image_path, "by top-level directory");
+  std::vector<Layer> parts =
+      store_layers(entries, store, options.layer, key, budget, by_top, status,
+                   "layer " + name + " at " + source.image_path, "by top-level directory");
   return layer_report(name, parts, false, seconds());
 }
 

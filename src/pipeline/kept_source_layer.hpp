@@ -19,8 +19,9 @@ namespace sb {
 // compression, epoch and budget, and not the layers below: points with the
 // same source share the layer. `key_out` receives the key the layers above
 // chain on (the packages' key `key_parent` and this layer's).
-LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source, const Digest& key_parent,
-                                    const Store& store, const BuildOptions& options, uint64_t budget,
-                                    int64_t epoch, Status& status, Digest& key_out);
+LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source,
+                                    const Digest& key_parent, const Store& store,
+                                    const BuildOptions& options, uint64_t budget, int64_t epoch,
+                                    Status& status, Digest& key_out);
 
 }  // namespace sb

@@ -40,7 +40,8 @@ server=$!
 trap 'kill $server 2>/dev/null; cleanup' EXIT
 for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
 [[ -s $port_file ]] || fail "the index server did not start"
-export STACKBUILD_PIP_INDEX_URL="http://127.0.0.1:$(cat "$port_file")/simple" PIP_CONFIG_FILE=/dev/null
+STACKBUILD_PIP_INDEX_URL="http://127.0.0.1:$(cat "$port_file")/simple"
+export STACKBUILD_PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
 # The framework's source: a git repository with the release tagged v2.0 (and a later
 # commit on the branch, which must not be what is kept).

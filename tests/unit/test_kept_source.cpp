@@ -19,7 +19,8 @@ const fs::path kSource = SB_SOURCE_DIR;
 
 const char* const kHead = "stack: t\nlayers:\n";  // the layer under test is on line 3
 
-std::optional<InputError> error_of(const fs::path& dir, const std::string& yaml, bool plan = false) {
+std::optional<InputError> error_of(const fs::path& dir, const std::string& yaml,
+                                   bool plan = false) {
   test::write(dir / "r.yaml", yaml);
   try {
     Recipe r = load_recipe(dir / "r.yaml");
@@ -54,24 +55,26 @@ const std::string kTorch = "  - {name: torch, use: pytorch, version: \"2.7.0\", 
 
 }  // namespace
 
-TEST_CASE("keep_source on a use: layer keeps the source beside its packages", "[recipe][source][keep]") {
+TEST_CASE("keep_source on a use: layer keeps the source beside its packages",
+          "[recipe][source][keep]") {
   TempDir tmp;
   test::write(tmp.path() / "fix.patch", "");
-  test::write(tmp.path() / "r.yaml", std::string(kHead) + kTorch + ", keep_source: /opt/pytorch, patches: [fix.patch]}\n" +
-                                         "  - {name: os, use: debian, keep_source: /usr/src/debian}\n" +
-                                         "  - {name: built, use: pytorch, from: source, keep_source: /opt/b, "
-                                         "build: {run: make}}\n" +
-                                         "  - {name: mine, use: pytorch, from: wheel, keep_source: /opt/m, "
-                                         "source: {git: \"file:///r\", ref: v1}}\n");
+  test::write(tmp.path() / "r.yaml",
+              std::string(kHead) + kTorch + ", keep_source: /opt/pytorch, patches: [fix.patch]}\n" +
+                  "  - {name: os, use: debian, keep_source: /usr/src/debian}\n" +
+                  "  - {name: built, use: pytorch, from: source, keep_source: /opt/b, "
+                  "build: {run: make}}\n" +
+                  "  - {name: mine, use: pytorch, from: wheel, keep_source: /opt/m, "
+                  "source: {git: \"file:///r\", ref: v1}}\n");
   Recipe r = load_recipe(tmp.path() / "r.yaml");
   REQUIRE(r.layers.size() == 4);
   CHECK(r.layers[0].keeps_source_beside());
-  CHECK_FALSE(r.layers[0].from_source());       // the wheels are installed, nothing is compiled
+  CHECK_FALSE(r.layers[0].from_source());  // the wheels are installed, nothing is compiled
   CHECK(r.layers[0].patches.size() == 1);
-  CHECK(r.layers[1].keeps_source_beside());     // any use: layer; the catalog says at build time
+  CHECK(r.layers[1].keeps_source_beside());        // any use: layer; the catalog says at build time
   CHECK_FALSE(r.layers[2].keeps_source_beside());  // from: source keeps the tree its steps compile
   CHECK(r.layers[2].from_source());
-  CHECK(r.layers[3].keeps_source_beside());     // its own source: overrides the catalog's
+  CHECK(r.layers[3].keeps_source_beside());  // its own source: overrides the catalog's
   CHECK_FALSE(r.layers[3].from_source());
   CHECK(r.layers[3].source.git == "file:///r");
 }
@@ -85,22 +88,27 @@ TEST_CASE("keep_source mistakes are at their place", "[recipe][errors][keep]") {
     int line, column;
     const char* message;
   } cases[] = {
-      {"patches on a wheel layer without keep_source", std::string(kHead) + kTorch + ", patches: [x.patch]}\n", 3, 64,
+      {"patches on a wheel layer without keep_source",
+       std::string(kHead) + kTorch + ", patches: [x.patch]}\n", 3, 64,
        "patches needs 'from: source'"},
       {"the image root", std::string(kHead) + kTorch + ", keep_source: /}\n", 3, 77,
        "'keep_source' must be a directory below the image root"},
-      {"a path with ..", std::string(kHead) + kTorch + ", keep_source: /opt/../etc}\n", 3, 77, "without '..'"},
+      {"a path with ..", std::string(kHead) + kTorch + ", keep_source: /opt/../etc}\n", 3, 77,
+       "without '..'"},
       {"a relative path", std::string(kHead) + kTorch + ", keep_source: opt/x}\n", 3, 77,
        "'keep_source' must be an absolute path"},
       {"source: and from: wheel without keep_source",
        std::string(kHead) + kTorch + ", source: {git: \"file:///r\", ref: v1}}\n", 3, 64,
        "has 'source:' and 'from: wheel'"},
-      {"keep_source on two components", std::string(kHead) + "  - {name: d, use: [cudnn, nccl], keep_source: /opt/d}\n",
-       3, 35, "'keep_source' applies to one component"},
-      {"a bad variable in keep_source", std::string(kHead) + kTorch + ", keep_source: \"/opt/${x\"}\n", 3, 77,
+      {"keep_source on two components",
+       std::string(kHead) + "  - {name: d, use: [cudnn, nccl], keep_source: /opt/d}\n", 3, 35,
+       "'keep_source' applies to one component"},
+      {"a bad variable in keep_source",
+       std::string(kHead) + kTorch + ", keep_source: \"/opt/${x\"}\n", 3, 77,
        "unterminated variable reference"},
-      {"a bad variable in source.ref", std::string(kHead) + kTorch + ", keep_source: /opt/p, source: {git: g, ref: \"${}\"}}\n",
-       3, 107, "empty variable reference"},
+      {"a bad variable in source.ref",
+       std::string(kHead) + kTorch + ", keep_source: /opt/p, source: {git: g, ref: \"${}\"}}\n", 3,
+       107, "empty variable reference"},
   };
   for (const auto& c : cases) {
     SECTION(c.name) {
@@ -114,21 +122,25 @@ TEST_CASE("keep_source mistakes are at their place", "[recipe][errors][keep]") {
     }
   }
   SECTION("an undefined variable in keep_source, at the key, when planned") {
-    auto e = error_of(tmp.path(), std::string(kHead) + kTorch + ", keep_source: \"/opt/${pytroch}\"}\n", true);
+    auto e = error_of(tmp.path(),
+                      std::string(kHead) + kTorch + ", keep_source: \"/opt/${pytroch}\"}\n", true);
     REQUIRE(e);
     INFO(e->render());
     CHECK(e->location().line == 3);
     CHECK(e->location().column == 64);
-    CHECK_THAT(e->message(), Catch::Contains("undefined variable '${pytroch}' (did you mean '${pytorch}'?)"));
+    CHECK_THAT(e->message(),
+               Catch::Contains("undefined variable '${pytroch}' (did you mean '${pytorch}'?)"));
   }
 }
 
-TEST_CASE("keep_source: the catalog record's source at the point, or the layer's own", "[pipeline][source][keep]") {
+TEST_CASE("keep_source: the catalog record's source at the point, or the layer's own",
+          "[pipeline][source][keep]") {
   TempDir tmp;
   SECTION("the catalog's git source of the point's pytorch, ${vars} expanded in keep_source") {
-    AtPoint p = at_point(tmp.path(), "stack: t\nmatrix:\n  pytorch: [\"2.7.0\"]\nlayers:\n"
-                                     "  - {name: torch, use: pytorch, version: \"${pytorch}\", from: wheel, "
-                                     "keep_source: \"/opt/pytorch-${pytorch}\"}\n");
+    AtPoint p = at_point(tmp.path(),
+                         "stack: t\nmatrix:\n  pytorch: [\"2.7.0\"]\nlayers:\n"
+                         "  - {name: torch, use: pytorch, version: \"${pytorch}\", from: wheel, "
+                         "keep_source: \"/opt/pytorch-${pytorch}\"}\n");
     const LayerSpec& l = p.recipe.layers[0];
     CHECK(l.keep_source == "/opt/pytorch-2.7.0");
     auto src = kept_source(p.recipe, l, p.vars);
@@ -142,9 +154,11 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK_FALSE(layer_source(p.recipe, l, p.vars));  // nothing is compiled
   }
   SECTION("the layer's own source: wins, with ${pytorch} in its ref; patches change the identity") {
-    const std::string yaml = "stack: t\nmatrix:\n  pytorch: [\"2.7.0\"]\nlayers:\n"
-                             "  - {name: torch, use: pytorch, version: \"${pytorch}\", from: wheel, "
-                             "keep_source: /opt/pytorch, source: {git: \"file:///mirror/pytorch\", ref: \"v${pytorch}\"}";
+    const std::string yaml =
+        "stack: t\nmatrix:\n  pytorch: [\"2.7.0\"]\nlayers:\n"
+        "  - {name: torch, use: pytorch, version: \"${pytorch}\", from: wheel, "
+        "keep_source: /opt/pytorch, source: {git: \"file:///mirror/pytorch\", ref: "
+        "\"v${pytorch}\"}";
     AtPoint p = at_point(tmp.path(), yaml + "}\n");
     auto src = kept_source(p.recipe, p.recipe.layers[0], p.vars);
     REQUIRE(src);
@@ -160,9 +174,10 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(kept_source(again.recipe, again.recipe.layers[0], again.vars)->identity == src->identity);
   }
   SECTION("a record without a source is an error at the keep_source key") {
-    AtPoint p = at_point(tmp.path(), "stack: t\nlayers:\n"
-                                     "  - {name: dnn, use: cudnn, version: \"9.10.2.21\", from: wheel,\n"
-                                     "     keep_source: /opt/cudnn}\n");
+    AtPoint p = at_point(tmp.path(),
+                         "stack: t\nlayers:\n"
+                         "  - {name: dnn, use: cudnn, version: \"9.10.2.21\", from: wheel,\n"
+                         "     keep_source: /opt/cudnn}\n");
     try {
       kept_source(p.recipe, p.recipe.layers[0], p.vars);
       FAIL("no error");
@@ -171,13 +186,15 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
       CHECK(e.location().file == (tmp.path() / "r.yaml").string());
       CHECK(e.location().line == 4);
       CHECK(e.location().column == 6);
-      CHECK_THAT(e.message(), Catch::Contains("layer 'dnn': 'keep_source': the catalog names no source"));
+      CHECK_THAT(e.message(),
+                 Catch::Contains("layer 'dnn': 'keep_source': the catalog names no source"));
       CHECK_THAT(e.message(), Catch::Contains("cudnn 9.10.2.21"));
     }
   }
 }
 
-TEST_CASE("recipes/pytorch-ngc.yaml is pytorch.yaml with the source kept at /opt/pytorch", "[recipe][keep]") {
+TEST_CASE("recipes/pytorch-ngc.yaml is pytorch.yaml with the source kept at /opt/pytorch",
+          "[recipe][keep]") {
   Recipe ngc = load_recipe(kSource / "recipes" / "pytorch-ngc.yaml");
   Recipe plain = load_recipe(kSource / "recipes" / "pytorch.yaml");
   REQUIRE(ngc.layers.size() == plain.layers.size());
