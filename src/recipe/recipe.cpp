@@ -118,6 +118,16 @@ void merge_recipe(Recipe& base, const Recipe& child) {
     for (const auto& [k, v] : child.builtin_tests.components) base.builtin_tests.components[k] = v;
     for (const auto& [k, w] : child.builtin_tests.where) base.builtin_tests.where[k] = w;
   }
+  if (given("static_checks")) {  // by key: a child's list replaces its parent's
+    const StaticChecksSpec& c = child.static_checks;
+    for (const auto& [key, list] : {std::pair{"arch_ignore", &StaticChecksSpec::arch_ignore},
+                                    std::pair{"libraries_ignore", &StaticChecksSpec::libraries_ignore}}) {
+      auto w = c.where.find(key);
+      if (w == c.where.end()) continue;
+      base.static_checks.*list = c.*list;
+      base.static_checks.where[key] = w->second;
+    }
+  }
   for (const auto& [k, w] : child.key_where) base.key_where[k] = w;
   base.file = child.file;
 }

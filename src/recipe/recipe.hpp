@@ -220,6 +220,17 @@ struct BuiltinTestsSpec {
   }
 };
 
+// `static_checks:` known gaps in vendors' binaries that `stackbuild test`
+// lets through: globs of image paths (util/glob.hpp) whose files are exempt
+// from a static check. An exempt file is still checked; what it lacks is
+// reported as ignored, never as passed. Recorded in the tests label.
+struct StaticChecksSpec {
+  std::vector<std::string> arch_ignore;       // from "CUDA code for every requested arch"
+  std::vector<std::string> libraries_ignore;  // from "libraries resolve"
+  std::map<std::string, SourceLocation> where;  // key -> where written
+  bool empty() const { return arch_ignore.empty() && libraries_ignore.empty(); }
+};
+
 // `platform:` what the image's Python and glibc are, for pip layers in an
 // image without an os layer to say it.
 struct PlatformSpec {
@@ -251,6 +262,7 @@ struct Recipe {
   std::vector<Text> push;                 // registry references to push each image to
   std::vector<TestSpec> tests;
   BuiltinTestsSpec builtin_tests;
+  StaticChecksSpec static_checks;
   std::vector<AptRepositorySpec> repositories;  // apt layers' repositories; empty: the defaults
   std::vector<AptPin> pins;
   std::map<std::string, SourceLocation> key_where;  // where each top-level key was written

@@ -198,6 +198,12 @@ void to_json(nlohmann::json& j, const Recipe& r) {
     for (const auto& [k, v] : r.builtin_tests.components) b[k] = v;
     j["builtin_tests"] = r.builtin_tests.enabled ? b : nlohmann::json(false);
   }
+  if (!r.static_checks.empty()) {
+    nlohmann::json s = nlohmann::json::object();
+    if (!r.static_checks.arch_ignore.empty()) s["arch_ignore"] = r.static_checks.arch_ignore;
+    if (!r.static_checks.libraries_ignore.empty()) s["libraries_ignore"] = r.static_checks.libraries_ignore;
+    j["static_checks"] = s;
+  }
 }
 
 }  // namespace sb

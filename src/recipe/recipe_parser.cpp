@@ -5,6 +5,7 @@
 
 #include "recipe/parse.hpp"
 #include "recipe/variables.hpp"
+#include "util/glob.hpp"
 #include "util/status.hpp"
 #include "util/yaml_reader.hpp"
 
@@ -389,6 +390,31 @@ BuiltinTestsSpec parse_builtin_tests(const Reader& r, const YAML::Node& n) {
   return b;
 }
 
+// `static_checks: {arch_ignore: [GLOB...], libraries_ignore: [GLOB...]}`.
+StaticChecksSpec parse_static_checks(const Reader& r, const YAML::Node& n) {
+  r.expect_map(n, "'static_checks' (a map such as {arch_ignore: [GLOB, ...]})");
+  r.check_keys(n, "'static_checks'", {"arch_ignore", "libraries_ignore"});
+  StaticChecksSpec out;
+  for (auto it = n.begin(); it != n.end(); ++it) {
+    std::string key = r.string(it->first, "a static_checks key");
+    std::string what = "static_checks." + key;
+    r.expect_list(it->second, "'" + what + "' (a list of globs of image paths)");
+    auto& globs = key == "arch_ignore" ? out.arch_ignore : out.libraries_ignore;
+    out.where[key] = r.at(it->first);
+    for (const auto& g : it->second) {
+      std::string glob = r.string(g, "a glob of " + what);
+      std::string why = glob_error(glob);
+      if (why.empty() && glob[0] != '/' && !glob.starts_with("**/"))
+        why = "a relative path: the check matches absolute image paths";
+      if (!why.empty())
+        r.fail(g, what + ": '" + glob + "' is not a glob of image paths: " + why,
+               "write an absolute path in the image, e.g. /usr/lib/x86_64-linux-gnu/libfoo.so.*, or **/libfoo.so.*");
+      globs.push_back(glob);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 bool is_compute_capability(const std::string& s0) {
@@ -412,7 +438,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   r.check_keys(root, "the recipe",
                {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "layer_budget", "matrix",
                 "layers", "config", "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories",
-                "pins"});
+                "pins", "static_checks"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -514,6 +540,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     }
   }
   if (auto n = root["builtin_tests"]) rec.builtin_tests = parse_builtin_tests(r, n);
+  if (auto n = root["static_checks"]) rec.static_checks = parse_static_checks(r, n);
   return out;
 }
 

@@ -13,29 +13,34 @@
 
 namespace sb::verify {
 
+MappedFile::MappedFile(const std::filesystem::path& p) : path_(p.string()) {
+  UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw_errno("open " + path_);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) throw_errno("stat " + path_);
+  size_ = static_cast<size_t>(st.st_size);
+  if (size_ == 0) return;
+  void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  if (data == MAP_FAILED) throw_errno("mmap " + path_);
+  data_ = static_cast<const char*>(data);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<char*>(data_), size_);
+}
+
+std::string_view MappedFile::at(uint64_t off, uint64_t len) const {
+  if (off > size_ || len > size_ - off) throw Error(path_ + ": malformed ELF (offset past the end)");
+  return {data_ + off, static_cast<size_t>(len)};
+}
+
 namespace {
 
-// A read-only mapping of a whole file, with bounds-checked access.
-class Mapped {
- public:
-  explicit Mapped(const std::filesystem::path& p) : path_(p.string()) {
-    UniqueFd fd(::open(p.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd.get() < 0) throw_errno("open " + path_);
-    struct stat st;
-    if (::fstat(fd.get(), &st) != 0) throw_errno("stat " + path_);
-    size_ = static_cast<size_t>(st.st_size);
-    if (size_ == 0) return;
-    data_ = static_cast<const char*>(::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd.get(), 0));
-    if (data_ == MAP_FAILED) throw_errno("mmap " + path_);
-  }
-  ~Mapped() {
-    if (data_ && data_ != MAP_FAILED) ::munmap(const_cast<char*>(data_), size_);
-  }
-  size_t size() const { return size_; }
-  const char* at(uint64_t off, uint64_t len) const {
-    if (off > size_ || len > size_ - off) throw Error(path_ + ": malformed ELF (offset past the end)");
-    return data_ + off;
-  }
+// Typed and C-string reads from a mapping.
+struct Mapped {
+  const MappedFile& f;
+  size_t size() const { return f.size(); }
+  const char* at(uint64_t off, uint64_t len) const { return f.at(off, len).data(); }
   template <class T>
   T get(uint64_t off) const {
     T v;
@@ -44,14 +49,9 @@ class Mapped {
   }
   std::string cstr(uint64_t off) const {
     const char* p = at(off, 1);
-    size_t max = size_ - off;
+    size_t max = size() - off;
     return std::string(p, strnlen(p, max));
   }
-
- private:
-  std::string path_;
-  const char* data_ = nullptr;
-  size_t size_ = 0;
 };
 
 std::vector<std::string> split_path(const std::string& s) {
@@ -115,17 +115,19 @@ struct Reader {
     return out;
   }
 
-  std::optional<std::string> section(const std::string& name) const {
+  std::vector<ElfSection> sections() const {
     Ehdr e = ehdr();
-    if (e.e_shoff == 0 || e.e_shstrndx == SHN_UNDEF) return std::nullopt;
+    std::vector<ElfSection> out;
+    if (e.e_shoff == 0 || e.e_shstrndx == SHN_UNDEF || e.e_shstrndx >= e.e_shnum) return out;
     Shdr names = shdr(e, e.e_shstrndx);
     for (int i = 0; i < e.e_shnum; ++i) {
       Shdr s = shdr(e, i);
-      if (m.cstr(names.sh_offset + s.sh_name) != name) continue;
-      if (s.sh_type == SHT_NOBITS) return std::string();
-      return std::string(m.at(s.sh_offset, s.sh_size), s.sh_size);
+      ElfSection sec{m.cstr(names.sh_offset + s.sh_name), s.sh_type, s.sh_flags, s.sh_offset,
+                     s.sh_type == SHT_NOBITS ? 0 : s.sh_size};
+      m.at(sec.offset, sec.size);  // within the file
+      out.push_back(std::move(sec));
     }
-    return std::nullopt;
+    return out;
   }
 };
 
@@ -143,7 +145,8 @@ bool is_elf(const std::filesystem::path& file) {
 }
 
 std::optional<ElfInfo> read_elf(const std::filesystem::path& file) {
-  Mapped m(file);
+  MappedFile f(file);
+  Mapped m{f};
   if (!has_magic(m)) return std::nullopt;
   try {
     if (m.get<unsigned char>(EI_CLASS) == ELFCLASS64) return Reader64{m}.info();
@@ -153,11 +156,18 @@ std::optional<ElfInfo> read_elf(const std::filesystem::path& file) {
   }
 }
 
+std::vector<ElfSection> elf_sections(const MappedFile& file) {
+  Mapped m{file};
+  if (!has_magic(m)) return {};
+  if (m.get<unsigned char>(EI_CLASS) == ELFCLASS64) return Reader64{m}.sections();
+  return Reader32{m}.sections();
+}
+
 std::optional<std::string> read_elf_section(const std::filesystem::path& file, const std::string& name) {
-  Mapped m(file);
-  if (!has_magic(m)) return std::nullopt;
-  if (m.get<unsigned char>(EI_CLASS) == ELFCLASS64) return Reader64{m}.section(name);
-  return Reader32{m}.section(name);
+  MappedFile f(file);
+  for (const auto& s : elf_sections(f))
+    if (s.name == name) return std::string(f.at(s.offset, s.size));
+  return std::nullopt;
 }
 
 }  // namespace sb::verify

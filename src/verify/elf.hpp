@@ -1,11 +1,12 @@
 // Just enough ELF for the static checks: the dynamic section (NEEDED,
-// RUNPATH, RPATH, SONAME), the class and machine, and a named section's bytes.
+// RUNPATH, RPATH, SONAME), the class and machine, and the section table.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sb::verify {
@@ -20,6 +21,39 @@ struct ElfInfo {
   std::vector<std::string> runpath, rpath;  // split on ':'
   std::string soname;
 };
+
+// A read-only mapping of a whole file, with bounds-checked access: big
+// libraries (libtorch_cuda.so is ~1 GB) are read in place, never copied.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& file);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::string& path() const { return path_; }
+  size_t size() const { return size_; }
+  std::string_view bytes() const { return {data_, size_}; }
+  // `len` bytes at `off`; throws sb::Error ("malformed ELF") past the end.
+  std::string_view at(uint64_t off, uint64_t len) const;
+
+ private:
+  std::string path_;
+  const char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+struct ElfSection {
+  std::string name;
+  uint32_t type = 0;    // SHT_PROGBITS, SHT_NOBITS, ...
+  uint64_t flags = 0;   // SHF_ALLOC, SHF_EXECINSTR, ...
+  uint64_t offset = 0;  // in the file
+  uint64_t size = 0;    // in the file (0 for SHT_NOBITS)
+};
+
+// The section table of a mapped ELF file (empty when it has none, or is not
+// ELF). Throws sb::Error when a header points past the end of the file.
+std::vector<ElfSection> elf_sections(const MappedFile& file);
 
 // True when the file starts with the ELF magic.
 bool is_elf(const std::filesystem::path& file);

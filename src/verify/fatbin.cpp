@@ -1,5 +1,8 @@
 #include "verify/fatbin.hpp"
 
+#include <elf.h>
+#include <string.h>
+
 #include <cstdint>
 #include <cstring>
 
@@ -10,26 +13,75 @@ namespace sb::verify {
 
 namespace {
 
+// A container: {u32 magic, u16 version, u16 header size, u64 size of the
+// entries}, followed by entries: {u16 kind, u16 version, u32 header size, u64
+// padded payload size, ..., u32 sm at offset 28, ...}, each header followed by
+// its payload.
 constexpr uint32_t kFatbinMagic = 0xBA55ED50;
 constexpr uint16_t kKindPtx = 1, kKindElf = 2;
+constexpr size_t kContainerHeader = 16, kEntryMin = 32;
 
 template <class T>
-T load(const std::string& s, size_t off) {
-  if (off + sizeof(T) > s.size()) throw Error("malformed fat binary: entry past the end of .nv_fatbin");
+T load(std::string_view s, size_t off) {
+  if (off > s.size() || sizeof(T) > s.size() - off)
+    throw Error("malformed fat binary: entry past the end of .nv_fatbin");
   T v;
   std::memcpy(&v, s.data() + off, sizeof v);
   return v;
 }
 
+// Reads without bounds checks; the caller has checked.
+template <class T>
+T peek(const char* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// The size of the well-formed container at `c` (header and entries) with its
+// code added to `code`, or 0 when the bytes there are not one. `avail` bytes
+// may be read from `c`.
+size_t checked_container(const char* c, size_t avail, GpuCode& code) {
+  if (avail < kContainerHeader || peek<uint32_t>(c) != kFatbinMagic || peek<uint16_t>(c + 4) != 1 ||
+      peek<uint16_t>(c + 6) != kContainerHeader)
+    return 0;
+  uint64_t size = peek<uint64_t>(c + 8);
+  if (size == 0 || size % 8 != 0 || size > avail - kContainerHeader) return 0;
+  GpuCode found;
+  const char* p = c + kContainerHeader;
+  const char* end = p + size;
+  while (p < end) {
+    size_t left = static_cast<size_t>(end - p);
+    if (left < 64) return 0;  // every entry header nvcc writes is 64 bytes or more
+    uint16_t kind = peek<uint16_t>(p);
+    uint16_t version = peek<uint16_t>(p + 2);
+    uint32_t header = peek<uint32_t>(p + 4);
+    uint64_t payload = peek<uint64_t>(p + 8);
+    if (kind == 0 || version != 0x0101 || header < 64 || header % 8 != 0 || header > left ||
+        payload % 8 != 0 || payload > left - header)
+      return 0;
+    if (kind == kKindPtx || kind == kKindElf) {
+      uint32_t sm = peek<uint32_t>(p + 28);
+      if (sm < 10 || sm > 999) return 0;
+      (kind == kKindElf ? found.sass : found.ptx).insert(static_cast<int>(sm));
+    }
+    p += header + payload;
+  }
+  code.merge(found);
+  return kContainerHeader + size;
+}
+
 }  // namespace
 
-GpuCode parse_fatbin(const std::string& sec) {
-  // A sequence of containers: {u32 magic, u16 version, u16 header size, u64
-  // size of the entries}, each followed by entries: {u16 kind, u16 version,
-  // u32 header size, u32 padded payload size, ..., u32 sm at offset 28, ...}.
+void GpuCode::merge(const GpuCode& other) {
+  sass.insert(other.sass.begin(), other.sass.end());
+  ptx.insert(other.ptx.begin(), other.ptx.end());
+}
+
+GpuCode parse_fatbin(std::string_view sec) {
   GpuCode code;
   size_t pos = 0;
-  while (pos + 16 <= sec.size()) {
+  while (pos + kContainerHeader <= sec.size()) {
     uint32_t magic = load<uint32_t>(sec, pos);
     if (magic != kFatbinMagic) {
       if (magic == 0) {  // padding between containers
@@ -40,14 +92,17 @@ GpuCode parse_fatbin(const std::string& sec) {
     }
     uint16_t header = load<uint16_t>(sec, pos + 6);
     uint64_t size = load<uint64_t>(sec, pos + 8);
+    if (header < kContainerHeader || header > sec.size() - pos || size > sec.size() - pos - header)
+      throw Error("malformed fat binary: container past the end of .nv_fatbin");
     size_t p = pos + header, end = pos + header + size;
-    if (end > sec.size()) throw Error("malformed fat binary: container past the end of .nv_fatbin");
-    while (p + 32 <= end) {
+    while (p + kEntryMin <= end) {
       uint16_t kind = load<uint16_t>(sec, p);
       uint32_t entry_header = load<uint32_t>(sec, p + 4);
-      uint32_t payload = load<uint32_t>(sec, p + 8);
+      uint64_t payload = load<uint64_t>(sec, p + 8);
       uint32_t sm = load<uint32_t>(sec, p + 28);
       if (entry_header == 0) throw Error("malformed fat binary: empty entry header");
+      if (payload > end - p - std::min<uint64_t>(entry_header, end - p))
+        throw Error("malformed fat binary: entry past the end of its container");
       if (kind == kKindElf) code.sass.insert(static_cast<int>(sm));
       if (kind == kKindPtx) code.ptx.insert(static_cast<int>(sm));
       p += entry_header + payload;
@@ -57,14 +112,40 @@ GpuCode parse_fatbin(const std::string& sec) {
   return code;
 }
 
-GpuCode gpu_code_of(const std::filesystem::path& elf) {
-  auto sec = read_elf_section(elf, ".nv_fatbin");
-  if (!sec || sec->empty()) return {};
-  try {
-    return parse_fatbin(*sec);
-  } catch (Error& e) {
-    throw Error(elf.string() + ": " + e.what());
+GpuCode scan_embedded_fatbins(std::string_view bytes, size_t* containers) {
+  GpuCode code;
+  const char magic[4] = {0x50, static_cast<char>(0xED), 0x55, static_cast<char>(0xBA)};  // little-endian
+  const char* p = bytes.data();
+  const char* end = p + bytes.size();
+  while (p < end) {
+    auto* hit = static_cast<const char*>(::memmem(p, static_cast<size_t>(end - p), magic, sizeof magic));
+    if (!hit) break;
+    if (size_t n = checked_container(hit, static_cast<size_t>(end - hit), code)) {
+      if (containers) ++*containers;
+      p = hit + n;
+    } else {
+      p = hit + 1;
+    }
   }
+  return code;
+}
+
+GpuCode gpu_code_of(const std::filesystem::path& elf) {
+  MappedFile file(elf);
+  GpuCode code;
+  for (const auto& s : elf_sections(file)) {  // each within the file
+    if (s.type == SHT_NOBITS || s.size == 0) continue;
+    if (s.name == ".nv_fatbin") {
+      try {
+        code.merge(parse_fatbin(file.at(s.offset, s.size)));
+      } catch (Error& e) {
+        throw Error(elf.string() + ": " + e.what());
+      }
+    } else if (s.type == SHT_PROGBITS && (s.flags & SHF_ALLOC) && !(s.flags & SHF_EXECINSTR)) {
+      code.merge(scan_embedded_fatbins(file.at(s.offset, s.size)));
+    }
+  }
+  return code;
 }
 
 int sm_number(const std::string& cc) {

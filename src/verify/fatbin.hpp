@@ -1,11 +1,16 @@
-// The GPU code a CUDA binary carries: the entries of the fat binaries in its
-// .nv_fatbin section, each SASS (an ELF cubin for one sm_XY) or PTX (for a
-// virtual compute_XY, compiled by the driver at load time).
+// The GPU code a CUDA binary carries: the entries of its fat binaries, each
+// SASS (an ELF cubin for one sm_XY) or PTX (for a virtual compute_XY,
+// compiled by the driver at load time). nvcc puts them in the .nv_fatbin
+// section, registered with the CUDA runtime at load; some libraries (cuFFT,
+// CUPTI) also carry fat binaries in their data sections and load those
+// themselves, so both are read.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace sb::verify {
@@ -14,12 +19,25 @@ struct GpuCode {
   std::set<int> sass;  // sm numbers: 80 = sm_80
   std::set<int> ptx;   // compute numbers: 90 = compute_90
   bool empty() const { return sass.empty() && ptx.empty(); }
+  void merge(const GpuCode& other);
 };
 
 // Parses the bytes of a .nv_fatbin section. Throws sb::Error when malformed.
-GpuCode parse_fatbin(const std::string& section);
+GpuCode parse_fatbin(std::string_view section);
 
-// The GPU code in an ELF file; empty when it has none.
+// The fat binaries embedded anywhere in `bytes`: each place holding the fat
+// binary magic is taken only when the whole container checks out (version 1,
+// a 16-byte header, entries of version 0x0101 whose sizes chain exactly to
+// its end, a plausible sm for SASS and PTX); anything else is skipped as
+// data that happens to hold the magic. Entries of other kinds (LTO IR, ...)
+// are skipped. `containers` counts the fat binaries taken.
+GpuCode scan_embedded_fatbins(std::string_view bytes, size_t* containers = nullptr);
+
+// The GPU code in an ELF file: its .nv_fatbin section's, and that of the fat
+// binaries embedded in its other allocated data sections (not its code). A
+// file without a .nv_fatbin section is scanned as well (CUPTI keeps its
+// kernels in .data only). Empty when it has none. Throws sb::Error naming the
+// file when its .nv_fatbin section is malformed.
 GpuCode gpu_code_of(const std::filesystem::path& elf);
 
 // "8.6" -> 86; throws on a malformed compute capability.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/glob.hpp"
 #include "verify/run_in_image.hpp"
 
 namespace sb::verify {
@@ -26,8 +27,16 @@ std::string tests_label(const Recipe& recipe, const std::vector<std::string>& co
   for (const auto& c : builtin_test_components())
     if (recipe.builtin_tests.on(c) && std::find(components.begin(), components.end(), c) != components.end())
       builtin.push_back(c);
-  if (tests.empty() && builtin.empty()) return "";
-  return json{{"tests", tests}, {"builtin", builtin}}.dump();
+  const StaticChecksSpec& sc = recipe.static_checks;
+  if (tests.empty() && builtin.empty() && sc.empty()) return "";
+  json label{{"tests", tests}, {"builtin", builtin}};
+  if (!sc.empty()) {  // only when given: the labels of images without it stay as they were
+    json s = json::object();
+    if (!sc.arch_ignore.empty()) s["arch_ignore"] = sc.arch_ignore;
+    if (!sc.libraries_ignore.empty()) s["libraries_ignore"] = sc.libraries_ignore;
+    label["static_checks"] = s;
+  }
+  return label.dump();
 }
 
 RecordedTests parse_tests_label(const std::string& value) {
@@ -46,6 +55,19 @@ RecordedTests parse_tests_label(const std::string& value) {
       r.tests.push_back(std::move(s));
     }
     for (const auto& b : j.value("builtin", json::array())) r.builtin.push_back(b.get<std::string>());
+    json sc = j.value("static_checks", json::object());
+    for (const auto& [key, list] : sc.items()) {
+      if (key != "arch_ignore" && key != "libraries_ignore")
+        throw Error(std::string("the image's label ") + kTestsLabel + " is malformed: unknown static_checks key '" +
+                    key + "'");
+      for (const auto& g : list) {
+        std::string glob = g.get<std::string>();
+        if (std::string why = glob_error(glob); !why.empty())
+          throw Error(std::string("the image's label ") + kTestsLabel + " is malformed: static_checks." + key +
+                      " '" + glob + "' is not a glob: " + why);
+        (key == "arch_ignore" ? r.arch_ignore : r.libraries_ignore).push_back(glob);
+      }
+    }
   } catch (const json::exception& e) {
     throw Error(std::string("the image's label ") + kTestsLabel + " is malformed: " + e.what());
   }

@@ -26,7 +26,10 @@ constexpr int64_t kDefaultTestTimeout = 600;  // seconds, when a test gives none
 struct RecordedTests {
   std::vector<TestSpec> tests;       // run, expect, gpu, exit, timeout (where is unknown)
   std::vector<std::string> builtin;  // components whose built-in tests run: cuda, cublas, ...
-  bool empty() const { return tests.empty() && builtin.empty(); }
+  // The recipe's static_checks: globs of image paths exempt from the arch
+  // and the libraries check (reported as ignored).
+  std::vector<std::string> arch_ignore, libraries_ignore;
+  bool empty() const { return tests.empty() && builtin.empty() && arch_ignore.empty() && libraries_ignore.empty(); }
 };
 
 // The label's value for an instantiated recipe whose resolved components are

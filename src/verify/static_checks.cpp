@@ -4,8 +4,10 @@
 #include <cstring>
 #include <map>
 #include <regex>
+#include <set>
 
 #include "util/error.hpp"
+#include "util/glob.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
 
@@ -47,6 +49,48 @@ std::string expand_origin(std::string dir, const std::string& origin) {
   return dir;
 }
 
+// Sorts a check's findings, by file, into failures and those `ignore` lets
+// through, and says so in the result.
+class Findings {
+ public:
+  // `noun` names findings in the message: "gaps".
+  Findings(const std::vector<std::string>& ignore, std::string key, std::string noun)
+      : ignore_(ignore), key_(std::move(key)), noun_(std::move(noun)) {
+    used_.resize(ignore.size());
+  }
+  // `file` (an image path) has this problem.
+  void add(const std::string& file, const std::string& problem) {
+    for (size_t i = 0; i < ignore_.size(); ++i)
+      if (glob_match(ignore_[i], file)) {
+        used_[i] = true;
+        ignored_files_.insert(file);
+        ignored_.push_back("ignored (static_checks." + key_ + " " + ignore_[i] + "): " + file + ": " + problem);
+        return;
+      }
+    failed_.push_back(file + ": " + problem);
+  }
+  size_t failures() const { return failed_.size(); }
+  // Details: the failures, then the ignored findings, then unused globs;
+  // the message gets ", but for N gaps ignored in M files (static_checks.KEY)".
+  void finish(TestResult& r) const {
+    r.details = failed_;
+    r.details.insert(r.details.end(), ignored_.begin(), ignored_.end());
+    for (size_t i = 0; i < ignore_.size(); ++i)
+      if (!used_[i]) r.details.push_back("unused: static_checks." + key_ + " " + ignore_[i] + " matches no file with a finding");
+    if (!ignored_.empty())
+      r.message += (failed_.empty() ? ", but for " : "; and ") + std::to_string(ignored_.size()) + " " + noun_ +
+                   " ignored in " + std::to_string(ignored_files_.size()) +
+                   (ignored_files_.size() == 1 ? " file" : " files") + " (static_checks." + key_ + ")";
+  }
+
+ private:
+  const std::vector<std::string>& ignore_;
+  std::string key_, noun_;
+  std::vector<bool> used_;
+  std::vector<std::string> failed_, ignored_;
+  std::set<std::string> ignored_files_;
+};
+
 }  // namespace
 
 bool is_driver_library(const std::string& name) {
@@ -55,9 +99,11 @@ bool is_driver_library(const std::string& name) {
   return std::regex_match(name, driver);
 }
 
-TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>& ld_library_path) {
+TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>& ld_library_path,
+                           const std::vector<std::string>& ignore) {
   auto start = std::chrono::steady_clock::now();
   TestResult r{"static: libraries resolve", "static", Outcome::Passed, "", {}, 0};
+  Findings findings(ignore, "libraries_ignore", "unresolved libraries");
   const std::vector<std::string> system_dirs = root.linker_dirs();
   std::map<std::string, bool> found_cache;  // "class/machine|dir/name" -> loadable
   auto loadable = [&](const std::string& image_path, const ElfInfo& for_obj) {
@@ -81,7 +127,7 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
     std::string self = root.image_path(file);
     std::string origin = fs::path(self).parent_path().string();
     if (!info.interpreter.empty() && !root.resolve(info.interpreter))
-      r.details.push_back(self + ": its interpreter " + info.interpreter + " is not in the image");
+      findings.add(self, "its interpreter " + info.interpreter + " is not in the image");
     std::vector<std::string> dirs;
     if (info.runpath.empty())
       for (const auto& d : info.rpath) dirs.push_back(expand_origin(d, origin));
@@ -97,32 +143,40 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
         for (const auto& d : dirs)
           if ((ok = loadable(d + "/" + need, info))) break;
       }
-      if (!ok) r.details.push_back(self + ": needs " + need + ", which is not in the image");
+      if (!ok) findings.add(self, "needs " + need + ", which is not in the image");
     }
   }
   r.seconds = since(start);
-  if (!r.details.empty()) {
+  if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = std::to_string(r.details.size()) + " unresolved libraries in " + std::to_string(objects) +
+    r.message = std::to_string(findings.failures()) + " unresolved libraries in " + std::to_string(objects) +
                 " dynamic ELF files";
   } else {
     r.message = std::to_string(objects) + " dynamic ELF files checked";
   }
+  findings.finish(r);
   return r;
 }
 
-TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch) {
+TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch,
+                           const std::vector<std::string>& ignore) {
   auto start = std::chrono::steady_clock::now();
   TestResult r{"static: CUDA code for every requested arch", "static", Outcome::Passed, "", {}, 0};
+  Findings findings(ignore, "arch_ignore", "gaps");
   std::vector<int> want;
   for (const auto& a : arch) want.push_back(sm_number(a.substr(0, a.find('+'))));  // "9.0+PTX" -> 90
+  if (want.empty()) {
+    r.outcome = Outcome::Skipped;
+    r.message = "no compute capabilities were requested";
+    return r;
+  }
   size_t binaries = 0;
   for (const auto& [file, info] : elf_files(root)) {
     GpuCode code;
     try {
       code = gpu_code_of(file);
     } catch (const Error& e) {
-      r.details.push_back(root.image_path(file) + ": " + e.what());
+      findings.add(root.image_path(file), e.what());
       continue;
     }
     if (code.empty()) continue;
@@ -132,22 +186,20 @@ TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>
         std::string have;
         for (int s : code.sass) have += (have.empty() ? "" : " ") + std::string("sm_") + std::to_string(s);
         for (int p : code.ptx) have += (have.empty() ? "" : " ") + std::string("compute_") + std::to_string(p);
-        r.details.push_back(root.image_path(file) + ": no code for sm_" + std::to_string(sm) + " (has " + have + ")");
+        findings.add(root.image_path(file), "no code for sm_" + std::to_string(sm) + " (has " + have + ")");
       }
   }
   r.seconds = since(start);
-  if (want.empty()) {
-    r.outcome = Outcome::Skipped;
-    r.message = "no compute capabilities were requested";
-  } else if (!r.details.empty()) {
+  if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = std::to_string(r.details.size()) + " gaps in " + std::to_string(binaries) + " CUDA binaries";
+    r.message = std::to_string(findings.failures()) + " gaps in " + std::to_string(binaries) + " CUDA binaries";
   } else if (binaries == 0) {
     r.outcome = Outcome::Skipped;
     r.message = "the image holds no CUDA binaries";
   } else {
     r.message = std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
   }
+  findings.finish(r);
   return r;
 }
 

@@ -19,10 +19,20 @@ namespace sb::verify {
 // Libraries that come from the host's driver, never from the image.
 bool is_driver_library(const std::string& soname);
 
-// `ld_library_path`: the image config's LD_LIBRARY_PATH entries.
-TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>& ld_library_path);
+// Both checks take `ignore`: globs of image paths (the recipe's
+// static_checks, util/glob.hpp) whose files' findings do not fail the check.
+// Each such finding is still listed, as "ignored (GLOB): ...", the message
+// counts the files ignored, and a glob that let nothing through is listed as
+// unused (a stale exemption), none of which fails the check.
 
-// `arch`: compute capabilities such as {"8.0", "9.0"}.
-TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch);
+// `ld_library_path`: the image config's LD_LIBRARY_PATH entries.
+TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>& ld_library_path,
+                           const std::vector<std::string>& ignore = {});
+
+// `arch`: compute capabilities such as {"8.0", "9.0"}. CUDA binaries are the
+// ELF files with GPU code (verify/fatbin.hpp: their .nv_fatbin section and the
+// fat binaries embedded in their data).
+TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch,
+                           const std::vector<std::string>& ignore = {});
 
 }  // namespace sb::verify

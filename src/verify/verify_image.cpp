@@ -72,10 +72,13 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   ImageRoot root(unpacked.path);
   status.task_end(task, root.root().string());
 
+  // The tests the image carries (or those given), with its static_checks exemptions.
+  RecordedTests recorded = o.tests ? *o.tests : parse_tests_label(label(kTestsLabel));
+
   VerifyReport report;
   report.image = name;
-  report.results.push_back(check_libraries(root, ld_path));
-  report.results.push_back(check_cuda_arch(root, arch));
+  report.results.push_back(check_libraries(root, ld_path, recorded.libraries_ignore));
+  report.results.push_back(check_cuda_arch(root, arch, recorded.arch_ignore));
   report.results.push_back(check_versions(root, expected));
 
   // The GPU: a CDI spec, else discovery; its driver against the image's need.
@@ -104,8 +107,7 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   }
   if (gpu) env.gpu = &*gpu;
 
-  // The tests the image carries (or those given), then the built-in ones.
-  RecordedTests recorded = o.tests ? *o.tests : parse_tests_label(label(kTestsLabel));
+  // The recipe's tests, then the built-in ones.
   std::vector<ImageTest> tests;
   for (const auto& t : recorded.tests) tests.push_back(from_spec(t));
   sandbox::LinuxSandbox linux_sandbox;

@@ -120,6 +120,69 @@ TEST_CASE("the tests label: recipe tests and the built-in ones of resolved compo
   CHECK_THROWS_WITH(parse_tests_label("{\"tests\": [{\"run\": 1}]}"), Catch::Contains("dev.stackbuild.tests is malformed"));
 }
 
+TEST_CASE("static_checks: ignore globs are parsed - merged under extends - recorded in the label", "[verify][tests][recipe]") {
+  TempDir tmp;
+  Recipe r = load(tmp.path(), kCopy +
+                                  "static_checks:\n"
+                                  "  arch_ignore: [\"/usr/local/lib/python3.*/dist-packages/nvidia/cufft/lib/libcufftw.so.*\"]\n"
+                                  "  libraries_ignore: [\"**/libcufile_rdma.so.*\", /opt/x/bin/tool]\n");
+  CHECK(r.static_checks.arch_ignore ==
+        std::vector<std::string>{"/usr/local/lib/python3.*/dist-packages/nvidia/cufft/lib/libcufftw.so.*"});
+  CHECK(r.static_checks.libraries_ignore == std::vector<std::string>{"**/libcufile_rdma.so.*", "/opt/x/bin/tool"});
+  fs::copy_file(r.file, tmp.path() / "parent.yaml");  // for the extends: cases below
+
+  // Recorded in the image without any test, and read back by `stackbuild test LAYOUT`.
+  std::string label = tests_label(r, {});
+  REQUIRE_FALSE(label.empty());
+  RecordedTests t = parse_tests_label(label);
+  CHECK(t.tests.empty());
+  CHECK(t.arch_ignore == r.static_checks.arch_ignore);
+  CHECK(t.libraries_ignore == r.static_checks.libraries_ignore);
+  CHECK_FALSE(t.empty());
+  // Without the key the label is as it was.
+  CHECK(tests_label(load(tmp.path(), kCopy + "tests:\n  - {name: a, run: \"true\"}\n"), {}) ==
+        R"({"builtin":[],"tests":[{"name":"a","run":"true"}]})");
+  CHECK_THROWS_WITH(parse_tests_label(R"({"static_checks": {"arch_ignore": ["/a/[b"]}})"),
+                    Catch::Contains("malformed") && Catch::Contains("unclosed '['"));
+  CHECK_THROWS_WITH(parse_tests_label(R"({"static_checks": {"arch_ignor": []}})"),
+                    Catch::Contains("unknown static_checks key 'arch_ignor'"));
+  CHECK_THROWS_WITH(parse_tests_label(R"({"static_checks": {"arch_ignore": [1]}})"), Catch::Contains("malformed"));
+
+  // extends: a child's list replaces its parent's, key by key; `[]` clears one.
+  test::write(tmp.path() / "child.yaml", "extends: parent.yaml\nstatic_checks:\n  arch_ignore: [/opt/a.so]\n");
+  Recipe child = load_recipe(tmp.path() / "child.yaml");
+  CHECK(child.static_checks.arch_ignore == std::vector<std::string>{"/opt/a.so"});
+  CHECK(child.static_checks.libraries_ignore == r.static_checks.libraries_ignore);
+  test::write(tmp.path() / "child2.yaml", "extends: parent.yaml\nstatic_checks: {libraries_ignore: []}\n");
+  Recipe child2 = load_recipe(tmp.path() / "child2.yaml");
+  CHECK(child2.static_checks.arch_ignore == r.static_checks.arch_ignore);
+  CHECK(child2.static_checks.libraries_ignore.empty());
+  test::write(tmp.path() / "child3.yaml", "extends: parent.yaml\nstack: other\n");
+  CHECK(load_recipe(tmp.path() / "child3.yaml").static_checks.arch_ignore == r.static_checks.arch_ignore);
+
+  struct Case {
+    std::string yaml;
+    int line, column;
+    const char* message;
+  } cases[] = {
+      {kCopy + "static_checks:\n  arch_ignore: [\"/usr/lib/[abc\"]\n", 5, 17, "unclosed '['"},
+      {kCopy + "static_checks:\n  arch_ignore: [\"/usr/lib/**.so\"]\n", 5, 17, "'**' that is not a whole path component"},
+      {kCopy + "static_checks:\n  arch_ignore: [libcufftw.so.11]\n", 5, 17, "a relative path"},
+      {kCopy + "static_checks:\n  arch_ignore: \"/usr/lib/x.so\"\n", 5, 16, "'static_checks.arch_ignore' (a list of globs"},
+      {kCopy + "static_checks:\n  arch_ignore: [{path: /x}]\n", 5, 17, "a glob of static_checks.arch_ignore"},
+      {kCopy + "static_checks:\n  arch_ingore: [/x]\n", 5, 3, "did you mean 'arch_ignore'"},
+      {kCopy + "static_checks: [/x]\n", 4, 16, "'static_checks' (a map"},
+  };
+  for (const auto& c : cases) {
+    auto e = error_of(tmp.path(), c.yaml);
+    REQUIRE(e);
+    INFO(e->render());
+    CHECK(e->location().line == c.line);
+    CHECK(e->location().column == c.column);
+    CHECK_THAT(e->message(), Catch::Contains(c.message));
+  }
+}
+
 TEST_CASE("a test run is judged by exit status - output - timeout", "[verify][tests]") {
   ImageTest t;
   t.name = "recipe: x";

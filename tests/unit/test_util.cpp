@@ -7,6 +7,7 @@
 #include "store/store.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
+#include "util/glob.hpp"
 #include "util/process.hpp"
 
 using namespace sb;
@@ -26,6 +27,36 @@ TEST_CASE("Sha256 matches the FIPS 180-2 test vectors - in one piece or streamed
   h.update("a");
   h.update("bc");
   CHECK(h.finish() == Digest::of_bytes("abc"));
+}
+
+TEST_CASE("globs of paths: star within a component - double star across - classes", "[util][glob]") {
+  const char* lib = "/usr/local/lib/python3.11/dist-packages/nvidia/cufft/lib/libcufftw.so.11";
+  CHECK(glob_match(lib, lib));
+  CHECK(glob_match("/usr/local/lib/python3.*/dist-packages/nvidia/cufft/lib/libcufftw.so.*", lib));
+  CHECK(glob_match("**/libcufftw.so.*", lib));
+  CHECK(glob_match("/usr/**/nvidia/**/libcufft*", lib));
+  CHECK(glob_match("/usr/local/**/lib/libcufftw.so.1[0-9]", lib));
+  CHECK(glob_match("/**/libcufftw.so.1?", lib));
+  CHECK_FALSE(glob_match("/usr/local/lib/*/libcufftw.so.11", lib));  // '*' stays within one component
+  CHECK_FALSE(glob_match("**/libcufft.so.*", lib));
+  CHECK_FALSE(glob_match("/usr/local/**/lib/libcufftw.so.1[!1]", lib));
+  CHECK_FALSE(glob_match("/usr/local/lib/python3.11", lib));          // the whole path, not a prefix
+  CHECK(glob_match("/a/**/b", "/a/b"));                                 // '**' may be no component
+  CHECK(glob_match("/a/\\*", "/a/*"));
+  CHECK_FALSE(glob_match("/a/\\*", "/a/b"));
+  CHECK(glob_match("/a/[]x]", "/a/]"));
+  CHECK(glob_match("/a/*.so*", "/a/libx.so"));
+  CHECK_FALSE(glob_match("/a/*x", "/a/b/x"));
+
+  CHECK(glob_error("/usr/lib/*.so").empty());
+  CHECK_THAT(glob_error(""), Catch::Contains("empty pattern"));
+  CHECK_THAT(glob_error("/usr/lib/[abc"), Catch::Contains("unclosed '['"));
+  CHECK_THAT(glob_error("/usr/lib/[z-a]"), Catch::Contains("reversed range 'z-a'"));
+  CHECK_THAT(glob_error("/usr/lib/x\\"), Catch::Contains("nothing after it"));
+  CHECK_THAT(glob_error("/usr/lib/**.so"), Catch::Contains("'**' that is not a whole path component"));
+  CHECK_THAT(glob_error("/usr//lib"), Catch::Contains("empty path component"));
+  CHECK_THAT(glob_error("/usr/lib/"), Catch::Contains("empty path component"));
+  CHECK_FALSE(glob_match("/usr/lib/[abc", "/usr/lib/[abc"));  // a bad glob matches nothing
 }
 
 TEST_CASE("KeyHasher keeps field boundaries", "[util]") {

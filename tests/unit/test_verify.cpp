@@ -1,3 +1,5 @@
+#include <elf.h>
+
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <sstream>
@@ -133,6 +135,191 @@ TEST_CASE("fat binaries: SASS and PTX entries - what runs where", "[verify][cuda
   CHECK_THROWS_WITH(parse_fatbin(sec), Catch::Contains("bad magic"));
 }
 
+namespace {
+
+// A fat binary container as nvcc writes it: entries of {kind, sm}, each a
+// 64-byte header (version 0x0101) and an 8-byte payload.
+std::string fatbin(const std::vector<std::pair<uint16_t, uint32_t>>& entries) {
+  std::string out(16 + entries.size() * 72, '\0');
+  auto put = [&](size_t off, auto v) { std::memcpy(&out[off], &v, sizeof v); };
+  put(0, uint32_t{0xBA55ED50});
+  put(4, uint16_t{1});
+  put(6, uint16_t{16});
+  put(8, uint64_t{entries.size() * 72});
+  for (size_t i = 0; i < entries.size(); ++i) {
+    size_t e = 16 + i * 72;
+    put(e, entries[i].first);
+    put(e + 2, uint16_t{0x0101});
+    put(e + 4, uint32_t{64});
+    put(e + 8, uint64_t{8});
+    put(e + 28, entries[i].second);
+  }
+  return out;
+}
+
+std::string str(const GpuCode& c) {
+  std::string s;
+  for (int x : c.sass) s += "sm_" + std::to_string(x) + " ";
+  for (int x : c.ptx) s += "compute_" + std::to_string(x) + " ";
+  return s;
+}
+
+struct FakeSection {
+  std::string name;
+  uint32_t type;
+  uint64_t flags;
+  std::string bytes;
+};
+
+// A minimal ELF64 file holding `sections` (and .shstrtab): what gpu_code_of reads.
+std::string fake_elf(const std::vector<FakeSection>& sections) {
+  std::string names(1, '\0');
+  std::vector<uint32_t> name_at;
+  for (const auto& s : sections) name_at.push_back(names.size()), names += s.name + '\0';
+  uint32_t shstrtab_name = names.size();
+  names += std::string(".shstrtab") + '\0';
+  std::string out(sizeof(Elf64_Ehdr), '\0');
+  std::vector<Elf64_Shdr> headers(1, Elf64_Shdr{});
+  for (size_t i = 0; i < sections.size(); ++i) {
+    out.resize((out.size() + 7) / 8 * 8, '\0');
+    Elf64_Shdr h{};
+    h.sh_name = name_at[i], h.sh_type = sections[i].type, h.sh_flags = sections[i].flags;
+    h.sh_offset = out.size(), h.sh_size = sections[i].bytes.size(), h.sh_addralign = 8;
+    out += sections[i].bytes;
+    headers.push_back(h);
+  }
+  Elf64_Shdr h{};
+  h.sh_name = shstrtab_name, h.sh_type = SHT_STRTAB, h.sh_offset = out.size(), h.sh_size = names.size();
+  out += names;
+  headers.push_back(h);
+  out.resize((out.size() + 7) / 8 * 8, '\0');
+  Elf64_Ehdr e{};
+  std::memcpy(e.e_ident, ELFMAG, SELFMAG);
+  e.e_ident[EI_CLASS] = ELFCLASS64, e.e_ident[EI_DATA] = ELFDATA2LSB, e.e_ident[EI_VERSION] = EV_CURRENT;
+  e.e_type = ET_DYN, e.e_machine = EM_X86_64, e.e_version = EV_CURRENT, e.e_ehsize = sizeof e;
+  e.e_shoff = out.size(), e.e_shentsize = sizeof(Elf64_Shdr), e.e_shnum = headers.size();
+  e.e_shstrndx = headers.size() - 1;
+  std::memcpy(&out[0], &e, sizeof e);
+  out.append(reinterpret_cast<const char*>(headers.data()), headers.size() * sizeof(Elf64_Shdr));
+  return out;
+}
+
+// A cuFFT-like library: .nv_fatbin with sm_52 only, its other kernels in
+// fat binaries in .rodata, and a fat binary in .text that is not data.
+std::string cufft_like() {
+  std::string rodata = "some constant data" + std::string(6, '\0') + fatbin({{2, 80}, {8, 80}, {1, 90}}) +
+                       "more" + std::string(4, '\0') + fatbin({{2, 90}});
+  return fake_elf({{".text", SHT_PROGBITS, SHF_ALLOC | SHF_EXECINSTR, "\x90\x90" + fatbin({{2, 70}})},
+                   {".rodata", SHT_PROGBITS, SHF_ALLOC, rodata},
+                   {".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 52}})},
+                   {".comment", SHT_PROGBITS, 0, fatbin({{2, 60}})}});
+}
+
+}  // namespace
+
+TEST_CASE("fat binaries embedded in data sections count with .nv_fatbin's", "[verify][cuda]") {
+  TempDir dir;
+  test::write(dir.path() / "libcufft.so.11", cufft_like());
+  GpuCode code = gpu_code_of(dir.path() / "libcufft.so.11");
+  // sm_52 from .nv_fatbin, sm_80, sm_90 and compute_90 from .rodata; the
+  // kind-8 entry (LTO IR) ignored; nothing from code or non-loaded sections.
+  CHECK(str(code) == "sm_52 sm_80 sm_90 compute_90 ");
+  CHECK(runs_on(code, 80));
+  CHECK(runs_on(code, 86));
+  CHECK(runs_on(code, 90));
+
+  // Only .nv_fatbin: the library's own gap, as before.
+  test::write(dir.path() / "libcufftw.so.11", fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 52}})}}));
+  CHECK(str(gpu_code_of(dir.path() / "libcufftw.so.11")) == "sm_52 ");
+  // No .nv_fatbin at all, kernels in .data (CUPTI): still found.
+  test::write(dir.path() / "libcupti.so", fake_elf({{".data", SHT_PROGBITS, SHF_ALLOC | SHF_WRITE, fatbin({{2, 80}})}}));
+  CHECK(str(gpu_code_of(dir.path() / "libcupti.so")) == "sm_80 ");
+  // No GPU code: empty.
+  test::write(dir.path() / "plain.so", fake_elf({{".rodata", SHT_PROGBITS, SHF_ALLOC, "hello"}}));
+  CHECK(gpu_code_of(dir.path() / "plain.so").empty());
+}
+
+TEST_CASE("the magic in other data is not a fat binary", "[verify][cuda]") {
+  std::string good = fatbin({{2, 80}});
+  size_t n = 0;
+  CHECK(str(scan_embedded_fatbins("xx" + good + "yy", &n)) == "sm_80 ");
+  CHECK(n == 1);
+
+  // Each of these breaks one rule; none may count.
+  auto broken = [&](size_t off, auto v) {
+    std::string b = good;
+    std::memcpy(&b[off], &v, sizeof v);
+    return b;
+  };
+  std::string magic_then_garbage = good.substr(0, 4) + "garbage after the magic, not a container at all......";
+  std::string cases[] = {
+      magic_then_garbage,
+      broken(4, uint16_t{2}),                 // container version
+      broken(6, uint16_t{24}),                // header size
+      broken(8, uint64_t{72 + 8}),            // size past the entries: the chain does not end there
+      broken(8, uint64_t{64}),                // size inside the entry
+      broken(8, uint64_t{1} << 40),           // size past the end of the bytes
+      broken(16 + 2, uint16_t{0x0202}),       // entry version
+      broken(16 + 4, uint32_t{12}),           // entry header size
+      broken(16 + 8, uint64_t{9}),            // payload not padded
+      broken(16 + 8, uint64_t{1} << 33),      // payload past the container
+      broken(16, uint16_t{0}),                // entry kind
+      broken(16 + 28, uint32_t{0}),           // no sm
+      broken(16 + 28, uint32_t{0x41414141}),  // text where the sm is
+      good.substr(0, good.size() - 8),        // truncated
+  };
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    INFO("case " << i);
+    n = 0;
+    CHECK(scan_embedded_fatbins("...." + cases[i] + "....", &n).empty());
+    CHECK(n == 0);
+  }
+  // A broken one does not hide a good one after it, nor one inside it.
+  n = 0;
+  CHECK(str(scan_embedded_fatbins(magic_then_garbage + good + broken(4, uint16_t{2}) + fatbin({{1, 90}}), &n)) ==
+        "sm_80 compute_90 ");
+  CHECK(n == 2);
+  // Unknown entry kinds are skipped, the container still counts.
+  n = 0;
+  CHECK(scan_embedded_fatbins(fatbin({{8, 80}, {4, 75}}), &n).empty());
+  CHECK(n == 1);
+}
+
+TEST_CASE("static check: arch gaps of ignored files are listed - not failed", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  fs::path lib = root / "usr/local/lib/python3.11/dist-packages/nvidia/cufft/lib";
+  test::write(lib / "libcufft.so.11", cufft_like());
+  test::write(lib / "libcufftw.so.11", fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 52}})}}));
+  ImageRoot image(root);
+  const std::vector<std::string> arch{"8.0", "8.6", "9.0"};
+  const std::string cufftw = "/usr/local/lib/python3.11/dist-packages/nvidia/cufft/lib/libcufftw.so.11";
+
+  TestResult bad = check_cuda_arch(image, arch);
+  INFO(summary_table(VerifyReport{"x", {bad}}));
+  CHECK(bad.outcome == Outcome::Failed);
+  CHECK(bad.message == "3 gaps in 2 CUDA binaries");  // libcufftw's three; libcufft's embedded code counts
+  CHECK(bad.details == std::vector<std::string>{cufftw + ": no code for sm_80 (has sm_52)",
+                                                cufftw + ": no code for sm_86 (has sm_52)",
+                                                cufftw + ": no code for sm_90 (has sm_52)"});
+
+  TestResult ok = check_cuda_arch(image, arch, {"**/libcufftw.so.*", "/opt/nothing/*.so"});
+  INFO(summary_table(VerifyReport{"x", {ok}}));
+  CHECK(ok.outcome == Outcome::Passed);
+  CHECK(ok.message == "2 CUDA binaries carry code for every requested arch, but for 3 gaps ignored in 1 file "
+                      "(static_checks.arch_ignore)");
+  REQUIRE(ok.details.size() == 4);
+  CHECK(ok.details[0] == "ignored (static_checks.arch_ignore **/libcufftw.so.*): " + cufftw +
+                             ": no code for sm_80 (has sm_52)");
+  CHECK(ok.details[3] == "unused: static_checks.arch_ignore /opt/nothing/*.so matches no file with a finding");
+
+  // Ignoring another file lets nothing through.
+  TestResult still = check_cuda_arch(image, arch, {"**/libcufft.so.*"});
+  CHECK(still.outcome == Outcome::Failed);
+  CHECK(still.message == "3 gaps in 2 CUDA binaries");
+  CHECK(still.details.back() == "unused: static_checks.arch_ignore **/libcufft.so.* matches no file with a finding");
+}
+
 TEST_CASE("static check: every needed library resolves inside the image", "[verify][static]") {
   auto info = read_elf("/bin/true");
   REQUIRE(info);
@@ -157,6 +344,14 @@ TEST_CASE("static check: every needed library resolves inside the image", "[veri
   TestResult bad = check_libraries(image, {});
   CHECK(bad.outcome == Outcome::Failed);
   CHECK(std::count(bad.details.begin(), bad.details.end(), "/usr/bin/true: needs libc.so.6, which is not in the image") == 1);
+  TestResult ignored = check_libraries(image, {}, {"/usr/bin/*"});
+  INFO(summary_table(VerifyReport{"x", {ignored}}));
+  CHECK(ignored.outcome == Outcome::Passed);
+  CHECK(ignored.message == "2 dynamic ELF files checked, but for 1 unresolved libraries ignored in 1 file "
+                           "(static_checks.libraries_ignore)");
+  CHECK(ignored.details ==
+        std::vector<std::string>{"ignored (static_checks.libraries_ignore /usr/bin/*): /usr/bin/true: needs libc.so.6, "
+                                 "which is not in the image"});
   CHECK(is_driver_library("libcuda.so.1"));
   CHECK(is_driver_library("libnvidia-ml.so.1"));
   CHECK_FALSE(is_driver_library("libcudart.so.12"));
