@@ -24,10 +24,15 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
   catalog::Catalog cat = catalog::load_catalog(*dir);
   const catalog::Component* c = cat.find(name);
   auto prefix = catalog::Version::parse(asked);
+  // Among those, the record of the build the point chose (${<name>_build}) wins,
+  // so that messages and the cache key name the record the image holds.
+  auto it = vars.find(name + "_build");
+  const std::string chosen_build = it == vars.end() ? std::string() : it->second;
+  auto rank = [&](const catalog::Record& r) { return std::make_pair(r.build == chosen_build, r.version); };
   const catalog::Record* best = nullptr;
   if (c && prefix)
     for (const auto& r : c->records)
-      if ((r.sources.git || r.sources.archive) && r.version.matches(*prefix) && (!best || best->version < r.version))
+      if ((r.sources.git || r.sources.archive) && r.version.matches(*prefix) && (!best || rank(*best) < rank(r)))
         best = &r;
   if (!best)
     throw InputError(spec.at(key),
