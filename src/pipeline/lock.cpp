@@ -5,6 +5,7 @@
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
+#include "pipeline/source_tree.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -41,9 +42,11 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
   bool apt = std::any_of(layers.begin(), layers.end(), is_apt_layer);
   bool pip = std::any_of(layers.begin(), layers.end(), is_pip_layer);
   bool redist = std::any_of(layers.begin(), layers.end(), is_redist_layer);
+  bool src = std::any_of(layers.begin(), layers.end(),
+                         [](const LayerSpec& l) { return l.from_source() || l.keeps_source_beside(); });
   std::vector<nlohmann::json> out;
   for (const auto& p : planned.plan.points) {
-    if (!p.stack || !(apt || pip || redist)) {
+    if (!p.stack || !(apt || pip || redist || src)) {
       out.push_back(nullptr);
       continue;
     }
@@ -55,6 +58,10 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
       if (apt) e["apt"] = lock_apt_layers(r, vars, in, store, status);
       if (pip) e["pip"] = lock_pip_layers(r, vars, in, store, status);
       if (redist) e["redist"] = lock_redist_layers(r, vars, in, store, status);
+      if (src) {
+        nlohmann::json pins = lock_source_layers(r, vars);
+        if (!pins.empty()) e["source"] = pins;
+      }
       out.push_back(e);
     } catch (Error& e) {
       e.add_trace("while locking what the layers of point " + p.point.id() + " fetch");
@@ -71,7 +78,7 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
   if (!fs::exists(path, ec)) return in;  // check_lock() has said so already
   std::string text = read_file(path);
   nlohmann::json lock = nlohmann::json::object();
-  for (const char* kind : {"apt", "pip", "redist"}) {
+  for (const char* kind : {"apt", "pip", "redist", "source"}) {
     nlohmann::json j = resolve::locked_field(text, point.point, kind);
     if (!j.is_null()) lock[kind] = j;
   }
@@ -98,6 +105,22 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
       d = e.what();
     }
     if (!d.empty()) problems.push_back(where + ": " + d);
+  }
+  // Git sources (a source build's, or one kept beside packages): a tag or
+  // branch may move, so the lockfile pins the commit.
+  for (const auto& spec : r.layers) {
+    std::string where = "layer '" + spec.name + "' (" + spec.where.str() + ")";
+    try {
+      if (!has_git_source(r, spec, vars)) continue;
+      if (!lock.contains("source") || !lock["source"].is_object() || !lock["source"].contains(spec.name)) {
+        problems.push_back(where + ": the lockfile pins no commit for its git source");
+        continue;
+      }
+      std::string d = source_lock_mismatch(r, spec, vars, lock["source"][spec.name]);
+      if (!d.empty()) problems.push_back(where + ": " + d);
+    } catch (const Error& e) {
+      problems.push_back(where + ": " + e.what());
+    }
   }
   if (!problems.empty()) {
     std::string msg = "--locked: the lockfile " + path.string() + " does not pin what point " + point.point.id() +

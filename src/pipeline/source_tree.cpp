@@ -1,8 +1,12 @@
 #include "pipeline/source_tree.hpp"
 
+#include <algorithm>
+#include <cctype>
+
 #include "catalog/catalog.hpp"
 #include "pipeline/plan.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 
 namespace sb {
 
@@ -60,7 +64,8 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
 
 // The source of `spec` (its own `source:`, else the catalog's through `key`).
 LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
-                            const std::map<std::string, std::string>& vars, const std::string& key) {
+                            const std::map<std::string, std::string>& vars, const std::string& key,
+                            const nlohmann::json& locked) {
   LayerSource out;
   source::SourceSpec& s = out.spec;
   const SourceDecl& d = spec.source;
@@ -87,6 +92,13 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
   } else {
     s = catalog_source(recipe, spec, vars, key, out.what);
   }
+  if (s.kind == source::SourceSpec::Kind::Git && locked.is_object() && locked.contains(spec.name)) {
+    const auto& e = locked[spec.name];
+    if (e.is_object() && e.value("git", "") == s.url && e.value("ref", "") == s.ref && e.contains("commit")) {
+      out.what += " (locked: " + e["commit"].get<std::string>() + ")";
+      s.ref = e["commit"].get<std::string>();
+    }
+  }
   if (s.kind == source::SourceSpec::Kind::Archive) id.field("archive", s.url).field("sha256", s.sha256->str());
   if (s.kind == source::SourceSpec::Kind::Git) id.field("git", s.url).field("ref", s.ref);
   for (const auto& p : spec.patches) {
@@ -103,18 +115,99 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
   return out;
 }
 
+bool is_commit(const std::string& ref) {
+  return ref.size() == 40 && std::all_of(ref.begin(), ref.end(), [](char c) { return std::isxdigit(c); });
+}
+
+// The commit `ref` names in the repository at `url` now: a commit as given;
+// else a tag (peeled, when annotated), then a branch, then a full ref name.
+std::string remote_commit(const std::string& url, const std::string& ref) {
+  if (is_commit(ref)) return ref;
+  ProcessSpec p;
+  p.argv = {"git", "ls-remote", url, ref, ref + "^{}"};
+  p.env = current_environment();
+  p.env["GIT_TERMINAL_PROMPT"] = "0";
+  p.capture_stdout = true;
+  p.merge_stderr = true;
+  ProcessResult r = run_process(p);
+  if (r.exit_status != 0)
+    throw Error("git ls-remote " + url + " " + ref + " failed (exit status " + std::to_string(r.exit_status) +
+                "):\n" + r.output.substr(0, 2000));
+  std::map<std::string, std::string> refs;  // ref name -> object
+  size_t pos = 0;
+  while (pos < r.output.size()) {
+    size_t end = r.output.find('\n', pos);
+    if (end == std::string::npos) end = r.output.size();
+    std::string line = r.output.substr(pos, end - pos);
+    pos = end + 1;
+    size_t tab = line.find('\t');
+    if (tab == 40 && is_commit(line.substr(0, 40))) refs[line.substr(41)] = line.substr(0, 40);
+  }
+  for (const std::string& name : {"refs/tags/" + ref + "^{}", "refs/tags/" + ref, "refs/heads/" + ref, ref})
+    if (auto it = refs.find(name); it != refs.end()) return it->second;
+  throw Error("git source " + url + ": no tag or branch '" + ref + "' there (git ls-remote)");
+}
+
+// The git source of `spec` at the point (its own or the catalog's), if any.
+std::optional<LayerSource> git_source_of(const Recipe& recipe, const LayerSpec& spec,
+                                         const std::map<std::string, std::string>& vars) {
+  std::optional<LayerSource> s;
+  if (spec.from_source()) s = describe_source(recipe, spec, vars, "from", nullptr);
+  else if (spec.keeps_source_beside()) s = describe_source(recipe, spec, vars, "keep_source", nullptr);
+  if (s && s->spec.kind != source::SourceSpec::Kind::Git) s.reset();
+  return s;
+}
+
 }  // namespace
 
 std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
-                                        const std::map<std::string, std::string>& vars) {
+                                        const std::map<std::string, std::string>& vars, const nlohmann::json& locked) {
   if (!spec.from_source()) return std::nullopt;
-  return describe_source(recipe, spec, vars, "from");
+  return describe_source(recipe, spec, vars, "from", locked);
 }
 
 std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
-                                       const std::map<std::string, std::string>& vars) {
+                                       const std::map<std::string, std::string>& vars, const nlohmann::json& locked) {
   if (!spec.keeps_source_beside()) return std::nullopt;
-  return describe_source(recipe, spec, vars, "keep_source");
+  return describe_source(recipe, spec, vars, "keep_source", locked);
+}
+
+nlohmann::json locked_sources(const std::string& point_lock) {
+  if (point_lock.empty()) return nullptr;
+  auto j = nlohmann::json::parse(point_lock, nullptr, false);
+  return j.is_object() && j.contains("source") ? j["source"] : nlohmann::json(nullptr);
+}
+
+bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {
+  return git_source_of(recipe, spec, vars).has_value();
+}
+
+nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& spec : recipe.layers) {
+    auto s = git_source_of(recipe, spec, vars);
+    if (!s) continue;
+    try {
+      out[spec.name] = {{"git", s->spec.url}, {"ref", s->spec.ref}, {"commit", remote_commit(s->spec.url, s->spec.ref)}};
+    } catch (Error& e) {
+      e.add_trace("while pinning the source of layer '" + spec.name + "' (" + spec.where.str() + ")");
+      throw;
+    }
+  }
+  return out;
+}
+
+std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
+                                 const std::map<std::string, std::string>& vars, const nlohmann::json& entry) {
+  auto s = git_source_of(recipe, spec, vars);
+  if (!s) return "";
+  if (!entry.is_object() || !entry.contains("commit") || !entry["commit"].is_string() ||
+      !is_commit(entry["commit"].get<std::string>()))
+    return "its source entry has no commit";
+  if (entry.value("git", "") != s->spec.url || entry.value("ref", "") != s->spec.ref)
+    return "the lockfile pins git " + entry.value("git", "?") + " at " + entry.value("ref", "?") +
+           ", the recipe now names git " + s->spec.url + " at " + s->spec.ref;
+  return "";
 }
 
 }  // namespace sb

@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "recipe/recipe.hpp"
 #include "source/source.hpp"
 
@@ -30,14 +32,38 @@ struct LayerSource {
 // ${vars}: the catalog record of `use:` is the one of that version. Throws
 // InputError/Error when the catalog names no source for it, or an archive
 // there is not pinned.
+//
+// `locked`: the point's lockfile entries for sources ({"<layer>": {"git",
+// "ref", "commit"}}, from lock_source_layers), or null. A git source whose
+// URL and ref the entry names is fetched at the entry's commit.
 std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
-                                        const std::map<std::string, std::string>& variables);
+                                        const std::map<std::string, std::string>& variables,
+                                        const nlohmann::json& locked = nullptr);
 
 // nullopt for a layer that keeps no source beside its packages
 // (LayerSpec::keeps_source_beside()); else its `source:`, or the catalog's
 // source of its component at the point's version. Throws InputError at
 // `keep_source` when the catalog names none.
 std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
-                                       const std::map<std::string, std::string>& variables);
+                                       const std::map<std::string, std::string>& variables,
+                                       const nlohmann::json& locked = nullptr);
+
+// For `stackbuild lock`: each layer of `recipe` whose source is git, with the
+// commit its ref names now (`git ls-remote`; a tag is peeled to its commit):
+// {"<layer>": {"git": URL, "ref": REF, "commit": HEX}}. Tags and branches
+// move; `build --locked` fetches the commit.
+nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables);
+
+// For `build --locked`: "" when `entry` pins the git source of `spec` as the
+// recipe names it now, else what differs.
+std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
+                                 const std::map<std::string, std::string>& variables, const nlohmann::json& entry);
+
+// The "source" entries of a point's lockfile text (PointInputs::lock; "" when
+// not --locked), or null.
+nlohmann::json locked_sources(const std::string& point_lock);
+
+// Whether the layer's tree comes from a git source (its own or the catalog's).
+bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);
 
 }  // namespace sb

@@ -149,6 +149,32 @@ done
 build fresh keep.yaml out-fresh "$TMP/store2"
 image_digests "$TMP/out-fresh" b | diff "$TMP/b.digests" - || fail "another store built other digests"
 
+check "lock pins the tag's commit; after the tag moves, --locked in a new store builds the pinned commit"
+expect_ok lock sb lock "$proj/keep.yaml" --catalog "$proj/layers" --store "$STORE"
+want=$(git -C "$src" rev-parse "v2.0^{commit}")
+python3 - "$proj/keep.yaml.lock" "$want" "file://$src" <<'PY' || fail "the lockfile does not pin the source: $(cat "$proj/keep.yaml.lock")"
+import json, sys
+lock, want, url = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+for p in lock["points"]:
+    assert p["source"] == {"torchy": {"git": url, "ref": "v2.0", "commit": want}}, p.get("source")
+PY
+gitc "$src" tag -f v2.0 HEAD >/dev/null   # the tag now names the later commit (it adds LATER)
+expect_ok locked sb build "$proj/keep.yaml" --locked -o "$TMP/out-locked" --store "$TMP/store-locked" --catalog "$proj/layers"
+image_digests "$TMP/out-locked" a | diff "$TMP/a.digests" - || fail "the locked build of the moved tag differs"
+grep -q "locked: $want" "$TMP/locked.err" || { show_output locked; fail "the build does not say it fetched the pinned commit"; }
+python3 - "$proj/keep.yaml.lock" <<'PY'
+import json, sys
+lock = json.load(open(sys.argv[1]))
+for p in lock["points"]:
+    del p["source"]
+json.dump(lock, open(sys.argv[1], "w"), indent=2)
+PY
+expect_rc 3 unpinned sb build "$proj/keep.yaml" --locked -o "$TMP/out-unpinned" --store "$TMP/store-locked" --catalog "$proj/layers"
+grep -q "layer 'torchy' (.*): the lockfile pins no commit for its git source" "$TMP/unpinned.err" ||
+  { show_output unpinned; fail "a lockfile without the source pin was not refused clearly"; }
+gitc "$src" tag -f v2.0 "$want" >/dev/null
+rm -f "$proj/keep.yaml.lock"
+
 check "the layer's own source: overrides the catalog's; \${torchy} works in keep_source"
 recipe own.yaml 2.0 $'keep_source: "/opt/torchy-${torchy}"\n    source: {git: "file://'"$other"$'", ref: "v${torchy}"}'
 build own own.yaml out-own
