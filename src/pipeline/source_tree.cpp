@@ -151,6 +151,7 @@ std::string remote_commit(const std::string& url, const std::string& ref) {
 // The git source of `spec` at the point (its own or the catalog's), if any.
 std::optional<LayerSource> git_source_of(const Recipe& recipe, const LayerSpec& spec,
                                          const std::map<std::string, std::string>& vars) {
+  if (!spec.source.path.empty() || !spec.source.url.empty()) return std::nullopt;  // local or archive: not git
   std::optional<LayerSource> s;
   if (spec.from_source()) s = describe_source(recipe, spec, vars, "from", nullptr);
   else if (spec.keeps_source_beside()) s = describe_source(recipe, spec, vars, "keep_source", nullptr);
