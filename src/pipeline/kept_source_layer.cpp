@@ -1,9 +1,7 @@
 #include "pipeline/kept_source_layer.hpp"
 
 #include <chrono>
-#include <cstdlib>
 
-#include "fetch/fetcher.hpp"
 #include "layer/tree.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "util/error.hpp"
@@ -51,24 +49,7 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
 
   auto scratch = store.temp_dir();
   const fs::path tree = scratch->path() / "tree";
-  int task = status.task_begin("layer " + name + ": " + source.what, 0);
-  fetch::FetchOptions fo;
-  const char* offline = getenv("STACKBUILD_OFFLINE");
-  fo.offline = offline && std::string(offline) == "1";
-  auto fetcher = fetch::make_fetcher(store, fo, status);
-  source::SourceLock got = [&] {
-    try {
-      return source::prepare_source(source.spec, tree, store, *fetcher);
-    } catch (Error& e) {
-      e.add_trace("while fetching the source layer '" + spec.name + "' keeps at " +
-                  source.image_path + " (" + source.what + ")");
-      throw;
-    }
-  }();
-  status.task_end(
-      task,
-      "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
-          (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
+  fetch_layer_source(spec, source, tree, store, status);
 
   ScanOptions so;
   so.source_date_epoch = epoch;

@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "catalog/catalog.hpp"
+#include "fetch/fetcher.hpp"
 #include "pipeline/plan.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -171,6 +172,27 @@ std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& sp
                                        const std::map<std::string, std::string>& vars, const nlohmann::json& locked) {
   if (!spec.keeps_source_beside()) return std::nullopt;
   return describe_source(recipe, spec, vars, "keep_source", locked);
+}
+
+source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
+                                      const Store& store, Status& status) {
+  int task = status.task_begin("layer " + spec.name + ": source " + source.what, 0);
+  fetch::FetchOptions fo;
+  const char* offline = getenv("STACKBUILD_OFFLINE");
+  fo.offline = offline && std::string(offline) == "1";
+  auto fetcher = fetch::make_fetcher(store, fo, status);
+  source::SourceLock got = [&] {
+    try {
+      return source::prepare_source(source.spec, dest, store, *fetcher);
+    } catch (Error& e) {
+      e.add_trace("while preparing the source of layer '" + spec.name + "' for " + source.image_path + " (" +
+                  source.what + ")");
+      throw;
+    }
+  }();
+  status.task_end(task, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
+                            (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
+  return got;
 }
 
 nlohmann::json locked_sources(const std::string& point_lock) {

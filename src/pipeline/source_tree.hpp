@@ -13,6 +13,8 @@
 
 #include "recipe/recipe.hpp"
 #include "source/source.hpp"
+#include "store/store.hpp"
+#include "util/status.hpp"
 
 namespace sb {
 
@@ -47,6 +49,11 @@ std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& s
 std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
                                        const std::map<std::string, std::string>& variables,
                                        const nlohmann::json& locked = nullptr);
+
+// Fetches (or copies) `source` of layer `spec` and applies its patches into
+// `dest`, as one status task; STACKBUILD_OFFLINE=1 takes only the store.
+source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
+                                      const Store& store, Status& status);
 
 // For `stackbuild lock`: each layer of `recipe` whose source is git, with the
 // commit its ref names now (`git ls-remote`; a tag is peeled to its commit):

@@ -12,7 +12,6 @@
 #include <nlohmann/json.hpp>
 
 #include "build/steps.hpp"
-#include "fetch/fetcher.hpp"
 #include "layer/extract.hpp"
 #include "layer/write.hpp"
 #include "util/error.hpp"
@@ -151,21 +150,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.cache_root = store.root() / "cache";
   in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
-    int t = status.task_begin("layer " + spec.name + ": source " + source->what, 0);
-    fetch::FetchOptions fo;
-    const char* offline = getenv("STACKBUILD_OFFLINE");
-    fo.offline = offline && std::string(offline) == "1";
-    auto fetcher = fetch::make_fetcher(store, fo, status);
-    source::SourceLock got = [&] {
-      try {
-        return source::prepare_source(source->spec, in.scratch / "source", store, *fetcher);
-      } catch (Error& e) {
-        e.add_trace("while preparing the source of layer '" + spec.name + "' (" + source->what + ")");
-        throw;
-      }
-    }();
-    status.task_end(t, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
-                           (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
+    fetch_layer_source(spec, *source, in.scratch / "source", store, status);
     in.source = in.scratch / "source";
     in.source_at = source->image_path;
     in.keep_source = source->kept;

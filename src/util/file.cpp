@@ -137,6 +137,14 @@ std::string read_file(const fs::path& path) {
   }
 }
 
+std::string read_file_or_empty(const fs::path& path) {
+  try {
+    return read_file(path);
+  } catch (const Error&) {
+    return "";
+  }
+}
+
 void write_file_atomic(const fs::path& path, std::string_view data, int mode) {
   AtomicFile f(path, mode);
   f.write(data);

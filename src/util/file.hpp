@@ -70,6 +70,9 @@ void set_descriptor_wait_seconds(double seconds);
 bool wait_for_descriptor(int attempt, double& waited);
 
 std::string read_file(const fs::path& path);
+// The file's bytes, or "" when it cannot be read (missing, a directory, no
+// permission): for probes of files that may well not be there.
+std::string read_file_or_empty(const fs::path& path);
 void write_file_atomic(const fs::path& path, std::string_view data, int mode = 0644);
 void write_all(int fd, const void* data, size_t size, const std::string& what);
 void fsync_dir(const fs::path& dir);

@@ -2,33 +2,26 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "util/error.hpp"
+#include "util/file.hpp"
 
 namespace sb::verify {
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 fs::path under(const fs::path& root, const std::string& abs) { return root / fs::path(abs).relative_path(); }
 
 std::string driver_version(const fs::path& root) {
   static const std::regex re(R"(Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?))");
   std::smatch m;
-  std::string text = slurp(under(root, "/proc/driver/nvidia/version"));
+  std::string text = read_file_or_empty(under(root, "/proc/driver/nvidia/version"));
   if (std::regex_search(text, m, re)) return m[1];
-  std::string sys = slurp(under(root, "/sys/module/nvidia/version"));
+  std::string sys = read_file_or_empty(under(root, "/sys/module/nvidia/version"));
   sys.erase(sys.find_last_not_of(" \n") + 1);
   return sys;
 }
@@ -38,7 +31,7 @@ std::vector<GpuDevice> find_gpus(const fs::path& root) {
   fs::path dir = under(root, "/proc/driver/nvidia/gpus");
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::istringstream info(slurp(e.path() / "information"));
+    std::istringstream info(read_file_or_empty(e.path() / "information"));
     GpuDevice g;
     g.pci_bus = e.path().filename().string();
     g.minor = -1;
@@ -80,7 +73,7 @@ std::vector<GpuDevice> select(const std::vector<GpuDevice>& all, const std::stri
 
 // (soname or file name) -> image path, from the host's /etc/ld.so.cache.
 std::vector<std::string> ld_cache_paths(const fs::path& root) {
-  std::string data = slurp(under(root, "/etc/ld.so.cache"));
+  std::string data = read_file_or_empty(under(root, "/etc/ld.so.cache"));
   const char magic[] = "glibc-ld.so.cache1.1";
   size_t base = data.find(magic);
   std::vector<std::string> out;

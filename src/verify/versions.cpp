@@ -9,16 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/file.hpp"
+
 namespace sb::verify {
 
 namespace {
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string trim(const std::string& s) {
   size_t b = s.find_first_not_of(" \t\r");
@@ -147,7 +142,7 @@ class Finder {
   void header(const std::string& p, const std::string& component) {
     auto host = open(p);
     if (!host) return;
-    std::string text = slurp(*host);
+    std::string text = read_file_or_empty(*host);
     if (component == "cuda") {
       add("cuda", cudart_version(text), "", p);
     } else {
@@ -190,7 +185,7 @@ class Finder {
       auto host = open(meta);
       if (!host) continue;
       std::string name, version, line;
-      std::istringstream in(slurp(*host));
+      std::istringstream in(read_file_or_empty(*host));
       while (std::getline(in, line) && !trim(line).empty()) {
         if (line.rfind("Name:", 0) == 0) name = normalized(trim(line.substr(5)));
         if (line.rfind("Version:", 0) == 0) version = trim(line.substr(8));
@@ -201,7 +196,7 @@ class Finder {
     // PyTorch's own record of itself and the CUDA it was built with.
     std::string vp = dir + "/torch/version.py";
     if (auto host = open(vp)) {
-      auto a = python_assignments(slurp(*host));
+      auto a = python_assignments(read_file_or_empty(*host));
       if (auto it = a.find("__version__"); it != a.end())
         add("pytorch", it->second, it->second.substr(0, it->second.find('+')), vp);  // 2.7.0+cu126
       if (auto it = a.find("cuda"); it != a.end()) add("cuda", it->second, "", vp);  // None on CPU builds
