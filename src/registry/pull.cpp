@@ -189,16 +189,8 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
       }
     };
     client.reset();  // its connection and curl's socketpair: 3 descriptors the workers can use
-    std::vector<std::thread> threads;
     int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
-    try {
-      for (int i = 0; i < n; ++i) threads.emplace_back(worker);
-    } catch (...) {  // no thread to be had: stop those that run, never leave one unjoined
-      stop = true;
-      for (auto& t : threads) t.join();
-      throw;
-    }
-    for (auto& t : threads) t.join();
+    run_workers(n, worker, stop);
     if (error) std::rethrow_exception(error);
 
     result.image.config_json = store.read(blobs[0].first);

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <exception>
 #include <map>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -198,19 +197,11 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
   };
   try {
     session.url("/v2/");  // find the endpoint and authenticate once, before the workers start
-    std::vector<std::thread> threads;
     int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
     if (n < std::min<int>(o.jobs, static_cast<int>(blobs.size())))
       status.message(Level::Info, "sending " + std::to_string(n) + " blobs at once, not " + std::to_string(o.jobs) +
                                       ": the limit on open files (ulimit -n) allows no more");
-    try {
-      for (int i = 0; i < n; ++i) threads.emplace_back(worker);
-    } catch (...) {  // no thread to be had: stop those that run, never leave one unjoined
-      stop = true;
-      for (auto& t : threads) t.join();
-      throw;
-    }
-    for (auto& t : threads) t.join();
+    run_workers(n, worker, stop);
     if (error) std::rethrow_exception(error);
     auto client = session.make_client();
     for (const auto& i : images) put_manifest(session, *client, repo, i.manifest, i.tag, report);

@@ -7,8 +7,10 @@
 // added here and never reach a message: --verbose shows method, URL and status.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -63,6 +65,11 @@ int connections_within(long limit, long open, int wanted);
 // asked for: connections_within() the limit on open files, after raising its
 // soft value to the hard one, and the descriptors open now.
 int usable_connections(int wanted);
+
+// Runs `worker` on `n` threads and joins them. When a thread cannot be
+// started, sets `stop` (which the workers read) so that those running end,
+// joins them and rethrows: never a thread left unjoined.
+void run_workers(int n, const std::function<void()>& worker, std::atomic<bool>& stop);
 
 class Session {
  public:
