@@ -13,6 +13,7 @@
 #include "util/file.hpp"
 #include "util/process.hpp"
 #include "verify/elf.hpp"
+#include "verify/run_in_image.hpp"
 
 namespace sb::verify {
 
@@ -294,22 +295,17 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
     std::string log;
     int status = 0;
     if (in_image) {
-      sandbox::SandboxSpec spec;
-      spec.lower = {root.root()};
-      spec.upper = tmp.path() / "upper";
-      spec.work = tmp.path() / "work";
-      spec.scratch = tmp.path() / "scratch";
-      for (const auto& d : {spec.upper, spec.work, spec.scratch}) fs::create_directories(d);
-      spec.mounts = {{src, "/.stackbuild-build/src", true}, {out, "/.stackbuild-build/out", false}};
-      spec.env = {{"PATH", "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
-      spec.argv = {"/usr/local/cuda/bin/nvcc", "-O2", "-cudart", "shared", "-o", "/.stackbuild-build/out/" + component};
-      for (const auto& g : gencode) spec.argv.push_back(g);
-      for (const auto& i : use_incs) spec.argv.push_back("-I" + i);
-      for (const auto& d : c.lib_dirs) spec.argv.push_back("-L" + d);
-      spec.argv.push_back(std::string("/.stackbuild-build/src/") + prog->file);
-      for (const auto& l : prog->libs) spec.argv.push_back("-l" + l);
-      spec.timeout_seconds = 600;
-      auto r = o.sandbox->run(spec, [&](std::string_view s) { log += s; });
+      RunOptions run;
+      run.mounts = {{src, "/.stackbuild-build/src", true}, {out, "/.stackbuild-build/out", false}};
+      run.env = {{"PATH", "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
+      run.argv = {"/usr/local/cuda/bin/nvcc", "-O2", "-cudart", "shared", "-o", "/.stackbuild-build/out/" + component};
+      for (const auto& g : gencode) run.argv.push_back(g);
+      for (const auto& i : use_incs) run.argv.push_back("-I" + i);
+      for (const auto& d : c.lib_dirs) run.argv.push_back("-L" + d);
+      run.argv.push_back(std::string("/.stackbuild-build/src/") + prog->file);
+      for (const auto& l : prog->libs) run.argv.push_back("-l" + l);
+      run.timeout_seconds = 600;
+      auto r = run_in_image(*o.sandbox, root, run, [&](std::string_view s) { log += s; });
       status = r.exit_status;
     } else {
       ProcessSpec p;
