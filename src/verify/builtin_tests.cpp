@@ -289,18 +289,25 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
     fs::create_directories(src);
     fs::create_directories(out);
     for (const auto& [name, text] : sources) write_file_atomic(src / name, text);
-    // Links named lib<name>.so to what the image has (a wheel ships only lib<name>.so.N).
+    // Links named lib<name>.so to what the image has (a wheel ships only
+    // lib<name>.so.N): to image paths for the image's nvcc, which sees them at
+    // /.stackbuild-build/lib, to host paths for the host's.
     fs::path links = tmp.path() / "lib";
     fs::create_directories(links);
+    for (const auto& [n, img] : lib_path)
+      fs::create_symlink(in_image ? fs::path(img) : *root.resolve(img), links / ("lib" + n + ".so"));
     std::string log;
     int status = 0;
     if (in_image) {
       RunOptions run;
-      run.mounts = {{src, "/.stackbuild-build/src", true}, {out, "/.stackbuild-build/out", false}};
+      run.mounts = {{src, "/.stackbuild-build/src", true},
+                    {out, "/.stackbuild-build/out", false},
+                    {links, "/.stackbuild-build/lib", true}};
       run.env = {{"PATH", "/usr/local/cuda/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}};
       run.argv = {"/usr/local/cuda/bin/nvcc", "-O2", "-cudart", "shared", "-o", "/.stackbuild-build/out/" + component};
       for (const auto& g : gencode) run.argv.push_back(g);
       for (const auto& i : use_incs) run.argv.push_back("-I" + i);
+      run.argv.push_back("-L/.stackbuild-build/lib");
       for (const auto& d : c.lib_dirs) run.argv.push_back("-L" + d);
       run.argv.push_back(std::string("/.stackbuild-build/src/") + prog->file);
       for (const auto& l : prog->libs) run.argv.push_back("-l" + l);
@@ -314,10 +321,6 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
       p.argv = {host_nvcc.string(), "-O2", "-cudart", "shared", "-o", (out / component).string()};
       for (const auto& g : gencode) p.argv.push_back(g);
       for (const auto& i : use_incs) p.argv.push_back("-I" + (root.root() / i.substr(1)).string());
-      for (const auto& [n, img] : lib_path) {
-        auto host = root.resolve(img);
-        fs::create_symlink(*host, links / ("lib" + n + ".so"));
-      }
       p.argv.push_back("-L" + links.string());
       for (const auto& d : libs)
         if (auto h = root.resolve(d); h && fs::is_directory(*h)) p.argv.push_back("-Xlinker=-rpath-link=" + h->string());

@@ -80,12 +80,12 @@ PY
   [[ -s $root/tmp/k.o ]] || fail "$ref: nvcc wrote no object"
   rm -rf "$root"
 
-  check "$ref: stackbuild test passes its static checks and the recipe's tests"
+  check "$ref: stackbuild test passes its static checks and the recipe's tests; the built-in programs compile with the image's nvcc"
   digest=$(manifest_digest "$TMP/out" "$ref")
   had_root=no
   [[ -d $S/roots/sha256-$digest || -d $S/roots/$digest ]] && had_root=yes
   rc=0
-  sb test "$TMP/out:$ref" --store "$S" --report "$TMP/report-$ref.json" >"$TMP/test-$ref.out" 2>&1 || rc=$?
+  sb test "$TMP/out:$ref" --store "$S" --compile-builtins --report "$TMP/report-$ref.json" >"$TMP/test-$ref.out" 2>&1 || rc=$?
   # The unpacked root `test` left in the store is this test's: give the space back.
   if [[ $had_root == no ]]; then rm -rf "$S/roots/sha256-$digest" "$S/roots/$digest"; fi
   (( rc == 0 )) || fail "test $ref: $(tail -30 "$TMP/test-$ref.out")"
@@ -99,9 +99,13 @@ by = {}
 for r in results:
     by.setdefault(r["outcome"], []).append(r["name"])
 assert not by.get("failed"), by
-# The wheels' tree has no version.json, cudnn_version.h or nccl.h where the versions
-# check looks, and no arch is requested: of the static checks, libraries resolve runs.
-assert "static: libraries resolve" in by.get("passed", []), by
+# No arch is requested: of the static checks, libraries resolve and versions run.
+for name in ("static: libraries resolve", "static: versions match the lockfile"):
+    assert name in by.get("passed", []), by
+# The image's nvcc compiles every built-in program (cuda_fp16.h needs the CCCL
+# wheel; -lcudart the link to the wheel's libcudart.so.13).
+for c in ("cuda", "cublas", "cudnn", "nccl"):
+    assert "builtin: compile " + c in by.get("passed", []), by
 assert any("nvcc" in n for n in by.get("passed", [])), by
 print({k: len(v) for k, v in by.items()})
 PY
