@@ -42,8 +42,10 @@ SCHEMAS="$SB_SOURCE_DIR/../shared/oci-image-spec-schemas"
 require_tool python3
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sb-$TEST_NAME.XXXXXX")
+SERVERS=()  # background HTTP servers (serve_dir), stopped at exit
 cleanup() {
   local rc=$?
+  if (( ${#SERVERS[@]} )); then kill "${SERVERS[@]}" 2>/dev/null || true; fi
   chmod -R u+rwX "$TMP" 2>/dev/null || true
   rm -rf "$TMP"
   return $rc
@@ -168,6 +170,28 @@ cuda_root_of() {
   top=$("$1" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
   [[ -n "$top" ]] || top="$(dirname "$1")/.."
   (cd "$top" 2>/dev/null && pwd -P)
+}
+
+# serve_dir DIR: serves DIR's files over HTTP on 127.0.0.1 until the test
+# ends; sets SERVED_URL (http://127.0.0.1:PORT).
+serve_dir() {
+  local port_file
+  port_file=$(mktemp "$TMP/port.XXXXXX")
+  python3 - "$1" "$port_file" <<'PY' &
+import functools, http.server, sys
+class Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a):
+        pass
+h = functools.partial(Quiet, directory=sys.argv[1])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+open(sys.argv[2], "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+  SERVERS+=($!)
+  for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+  [[ -s $port_file ]] || fail "the HTTP server for $1 did not start"
+  # shellcheck disable=SC2034  # used by the scripts that source this file
+  SERVED_URL="http://127.0.0.1:$(cat "$port_file")"
 }
 
 make_tree() { python3 "$HERE/make_tree.py" "$@"; }

@@ -70,21 +70,8 @@ publish updates detached
 mkdeb local tool 1.0 "" usr/bin/tool
 publish local unsigned
 
-port_file="$TMP/port"
-python3 - "$www" "$port_file" <<'PY' &
-import functools, http.server, sys
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-h = functools.partial(Quiet, directory=sys.argv[1])
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
-open(sys.argv[2], "w").write(str(s.server_address[1]))
-s.serve_forever()
-PY
-server=$!
-trap 'kill $server 2>/dev/null; cleanup' EXIT
-for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
-url="http://127.0.0.1:$(cat "$port_file")"
+serve_dir "$www"
+url="$SERVED_URL"
 
 # The recipe: layer 'base' from the signed repository; layer 'more' adds the
 # Release.gpg-only repository, whose newer libgreet it asks for.

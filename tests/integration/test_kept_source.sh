@@ -25,22 +25,8 @@ glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
 [[ -n $glibc ]] || skip "cannot tell this machine's glibc version"
 
 python3 "$HERE/pip_index.py" "$TMP/index" || fail "building the index"
-port_file="$TMP/port"
-python3 - "$TMP/index" "$port_file" <<'PY' &
-import functools, http.server, sys
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-h = functools.partial(Quiet, directory=sys.argv[1])
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
-open(sys.argv[2], "w").write(str(s.server_address[1]))
-s.serve_forever()
-PY
-server=$!
-trap 'kill $server 2>/dev/null; cleanup' EXIT
-for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
-[[ -s $port_file ]] || fail "the index server did not start"
-STACKBUILD_PIP_INDEX_URL="http://127.0.0.1:$(cat "$port_file")/simple"
+serve_dir "$TMP/index"
+STACKBUILD_PIP_INDEX_URL="$SERVED_URL/simple"
 export STACKBUILD_PIP_INDEX_URL PIP_CONFIG_FILE=/dev/null
 
 # The framework's source: a git repository with the release tagged v2.0 (and a later

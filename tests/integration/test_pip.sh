@@ -12,21 +12,8 @@ py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
 
 python3 "$HERE/pip_index.py" "$TMP/index" || fail "building the index"
-port_file="$TMP/port"
-python3 - "$TMP/index" "$port_file" <<'PY' &
-import functools, http.server, sys
-class Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *a):
-        pass
-h = functools.partial(Quiet, directory=sys.argv[1])
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
-open(sys.argv[2], "w").write(str(s.server_address[1]))
-s.serve_forever()
-PY
-server=$!
-trap 'kill $server 2>/dev/null; cleanup' EXIT
-for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
-index="http://127.0.0.1:$(cat "$port_file")/simple"
+serve_dir "$TMP/index"
+index="$SERVED_URL/simple"
 
 check "torchy resolves to 2.0 with helper 1.1 and nvidia-fake-cu12 1.2.5, not the win32 dependency"
 PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb pip --store "$STORE" --python "$py" --glibc "$glibc" \
