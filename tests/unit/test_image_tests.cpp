@@ -38,6 +38,24 @@ std::optional<InputError> error_of(const fs::path& dir, const std::string& yaml)
   return std::nullopt;
 }
 
+// A recipe error expected at line:column with a message containing `message`.
+struct ErrorCase {
+  std::string yaml;
+  int line, column;
+  const char* message;
+};
+
+void check_errors(const fs::path& dir, const std::vector<ErrorCase>& cases) {
+  for (const auto& c : cases) {
+    auto e = error_of(dir, c.yaml);
+    REQUIRE(e);
+    INFO(e->render());
+    CHECK(e->location().line == c.line);
+    CHECK(e->location().column == c.column);
+    CHECK_THAT(e->message(), Catch::Contains(c.message));
+  }
+}
+
 // Records what it was asked to run; answers with a set status and output.
 class FakeSandbox : public sandbox::Sandbox {
  public:
@@ -75,11 +93,7 @@ TEST_CASE("recipe tests: exit and timeout - builtin_tests switches", "[verify][t
   Recipe off = load(tmp.path(), kCopy + "builtin_tests: false\n");
   CHECK_FALSE(off.builtin_tests.on("cuda"));
 
-  struct Case {
-    std::string yaml;
-    int line, column;
-    const char* message;
-  } cases[] = {
+  const std::vector<ErrorCase> cases = {
       {kCopy + "tests:\n  - {name: a, run: x, exit: 300}\n", 5, 29, "exit status from 0 to 255, not 300"},
       {kCopy + "tests:\n  - {name: a, run: x, exit: one}\n", 5, 29, "'exit'"},
       {kCopy + "tests:\n  - {name: a, run: x, timeout: -5}\n", 5, 32, "positive duration"},
@@ -88,14 +102,7 @@ TEST_CASE("recipe tests: exit and timeout - builtin_tests switches", "[verify][t
       {kCopy + "builtin_tests: {cuda: maybe}\n", 4, 23, "builtin_tests.cuda"},
       {kCopy + "builtin_tests: [cuda]\n", 4, 16, "'builtin_tests'"},
   };
-  for (const auto& c : cases) {
-    auto e = error_of(tmp.path(), c.yaml);
-    REQUIRE(e);
-    INFO(e->render());
-    CHECK(e->location().line == c.line);
-    CHECK(e->location().column == c.column);
-    CHECK_THAT(e->message(), Catch::Contains(c.message));
-  }
+  check_errors(tmp.path(), cases);
 }
 
 TEST_CASE("the tests label: recipe tests and the built-in ones of resolved components", "[verify][tests]") {
@@ -160,11 +167,7 @@ TEST_CASE("static_checks: ignore globs are parsed - merged under extends - recor
   test::write(tmp.path() / "child3.yaml", "extends: parent.yaml\nstack: other\n");
   CHECK(load_recipe(tmp.path() / "child3.yaml").static_checks.arch_ignore == r.static_checks.arch_ignore);
 
-  struct Case {
-    std::string yaml;
-    int line, column;
-    const char* message;
-  } cases[] = {
+  const std::vector<ErrorCase> cases = {
       {kCopy + "static_checks:\n  arch_ignore: [\"/usr/lib/[abc\"]\n", 5, 17, "unclosed '['"},
       {kCopy + "static_checks:\n  arch_ignore: [\"/usr/lib/**.so\"]\n", 5, 17, "'**' that is not a whole path component"},
       {kCopy + "static_checks:\n  arch_ignore: [libcufftw.so.11]\n", 5, 17, "a relative path"},
@@ -173,14 +176,7 @@ TEST_CASE("static_checks: ignore globs are parsed - merged under extends - recor
       {kCopy + "static_checks:\n  arch_ingore: [/x]\n", 5, 3, "did you mean 'arch_ignore'"},
       {kCopy + "static_checks: [/x]\n", 4, 16, "'static_checks' (a map"},
   };
-  for (const auto& c : cases) {
-    auto e = error_of(tmp.path(), c.yaml);
-    REQUIRE(e);
-    INFO(e->render());
-    CHECK(e->location().line == c.line);
-    CHECK(e->location().column == c.column);
-    CHECK_THAT(e->message(), Catch::Contains(c.message));
-  }
+  check_errors(tmp.path(), cases);
 }
 
 TEST_CASE("a test run is judged by exit status - output - timeout", "[verify][tests]") {
