@@ -11,6 +11,7 @@
 #include "pipeline/pip_layer.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 
 namespace sb::cli {
 
@@ -39,9 +40,10 @@ const char* const kRedistHelp =
     "usage: stackbuild redist [options] COMPONENT...\n"
     "\n"
     "Reads NVIDIA's redistrib_<version>.json for a product from the mirror (--base-url, else\n"
-    "STACKBUILD_REDIST_URL), selects COMPONENT... (cudart, cublas, nvcc, cudnn, ... or manifest\n"
-    "keys) for the architecture and CUDA major, fetches them with size and sha256 checked and\n"
-    "unpacks them into DIR/usr/local/cuda-X.Y, with usr/local/cuda pointing at it.\n"
+    "STACKBUILD_REDIST_URL, else NVIDIA's public compute/ directory), selects COMPONENT...\n"
+    "(cudart, cublas, nvcc, cudnn, ... or manifest keys) for the architecture and CUDA major,\n"
+    "fetches them with size and sha256 checked and unpacks them into DIR/usr/local/cuda-X.Y,\n"
+    "with usr/local/cuda pointing at it.\n"
     "\n"
     "options:\n"
     "  --product NAME      cuda (default), cudnn, ...\n"
@@ -67,11 +69,6 @@ void write_tree_layer(const fs::path& dir, const Store& store, Context& ctx) {
   ctx.status->result("size", std::to_string(l.size));
 }
 
-std::string getenv_or(const char* n, const std::string& d) {
-  const char* v = getenv(n);
-  return v && *v ? v : d;
-}
-
 // Where `pip` and `redist` install: --target DIR, else (--layer) a temporary
 // directory in the store, removed when done.
 struct InstallTarget {
@@ -93,7 +90,7 @@ InstallTarget install_target(const Args& args, const Store& store) {
 
 std::unique_ptr<fetch::Fetcher> cli_fetcher(const Store& store, Context& ctx) {
   fetch::FetchOptions fo;
-  fo.offline = getenv_or("STACKBUILD_OFFLINE", "") == "1";
+  fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
   return fetch::make_fetcher(store, fo, *ctx.status);
 }
 
@@ -146,8 +143,7 @@ int cmd_redist(const std::vector<std::string>& argv) {
   if (!version) throw Error("redist wants --version (see 'stackbuild redist --help')", kExitUsage);
   if (args.positional().empty()) throw Error("redist wants at least one component", kExitUsage);
   if (!args.get("--target") && !args.has("--layer")) throw Error("redist wants --target DIR or --layer", kExitUsage);
-  std::string base = args.get("--base-url").value_or(getenv_or("STACKBUILD_REDIST_URL", ""));
-  if (base.empty()) throw Error("no redist mirror: give --base-url or set STACKBUILD_REDIST_URL", kExitUsage);
+  std::string base = args.get("--base-url").value_or(env_or("STACKBUILD_REDIST_URL", redist::kPublicBaseUrl));
   std::string cuda = args.get("--cuda").value_or(*version);
   if (std::count(cuda.begin(), cuda.end(), '.') > 1) cuda = cuda.substr(0, cuda.rfind('.'));
   Context ctx = make_context(args);

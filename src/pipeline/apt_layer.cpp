@@ -17,15 +17,11 @@
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/process.hpp"
 
 namespace sb {
 
 namespace {
-
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
 
 bool is_os_name(const std::string& u) { return u == "os" || u == "debian" || u == "ubuntu"; }
 

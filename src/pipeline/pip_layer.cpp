@@ -19,11 +19,6 @@ namespace sb {
 
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
 fetch::FetchOptions fetch_options(const pip::IndexConfig* c = nullptr) {
   fetch::FetchOptions o;
   o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";

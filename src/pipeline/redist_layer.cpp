@@ -11,23 +11,16 @@
 #include "pipeline/plan.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 
 namespace sb {
 
 namespace {
 
-std::string env_or(const char* name, const std::string& fallback) {
-  const char* v = getenv(name);
-  return v && *v ? std::string(v) : fallback;
-}
-
 bool is_os_name(const std::string& u) { return u == "os" || u == "debian" || u == "ubuntu"; }
 
 std::string base_url() {
-  std::string b = env_or("STACKBUILD_REDIST_URL", "");
-  if (b.empty())
-    throw Error("no NVIDIA redist mirror configured: set STACKBUILD_REDIST_URL to the directory that holds "
-                "<product>/redist/redistrib_<version>.json (NVIDIA's compute/ directory, or a mirror of it)");
+  std::string b = env_or("STACKBUILD_REDIST_URL", redist::kPublicBaseUrl);
   while (b.size() > 1 && b.back() == '/') b.pop_back();
   return b;
 }

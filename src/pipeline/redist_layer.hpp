@@ -1,7 +1,8 @@
 // Layers made of NVIDIA's redistributable archives: a catalog layer (`use:
 // cuda`, `use: cublas`, ...) whose chosen records have a `redist` source.
 // The manifest redistrib_<version>.json is read from the mirror named by
-// STACKBUILD_REDIST_URL (the directory holding <product>/redist/), the
+// STACKBUILD_REDIST_URL (the directory holding <product>/redist/; NVIDIA's
+// public one by default), the
 // components for the recipe's architecture and CUDA major are fetched with
 // size and sha256 checked, and unpacked into /usr/local/cuda-X.Y with
 // /usr/local/cuda pointing at it. See docs/redist.md.

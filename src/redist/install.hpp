@@ -17,6 +17,10 @@ namespace sb::redist {
 
 namespace fs = std::filesystem;
 
+// NVIDIA's public directory of redist products (<product>/redist/...), the
+// default of the STACKBUILD_REDIST_URL setting and of `redist --base-url`.
+inline constexpr const char* kPublicBaseUrl = "https://developer.download.nvidia.com/compute";
+
 // Unpacks one .tar.xz (or .tar.gz, .zip) archive in NVIDIA's layout (one
 // top directory <component>-<platform>-<version>-archive/) into `root` under
 // usr/local/cuda-<cuda_xy>. Refuses absolute paths, '..', links leaving the

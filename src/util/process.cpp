@@ -108,4 +108,9 @@ std::map<std::string, std::string> current_environment() {
   return env;
 }
 
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = getenv(name);
+  return v && *v ? std::string(v) : fallback;
+}
+
 }  // namespace sb

@@ -28,4 +28,8 @@ ProcessResult run_process(const ProcessSpec& spec);
 // The current environment as a map, for callers that want to pass it on.
 std::map<std::string, std::string> current_environment();
 
+// The value of the environment variable `name`, or `fallback` when it is
+// unset or empty (settings such as STACKBUILD_REDIST_URL).
+std::string env_or(const char* name, const std::string& fallback);
+
 }  // namespace sb
