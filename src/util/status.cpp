@@ -295,4 +295,8 @@ Status& null_status() {
   return s;
 }
 
+std::string counted(size_t n, std::string_view one, std::string_view many) {
+  return std::to_string(n) + " " + std::string(n == 1 ? one : many);
+}
+
 }  // namespace sb

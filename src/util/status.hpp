@@ -54,4 +54,7 @@ std::string human_bytes(double bytes);
 // with or without "i" and "B", are powers of 1024. nullopt when malformed.
 std::optional<uint64_t> parse_bytes(std::string_view text);
 
+// "1 layer", "3 layers": a count and the noun that agrees with it, for messages.
+std::string counted(size_t n, std::string_view one, std::string_view many);
+
 }  // namespace sb

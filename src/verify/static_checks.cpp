@@ -8,6 +8,7 @@
 
 #include "util/error.hpp"
 #include "util/glob.hpp"
+#include "util/status.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
 
@@ -53,9 +54,9 @@ std::string expand_origin(std::string dir, const std::string& origin) {
 // through, and says so in the result.
 class Findings {
  public:
-  // `noun` names findings in the message: "gaps".
-  Findings(const std::vector<std::string>& ignore, std::string key, std::string noun)
-      : ignore_(ignore), key_(std::move(key)), noun_(std::move(noun)) {
+  // `one` and `many` name findings in the message: "gap", "gaps".
+  Findings(const std::vector<std::string>& ignore, std::string key, std::string one, std::string many)
+      : ignore_(ignore), key_(std::move(key)), one_(std::move(one)), many_(std::move(many)) {
     used_.resize(ignore.size());
   }
   // `file` (an image path) has this problem.
@@ -78,14 +79,13 @@ class Findings {
     for (size_t i = 0; i < ignore_.size(); ++i)
       if (!used_[i]) r.details.push_back("unused: static_checks." + key_ + " " + ignore_[i] + " matches no file with a finding");
     if (!ignored_.empty())
-      r.message += (failed_.empty() ? ", but for " : "; and ") + std::to_string(ignored_.size()) + " " + noun_ +
-                   " ignored in " + std::to_string(ignored_files_.size()) +
-                   (ignored_files_.size() == 1 ? " file" : " files") + " (static_checks." + key_ + ")";
+      r.message += (failed_.empty() ? ", but for " : "; and ") + counted(ignored_.size(), one_, many_) + " ignored in " +
+                   counted(ignored_files_.size(), "file", "files") + " (static_checks." + key_ + ")";
   }
 
  private:
   const std::vector<std::string>& ignore_;
-  std::string key_, noun_;
+  std::string key_, one_, many_;
   std::vector<bool> used_;
   std::vector<std::string> failed_, ignored_;
   std::set<std::string> ignored_files_;
@@ -103,7 +103,7 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
                            const std::vector<std::string>& ignore) {
   auto start = std::chrono::steady_clock::now();
   TestResult r{"static: libraries resolve", "static", Outcome::Passed, "", {}, 0};
-  Findings findings(ignore, "libraries_ignore", "unresolved libraries");
+  Findings findings(ignore, "libraries_ignore", "unresolved library", "unresolved libraries");
   const std::vector<std::string> system_dirs = root.linker_dirs();
   std::map<std::string, bool> found_cache;  // "class/machine|dir/name" -> loadable
   auto loadable = [&](const std::string& image_path, const ElfInfo& for_obj) {
@@ -149,10 +149,10 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
   r.seconds = since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = std::to_string(findings.failures()) + " unresolved libraries in " + std::to_string(objects) +
-                " dynamic ELF files";
+    r.message = counted(findings.failures(), "unresolved library", "unresolved libraries") + " in " +
+                counted(objects, "dynamic ELF file", "dynamic ELF files");
   } else {
-    r.message = std::to_string(objects) + " dynamic ELF files checked";
+    r.message = counted(objects, "dynamic ELF file", "dynamic ELF files") + " checked";
   }
   findings.finish(r);
   return r;
@@ -162,7 +162,7 @@ TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>
                            const std::vector<std::string>& ignore) {
   auto start = std::chrono::steady_clock::now();
   TestResult r{"static: CUDA code for every requested arch", "static", Outcome::Passed, "", {}, 0};
-  Findings findings(ignore, "arch_ignore", "gaps");
+  Findings findings(ignore, "arch_ignore", "gap", "gaps");
   std::vector<int> want;
   for (const auto& a : arch) want.push_back(sm_number(a.substr(0, a.find('+'))));  // "9.0+PTX" -> 90
   if (want.empty()) {
@@ -192,12 +192,13 @@ TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>
   r.seconds = since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = std::to_string(findings.failures()) + " gaps in " + std::to_string(binaries) + " CUDA binaries";
+    r.message = counted(findings.failures(), "gap", "gaps") + " in " + counted(binaries, "CUDA binary", "CUDA binaries");
   } else if (binaries == 0) {
     r.outcome = Outcome::Skipped;
     r.message = "the image holds no CUDA binaries";
   } else {
-    r.message = std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
+    r.message = binaries == 1 ? "1 CUDA binary carries code for every requested arch"
+                             : std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
   }
   findings.finish(r);
   return r;

@@ -62,7 +62,7 @@ LEAVE_OUT=libstdc++.so.6 recipe nolibstdcxx "libold.so" 'static_checks: {librari
 
 check "a library with sm_80 only in a fat binary embedded in .rodata passes for 8.0"
 out=$(sb test "$TMP/layout:embed" --arch 8.0 --gpus none --store "$STORE") || fail "the embedded sm_80 code was missed: $out"
-grep -Eq "^passed +static: CUDA code for every requested arch +1 CUDA binaries carry code" <<<"$out" ||
+grep -Eq "^passed +static: CUDA code for every requested arch +1 CUDA binary carries code" <<<"$out" ||
   fail "arch check did not pass: $out"
 if out=$(sb test "$TMP/layout:embed" --arch 8.0,9.0 --gpus none --store "$STORE"); then fail "sm_90 passed: $out"; fi
 grep -q "/usr/local/lib/libembed.so: no code for sm_90 (has sm_75 sm_80)" <<<"$out" ||
@@ -76,7 +76,7 @@ grep -q "libembed.so: no code" <<<"$out" && fail "libembed.so reported: $out"
 check "the same image with the library in static_checks.arch_ignore passes, the gap listed as ignored"
 out=$(sb test "$TMP/layout:gapok" --arch 8.0 --gpus none --store "$STORE" --report gapok.json) ||
   fail "an ignored gap failed the image: $out"
-grep -Eq "^passed +static: CUDA code for every requested arch +2 CUDA binaries carry code for every requested arch, but for 1 gaps ignored in 1 file \(static_checks.arch_ignore\)" <<<"$out" ||
+grep -Eq "^passed +static: CUDA code for every requested arch +2 CUDA binaries carry code for every requested arch, but for 1 gap ignored in 1 file \(static_checks.arch_ignore\)" <<<"$out" ||
   fail "the message does not count the ignored gap: $out"
 python3 - <<'PY' || fail "the JSON report does not list the ignored gap"
 import json
@@ -105,7 +105,7 @@ PY
 
 check "static_checks.libraries_ignore lets a missing library through, listed as ignored"
 out=$(sb test "$TMP/layout:nolibstdcxx" --gpus none --store "$STORE") || fail "an ignored missing library failed the image: $out"
-grep -Eq "^passed +static: libraries resolve +[0-9]+ dynamic ELF files checked, but for 1 unresolved libraries ignored in 1 file \(static_checks.libraries_ignore\)" <<<"$out" ||
+grep -Eq "^passed +static: libraries resolve +[0-9]+ dynamic ELF files checked, but for 1 unresolved library ignored in 1 file \(static_checks.libraries_ignore\)" <<<"$out" ||
   fail "the message does not count the ignored libraries: $out"
 grep -q "ignored (static_checks.libraries_ignore /usr/local/lib/lib\*.so): /usr/local/lib/libold.so: needs libstdc++.so.6, which is not in the image" <<<"$out" ||
   fail "the ignored library is not listed: $out"

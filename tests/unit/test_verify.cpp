@@ -347,7 +347,7 @@ TEST_CASE("static check: every needed library resolves inside the image", "[veri
   TestResult ignored = check_libraries(image, {}, {"/usr/bin/*"});
   INFO(summary_table(VerifyReport{"x", {ignored}}));
   CHECK(ignored.outcome == Outcome::Passed);
-  CHECK(ignored.message == "2 dynamic ELF files checked, but for 1 unresolved libraries ignored in 1 file "
+  CHECK(ignored.message == "2 dynamic ELF files checked, but for 1 unresolved library ignored in 1 file "
                            "(static_checks.libraries_ignore)");
   CHECK(ignored.details ==
         std::vector<std::string>{"ignored (static_checks.libraries_ignore /usr/bin/*): /usr/bin/true: needs libc.so.6, "
