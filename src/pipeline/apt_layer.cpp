@@ -100,7 +100,9 @@ std::vector<apt::Repository> default_repositories(const Distro& d, const std::st
   std::string file = env_or("STACKBUILD_APT_SOURCES", "");
   if (!file.empty()) {
     std::string text = read_file(file);
-    return file.ends_with(".sources") ? apt::parse_sources_deb822(text, file) : apt::parse_sources_list(text, file);
+    auto repos = file.ends_with(".sources") ? apt::parse_sources_deb822(text, file) : apt::parse_sources_list(text, file);
+    apt::resolve_keyrings(repos, file);  // signed-by=key.gpg: beside the sources file
+    return repos;
   }
   std::string mine = apt::machine_codename(root);
   std::string machine_distro;
