@@ -379,7 +379,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   }
   KeyHasher k;
   const uint64_t budget = layer_budget(recipe, options);
-  k.field("stackbuild-apt-layer", "4").field("parent", key_parent.str()).field("name", spec.name)
+  k.field("stackbuild-apt-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
       .field("epoch", epoch).field("budget", static_cast<int64_t>(budget));
   if (spec.configure) k.field("configure", "dpkg --configure -a");
