@@ -42,7 +42,8 @@ std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Soluti
 }
 
 std::string AptState::str() const {
-  nlohmann::json j = {{"dir_links", dir_links}, {"status", nlohmann::json::array()}, {"files", files}};
+  nlohmann::json j = {{"dir_links", dir_links}, {"status", nlohmann::json::array()}, {"files", files},
+                      {"sources", sources}, {"keyrings", keyrings}};
   for (const auto& p : status) j["status"].push_back(p.str());
   return j.dump();
 }
@@ -52,6 +53,8 @@ AptState AptState::parse(const std::string& text) {
   AptState s;
   s.dir_links = j.at("dir_links").get<std::map<std::string, std::string>>();
   s.files = j.value("files", decltype(s.files){});
+  s.sources = j.value("sources", decltype(s.sources){});
+  s.keyrings = j.value("keyrings", decltype(s.keyrings){});
   for (const auto& p : j.at("status")) {
     auto ps = parse_paragraphs(p.get<std::string>());
     if (!ps.empty()) s.status.push_back(ps.front());
@@ -307,27 +310,42 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
                           "var/lib/dpkg/info", "var/lib/apt/lists/partial", "var/cache/apt/archives/partial"})
       gen.dir(entries, d);
   }
-  if (!o.sources.empty()) {
-    std::string sources;
+  if (!o.sources.empty() || !below.sources.empty()) {
+    std::set<std::string> in_image;  // what packages of this layer and those below put there
+    for (const auto& [name, paths] : out.state.files) in_image.insert(paths.begin(), paths.end());
     for (const auto& lr : o.sources) {
       const Repository& r = lr.repo;
       std::string signed_by;
       if (!lr.keyring.empty()) {
         std::string inside = canonical_archive_path(lr.keyring.string());
-        if (!entries.count(inside)) {
-          inside = "etc/apt/keyrings/" + lr.keyring.filename().string();
-          gen.file(entries, inside, read_file(lr.keyring));
+        if (!entries.count(inside) && !in_image.count(inside)) {
+          // Written once under its own name; another keyring of the same
+          // name (a later layer's key.gpg) gets its digest in its name.
+          std::string key = read_file(lr.keyring);
+          std::string sha = Digest::of_bytes(key).hex();
+          fs::path name = lr.keyring.filename();
+          inside = "etc/apt/keyrings/" + name.string();
+          auto& written = out.state.keyrings;
+          if (written.count(inside) && written.at(inside) != sha)
+            inside = "etc/apt/keyrings/" + name.stem().string() + "-" + sha.substr(0, 12) + name.extension().string();
+          if (!written.count(inside)) {
+            gen.file(entries, inside, key);
+            written[inside] = sha;
+          }
         }
         signed_by = "/" + inside;
       }
       std::string comps;
       for (const auto& c : r.components) comps += (comps.empty() ? "" : " ") + c;
-      sources += "Types: deb\nURIs: " + r.uri + "\nSuites: " + r.suite + "\nComponents: " + comps + "\n";
-      if (!signed_by.empty()) sources += "Signed-By: " + signed_by + "\n";
-      if (r.trusted) sources += "Trusted: yes\n";
-      if (!r.check_valid_until) sources += "Check-Valid-Until: no\n";
-      sources += "\n";
+      std::string stanza = "Types: deb\nURIs: " + r.uri + "\nSuites: " + r.suite + "\nComponents: " + comps + "\n";
+      if (!signed_by.empty()) stanza += "Signed-By: " + signed_by + "\n";
+      if (r.trusted) stanza += "Trusted: yes\n";
+      if (!r.check_valid_until) stanza += "Check-Valid-Until: no\n";
+      auto& all = out.state.sources;  // those below first, then this layer's new ones
+      if (std::find(all.begin(), all.end(), stanza) == all.end()) all.push_back(stanza);
     }
+    std::string sources;
+    for (const auto& stanza : out.state.sources) sources += stanza + "\n";
     gen.file(entries, "etc/apt/sources.list.d/stackbuild.sources", sources);
   }
   ScanOptions so;

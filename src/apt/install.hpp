@@ -47,13 +47,18 @@ struct AptState {
   // everything but directories it put in the image (its files, links and
   // var/lib/dpkg/info/ files), as the image resolves them.
   std::map<std::string, std::vector<std::string>> files;
+  // The deb822 stanzas of etc/apt/sources.list.d/stackbuild.sources so far:
+  // each apt layer writes those below and its own, so apt in the image sees
+  // every repository any layer used.
+  std::vector<std::string> sources;
+  std::map<std::string, std::string> keyrings;  // keyring written ("etc/apt/keyrings/k.gpg") -> its sha256
   std::string str() const;                       // for the store (JSON)
   static AptState parse(const std::string& json);
 };
 
 struct InstallOptions {
   int64_t epoch = 0;
-  std::vector<LoadedRepository> sources;  // written to etc/apt/sources.list.d/stackbuild.sources
+  std::vector<LoadedRepository> sources;  // added to etc/apt/sources.list.d/stackbuild.sources
   fs::path staging;                       // scratch directory for file contents; must outlive the entries
   int threads = 0;                        // .deb unpacking; 0 = one per core
 };

@@ -52,9 +52,12 @@ namespace {
 // Runs gpgv on `files` (a clearsigned file, or a detached signature and its
 // data) against `keyring`; throws a clear error naming `url` unless the
 // signature is good and made by a key of the keyring.
-void run_gpgv(const std::vector<std::string>& files, const fs::path& keyring, const fs::path& output,
+void run_gpgv(const std::vector<std::string>& files, const fs::path& given_keyring, const fs::path& output,
               const std::string& url) {
   std::error_code ec;
+  // gpgv reads a keyring named without a '/' inside GNUPGHOME (a fresh,
+  // empty directory here), not the working directory: always give it a path.
+  const fs::path keyring = given_keyring.empty() ? given_keyring : fs::absolute(given_keyring);
   if (keyring.empty() || !fs::exists(keyring, ec))
     throw Error(url + ": no keyring to check its signature" +
                 (keyring.empty() ? std::string() : " (" + keyring.string() + " does not exist)") +
@@ -145,25 +148,58 @@ std::string detached_release(LoadedRepository& lr, const fs::path& default_keyri
                              fetch::Fetcher& fetcher) {
   const Repository& r = lr.repo;
   std::string base = r.uri + "/dists/" + r.suite + "/";
-  std::optional<fetch::Fetched> rel, sig;
-  try {
-    rel = fetcher.fetch_one({base + "Release", std::nullopt, std::nullopt, "Release of " + r.suite});
-  } catch (const fetch::FetchError& e) {
-    if (!absent(e)) throw;
-    throw Error(base + ": the repository has neither InRelease nor Release (HTTP " + std::to_string(e.status()) +
-                "); is '" + r.suite + "' a suite of " + r.uri + "?");
-  }
+  fetch::FetchItem rel_item{base + "Release", std::nullopt, std::nullopt, "Release of " + r.suite};
+  fetch::FetchItem sig_item{base + "Release.gpg", std::nullopt, std::nullopt, "Release.gpg of " + r.suite};
+  auto neither = [&](const fetch::FetchError& e) {
+    return Error(base + ": the repository has neither InRelease nor Release (HTTP " + std::to_string(e.status()) +
+                 "); is '" + r.suite + "' a suite of " + r.uri + "?");
+  };
   lr.detached = true;
-  if (r.trusted) return store.read(rel->digest);
+  if (r.trusted) {
+    try {
+      return store.read(fetcher.fetch_one(rel_item).digest);
+    } catch (const fetch::FetchError& e) {
+      if (absent(e)) throw neither(e);
+      throw;
+    }
+  }
   lr.keyring = r.signed_by.empty() ? default_keyring : r.signed_by;
+  // The signature is checked before either file enters the store: Release is
+  // fetched from inside the check of Release.gpg and checked against it
+  // before it is kept, so a bad pair leaves neither behind.
+  std::optional<std::string> text;
+  sig_item.check = [&](const fs::path& signature) {
+    fetch::FetchItem checked = rel_item;
+    checked.check = [&](const fs::path& release) {
+      text = verify_detached(release, signature, lr.keyring, base + "Release");
+    };
+    fetcher.fetch_one(checked);
+  };
+  std::optional<fetch::Fetched> sig;
   try {
-    sig = fetcher.fetch_one({base + "Release.gpg", std::nullopt, std::nullopt, "Release.gpg of " + r.suite});
+    sig = fetcher.fetch_one(sig_item);
   } catch (const fetch::FetchError& e) {
     if (!absent(e)) throw;
+    if (e.url() == rel_item.url) throw neither(e);
+    // No signature: is there a Release at all? (Looked at, never kept.)
+    fetch::FetchItem peek = rel_item;
+    peek.check = [&](const fs::path&) {
+      throw Error(base + "Release: refusing the repository: it is not signed (there is no InRelease and no "
+                         "Release.gpg); give the repository's signature, or mark it trusted");
+    };
+    try {
+      fetcher.fetch_one(peek);
+    } catch (const fetch::FetchError& e2) {
+      if (absent(e2)) throw neither(e2);
+      throw;
+    }
     throw Error(base + "Release: refusing the repository: it is not signed (there is no InRelease and no "
                        "Release.gpg); give the repository's signature, or mark it trusted");
   }
-  return verify_detached(store.blob_path(rel->digest), store.blob_path(sig->digest), lr.keyring, base + "Release");
+  if (text) return *text;
+  // Both from the store (offline, or a fetcher that runs no checks): checked again.
+  fetch::Fetched rel = fetcher.fetch_one(rel_item);
+  return verify_detached(store.blob_path(rel.digest), store.blob_path(sig->digest), lr.keyring, base + "Release");
 }
 
 }  // namespace
@@ -171,10 +207,25 @@ std::string detached_release(LoadedRepository& lr, const fs::path& default_keyri
 std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& repos, const LoadOptions& o,
                                                 const Store& store, fetch::Fetcher& fetcher, PackageIndex& index) {
   std::vector<LoadedRepository> out;
+  // Each signed InRelease is checked (gpgv) before it enters the store; the
+  // text checked is kept here. A repository taken on trust is not checked.
+  std::vector<std::optional<std::string>> checked(repos.size());
   std::vector<fetch::FetchItem> releases;
-  for (const auto& r : repos)
+  for (size_t i = 0; i < repos.size(); ++i) {
+    const Repository& r = repos[i];
     releases.push_back({r.uri + "/dists/" + r.suite + "/InRelease", std::nullopt, std::nullopt,
                         "InRelease of " + r.suite});
+    if (r.trusted) continue;
+    fs::path keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
+    releases.back().check = [&checked, i, keyring, url = releases.back().url, r](const fs::path& file) {
+      try {
+        checked[i] = verify_inrelease(file, keyring, url);
+      } catch (Error& e) {
+        e.add_trace("while reading the repository " + r.id() + (r.where.empty() ? "" : " (" + r.where + ")"));
+        throw;
+      }
+    };
+  }
   // All at once; when one fails, one at a time to tell a repository without
   // an InRelease (it may have Release + Release.gpg) from a failure.
   std::vector<std::optional<fetch::Fetched>> fetched(repos.size());
@@ -209,7 +260,8 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
         text = strip_clearsign(store.read(fetched[i]->digest));
       } else {
         lr.keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
-        text = verify_inrelease(store.blob_path(fetched[i]->digest), lr.keyring, url);
+        // Checked as it arrived, else (taken from the store) checked again now.
+        text = checked[i] ? *checked[i] : verify_inrelease(store.blob_path(fetched[i]->digest), lr.keyring, url);
       }
       if (lr.detached) url = r.uri + "/dists/" + r.suite + "/Release";
       lr.release = parse_release(text);
@@ -220,7 +272,9 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
         time_t until = parse_date(rel.valid_until);
         if (until && until < std::time(nullptr))
           throw Error(url + " expired on " + rel.valid_until +
-                      " (a replayed or stale mirror?); a snapshot repository needs check-valid-until=no");
+                      " (a replayed or stale mirror?); a snapshot repository needs " +
+                      (r.from_sources_file ? "check-valid-until=no (Check-Valid-Until: no in a .sources file)"
+                                           : "`check_valid_until: false` in the recipe's repository"));
       }
       r.origin = rel.origin;
       if (auto pin = o.origin_pins.find(rel.origin); pin != o.origin_pins.end()) r.priority = pin->second;

@@ -14,11 +14,13 @@ namespace {
 struct Marked {
   std::string version;
   const Package* pkg = nullptr;  // null: installed in a lower layer
+  std::string arch, multi_arch;  // its Architecture and Multi-Arch
 };
 
 struct ProvidedBy {
   std::string provider;
   std::string version;  // "" = unversioned
+  std::string arch, multi_arch;  // the provider's
 };
 
 // What is marked so far; copied to backtrack (a few hundred entries).
@@ -47,20 +49,35 @@ class Solver {
   void add_installed(const Paragraph& p, State& s) {
     std::string name = p.get("Package");
     installed_[name] = &p;
-    s.marked[name] = {p.get("Version"), nullptr};
+    s.marked[name] = {p.get("Version"), nullptr, p.get("Architecture"), p.get("Multi-Arch")};
     for (const auto& g : parse_depends(p.get("Provides")))
-      for (const auto& a : g) s.provides[a.name].push_back({name, a.version});
+      for (const auto& a : g) s.provides[a.name].push_back({name, a.version, p.get("Architecture"), p.get("Multi-Arch")});
     for (const char* f : {"Conflicts", "Breaks"})
       for (const auto& g : parse_depends(p.get(f)))
         for (const auto& a : g) s.negative.emplace_back(name, a);
   }
 
+  // Multi-Arch in an image of one architecture, as dpkg reads a qualifier:
+  // none, ":native" or the image's own architecture match a package of that
+  // architecture or "all"; ":any" matches only a package that is
+  // "Multi-Arch: allowed" (in Conflicts and Breaks, any package); any other
+  // architecture matches nothing.
+  bool arch_fits(const Atom& a, std::string_view arch, std::string_view multi_arch, bool negative = false) const {
+    if (a.arch.empty()) return true;
+    if (a.arch == "any") return negative || multi_arch == "allowed";
+    if (a.arch == "native" || a.arch == index_.architecture()) return arch == index_.architecture() || arch == "all";
+    return false;
+  }
+
   bool satisfied(const Atom& a, const State& s) const {
-    if (auto it = s.marked.find(a.name); it != s.marked.end() && satisfies(it->second.version, a.op, a.version))
+    if (auto it = s.marked.find(a.name); it != s.marked.end() && satisfies(it->second.version, a.op, a.version) &&
+                                         arch_fits(a, it->second.arch, it->second.multi_arch))
       return true;
     if (auto it = s.provides.find(a.name); it != s.provides.end())
       for (const auto& p : it->second)
-        if (a.op == Relation::Any || (!p.version.empty() && satisfies(p.version, a.op, a.version))) return true;
+        if ((a.op == Relation::Any || (!p.version.empty() && satisfies(p.version, a.op, a.version))) &&
+            arch_fits(a, p.arch, p.multi_arch))
+          return true;
     return false;
   }
 
@@ -101,7 +118,8 @@ class Solver {
     // Its Conflicts/Breaks against what is marked (real names and provides).
     for (const auto& a : neg) {
       if (auto it = s.marked.find(a.name); it != s.marked.end() && a.name != name &&
-                                           satisfies(it->second.version, a.op, a.version))
+                                           satisfies(it->second.version, a.op, a.version) &&
+                                           arch_fits(a, it->second.arch, it->second.multi_arch, true))
         return name + " " + std::string(p->version) + " conflicts with " + a.name + " " + it->second.version;
       if (auto it = s.provides.find(a.name); it != s.provides.end())
         for (const auto& pv : it->second)
@@ -112,16 +130,17 @@ class Solver {
     auto provided = parse_depends(p->provides);
     for (const auto& [owner, a] : s.negative) {
       if (owner == name) continue;
-      if (a.name == name && satisfies(p->version, a.op, a.version))
+      if (a.name == name && satisfies(p->version, a.op, a.version) && arch_fits(a, p->architecture, p->multi_arch, true))
         return owner + " conflicts with " + a.str() + ", so " + name + " " + std::string(p->version) + " cannot join it";
       for (const auto& g : provided)
         for (const auto& pv : g)
           if (pv.name == a.name && (a.op == Relation::Any || (!pv.version.empty() && satisfies(pv.version, a.op, a.version))))
             return owner + " conflicts with " + a.str() + ", which " + name + " provides";
     }
-    s.marked[name] = {std::string(p->version), p};
+    s.marked[name] = {std::string(p->version), p, std::string(p->architecture), std::string(p->multi_arch)};
     for (const auto& g : provided)
-      for (const auto& a : g) s.provides[a.name].push_back({name, a.version});
+      for (const auto& a : g)
+        s.provides[a.name].push_back({name, a.version, std::string(p->architecture), std::string(p->multi_arch)});
     for (const auto& a : neg) s.negative.emplace_back(name, a);
     s.reason[name] = why;
     return "";
@@ -131,10 +150,11 @@ class Solver {
   std::vector<const Package*> choices(const Atom& a) const {
     std::vector<const Package*> out;
     for (const Package* p : index_.versions(a.name))
-      if (satisfies(p->version, a.op, a.version)) out.push_back(p);
+      if (satisfies(p->version, a.op, a.version) && arch_fits(a, p->architecture, p->multi_arch)) out.push_back(p);
     std::vector<const Package*> prov;
     for (const auto& pv : index_.providers(a.name)) {
       if (a.op != Relation::Any && (pv.version.empty() || !satisfies(pv.version, a.op, a.version))) continue;
+      if (!arch_fits(a, pv.package->architecture, pv.package->multi_arch)) continue;
       if (index_.candidate(pv.package->name) != pv.package) continue;  // only candidates provide
       prov.push_back(pv.package);
     }
@@ -150,6 +170,11 @@ class Solver {
   // Why no choice exists for `a`, in words.
   std::string unavailable(const Atom& a) const {
     const auto& vs = index_.versions(a.name);
+    if (!a.arch.empty() && a.arch != "any" && a.arch != "native" && a.arch != index_.architecture())
+      return a.str() + ", but the image has one architecture, " + index_.architecture();
+    if (a.arch == "any" && !vs.empty() &&
+        std::none_of(vs.begin(), vs.end(), [](const Package* p) { return p->multi_arch == "allowed"; }))
+      return a.str() + ", but " + a.name + " is not 'Multi-Arch: allowed' (only such a package satisfies :any)";
     if (vs.empty() && index_.providers(a.name).empty()) return a.str() + " which no source provides";
     if (!vs.empty()) {
       std::string have;
@@ -328,10 +353,18 @@ class Solver {
   const Package* find_request(const std::string& spec, const State& s) {
     std::string name = spec, version;
     if (auto eq = spec.find('='); eq != std::string::npos) name = spec.substr(0, eq), version = spec.substr(eq + 1);
-    if (auto colon = name.find(':'); colon != std::string::npos) name.resize(colon);
+    std::string arch;  // "name:amd64", "name:all"; another architecture is not in this image
+    if (auto colon = name.find(':'); colon != std::string::npos) arch = name.substr(colon + 1), name.resize(colon);
+    if (arch == "native") arch = index_.architecture();
+    if (!arch.empty() && arch != index_.architecture() && arch != "all")
+      throw Error("package " + spec + ": the image has one architecture, " + index_.architecture());
     const auto& vs = index_.versions(name);
     for (const Package* p : vs)
-      if (version.empty() || p->version == version) return p;
+      if ((version.empty() || p->version == version) && (arch.empty() || p->architecture == arch)) return p;
+    if (!arch.empty() && std::none_of(vs.begin(), vs.end(), [&](const Package* p) { return p->architecture == arch; }) &&
+        !vs.empty())
+      throw Error("package " + spec + ": " + name + " is Architecture: " + std::string(vs.front()->architecture) +
+                  ", not " + arch);
     if (!vs.empty()) {
       std::string have;
       for (const Package* p : vs) have += (have.empty() ? "" : ", ") + std::string(p->version);

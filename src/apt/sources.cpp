@@ -74,9 +74,12 @@ std::vector<Repository> parse_sources_list(const std::string& text, const std::s
       line.erase(lb, rb - lb + 1);
     }
     auto words = split_words(line);
+    if (words.empty())
+      throw Error(base.where + ": a sources line with options and nothing else ('deb [OPTIONS] URI SUITE COMPONENT...')");
     if (words[0] == "deb-src") continue;
     if (words[0] != "deb" || words.size() < 3)
       throw Error(base.where + ": not a sources line ('deb URI SUITE COMPONENT...'): " + std::string(trim(line)));
+    base.from_sources_file = true;
     base.uri = strip_slash(words[1]);
     base.suite = words[2];
     base.components.assign(words.begin() + 3, words.end());
@@ -99,6 +102,7 @@ std::vector<Repository> parse_sources_deb822(const std::string& text, const std:
     if (uris.empty() || suites.empty()) throw Error(at + ": a deb822 source needs URIs and Suites");
     Repository base;
     base.where = at;
+    base.from_sources_file = true;
     base.components = split_words(p.get("Components"));
     for (const auto& [k, v] : p.fields)
       if (k != "URIs" && k != "Suites" && k != "Components" && k != "Types")
@@ -116,12 +120,19 @@ std::vector<Repository> parse_sources_deb822(const std::string& text, const std:
   return out;
 }
 
+void resolve_keyrings(std::vector<Repository>& repos, const fs::path& file) {
+  for (auto& r : repos)
+    if (!r.signed_by.empty() && r.signed_by.is_relative())
+      r.signed_by = fs::absolute(file).parent_path() / r.signed_by;
+}
+
 std::vector<Repository> machine_repositories(const fs::path& root) {
   std::vector<Repository> out;
   fs::path main = root / "etc/apt/sources.list";
   std::error_code ec;
   if (fs::exists(main, ec)) {
     auto r = parse_sources_list(read_file(main), main.string());
+    resolve_keyrings(r, main);
     out.insert(out.end(), r.begin(), r.end());
   }
   fs::path dir = root / "etc/apt/sources.list.d";
@@ -133,6 +144,7 @@ std::vector<Repository> machine_repositories(const fs::path& root) {
     std::vector<Repository> r;
     if (f.extension() == ".list") r = parse_sources_list(read_file(f), f.string());
     else if (f.extension() == ".sources") r = parse_sources_deb822(read_file(f), f.string());
+    resolve_keyrings(r, f);
     out.insert(out.end(), r.begin(), r.end());
   }
   return out;

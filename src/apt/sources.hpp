@@ -25,6 +25,7 @@ struct Repository {
   int priority = 500;                   // pin: a higher priority wins over a newer version
   std::string origin;                   // filled from the Release file when fetched
   std::string where;                    // "file:line" it was read from, for errors
+  bool from_sources_file = false;       // read from a .list/.sources file (errors use its spelling)
 
   std::string id() const;               // "URI SUITE" for messages and keys
 };
@@ -36,6 +37,11 @@ void from_json(const nlohmann::json& j, Repository& r);
 std::vector<Repository> parse_sources_list(const std::string& text, const std::string& where);
 // deb822 format (Types/URIs/Suites/Components/Signed-By/Trusted/Enabled).
 std::vector<Repository> parse_sources_deb822(const std::string& text, const std::string& where);
+
+// Makes every relative signed-by keyring of `repos` absolute, relative to
+// the directory of the sources file `file` they were read from (gpgv would
+// otherwise look for a bare name in its home directory).
+void resolve_keyrings(std::vector<Repository>& repos, const fs::path& file);
 
 // Reads <root>/etc/apt/sources.list and <root>/etc/apt/sources.list.d/*.list
 // and *.sources, in file-name order (as apt does). Files with other suffixes

@@ -58,6 +58,7 @@ class HttpFetcher final : public Fetcher {
   HttpFetcher(const Store& store, FetchOptions o, Status& status) : store_(store), o_(std::move(o)), status_(status) {}
 
   std::vector<Fetched> fetch(const std::vector<FetchItem>& items) override {
+    if (items.empty()) return {};
     std::vector<std::optional<Fetched>> done(items.size());
     std::vector<std::exception_ptr> errors(items.size());
     uint64_t total = 0;
@@ -134,6 +135,14 @@ class HttpFetcher final : public Fetcher {
         ::unlink(partial.c_str());
         throw FetchError(item.url, 0, "truncated download of " + item.url + ": got " + std::to_string(got) +
                                           " of " + std::to_string(*item.size) + " bytes" + expectation(item));
+      }
+      if (item.check) {
+        try {
+          item.check(partial);
+        } catch (...) {
+          ::unlink(partial.c_str());
+          throw;
+        }
       }
       try {
         Digest d = store_.put_file(partial, item.sha256);

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,11 @@ struct FetchItem {
                                    // signed index checked afterwards)
   std::optional<uint64_t> size;    // expected bytes, when known
   std::string label;               // for progress and errors; default: the URL's last part
+  // Runs on the downloaded file before it enters the store (after the size
+  // and before the sha256 check); throwing keeps it out of the store and
+  // fails the fetch with that error (e.g. an InRelease whose signature is
+  // bad). Not run for a file already in the store or taken offline from it.
+  std::function<void(const fs::path&)> check;
 };
 
 struct Fetched {

@@ -100,7 +100,9 @@ std::vector<apt::Repository> default_repositories(const Distro& d, const std::st
   std::string file = env_or("STACKBUILD_APT_SOURCES", "");
   if (!file.empty()) {
     std::string text = read_file(file);
-    return file.ends_with(".sources") ? apt::parse_sources_deb822(text, file) : apt::parse_sources_list(text, file);
+    auto repos = file.ends_with(".sources") ? apt::parse_sources_deb822(text, file) : apt::parse_sources_list(text, file);
+    apt::resolve_keyrings(repos, file);  // signed-by=key.gpg: beside the sources file
+    return repos;
   }
   std::string mine = apt::machine_codename(root);
   std::string machine_distro;
@@ -377,7 +379,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   }
   KeyHasher k;
   const uint64_t budget = layer_budget(recipe, options);
-  k.field("stackbuild-apt-layer", "4").field("parent", key_parent.str()).field("name", spec.name)
+  k.field("stackbuild-apt-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
       .field("epoch", epoch).field("budget", static_cast<int64_t>(budget));
   if (spec.configure) k.field("configure", "dpkg --configure -a");

@@ -5,7 +5,10 @@
 # `apt-get install --simulate --no-install-recommends '?essential' apt python3`
 # over the same repositories in an empty apt state; the image, unpacked and
 # entered with chroot, runs python3 and dpkg -l (after dpkg --configure -a);
-# two builds in different stores from the same lockfile give the same digest.
+# two builds in different stores from the same lockfile, the second 40 days
+# later (faketime), give the same digest; in the image apt-get installs a
+# package (from the archive when the chroot reaches it, else --simulate over
+# the indexes fetched above) and removes one.
 source "$(dirname "$0")/../integration/lib.sh"
 require_tool apt-get chroot gpgv
 [[ $(id -u) == 0 ]] || skip "needs root for chroot"
@@ -36,8 +39,11 @@ YAML
 "$SB" lock $TMP/r/mini.yaml --store "$STORE" --progress plain >/dev/null 2>&1 || fail "lock failed"
 grep -q '"sha256"' $TMP/r/mini.yaml.lock || fail "the lockfile pins no package"
 one=$("$SB" build $TMP/r/mini.yaml --locked --store "$STORE" -o $TMP/out1 --progress plain 2>&1 | awk '/^mini:trixie/ {print $2}')
-two=$("$SB" build $TMP/r/mini.yaml --locked --store "$TMP/store2" -o $TMP/out2 --progress plain 2>&1 | awk '/^mini:trixie/ {print $2}')
-[[ -n "$one" && "$one" == "$two" ]] || fail "digests differ: '$one' vs '$two'"
+later=()
+if command -v faketime >/dev/null; then later=(faketime '+40 days'); else say "faketime is not installed: both builds today"; fi
+two=$("${later[@]}" "$SB" build $TMP/r/mini.yaml --locked --store "$TMP/store2" -o $TMP/out2 --progress plain 2>&1 |
+  awk '/^mini:trixie/ {print $2}')
+[[ -n "$one" && "$one" == "$two" ]] || fail "digests differ: '$one' vs '$two' (second build: ${later[*]:-today})"
 say "image $one"
 
 check "chroot: python3 and dpkg -l work"
@@ -50,4 +56,23 @@ PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot $TMP/rootfs dpkg --configure -a > $TMP
 n=$(chroot $TMP/rootfs dpkg -l | grep -c '^ii')
 [[ $n == $(wc -l < $TMP/sb.txt) ]] || fail "$n packages configured, expected $(wc -l < $TMP/sb.txt)"
 PATH=/usr/sbin:/usr/bin:/sbin:/bin chroot $TMP/rootfs apt-get check >/dev/null || fail "apt-get check failed"
+
+check "chroot: apt-get installs a package and removes one"
+IN=(env PATH=/usr/sbin:/usr/bin:/sbin:/bin DEBIAN_FRONTEND=noninteractive chroot $TMP/rootfs)
+cp /etc/resolv.conf $TMP/rootfs/etc/resolv.conf 2>/dev/null || true
+if timeout 300 "${IN[@]}" apt-get -q update > $TMP/update.log 2>&1; then
+  "${IN[@]}" apt-get install -y --no-install-recommends less > $TMP/install.log 2>&1 ||
+    { tail -20 $TMP/install.log; fail "apt-get install less failed in the image"; }
+  "${IN[@]}" less --version | grep -q less || fail "less does not run after apt-get install"
+else  # no network in the chroot: the indexes fetched above, and --simulate
+  say "apt-get update failed in the chroot ($(tail -1 $TMP/update.log)); simulating over the host's indexes"
+  cp $D/var/lib/apt/lists/*Packages* $D/var/lib/apt/lists/*Release* $TMP/rootfs/var/lib/apt/lists/ ||
+    fail "no indexes to copy"
+  "${IN[@]}" apt-get install --simulate --no-install-recommends less > $TMP/install.log 2>&1 ||
+    { tail -20 $TMP/install.log; fail "apt-get install --simulate less failed in the image"; }
+  grep -q '^Inst less ' $TMP/install.log || { cat $TMP/install.log; fail "apt-get would not install less"; }
+fi
+"${IN[@]}" apt-get remove -y python3 > $TMP/remove.log 2>&1 || { tail -20 $TMP/remove.log; fail "apt-get remove python3 failed"; }
+"${IN[@]}" dpkg -l python3 | grep -q '^ii' && fail "python3 is still installed after apt-get remove"
+"${IN[@]}" dpkg -l python3-minimal | grep -q '^ii' || fail "apt-get remove python3 took python3-minimal with it"
 pass

@@ -73,8 +73,8 @@ publish local unsigned
 serve_dir "$www"
 url="$SERVED_URL"
 
-# The recipe: layer 'base' from the signed repository; layer 'more' adds the
-# Release.gpg-only repository, whose newer libgreet it asks for.
+# The recipe: layer 'base' from the signed repository; layer 'more' names only
+# the Release.gpg-only repository, whose newer libgreet it asks for.
 write_recipe() {  # $1: the packages of layer 'more'
   cat >"$TMP/recipe/r.yaml" <<YAML
 stack: aptr
@@ -85,7 +85,6 @@ layers:
   - name: more
     apt: [$1]
     repositories:
-      - {url: "$url/main", suites: test, keyring: key.gpg}
       - {url: "$url/updates", suites: test, keyring: key.gpg}
 tags: ["aptr:t"]
 YAML
@@ -113,8 +112,20 @@ else
 fi
 got=$(awk '/^Package:/{p=$2} /^Version:/{print p, $2}' "$admin/status" | sort | tr '\n' ';')
 [[ $got == "hello 1.0;libgreet 2.0;" ]] || fail "var/lib/dpkg/status lists: $got"
-grep -q "URIs: $url/updates" "$TMP/root/etc/apt/sources.list.d/stackbuild.sources" ||
-  fail "the image's sources list lacks the updates repository"
+check "the image's sources list holds the repositories of both layers, with the keyring they name"
+sources="$TMP/root/etc/apt/sources.list.d/stackbuild.sources"
+grep -q "URIs: $url/updates" "$sources" || fail "the image's sources list lacks the updates repository: $(cat "$sources")"
+grep -q "URIs: $url/main" "$sources" ||
+  fail "the add-on layer replaced the sources list: the base layer's repository is gone: $(cat "$sources")"
+[[ $(grep -c '^Types: deb' "$sources") == 2 ]] || fail "not two repositories in the sources list: $(cat "$sources")"
+keyring=$(awk '/^Signed-By:/{print $2; exit}' "$sources")
+[[ -n $keyring ]] || fail "no Signed-By in the sources list: $(cat "$sources")"
+cmp -s "$TMP/root$keyring" "$TMP/recipe/key.gpg" || fail "the keyring $keyring is not in the image (or differs)"
+
+check "run from the recipe's own directory, 'keyring: key.gpg' (no directory part) still verifies"
+expect_ok here in_dir "$TMP/recipe" sb build r.yaml -o "$TMP/layout-here" --store "$STORE"
+[[ $(manifest_digest "$TMP/layout" t) == $(manifest_digest "$TMP/layout-here" t) ]] ||
+  fail "the build from the recipe's directory differs"
 
 check "over --layer-budget 1 both apt layers split by package, dpkg's status last; stacked, the same tree"
 for run in a b; do  # two stores: the second build shares nothing with the first
@@ -187,8 +198,8 @@ write_recipe "libgreet, curlish"
 expect_rc 3 stale sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
 grep -q "layer 'more' (.*): packages added: curlish" "$TMP/stale.err" || { show_output stale; fail "not the stale-apt error"; }
 write_recipe libgreet
-sed -i 's|keyring: key.gpg}$|keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
+sed -i 's|suites: test, keyring: key.gpg}$|suites: test, keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
 expect_rc 3 stale2 sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
-grep -q "layer 'more' (.*): repositories removed: $url/main test main (keyring=key.gpg); .*repositories added: $url/main test main (keyring=key.gpg, priority=100)" \
+grep -q "layer 'more' (.*): repositories removed: $url/updates test main (keyring=key.gpg); .*repositories added: $url/updates test main (keyring=key.gpg, priority=100)" \
   "$TMP/stale2.err" || { show_output stale2; fail "a repository change was not seen"; }
 pass

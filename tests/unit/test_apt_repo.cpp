@@ -4,6 +4,8 @@
 // return (reported as skipped in the output, never as checked).
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "apt/install.hpp"
 #include "apt/repository.hpp"
 #include "helpers.hpp"
@@ -40,6 +42,10 @@ struct Repo {
   fs::path gnupg = dir.path() / "gnupg";
   fs::path keyring = dir.path() / "key.gpg";
   std::string packages;
+  std::string origin = "Test";
+  std::string extra_release;  // more Release fields ("Valid-Until: ...\n")
+  bool xz_only = false;       // Packages.xz and nothing else
+  bool by_hash = false;       // Acquire-By-Hash: the index only under by-hash/SHA256/
 
   void deb(const std::string& name, const std::string& version, const std::string& fields,
            const std::map<std::string, std::string>& files, const std::map<std::string, std::string>& control = {}) {
@@ -61,11 +67,26 @@ struct Repo {
   // `detached`, Release.gpg and no InRelease).
   void publish(bool detached = false) {
     fs::path dist = root / "dists/test";
+    fs::remove_all(dist);
     test::write(dist / "main/binary-amd64/Packages", packages);
-    run({"gzip", "-kf", (dist / "main/binary-amd64/Packages").string()});
-    std::string rel = "Origin: Test\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\nSHA256:\n";
-    for (const char* f : {"main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"})
-      rel += " " + Digest::of_file(dist / f).hex() + " " + std::to_string(fs::file_size(dist / f)) + " " + f + "\n";
+    std::vector<std::string> files = {"main/binary-amd64/Packages", "main/binary-amd64/Packages.gz"};
+    if (xz_only) {
+      run({"xz", "-f", (dist / "main/binary-amd64/Packages").string()});
+      files = {"main/binary-amd64/Packages.xz"};
+    } else {
+      run({"gzip", "-kf", (dist / "main/binary-amd64/Packages").string()});
+    }
+    std::string rel = "Origin: " + origin + "\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\n" +
+                      extra_release + (by_hash ? "Acquire-By-Hash: yes\n" : "") + "SHA256:\n";
+    for (const auto& f : files) {
+      std::string sha = Digest::of_file(dist / f).hex();
+      rel += " " + sha + " " + std::to_string(fs::file_size(dist / f)) + " " + f + "\n";
+      if (by_hash) {  // only there: a fetch by name would fail
+        fs::path h = dist / "main/binary-amd64/by-hash/SHA256" / sha;
+        fs::create_directories(h.parent_path());
+        fs::rename(dist / f, h);
+      }
+    }
     test::write(dist / "Release", rel);
     fs::create_directories(gnupg);
     fs::permissions(gnupg, fs::perms::owner_all);
@@ -103,11 +124,35 @@ bool tools() {
   return true;
 }
 
-std::vector<LoadedRepository> load(const Repository& r, const Store& store, PackageIndex& index) {
+std::vector<LoadedRepository> load(const Repository& r, const Store& store, PackageIndex& index,
+                                    const LoadOptions& lo = {}) {
   fetch::FetchOptions o;
   o.retry.sleep = [](double) {};
   auto f = fetch::make_fetcher(store, o, null_status());
-  return load_repositories({r}, {}, store, *f, index);
+  return load_repositories({r}, lo, store, *f, index);
+}
+
+// Every blob and record in the store (paths under its root).
+std::set<std::string> store_files(const Store& store) {
+  std::set<std::string> out;
+  for (const char* sub : {"blobs", "refs"})
+    for (const auto& e : fs::recursive_directory_iterator(store.root() / sub))
+      if (e.is_regular_file()) out.insert(fs::relative(e.path(), store.root()).string());
+  return out;
+}
+
+// Runs `fn` in `dir` as the working directory, then returns to where it was.
+template <class Fn>
+void in_dir(const fs::path& dir, Fn fn) {
+  fs::path was = fs::current_path();
+  fs::current_path(dir);
+  try {
+    fn();
+  } catch (...) {
+    fs::current_path(was);
+    throw;
+  }
+  fs::current_path(was);
 }
 
 }  // namespace
@@ -378,4 +423,241 @@ TEST_CASE("apt repo: an upgrade in a later layer replaces the status and whites 
   old.files.clear();
   CHECK_THROWS_WITH(install_packages(lock_solution(index, sol), old, io, store, *f),
                     Catch::Contains("records no file list for it"));
+}
+
+TEST_CASE("apt repo: a refused signature leaves nothing in the store", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+  repo.publish();
+  fs::path inrelease = repo.root / "dists/test/InRelease";
+  std::string good = read_file(inrelease);
+  TempDir sd;
+  Store store(sd.path());
+  const std::set<std::string> empty = store_files(store);
+  {  // altered after signing
+    std::string bad = good;
+    bad.replace(bad.find("Origin: Test"), 12, "Origin: Evil");
+    test::write(inrelease, bad);
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index), Catch::Contains("the signature is BAD"));
+    CHECK(store_files(store) == empty);
+    CHECK_FALSE(fetch::last_fetched(store, repo.repository().uri + "/dists/test/InRelease"));
+  }
+  {  // a good signature by a key that is not the repository's
+    test::write(inrelease, good);
+    Repo other;
+    other.deb("x", "1", "", {{"x", "x"}});
+    other.publish();
+    Repository r = repo.repository();
+    r.signed_by = other.keyring;
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(r, store, index), Catch::Contains("signed by a key that is not in"));
+    CHECK(store_files(store) == empty);
+  }
+  {  // Release + Release.gpg: a Release altered after signing; no signature at all
+    repo.publish(true);
+    fs::path release = repo.root / "dists/test/Release";
+    test::write(release, read_file(release) + "X-Extra: 1\n");
+    PackageIndex index("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index), Catch::Contains("the signature is BAD"));
+    CHECK(store_files(store) == empty);
+    fs::remove(repo.root / "dists/test/Release.gpg");
+    PackageIndex index2("amd64");
+    CHECK_THROWS_WITH(load(repo.repository(), store, index2), Catch::Contains("it is not signed"));
+    CHECK(store_files(store) == empty);
+  }
+  // Once good, InRelease is kept, and an offline load verifies it from the store.
+  repo.publish();
+  PackageIndex index("amd64");
+  load(repo.repository(), store, index);
+  CHECK(fetch::last_fetched(store, repo.repository().uri + "/dists/test/InRelease"));
+  fs::remove_all(repo.root);
+  fetch::FetchOptions off;
+  off.offline = true;
+  auto f = fetch::make_fetcher(store, off, null_status());
+  PackageIndex again("amd64");
+  load_repositories({repo.repository()}, {}, store, *f, again);
+  CHECK(again.candidate("hello"));
+}
+
+TEST_CASE("apt repo: a keyring path without a directory part is read from the working directory", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  Repository r = repo.repository();
+  r.signed_by = "key.gpg";  // gpgv alone would look for it in its GNUPGHOME
+  in_dir(repo.dir.path(), [&] {
+    PackageIndex index("amd64");
+    CHECK_NOTHROW(load(r, store, index));
+    CHECK(index.candidate("hello"));
+  });
+  repo.publish(true);  // and for a detached Release.gpg
+  in_dir(repo.dir.path(), [&] {
+    PackageIndex index("amd64");
+    CHECK_NOTHROW(load(r, store, index));
+  });
+}
+
+TEST_CASE("apt repo: a truncated .deb is a clear error and nothing enters the store", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", std::string(4096, 'h')}});
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  PackageIndex index("amd64");
+  load(repo.repository(), store, index);
+  SolveRequest req;
+  req.packages = {"hello"};
+  auto pkgs = lock_solution(index, solve(index, req));
+  fs::path deb = repo.root / "pool/hello_1.0_amd64.deb";
+  std::string whole = read_file(deb);
+  test::write(deb, whole.substr(0, whole.size() / 2));
+  auto before = store_files(store);
+  TempDir staging;
+  InstallOptions io;
+  io.staging = staging.path();
+  auto f = fetch::make_fetcher(store, {}, null_status());
+  CHECK_THROWS_WITH(install_packages(pkgs, {}, io, store, *f),
+                    Catch::Contains("truncated download of") && Catch::Contains("hello_1.0_amd64.deb") &&
+                        Catch::Contains("got " + std::to_string(whole.size() / 2) + " of " +
+                                        std::to_string(whole.size()) + " bytes"));
+  CHECK(store_files(store) == before);
+  CHECK_FALSE(store.has(Digest::parse("sha256:" + pkgs[0].sha256)));
+}
+
+TEST_CASE("apt repo: an xz-only repository and one published by hash load", "[apt][repo]") {
+  if (!tools()) return;
+  if (!have("xz")) {
+    WARN("SKIPPED: xz is not installed");
+    return;
+  }
+  for (bool by_hash : {false, true}) {
+    INFO("by-hash: " << by_hash);
+    Repo repo;
+    repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+    repo.xz_only = true;
+    repo.by_hash = by_hash;
+    repo.publish();
+    fs::path dir = repo.root / "dists/test/main/binary-amd64";
+    REQUIRE_FALSE(fs::exists(dir / "Packages.gz"));
+    REQUIRE(fs::exists(dir / "Packages.xz") == !by_hash);
+    TempDir sd;
+    Store store(sd.path());
+    PackageIndex index("amd64");
+    auto loaded = load(repo.repository(), store, index);
+    CHECK(loaded[0].release.acquire_by_hash == by_hash);
+    REQUIRE(index.candidate("hello"));
+    CHECK(index.candidate("hello")->version == "1.0");
+  }
+}
+
+TEST_CASE("apt repo: a pin by origin picks the older version and the image lists both repositories", "[apt][repo]") {
+  if (!tools()) return;
+  Repo distro, vendor;
+  distro.origin = "Debian";
+  distro.deb("tool", "2.0", "", {{"usr/bin/tool", "2"}});
+  distro.publish();
+  vendor.origin = "Vendor";
+  vendor.deb("tool", "1.0", "", {{"usr/bin/tool", "1"}});
+  vendor.publish();
+  TempDir sd;
+  Store store(sd.path());
+  auto f = fetch::make_fetcher(store, {}, null_status());
+  auto version_of = [&](const LoadOptions& lo) {
+    PackageIndex index("amd64");
+    auto loaded = load_repositories({distro.repository(), vendor.repository()}, lo, store, *f, index);
+    SolveRequest req;
+    req.packages = {"tool"};
+    return lock_solution(index, solve(index, req)).at(0).version;
+  };
+  CHECK(version_of({}) == "2.0");
+  LoadOptions pinned;
+  pinned.origin_pins = {{"Vendor", 990}};
+  CHECK(version_of(pinned) == "1.0");
+  pinned.origin_pins = {{"Debian", 100}};  // a pin below the default 500 of the other
+  CHECK(version_of(pinned) == "1.0");
+  pinned.origin_pins = {{"Nobody", 990}};  // an origin no repository has changes nothing
+  CHECK(version_of(pinned) == "2.0");
+
+  // Two apt layers, each from one of them: the upper one's sources list names both.
+  TempDir staging;
+  InstallOptions io;
+  io.staging = staging.path();
+  PackageIndex di("amd64"), vi("amd64");
+  io.sources = load_repositories({distro.repository()}, {}, store, *f, di);
+  SolveRequest req;
+  req.packages = {"tool"};
+  Installed lower = install_packages(lock_solution(di, solve(di, req)), {}, io, store, *f);
+  io.sources = load_repositories({vendor.repository()}, {}, store, *f, vi);
+  Installed upper = install_packages({}, AptState::parse(lower.state.str()), io, store, *f);
+  std::string sources = read_file(upper.entries.at("etc/apt/sources.list.d/stackbuild.sources").source);
+  CHECK(sources.find("URIs: " + distro.repository().uri + "\n") != std::string::npos);
+  CHECK(sources.find("URIs: " + vendor.repository().uri + "\n") != std::string::npos);
+  // Both keyrings are named key.gpg: the lower layer's keeps its name, the
+  // upper one's gets its digest in its name, and each stanza names its own.
+  CHECK(sources.find("Signed-By: /etc/apt/keyrings/key.gpg\n") != std::string::npos);
+  CHECK(read_file(lower.entries.at("etc/apt/keyrings/key.gpg").source) == read_file(distro.keyring));
+  std::string vendor_key = "etc/apt/keyrings/key-" + Digest::of_file(vendor.keyring).hex().substr(0, 12) + ".gpg";
+  CHECK(sources.find("Signed-By: /" + vendor_key + "\n") != std::string::npos);
+  REQUIRE(upper.entries.count(vendor_key));
+  CHECK(read_file(upper.entries.at(vendor_key).source) == read_file(vendor.keyring));
+  CHECK_FALSE(upper.entries.count("etc/apt/keyrings/key.gpg"));  // the lower layer's stays as it is
+  size_t stanzas = 0;
+  for (size_t p = 0; (p = sources.find("Types: deb\n", p)) != std::string::npos; ++p) ++stanzas;
+  CHECK(stanzas == 2);
+}
+
+TEST_CASE("apt repo: an expired Valid-Until is refused naming the key that allows it", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+  repo.extra_release = "Valid-Until: Thu, 01 Jan 2015 00:00:00 UTC\n";
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  Repository r = repo.repository();
+  PackageIndex i1("amd64");
+  CHECK_THROWS_WITH(load(r, store, i1), Catch::Contains("expired on Thu, 01 Jan 2015") &&
+                                            Catch::Contains("`check_valid_until: false`"));
+  r.from_sources_file = true;
+  PackageIndex i2("amd64");
+  CHECK_THROWS_WITH(load(r, store, i2), Catch::Contains("check-valid-until=no"));
+  r.check_valid_until = false;
+  PackageIndex i3("amd64");
+  CHECK_NOTHROW(load(r, store, i3));
+  CHECK(i3.candidate("hello"));
+  // A Valid-Until in the future passes.
+  repo.extra_release = "Valid-Until: Fri, 01 Jan 2100 00:00:00 UTC\n";
+  repo.publish();
+  PackageIndex i4("amd64");
+  CHECK_NOTHROW(load(repo.repository(), store, i4));
+}
+
+TEST_CASE("apt repo: a Multi-Arch same package's dpkg files carry its architecture", "[apt][repo]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("libm", "1.0", "Multi-Arch: same\n", {{"usr/lib/x86_64-linux-gnu/libm.so.1", "m"}});
+  repo.deb("plain", "1.0", "", {{"usr/bin/plain", "p"}});
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  PackageIndex index("amd64");
+  load(repo.repository(), store, index);
+  SolveRequest req;
+  req.packages = {"libm", "plain"};
+  TempDir staging;
+  InstallOptions io;
+  io.staging = staging.path();
+  auto f = fetch::make_fetcher(store, {}, null_status());
+  auto inst = install_packages(lock_solution(index, solve(index, req)), {}, io, store, *f);
+  CHECK(inst.entries.count("var/lib/dpkg/info/libm:amd64.list"));
+  CHECK(inst.entries.count("var/lib/dpkg/info/libm:amd64.md5sums"));
+  CHECK_FALSE(inst.entries.count("var/lib/dpkg/info/libm.list"));
+  CHECK(inst.entries.count("var/lib/dpkg/info/plain.list"));
+  CHECK(inst.state.files.count("libm:amd64"));
 }

@@ -158,6 +158,26 @@ TEST_CASE("apt: sources come from one-line and deb822 files and follow another r
   CHECK(trixie[0].suite == "trixie");
   CHECK(trixie[1].suite == "trixie-updates");
   CHECK(trixie[0].signed_by == "/usr/share/keyrings/debian-archive-keyring.gpg");
+  CHECK(list[0].from_sources_file);
+  CHECK(d822[0].from_sources_file);
+}
+
+TEST_CASE("apt: a sources line of options alone is an error and relative keyrings sit beside the file", "[apt]") {
+  CHECK_THROWS_WITH(parse_sources_list("deb http://mirror.invalid/debian trixie main\n  [trusted=yes]  # no more\n",
+                                       "/etc/apt/x.list"),
+                    Catch::Contains("/etc/apt/x.list:2: a sources line with options and nothing else"));
+  CHECK_THROWS_WITH(parse_sources_list("[signed-by=/k.gpg]", "y.list"), Catch::Contains("y.list:1:"));
+  auto repos = parse_sources_list("deb [signed-by=keys/k.gpg] http://m.invalid/d trixie main\n"
+                                  "deb [signed-by=/abs/k.gpg] http://m.invalid/d trixie-updates main\n"
+                                  "deb http://m.invalid/d trixie-backports main\n",
+                                  "x.list");
+  resolve_keyrings(repos, "/srv/apt/x.list");
+  CHECK(repos[0].signed_by == "/srv/apt/keys/k.gpg");
+  CHECK(repos[1].signed_by == "/abs/k.gpg");
+  CHECK(repos[2].signed_by.empty());
+  resolve_keyrings(repos = parse_sources_list("deb [signed-by=k.gpg] http://m.invalid/d trixie main\n", "x.list"),
+                   "x.list");  // a file named without a directory: the working directory
+  CHECK(repos[0].signed_by == fs::current_path() / "k.gpg");
 }
 
 namespace {
@@ -262,4 +282,35 @@ TEST_CASE("apt: priority adds every package of that Priority and above", "[apt]"
   CHECK(with("important") == V{"dep=1", "imp=1", "req=1"});
   CHECK(with("standard") == V{"dep=1", "imp=1", "req=1", "std=1"});
   CHECK_THROWS_WITH(with("optional"), Catch::Contains("not required, important or standard"));
+}
+
+TEST_CASE("apt: Multi-Arch qualifiers in an image of one architecture follow dpkg", "[apt]") {
+  auto all = [](std::string r) { return r.replace(r.find("Architecture: amd64"), 19, "Architecture: all"); };
+  Fixture f(record("py", "3", "Multi-Arch: allowed\n") + record("perlish", "5") +
+            record("foreign-tool", "1", "Multi-Arch: foreign\n") + all(record("data", "1")) +
+            record("wants-py", "1", "Depends: py:any\n") + record("wants-perl", "1", "Depends: perlish:any\n") +
+            record("wants-i386", "1", "Depends: perlish:i386\n") +
+            record("wants-native", "1", "Depends: perlish:amd64, data:native\n") +
+            record("alt-i386", "1", "Depends: perlish:i386 | foreign-tool\n") +
+            record("no-i386", "1", "Conflicts: perlish:i386\n") + record("no-any", "1", "Conflicts: perlish:any\n"));
+  // :any is satisfied only by a package that is Multi-Arch: allowed.
+  CHECK(f.solve({"wants-py"}) == V{"py=3", "wants-py=1"});
+  CHECK_THROWS_WITH(f.solve({"wants-perl"}),
+                    Catch::Contains("perlish:any, but perlish is not 'Multi-Arch: allowed'"));
+  // Installed by name first, it still does not satisfy :any.
+  CHECK_THROWS_WITH(f.solve({"perlish", "wants-perl"}), Catch::Contains("wants-perl: depends on perlish:any"));
+  // Another architecture: nothing of this image matches it.
+  CHECK_THROWS_WITH(f.solve({"wants-i386"}),
+                    Catch::Contains("perlish:i386, but the image has one architecture, amd64"));
+  CHECK_THROWS_WITH(f.solve({"perlish", "wants-i386"}), Catch::Contains("wants-i386: depends on perlish:i386"));
+  CHECK(f.solve({"alt-i386"}) == V{"alt-i386=1", "foreign-tool=1"});
+  // The native architecture (by name or :native) matches it and Architecture: all.
+  CHECK(f.solve({"wants-native"}) == V{"data=1", "perlish=5", "wants-native=1"});
+  // Conflicts: perlish:i386 does not hit the amd64 perlish; :any hits any.
+  CHECK(f.solve({"perlish", "no-i386"}) == V{"no-i386=1", "perlish=5"});
+  CHECK_THROWS_WITH(f.solve({"perlish", "no-any"}), Catch::Contains("conflicts with perlish"));
+  // Requests: name:amd64 and name:all are this image's; name:i386 is not.
+  CHECK(f.solve({"perlish:amd64", "data:all"}) == V{"data=1", "perlish=5"});
+  CHECK_THROWS_WITH(f.solve({"perlish:i386"}), Catch::Contains("package perlish:i386: the image has one architecture"));
+  CHECK_THROWS_WITH(f.solve({"perlish:all"}), Catch::Contains("perlish is Architecture: amd64, not all"));
 }

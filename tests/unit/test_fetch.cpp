@@ -2,6 +2,10 @@
 // truncated bodies and wrong digests (a clear error, nothing in the store).
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <map>
+#include <mutex>
+
 #include "fetch/fetcher.hpp"
 #include "helpers.hpp"
 #include "http_server.hpp"
@@ -127,4 +131,110 @@ TEST_CASE("fetch: offline uses only the store", "[fetch]") {
   CHECK(f->fetch_one({"http://127.0.0.1:9/x", have, std::nullopt, ""}).cached);
   CHECK_THROWS_WITH(f->fetch_one({"http://127.0.0.1:9/y", Digest::of_bytes("y"), std::nullopt, ""}),
                     Catch::Contains("offline: http://127.0.0.1:9/y is not in the store"));
+}
+
+namespace {
+
+// A Status that records what the fetcher reports, in order.
+struct RecordingStatus : Status {
+  std::mutex m;
+  std::vector<std::string> log;
+  std::map<int, uint64_t> done;
+  int task_begin(std::string_view label, uint64_t total) override {
+    std::lock_guard g(m);
+    log.push_back("begin " + std::string(label) + " " + std::to_string(total));
+    return 7;
+  }
+  void task_progress(int id, uint64_t n) override {
+    std::lock_guard g(m);
+    if (id != 7 || n < done[id]) log.push_back("bad progress");  // never another task, never backwards
+    done[id] = n;
+  }
+  void task_end(int id, std::string_view result) override {
+    std::lock_guard g(m);
+    log.push_back("end " + std::to_string(id) + " " + std::string(result));
+  }
+  void message(Level, std::string_view text) override {
+    std::lock_guard g(m);
+    log.push_back("message " + std::string(text));
+  }
+  void result(std::string_view, std::string_view) override {}
+};
+
+// Sets environment variables for the life of the object, then puts back what was there.
+struct ScopedEnv {
+  std::map<std::string, std::optional<std::string>> saved;
+  explicit ScopedEnv(const std::map<std::string, std::string>& vars) {
+    for (const char* k : {"http_proxy", "HTTP_PROXY", "https_proxy", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"}) {
+      const char* v = getenv(k);
+      saved[k] = v ? std::optional<std::string>(v) : std::nullopt;
+      unsetenv(k);
+    }
+    for (const auto& [k, v] : vars) setenv(k.c_str(), v.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& [k, v] : saved)
+      if (v) setenv(k.c_str(), v->c_str(), 1);
+      else unsetenv(k.c_str());
+  }
+};
+
+}  // namespace
+
+TEST_CASE("fetch: progress goes through the status interface from begin to end", "[fetch]") {
+  std::atomic<int> flaky{0};
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    if (r.path == "/b" && flaky++ == 0) return http_response(503, "busy");
+    return http_response(200, std::string(r.path == "/a" ? 3000 : 5000, 'd'));
+  });
+  TempDir dir;
+  Store store(dir.path());
+  RecordingStatus st;
+  auto f = fetch::make_fetcher(store, quick(), st);
+  std::vector<fetch::FetchItem> items = {
+      {server.url("/a"), Digest::of_bytes(std::string(3000, 'd')), 3000, ""},
+      {server.url("/b"), Digest::of_bytes(std::string(5000, 'd')), 5000, "b.deb"}};
+  f->fetch(items);
+  REQUIRE(st.log.size() == 3);
+  CHECK(st.log[0] == "begin fetch 2 files 8000");
+  CHECK(st.log[1].rfind("message fetch b.deb: ", 0) == 0);  // the retry, said once
+  CHECK(st.log[1].find("503") != std::string::npos);
+  CHECK(st.log[2] == "end 7 2 downloaded, 0 from the store");
+  CHECK(st.done[7] == 8000);
+  // From the store: the same task shape, all of it "from the store".
+  st.log.clear();
+  st.done.clear();
+  f->fetch_one(items[0]);
+  CHECK(st.log == std::vector<std::string>{"begin fetch a 3000", "end 7 0 downloaded, 1 from the store"});
+  CHECK(st.done[7] == 3000);
+  // A failure ends the task, saying so.
+  st.log.clear();
+  CHECK_THROWS(f->fetch_one({server.url("/a"), Digest::of_bytes("other"), std::nullopt, "x"}));
+  CHECK(st.log.back() == "end 7 1 failed");
+}
+
+TEST_CASE("fetch: http_proxy is honoured and no_proxy bypasses it", "[fetch]") {
+  std::vector<std::string> proxied;
+  std::mutex m;
+  test::HttpServer origin([](const test::HttpRequest&) { return http_response(200, "from the origin"); });
+  test::HttpServer proxy([&](const test::HttpRequest& r) {
+    std::lock_guard g(m);
+    proxied.push_back(r.path);  // a forward proxy gets the absolute URL
+    return http_response(200, "from the proxy");
+  });
+  TempDir dir;
+  Store store(dir.path());
+  auto f = fetch::make_fetcher(store, quick(), null_status());
+  {
+    ScopedEnv env({{"http_proxy", proxy.url()}});
+    auto got = f->fetch_one({origin.url("/file"), std::nullopt, std::nullopt, ""});
+    CHECK(store.read(got.digest) == "from the proxy");
+    CHECK(proxied == std::vector<std::string>{origin.url("/file")});
+  }
+  {
+    ScopedEnv env({{"http_proxy", proxy.url()}, {"no_proxy", "127.0.0.1"}});
+    auto got = f->fetch_one({origin.url("/file2"), std::nullopt, std::nullopt, ""});
+    CHECK(store.read(got.digest) == "from the origin");
+    CHECK(proxied.size() == 1);
+  }
 }
