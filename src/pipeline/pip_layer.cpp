@@ -193,6 +193,10 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
     } else {
       list_lower();
+      // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
+      if (pip::detect_musl(lower, target))
+        status.message(Level::Info, "layer " + spec.name + ": the layers below have musl (" + target.describe() +
+                                        "): musllinux wheels");
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,

@@ -7,7 +7,12 @@
 // of projects the tests never ask extras of are cut short (two are kept).
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "helpers.hpp"
+#include "layer/tar_writer.hpp"
+#include "pip/duplicates.hpp"
 #include "pip/index.hpp"
 #include "pip/resolver.hpp"
 #include "pip_fixture.hpp"
@@ -322,3 +327,64 @@ TEST_CASE("pip resolver: an extra that asks the same project with another extra 
         "base==1.0 libx==1.0 plug==1.0[with-cuda] selfy==1.0[cuda,cuda12,tools] tool==1.0");
 }
 
+TEST_CASE("pip resolver: a musl loader in the layers below chooses musllinux wheels", "[pip]") {
+  CHECK(musl_version_from_apk("C:Q1x\nP:busybox\nV:1.36.1-r29\n\nC:Q1y\nP:musl\nV:1.2.5-r0\nA:x86_64\n\n") == "1.2");
+  CHECK(musl_version_from_apk("P:musl-utils\nV:1.2.5-r0\n") == "");
+  CHECK(musl_version_from_apk("P:musl\nV:garbage\n") == "");
+
+  // A layer blob as Alpine's: the loader and apk's database.
+  TempDir d{fs::temp_directory_path()};
+  fs::path blob = d.path() / "alpine.tar";
+  EntryMap entries;
+  TarEntry loader;
+  loader.type = TarEntry::Type::File;
+  loader.mode = 0755;
+  loader.source = (d.path() / "ld").string();
+  write_file_atomic(d.path() / "ld", "ELF");
+  loader.size = 3;
+  entries["lib/ld-musl-x86_64.so.1"] = loader;
+  TarEntry db = loader;
+  db.mode = 0644;
+  std::string text = "P:alpine-baselayout\nV:3.6.5-r0\n\nP:musl\nV:1.2.5-r0\n\n";
+  write_file_atomic(d.path() / "db", text);
+  db.source = (d.path() / "db").string();
+  db.size = text.size();
+  entries["lib/apk/db/installed"] = db;
+  {
+    int fd = ::open(blob.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    REQUIRE(fd >= 0);
+    FdSink sink(fd, blob.string());
+    write_canonical_tar(entries, sink);
+    ::close(fd);
+  }
+  LayerListing alpine = list_layer("alpine", blob);
+  CHECK(alpine.musl_version == "1.2");
+
+  RealIndex f({{"fastlib", "1.0", "cp312-cp312-manylinux_2_17_x86_64", {}, {}, ""},
+               {"fastlib", "1.0", "cp312-cp312-musllinux_1_1_x86_64", {}, {}, ""},
+               {"fastlib", "1.0", "cp312-cp312-musllinux_1_2_x86_64", {}, {}, ""},
+               {"oldmusl", "1.0", "cp312-cp312-musllinux_1_1_x86_64", {}, {}, ""},
+               {"newmusl", "1.0", "cp312-cp312-musllinux_1_3_x86_64", {}, {}, ""}});
+  auto file_of = [&](const std::string& req) {
+    auto idx = make_http_index(index_config(f.server.url("/simple"), "/nonexistent", {}, {}), f.store, *f.fetcher);
+    return resolve({Requirement::parse(req)}, f.target, *idx).at(0).filename;
+  };
+  // A glibc base: the manylinux wheel; no musllinux wheel fits.
+  CHECK_FALSE(detect_musl({{"debian", {"lib/x86_64-linux-gnu/libc.so.6", "lib64/ld-linux-x86-64.so.2"}, ""}}, f.target));
+  CHECK(file_of("fastlib") == "fastlib-1.0-cp312-cp312-manylinux_2_17_x86_64.whl");
+  CHECK_THROWS_WITH(file_of("oldmusl"), Catch::Contains("no wheel of oldmusl for CPython 3.12, manylinux glibc 2.36"));
+  // Alpine below (and a layer above it without the loader): musl 1.2.
+  REQUIRE(detect_musl({alpine, {"app", {"usr/bin/app"}, ""}}, f.target));
+  CHECK(f.target.describe() == "CPython 3.12, musllinux musl 1.2, x86_64");
+  CHECK(file_of("fastlib") == "fastlib-1.0-cp312-cp312-musllinux_1_2_x86_64.whl");
+  CHECK(file_of("oldmusl") == "oldmusl-1.0-cp312-cp312-musllinux_1_1_x86_64.whl");
+  CHECK_THROWS_WITH(file_of("newmusl"), Catch::Contains("musllinux musl 1.2"));
+  // The loader without apk's database: the oldest tag, musl 1.1.
+  Target t2;
+  REQUIRE(detect_musl({{"musl", {"lib/ld-musl-x86_64.so.1"}, ""}}, t2));
+  CHECK(t2.libc_version == "1.1");
+  // Another architecture's loader does not count.
+  Target t3;
+  t3.machine = "aarch64";
+  CHECK_FALSE(detect_musl({{"musl", {"lib/ld-musl-x86_64.so.1"}, ""}}, t3));
+}
