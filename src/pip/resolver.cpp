@@ -240,17 +240,27 @@ class Resolver {
     cons_ = std::move(kept);
   }
 
+  // Records what the chosen version asks for the extras wanted of it. A
+  // dependency on the project itself ("jax[cuda]" asking "jax[cuda12]") adds
+  // extras: they are followed here to a fixed point, because dropping the
+  // project's own constraints first also drops those self-requirements, and
+  // re-queueing the project would flip its extras back and forth for ever.
   void add_deps(const std::string& key) {
     drop_deps(key);
     Chosen& c = chosen_.at(key);
-    c.extras_done = extras_of(key);
+    std::set<std::string> extras = extras_of(key);
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (const auto& d : c.deps)
+        if (d.key == key && d.applies(env_, extras))
+          for (const auto& e : d.extras) grew |= extras.insert(e).second;
+    }
+    c.extras_done = extras;
     for (const auto& d : c.deps) {
       if (!d.applies(env_, c.extras_done)) continue;
       cons_.push_back({d, key, c.cand.version.str()});
       queue_.push_back(d.key);
     }
-    // A dependency on the project itself ("jax[cuda12]" asking "jax[cuda]") may add extras.
-    if (c.extras_done != extras_of(key)) queue_.push_back(key);
   }
 
   // What is still reachable from the roots (a changed version may orphan some).

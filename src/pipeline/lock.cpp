@@ -59,7 +59,7 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
       if (pip) e["pip"] = lock_pip_layers(r, vars, in, store, status);
       if (redist) e["redist"] = lock_redist_layers(r, vars, in, store, status);
       if (src) {
-        nlohmann::json pins = lock_source_layers(r, vars);
+        nlohmann::json pins = lock_source_layers(r, vars, store, status);
         if (!pins.empty()) e["source"] = pins;
       }
       out.push_back(e);
@@ -106,14 +106,16 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     }
     if (!d.empty()) problems.push_back(where + ": " + d);
   }
-  // Git sources (a source build's, or one kept beside packages): a tag or
-  // branch may move, so the lockfile pins the commit.
+  // Source trees (a source build's, or one kept beside packages): a git tag
+  // or branch may move, so the lockfile pins the commit; an archive's sha256,
+  // a local tree and each patch must be what was locked.
   for (const auto& spec : r.layers) {
     std::string where = "layer '" + spec.name + "' (" + spec.where.str() + ")";
     try {
-      if (!has_git_source(r, spec, vars)) continue;
+      if (!has_source(spec)) continue;
       if (!lock.contains("source") || !lock["source"].is_object() || !lock["source"].contains(spec.name)) {
-        problems.push_back(where + ": the lockfile pins no commit for its git source");
+        problems.push_back(where + (has_git_source(r, spec, vars) ? ": the lockfile pins no commit for its git source"
+                                                                   : ": the lockfile pins no source for it"));
         continue;
       }
       std::string d = source_lock_mismatch(r, spec, vars, lock["source"][spec.name]);

@@ -193,6 +193,10 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
     } else {
       list_lower();
+      // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
+      if (pip::detect_musl(lower, target))
+        status.message(Level::Info, "layer " + spec.name + ": the layers below have musl (" + target.describe() +
+                                        "): musllinux wheels");
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
@@ -289,6 +293,19 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       auto reqs = pip_requirements(recipe, spec, variables, point);
       auto cons = pip_constraints(recipe, point);
       auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed);
+      // An index that gives no sizes (PEP 503 HTML pages): the wheels are
+      // fetched now (the build needs them anyway, their sha256 checked) so
+      // that the lockfile records every file's size.
+      std::vector<fetch::FetchItem> unsized;
+      for (const auto& w : wheels)
+        if (!w.size) unsized.push_back({w.url, w.sha256, std::nullopt, w.filename});
+      if (!unsized.empty()) {
+        auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+        auto got = fetcher->fetch(unsized);
+        size_t i = 0;
+        for (auto& w : wheels)
+          if (!w.size) w.size = got[i++].size;
+      }
       for (const auto& w : wheels) installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
       out[spec.name] = {{"target", t.describe()}, {"site", t.site()},   {"requirements", reqs},
                         {"constraints", constraint_json(cons)}, {"wheels", wheels}};

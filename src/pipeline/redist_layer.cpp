@@ -118,7 +118,7 @@ LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std
     auto got = fetcher.fetch_one({url, std::nullopt, std::nullopt, "redistrib_" + r.manifest_version + ".json"});
     redist::Manifest m = redist::parse_manifest(store.read(got.digest), url);
     in.manifests.push_back({{"product", r.product}, {"manifest_version", r.manifest_version}, {"url", url},
-                            {"sha256", got.digest.hex()}});
+                            {"sha256", got.digest.hex()}, {"size", got.size}});
     for (const auto& s : redist::select(m, r.components, platform, std::stoi(in.cuda_xy)))
       in.archives.push_back({s.component, s.version, s.variant, redist::artifact_url(base, r.product, s.artifact),
                              Digest::parse("sha256:" + s.artifact.sha256), s.artifact.size});

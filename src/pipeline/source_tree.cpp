@@ -79,7 +79,8 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
     if (!fs::is_directory(s.path, ec))
       throw InputError(d.where, "layer '" + spec.name + "': source.path " + s.path.string() + " is not a directory");
     out.what = "local directory " + s.path.string();
-    id.field("local", source::tree_digest(s.path).str());
+    out.local_tree = source::tree_digest(s.path);
+    id.field("local", out.local_tree->str());
   } else if (!d.url.empty()) {
     s.kind = source::SourceSpec::Kind::Archive;
     s.url = d.url;
@@ -149,15 +150,28 @@ std::string remote_commit(const std::string& url, const std::string& ref) {
   throw Error("git source " + url + ": no tag or branch '" + ref + "' there (git ls-remote)");
 }
 
+// The source of `spec` at the point (its own or the catalog's), of any kind, if any.
+std::optional<LayerSource> source_of(const Recipe& recipe, const LayerSpec& spec,
+                                     const std::map<std::string, std::string>& vars) {
+  if (spec.from_source()) return describe_source(recipe, spec, vars, "from", nullptr);
+  if (spec.keeps_source_beside()) return describe_source(recipe, spec, vars, "keep_source", nullptr);
+  return std::nullopt;
+}
+
 // The git source of `spec` at the point (its own or the catalog's), if any.
 std::optional<LayerSource> git_source_of(const Recipe& recipe, const LayerSpec& spec,
                                          const std::map<std::string, std::string>& vars) {
   if (!spec.source.path.empty() || !spec.source.url.empty()) return std::nullopt;  // local or archive: not git
-  std::optional<LayerSource> s;
-  if (spec.from_source()) s = describe_source(recipe, spec, vars, "from", nullptr);
-  else if (spec.keeps_source_beside()) s = describe_source(recipe, spec, vars, "keep_source", nullptr);
+  std::optional<LayerSource> s = source_of(recipe, spec, vars);
   if (s && s->spec.kind != source::SourceSpec::Kind::Git) s.reset();
   return s;
+}
+
+// Each patch as the recipe names it, with the sha256 of its file now.
+nlohmann::json patches_json(const LayerSpec& spec) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& p : spec.patches) out.push_back({{"path", p.path}, {"sha256", Digest::of_file(p.file).hex()}});
+  return out;
 }
 
 }  // namespace
@@ -205,13 +219,39 @@ bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<
   return git_source_of(recipe, spec, vars).has_value();
 }
 
-nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+bool has_source(const LayerSpec& spec) {
+  return spec.from_source() || spec.keeps_source_beside();
+}
+
+nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& vars,
+                                  const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& spec : recipe.layers) {
-    auto s = git_source_of(recipe, spec, vars);
-    if (!s) continue;
     try {
-      out[spec.name] = {{"git", s->spec.url}, {"ref", s->spec.ref}, {"commit", remote_commit(s->spec.url, s->spec.ref)}};
+      auto s = source_of(recipe, spec, vars);
+      if (!s) continue;
+      nlohmann::json e;
+      switch (s->spec.kind) {
+        case source::SourceSpec::Kind::Git:
+          e = {{"git", s->spec.url}, {"ref", s->spec.ref}, {"commit", remote_commit(s->spec.url, s->spec.ref)}};
+          break;
+        case source::SourceSpec::Kind::Archive: {
+          // Fetched now (the build needs it anyway) for its size; its sha256
+          // is checked before it enters the store.
+          fetch::FetchOptions fo;
+          fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+          auto fetcher = fetch::make_fetcher(store, fo, status);
+          std::string name = s->spec.url.substr(s->spec.url.rfind('/') + 1);
+          auto got = fetcher->fetch_one({s->spec.url, s->spec.sha256, std::nullopt, name});
+          e = {{"archive", s->spec.url}, {"sha256", s->spec.sha256->hex()}, {"size", got.size}};
+          break;
+        }
+        case source::SourceSpec::Kind::Local:
+          e = {{"path", s->spec.path.string()}, {"tree", s->local_tree->str()}};
+          break;
+      }
+      e["patches"] = patches_json(spec);
+      out[spec.name] = e;
     } catch (Error& e) {
       e.add_trace("while pinning the source of layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
@@ -222,14 +262,48 @@ nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::stri
 
 std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
                                  const std::map<std::string, std::string>& vars, const nlohmann::json& entry) {
-  auto s = git_source_of(recipe, spec, vars);
+  auto s = source_of(recipe, spec, vars);
   if (!s) return "";
-  if (!entry.is_object() || !entry.contains("commit") || !entry["commit"].is_string() ||
-      !is_commit(entry["commit"].get<std::string>()))
-    return "its source entry has no commit";
-  if (entry.value("git", "") != s->spec.url || entry.value("ref", "") != s->spec.ref)
-    return "the lockfile pins git " + entry.value("git", "?") + " at " + entry.value("ref", "?") +
-           ", the recipe now names git " + s->spec.url + " at " + s->spec.ref;
+  if (!entry.is_object()) return "its source entry is not an object";
+  auto str = [&](const char* k) { return entry.contains(k) && entry[k].is_string() ? entry[k].get<std::string>() : "?"; };
+  switch (s->spec.kind) {
+    case source::SourceSpec::Kind::Git:
+      if (!entry.contains("git")) return "the lockfile pins a source that is not git; the recipe now names git " + s->spec.url;
+      if (!entry.contains("commit") || !entry["commit"].is_string() || !is_commit(entry["commit"].get<std::string>()))
+        return "its source entry has no commit";
+      if (str("git") != s->spec.url || str("ref") != s->spec.ref)
+        return "the lockfile pins git " + str("git") + " at " + str("ref") + ", the recipe now names git " +
+               s->spec.url + " at " + s->spec.ref;
+      break;
+    case source::SourceSpec::Kind::Archive:
+      if (str("archive") != s->spec.url || str("sha256") != s->spec.sha256->hex())
+        return "the lockfile pins archive " + str("archive") + " with sha256 " + str("sha256") +
+               ", the recipe now names " + s->spec.url + " with sha256 " + s->spec.sha256->hex();
+      break;
+    case source::SourceSpec::Kind::Local:
+      if (str("path") != s->spec.path.string())
+        return "the lockfile pins local directory " + str("path") + ", the recipe now names " + s->spec.path.string();
+      if (str("tree") != s->local_tree->str())
+        return "the local directory " + s->spec.path.string() + " changed since it was locked (tree " + str("tree") +
+               ", now " + s->local_tree->str() + ")";
+      break;
+  }
+  // Patches: the same files, in the same order, with the same contents.
+  nlohmann::json was = entry.contains("patches") ? entry["patches"] : nlohmann::json::array();
+  nlohmann::json now = patches_json(spec);
+  if (!was.is_array()) return "its source entry's patches are not a list";
+  for (size_t i = 0; i < std::max(was.size(), now.size()); ++i) {
+    if (i >= was.size()) return "patch '" + now[i]["path"].get<std::string>() + "' is not in the lockfile";
+    std::string wp = was[i].is_object() ? was[i].value("path", "?") : "?";
+    std::string ws = was[i].is_object() ? was[i].value("sha256", "?") : "?";
+    if (i >= now.size()) return "the lockfile has patch '" + wp + "', which the recipe no longer applies";
+    if (wp != now[i]["path"].get<std::string>())
+      return "patch " + std::to_string(i + 1) + " is '" + now[i]["path"].get<std::string>() +
+             "', the lockfile pins '" + wp + "'";
+    if (ws != now[i]["sha256"].get<std::string>())
+      return "patch '" + wp + "' changed since it was locked (sha256 " + ws + ", now " +
+             now[i]["sha256"].get<std::string>() + ")";
+  }
   return "";
 }
 

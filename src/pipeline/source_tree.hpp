@@ -24,6 +24,7 @@ struct LayerSource {
   // Everything that decides the tree: kind, URL, sha256 or ref, a local
   // directory's tree digest, each patch's sha256. Known without fetching.
   Digest identity = Digest::of_bytes("");
+  std::optional<Digest> local_tree;  // a local directory's tree digest
   // Where the steps find it in the image: keep_source, else /usr/src/<layer>
   // (bound there from outside: it stays out of the layer).
   std::string image_path;
@@ -55,14 +56,19 @@ std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& sp
 source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
                                       const Store& store, Status& status);
 
-// For `stackbuild lock`: each layer of `recipe` whose source is git, with the
-// commit its ref names now (`git ls-remote`; a tag is peeled to its commit):
-// {"<layer>": {"git": URL, "ref": REF, "commit": HEX}}. Tags and branches
-// move; `build --locked` fetches the commit.
-nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables);
+// For `stackbuild lock`: the exact inputs of each layer of `recipe` built
+// from or keeping a source tree, {"<layer>": ENTRY}, ENTRY being
+// {"git": URL, "ref": REF, "commit": HEX} (the commit the ref names now, `git
+// ls-remote`, a tag peeled; tags and branches move, `build --locked` fetches
+// the commit), {"archive": URL, "sha256": HEX, "size": N} (fetched now into
+// the store) or {"path": DIR, "tree": DIGEST} (source::tree_digest), each with
+// "patches": [{"path", "sha256"}] in the order they apply.
+nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
+                                  const Store& store, Status& status);
 
-// For `build --locked`: "" when `entry` pins the git source of `spec` as the
-// recipe names it now, else what differs.
+// For `build --locked`: "" when `entry` pins the source of `spec` as the
+// recipe names it now (same URL and ref, archive sha256, local tree, patches
+// and their contents), else what differs.
 std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
                                  const std::map<std::string, std::string>& variables, const nlohmann::json& entry);
 
@@ -72,5 +78,7 @@ nlohmann::json locked_sources(const std::string& point_lock);
 
 // Whether the layer's tree comes from a git source (its own or the catalog's).
 bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);
+// Whether the layer builds from or keeps a source tree (any kind).
+bool has_source(const LayerSpec& spec);
 
 }  // namespace sb

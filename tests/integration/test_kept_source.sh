@@ -138,11 +138,13 @@ image_digests "$TMP/out-fresh" b | diff "$TMP/b.digests" - || fail "another stor
 check "lock pins the tag's commit; after the tag moves, --locked in a new store builds the pinned commit"
 expect_ok lock sb lock "$proj/keep.yaml" --catalog "$proj/layers" --store "$STORE"
 want=$(git -C "$src" rev-parse "v2.0^{commit}")
-python3 - "$proj/keep.yaml.lock" "$want" "file://$src" <<'PY' || fail "the lockfile does not pin the source: $(cat "$proj/keep.yaml.lock")"
+patch_sum=$(sha256sum "$proj/fix.patch" | cut -d' ' -f1)
+python3 - "$proj/keep.yaml.lock" "$want" "file://$src" "$patch_sum" <<'PY' || fail "the lockfile does not pin the source: $(cat "$proj/keep.yaml.lock")"
 import json, sys
-lock, want, url = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+lock, want, url, patch = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
 for p in lock["points"]:
-    assert p["source"] == {"torchy": {"git": url, "ref": "v2.0", "commit": want}}, p.get("source")
+    assert p["source"] == {"torchy": {"git": url, "ref": "v2.0", "commit": want,
+                                      "patches": [{"path": "fix.patch", "sha256": patch}]}}, p.get("source")
 PY
 gitc "$src" tag -f v2.0 HEAD >/dev/null   # the tag now names the later commit (it adds LATER)
 expect_ok locked sb build "$proj/keep.yaml" --locked -o "$TMP/out-locked" --store "$TMP/store-locked" --catalog "$proj/layers"
@@ -159,6 +161,17 @@ expect_rc 3 unpinned sb build "$proj/keep.yaml" --locked -o "$TMP/out-unpinned" 
 grep -q "layer 'torchy' (.*): the lockfile pins no commit for its git source" "$TMP/unpinned.err" ||
   { show_output unpinned; fail "a lockfile without the source pin was not refused clearly"; }
 gitc "$src" tag -f v2.0 "$want" >/dev/null
+
+check "--locked refuses a patch changed since the lock, naming the patch and both sha256"
+expect_ok relock sb lock "$proj/keep.yaml" --catalog "$proj/layers" --store "$STORE"
+cp "$proj/fix.patch" "$TMP/fix.patch.orig"
+sed -i 's/2.0+patched/2.0+patched-again/' "$proj/fix.patch"
+new_sum=$(sha256sum "$proj/fix.patch" | cut -d' ' -f1)
+expect_rc 3 patched sb build "$proj/keep.yaml" --locked -o "$TMP/out-patched" --store "$TMP/store-locked" --catalog "$proj/layers"
+grep -q "layer 'torchy' (.*): patch 'fix.patch' changed since it was locked (sha256 $patch_sum, now $new_sum)" \
+  "$TMP/patched.err" || { show_output patched; fail "a changed patch was not refused clearly"; }
+[[ ! -e "$TMP/out-patched" ]] || fail "a refused build left an image"
+cp "$TMP/fix.patch.orig" "$proj/fix.patch"
 rm -f "$proj/keep.yaml.lock"
 
 check "the layer's own source: overrides the catalog's; \${torchy} works in keep_source"

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "http_server.hpp"
+#include "pip/version.hpp"
 #include "util/digest.hpp"
 
 namespace sb::test {
@@ -59,7 +60,7 @@ class FixtureIndex {
   std::set<std::string> truncate;                   // filenames served cut short
 
   void add(const FixtureWheel& w) {
-    std::string dist = w.project;
+    std::string dist = pip::normalize_name(w.project);  // the file name as new wheels spell it
     for (auto& c : dist) c = c == '-' ? '_' : c;
     std::string filename = dist + "-" + w.version + "-" + w.tags + ".whl";
     std::string meta = "Metadata-Version: 2.1\nName: " + w.project + "\nVersion: " + w.version + "\n";
@@ -75,7 +76,7 @@ class FixtureIndex {
     std::string zip = make_zip(files);
     blobs_[filename] = zip;
     if (w.pep658) blobs_[filename + ".metadata"] = meta;
-    projects_[w.project].push_back({filename, w.requires_python});
+    projects_[pip::normalize_name(w.project)].push_back({filename, w.requires_python});
   }
 
   std::string respond(const HttpRequest& r) {
