@@ -73,7 +73,30 @@ class Index {
   virtual std::string metadata(const DistFile& f) = 0;
 };
 
-std::unique_ptr<Index> make_http_index(const IndexConfig& config, const Store& store, fetch::Fetcher& fetcher);
+// How project pages are kept in the store between runs, as pip keeps them in
+// its HTTP cache: a page younger than its lifetime is used without asking the
+// index; an older one is revalidated with its ETag / Last-Modified (a 304
+// renews it). The lifetime is `max_age` when set, else the index's
+// Cache-Control max-age (0 for no-cache or when the index gives none, as pip
+// does). "no-store" pages are not kept. `offline`: only kept pages, whatever
+// their age; a page not kept is an error naming it.
+struct PageCache {
+  bool offline = false;
+  std::optional<int64_t> max_age;  // seconds; overrides the index's
+  std::function<int64_t()> now;    // seconds since the epoch; unset: the clock
+};
+
+std::unique_ptr<Index> make_http_index(const IndexConfig& config, const Store& store, fetch::Fetcher& fetcher,
+                                       const PageCache& cache = {});
+
+// What a Cache-Control header says of keeping a response: not at all
+// (no-store), or for `max_age` seconds (max-age=N; 0 for no-cache); unset
+// when the header gives no lifetime.
+struct CacheDirective {
+  bool store = true;
+  std::optional<int64_t> max_age;
+};
+CacheDirective cache_directive(const std::string& cache_control);
 
 // METADATA ("Name: x", "Requires-Dist: y") -> field -> values, in order.
 std::multimap<std::string, std::string> parse_metadata(const std::string& text);

@@ -26,6 +26,20 @@ fetch::FetchOptions fetch_options(const pip::IndexConfig* c = nullptr) {
   return o;
 }
 
+// STACKBUILD_OFFLINE and STACKBUILD_INDEX_MAX_AGE (seconds; "0": always ask
+// the index) for the project pages kept in the store.
+pip::PageCache page_cache() {
+  pip::PageCache c;
+  c.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+  std::string age = env_or("STACKBUILD_INDEX_MAX_AGE", "");
+  if (!age.empty()) {
+    if (age.size() > 12 || age.find_first_not_of("0123456789") != std::string::npos)
+      throw Error("STACKBUILD_INDEX_MAX_AGE='" + age + "' is not a number of seconds");
+    c.max_age = std::stoll(age);
+  }
+  return c;
+}
+
 pip::IndexConfig index_config(const std::string& explicit_url = "") {
   std::string setting = explicit_url.empty() ? env_or("STACKBUILD_PIP_INDEX_URL", "") : explicit_url;
   return pip::index_config(setting, "/", current_environment(), pip::pip_default_index);
@@ -151,7 +165,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
   pip::IndexConfig cfg = index_config(index_url);
   auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
-  auto index = pip::make_http_index(cfg, store, *fetcher);
+  auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
   pip::ResolveOptions o;

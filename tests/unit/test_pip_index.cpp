@@ -203,12 +203,14 @@ TEST_CASE("pip index: a hash or size mismatch or a truncated wheel leaves nothin
   SECTION("sha256") {
     f.index.bad_sha[name] = std::string(64, 'a');
     auto bad = f.resolve_({"nvidia-fake-cu12"});
+    before = f.blobs();  // the changed project page is kept
     CHECK_THROWS_WITH(install_wheels(bad, f.target, f.dir.path() / "r", f.store, *f.fetcher),
                       Catch::Contains("sha256") && Catch::Contains(name));
   }
   SECTION("size") {
     f.index.bad_size[name] = 99;
     auto bad = f.resolve_({"nvidia-fake-cu12"});
+    before = f.blobs();
     CHECK_THROWS_WITH(install_wheels(bad, f.target, f.dir.path() / "r", f.store, *f.fetcher), Catch::Contains(name));
   }
   SECTION("truncated") {
@@ -301,4 +303,93 @@ TEST_CASE("pip index: a path two wheels write holds the later wheel's file", "[p
     for (auto& e : fs::recursive_directory_iterator(root)) CHECK(e.path().string().find(".sb-") == std::string::npos);
     std::reverse(wheels.begin(), wheels.end());
   }
+}
+
+TEST_CASE("pip index: Cache-Control directives", "[pip]") {
+  CHECK(cache_directive("").store);
+  CHECK_FALSE(cache_directive("").max_age);
+  CHECK(cache_directive("max-age=600, public").max_age == 600);
+  CHECK(cache_directive("Public, Max-Age=\"30\"").max_age == 30);
+  CHECK(cache_directive("max-age=600, no-cache").max_age == 0);
+  CHECK(cache_directive("no-cache, max-age=600").max_age == 0);
+  CHECK(cache_directive("max-age=soon").max_age == 0);  // unreadable: stale at once
+  CHECK_FALSE(cache_directive("private, no-store").store);
+}
+
+// Project pages are kept in the store: used without asking while fresh,
+// revalidated with the ETag when stale, never kept for no-store, and the
+// only pages an offline resolution reads.
+TEST_CASE("pip index: project pages are kept by the index's Cache-Control", "[pip]") {
+  test::FixtureIndex index;
+  index.add({"helper", "1.0", "py3-none-any", {}, {}, {}});
+  std::string cache_control = "max-age=600";
+  std::atomic<int> pages{0}, not_modified{0};
+  test::HttpServer server{[&](const test::HttpRequest& r) {
+    std::string res = index.respond(r);
+    if (!r.path.starts_with("/simple/") || res.rfind("HTTP/1.1 200", 0) != 0) return res;
+    ++pages;
+    std::string etag = "\"" + Digest::of_bytes(res).hex().substr(0, 16) + "\"";
+    auto it = r.headers.find("if-none-match");
+    if (it != r.headers.end() && it->second == etag) {
+      ++not_modified;
+      return "HTTP/1.1 304 Not Modified\r\nETag: " + etag + "\r\nCache-Control: " + cache_control +
+             "\r\nContent-Length: 0\r\n\r\n";
+    }
+    size_t eol = res.find("\r\n");
+    return res.substr(0, eol) + "\r\nETag: " + etag + "\r\nCache-Control: " + cache_control + res.substr(eol);
+  }};
+  TempDir dir{fs::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  auto fetcher = fetch::make_fetcher(store, fetch::FetchOptions{}, *status);
+  int64_t clock = 1'700'000'000;
+  auto files_of = [&](PageCache c, const std::string& key = "helper") {
+    c.now = [&] { return clock; };
+    // A new Index each time: what it remembers is in the store, not in memory.
+    return make_http_index(index_config(server.url("/simple"), "/nonexistent", {}, {}), store, *fetcher, c)->files(key);
+  };
+
+  REQUIRE(files_of({}).size() == 1);
+  CHECK(pages == 1);
+  clock += 599;  // fresh: not asked
+  CHECK(files_of({}).size() == 1);
+  CHECK(pages == 1);
+  clock += 2;  // stale: asked with the ETag; 304 renews it
+  CHECK(files_of({}).size() == 1);
+  CHECK(pages == 2);
+  CHECK(not_modified == 1);
+  clock += 300;
+  CHECK(files_of({}).size() == 1);
+  CHECK(pages == 2);
+
+  // A new version on the index: seen once the kept page is stale, or at once with max_age 0.
+  index.add({"helper", "1.1", "py3-none-any", {}, {}, {}});
+  CHECK(files_of({}).size() == 1);
+  PageCache now_please;
+  now_please.max_age = 0;
+  CHECK(files_of(now_please).size() == 2);
+  CHECK(not_modified == 1);  // the body changed: a 200 with the new page
+  CHECK(files_of({}).size() == 2);
+
+  // Offline: the kept page whatever its age; a page never fetched is an error naming it.
+  PageCache offline;
+  offline.offline = true;
+  clock += 100'000;
+  int before = pages;
+  CHECK(files_of(offline).size() == 2);
+  CHECK(pages == before);
+  CHECK_THROWS_WITH(files_of(offline, "numpy"), Catch::Contains("offline") && Catch::Contains("/simple/numpy/"));
+
+  // no-store: asked every time, nothing kept; an index without Cache-Control is asked every time too.
+  for (std::string cc : {"no-store", "public"}) {
+    INFO(cc);
+    cache_control = cc;
+    before = pages;
+    files_of(now_please);
+    files_of({});
+    files_of({});
+    CHECK(pages == before + 3);
+  }
+  fclose(devnull);
 }
