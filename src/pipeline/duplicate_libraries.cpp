@@ -307,8 +307,8 @@ void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer, st
   if (policy == DuplicatePolicy::Error) {
     std::string all;
     for (const auto& d : dups) all += "\n  " + describe(d);
-    throw Error("layer " + layer + " holds " + std::to_string(dups.size()) +
-                " shared libraries that a lower layer already has, and its duplicates policy is error:" + all);
+    throw Error("layer " + layer + " holds " + counted(dups.size(), "shared library", "shared libraries") +
+                " that a lower layer already has, and its duplicates policy is error:" + all);
   }
   // Refused before anything changes: the newer copy's users may need what it added.
   for (const auto& d : dups) {
@@ -410,11 +410,10 @@ std::string duplicate_summary(const std::vector<DuplicateLibrary>& dups) {
   size_t kept = 0;
   for (const auto& [k, u] : upper)
     if (!u.second) twice += u.first, ++kept;
-  return "duplicate libraries: " + std::to_string(upper.size()) + " second " +
-         (upper.size() == 1 ? "copy" : "copies") + " of a library a lower layer has; " +
-         human_bytes(static_cast<double>(saved)) + " saved by `duplicates: lower`, " +
-         human_bytes(static_cast<double>(twice)) + " still stored twice (" + std::to_string(kept) + " " +
-         (kept == 1 ? "copy" : "copies") + ")";
+  return "duplicate libraries: " + counted(upper.size(), "second copy", "second copies") +
+         " of a library a lower layer has; " + human_bytes(static_cast<double>(saved)) +
+         " saved by `duplicates: lower`, " + human_bytes(static_cast<double>(twice)) + " still stored twice (" +
+         counted(kept, "copy", "copies") + ")";
 }
 
 }  // namespace sb
