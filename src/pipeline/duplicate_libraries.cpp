@@ -28,17 +28,22 @@ DuplicatePolicy parse_duplicate_policy(const std::string& text, const std::strin
 
 std::string to_string(DuplicatePolicy p) {
   switch (p) {
-    case DuplicatePolicy::Report: return "report";
-    case DuplicatePolicy::Lower: return "lower";
-    case DuplicatePolicy::Upper: return "upper";
-    case DuplicatePolicy::Error: return "error";
+    case DuplicatePolicy::Report:
+      return "report";
+    case DuplicatePolicy::Lower:
+      return "lower";
+    case DuplicatePolicy::Upper:
+      return "upper";
+    case DuplicatePolicy::Error:
+      return "error";
   }
   return "report";
 }
 
 DuplicatePolicy duplicate_policy(const LayerSpec& spec) {
   if (!spec.duplicates.empty()) return parse_duplicate_policy(spec.duplicates, "'duplicates'");
-  return parse_duplicate_policy(env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report"), "STACKBUILD_DUPLICATE_LIBRARIES");
+  return parse_duplicate_policy(env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report"),
+                                "STACKBUILD_DUPLICATE_LIBRARIES");
 }
 
 std::optional<LibraryName> library_name(const std::string& name) {
@@ -47,7 +52,8 @@ std::optional<LibraryName> library_name(const std::string& name) {
   if (so == std::string::npos || so <= 3) return std::nullopt;
   std::string rest = name.substr(so + 3);  // "", ".12", ".12.6.4.1"
   if (!rest.empty()) {
-    if (rest[0] != '.' || rest.size() < 2 || rest.back() == '.' || rest.find("..") != std::string::npos)
+    if (rest[0] != '.' || rest.size() < 2 || rest.back() == '.' ||
+        rest.find("..") != std::string::npos)
       return std::nullopt;
     for (size_t i = 1; i < rest.size(); ++i)
       if (!isdigit(static_cast<unsigned char>(rest[i])) && rest[i] != '.') return std::nullopt;
@@ -75,15 +81,18 @@ std::string dir_name(const std::string& path) {
   return slash == std::string::npos ? std::string() : path.substr(0, slash);
 }
 
-// "nvidia_cublas_cu12-12.6.4.1.dist-info/RECORD" in `site` -> image path -> "wheel nvidia-cublas-cu12 12.6.4.1".
-void read_record(const std::string& record_path, const std::string& text, std::map<std::string, std::string>& owner) {
+// "nvidia_cublas_cu12-12.6.4.1.dist-info/RECORD" in `site` -> image path -> "wheel
+// nvidia-cublas-cu12 12.6.4.1".
+void read_record(const std::string& record_path, const std::string& text,
+                 std::map<std::string, std::string>& owner) {
   std::string info = dir_name(record_path), site = dir_name(info);
   std::string stem = base_name(info);
   stem.resize(stem.size() - std::string(".dist-info").size());
   size_t dash = stem.find('-');
   if (dash == std::string::npos) return;
   std::string name = stem.substr(0, dash), version = stem.substr(dash + 1);
-  for (auto& c : name) c = (c == '_' || c == '.') ? '-' : static_cast<char>(tolower(static_cast<unsigned char>(c)));
+  for (auto& c : name)
+    c = (c == '_' || c == '.') ? '-' : static_cast<char>(tolower(static_cast<unsigned char>(c)));
   const std::string who = "wheel " + name + " " + version;
   std::istringstream in(text);
   for (std::string line; std::getline(in, line);) {
@@ -96,7 +105,8 @@ void read_record(const std::string& record_path, const std::string& text, std::m
       p = line.substr(0, line.find(','));
     }
     if (p.empty()) continue;
-    std::string image = fs::path(site.empty() ? p : site + "/" + p).lexically_normal().generic_string();
+    std::string image =
+        fs::path(site.empty() ? p : site + "/" + p).lexically_normal().generic_string();
     owner[image] = who;
   }
 }
@@ -105,7 +115,8 @@ bool is_record(const std::string& path) {
   return path.ends_with(".dist-info/RECORD");
 }
 
-void fill_versions(std::vector<LibraryCopy>& copies, const std::map<std::string, std::string>& owner) {
+void fill_versions(std::vector<LibraryCopy>& copies,
+                   const std::map<std::string, std::string>& owner) {
   for (auto& c : copies) {
     if (!c.version.empty()) continue;
     auto it = owner.find(c.path);
@@ -118,8 +129,12 @@ void fill_versions(std::vector<LibraryCopy>& copies, const std::map<std::string,
 }  // namespace
 
 void to_json(nlohmann::json& j, const LibraryCopy& c) {
-  j = {{"layer", c.layer}, {"path", c.path}, {"soname", c.soname}, {"version", c.version},
-       {"version_from", c.version_from}, {"bytes", c.bytes}};
+  j = {{"layer", c.layer},
+       {"path", c.path},
+       {"soname", c.soname},
+       {"version", c.version},
+       {"version_from", c.version_from},
+       {"bytes", c.bytes}};
 }
 
 void from_json(const nlohmann::json& j, LibraryCopy& c) {
@@ -143,11 +158,16 @@ void from_json(const nlohmann::json& j, DuplicateLibrary& d) {
 }
 
 LibraryListing library_listing(const Store& store, const Layer& layer) {
-  const Digest key = KeyHasher().field("stackbuild-library-listing", "1").field("blob", layer.digest.str()).finish();
+  const Digest key = KeyHasher()
+                         .field("stackbuild-library-listing", "1")
+                         .field("blob", layer.digest.str())
+                         .finish();
   if (auto rec = store.get_record("library-listing", key)) {
     auto j = nlohmann::json::parse(*rec);
-    return {j.at("copies").get<std::vector<LibraryCopy>>(), j.at("shadows").get<std::vector<std::string>>(),
-            j.at("removed").get<std::vector<std::string>>(), j.at("opaque").get<std::vector<std::string>>()};
+    return {j.at("copies").get<std::vector<LibraryCopy>>(),
+            j.at("shadows").get<std::vector<std::string>>(),
+            j.at("removed").get<std::vector<std::string>>(),
+            j.at("opaque").get<std::vector<std::string>>()};
   }
   const fs::path blob = store.blob_path(layer.digest);
   LibraryListing out;
@@ -185,17 +205,23 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
     auto lib = library_name(name);
     if (!lib) continue;
     char magic[4] = {};
-    bool elf = type == AE_IFREG && archive_entry_size(e) >= 4 && archive_read_data(a.get(), magic, 4) == 4 &&
-               magic[0] == 0x7f && magic[1] == 'E' && magic[2] == 'L' && magic[3] == 'F';
+    bool elf = type == AE_IFREG && archive_entry_size(e) >= 4 &&
+               archive_read_data(a.get(), magic, 4) == 4 && magic[0] == 0x7f && magic[1] == 'E' &&
+               magic[2] == 'L' && magic[3] == 'F';
     if (elf && !under_stubs(p))
-      out.copies.push_back({"", p, lib->soname, lib->version, lib->version.empty() ? "" : "file name",
+      out.copies.push_back({"", p, lib->soname, lib->version,
+                            lib->version.empty() ? "" : "file name",
                             static_cast<uint64_t>(archive_entry_size(e))});
     else
       out.shadows.push_back(p);
   }
-  if (rc != ARCHIVE_EOF) throw Error("layer blob " + blob.string() + ": " + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF)
+    throw Error("layer blob " + blob.string() + ": " + archive_error_string(a.get()));
   fill_versions(out.copies, owner);
-  nlohmann::json j = {{"copies", out.copies}, {"shadows", out.shadows}, {"removed", out.removed}, {"opaque", out.opaque}};
+  nlohmann::json j = {{"copies", out.copies},
+                      {"shadows", out.shadows},
+                      {"removed", out.removed},
+                      {"opaque", out.opaque}};
   store.put_record("library-listing", key, j.dump());
   return out;
 }
@@ -205,7 +231,8 @@ std::vector<LibraryCopy> visible_libraries(const Store& store, const std::vector
   std::map<std::string, std::pair<size_t, LibraryCopy>> seen;  // path -> (layer index, copy)
   auto erase_under = [&](const std::string& dir) {
     const std::string prefix = dir.empty() ? "" : dir + "/";
-    for (auto it = seen.lower_bound(prefix); it != seen.end() && it->first.starts_with(prefix);) it = seen.erase(it);
+    for (auto it = seen.lower_bound(prefix); it != seen.end() && it->first.starts_with(prefix);)
+      it = seen.erase(it);
   };
   for (size_t i = 0; i < layers.size(); ++i) {
     LibraryListing l = library_listing(store, layers[i]);
@@ -214,13 +241,15 @@ std::vector<LibraryCopy> visible_libraries(const Store& store, const std::vector
     for (const auto& s : l.shadows) seen.erase(s);
     for (auto& c : l.copies) {
       c.layer = i < names.size() ? names[i] : "#" + std::to_string(i + 1);
-      const std::string path = c.path;  // the right side is evaluated first: c is moved from before seen[] runs
+      const std::string path =
+          c.path;  // the right side is evaluated first: c is moved from before seen[] runs
       seen[path] = {i, std::move(c)};
     }
   }
   std::vector<std::pair<size_t, LibraryCopy>> ordered;
   for (auto& [p, v] : seen) ordered.push_back(std::move(v));
-  std::stable_sort(ordered.begin(), ordered.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(ordered.begin(), ordered.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
   std::vector<LibraryCopy> out;
   for (auto& [i, c] : ordered) out.push_back(std::move(c));
   return out;
@@ -240,7 +269,8 @@ std::vector<LibraryCopy> entry_libraries(const std::string& layer, const EntryMa
     if (e.type != TarEntry::Type::File || e.source.empty() || under_stubs(p)) continue;
     auto lib = library_name(base_name(p));
     if (!lib || !verify::is_elf(e.source)) continue;
-    LibraryCopy c{layer, p, lib->soname, lib->version, lib->version.empty() ? "" : "file name", e.size};
+    LibraryCopy c{layer, p, lib->soname, lib->version, lib->version.empty() ? "" : "file name",
+                  e.size};
     try {
       // The loader's name for it: a wheel's libfoo.so may say libfoo.so.1.
       if (auto info = verify::read_elf(e.source); info && !info->soname.empty())
@@ -258,7 +288,8 @@ std::vector<DuplicateLibrary> find_duplicates(const std::vector<LibraryCopy>& lo
                                               const std::vector<LibraryCopy>& upper) {
   std::vector<DuplicateLibrary> out;
   for (const auto& u : upper)
-    for (const auto& l : lower)  // bottom first: the last pair of an upper copy is the topmost lower copy
+    for (const auto& l :
+         lower)  // bottom first: the last pair of an upper copy is the topmost lower copy
       if (l.soname == u.soname && l.path != u.path) out.push_back({l, u, "reported", 0});
   return out;
 }
@@ -291,14 +322,16 @@ TarEntry symlink_to(const std::string& target, const TarEntry& like) {
   link.uid = like.uid;
   link.gid = like.gid;
   link.mtime = like.mtime;
-  link.link = "/" + target;  // absolute: a relative one would break under a symlinked parent (/lib -> usr/lib)
+  link.link =
+      "/" +
+      target;  // absolute: a relative one would break under a symlinked parent (/lib -> usr/lib)
   return link;
 }
 
 }  // namespace
 
-void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer, std::vector<DuplicateLibrary>& dups,
-                            EntryMap& entries) {
+void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer,
+                            std::vector<DuplicateLibrary>& dups, EntryMap& entries) {
   if (dups.empty()) return;
   if (policy == DuplicatePolicy::Report) {
     for (auto& d : dups) d.action = "reported";
@@ -307,24 +340,28 @@ void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer, st
   if (policy == DuplicatePolicy::Error) {
     std::string all;
     for (const auto& d : dups) all += "\n  " + describe(d);
-    throw Error("layer " + layer + " holds " + counted(dups.size(), "shared library", "shared libraries") +
+    throw Error("layer " + layer + " holds " +
+                counted(dups.size(), "shared library", "shared libraries") +
                 " that a lower layer already has, and its duplicates policy is error:" + all);
   }
   // Refused before anything changes: the newer copy's users may need what it added.
   for (const auto& d : dups) {
     auto cmp = compare_library_versions(d.lower.version, d.upper.version);
     if (policy == DuplicatePolicy::Lower && cmp && *cmp < 0)
-      throw Error("layer " + layer + ": duplicates: lower would make /" + d.upper.path + " (" + d.upper.version +
-                  ") a link to the older /" + d.lower.path + " (" + d.lower.version + ", layer " + d.lower.layer +
+      throw Error("layer " + layer + ": duplicates: lower would make /" + d.upper.path + " (" +
+                  d.upper.version + ") a link to the older /" + d.lower.path + " (" +
+                  d.lower.version + ", layer " + d.lower.layer +
                   "); what this layer installs may need the newer " + d.upper.soname +
-                  ". Use `duplicates: upper` (the newer copy serves both layers), `report`, or a lower layer with " +
+                  ". Use `duplicates: upper` (the newer copy serves both layers), `report`, or a "
+                  "lower layer with " +
                   d.upper.soname + " " + d.upper.version + " or later");
     if (policy == DuplicatePolicy::Upper && cmp && *cmp > 0)
-      throw Error("layer " + layer + ": duplicates: upper would make /" + d.lower.path + " (" + d.lower.version +
-                  ", layer " + d.lower.layer + ") a link to the older /" + d.upper.path + " (" + d.upper.version +
+      throw Error("layer " + layer + ": duplicates: upper would make /" + d.lower.path + " (" +
+                  d.lower.version + ", layer " + d.lower.layer + ") a link to the older /" +
+                  d.upper.path + " (" + d.upper.version +
                   "); what the lower layer installs may need the newer " + d.lower.soname +
-                  ". Use `duplicates: lower` (which also saves the bytes), `report`, or " + d.upper.soname + " " +
-                  d.lower.version + " or later in this layer");
+                  ". Use `duplicates: lower` (which also saves the bytes), `report`, or " +
+                  d.upper.soname + " " + d.lower.version + " or later in this layer");
   }
   if (policy == DuplicatePolicy::Lower) {
     std::map<std::string, const DuplicateLibrary*> target;  // upper path -> its topmost lower copy
@@ -348,15 +385,15 @@ void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer, st
     entries[lower] = symlink_to(upper, entries.at(upper));
   }
   for (auto& d : dups) {
-    d.action = "/" + d.lower.path + " linked to /" + to[d.lower.path] +
-               " (saves nothing: layer " + d.lower.layer + " still holds its bytes)";
+    d.action = "/" + d.lower.path + " linked to /" + to[d.lower.path] + " (saves nothing: layer " +
+               d.lower.layer + " still holds its bytes)";
     d.saved = 0;
   }
 }
 
 void check_duplicate_libraries(const LayerSpec& spec, const std::vector<Layer>& below,
-                               const std::vector<std::string>& below_names, const Store& store, EntryMap& entries,
-                               const Digest& key) {
+                               const std::vector<std::string>& below_names, const Store& store,
+                               EntryMap& entries, const Digest& key) {
   const DuplicatePolicy policy = duplicate_policy(spec);
   std::vector<LibraryCopy> upper = entry_libraries(spec.name, entries);
   if (upper.empty() || below.empty()) return;  // nothing to compare: the lower layers are not read
@@ -365,9 +402,10 @@ void check_duplicate_libraries(const LayerSpec& spec, const std::vector<Layer>& 
   try {
     apply_duplicate_policy(policy, spec.name, dups, entries);
   } catch (const Error& e) {
-    throw InputError(spec.at("duplicates"), e.what(),
-                     "`duplicates:` on the layer (or STACKBUILD_DUPLICATE_LIBRARIES) says which copy wins: "
-                     "report, lower, upper or error; see docs/layers.md");
+    throw InputError(
+        spec.at("duplicates"), e.what(),
+        "`duplicates:` on the layer (or STACKBUILD_DUPLICATE_LIBRARIES) says which copy wins: "
+        "report, lower, upper or error; see docs/layers.md");
   }
   store.put_record("duplicate-libraries", key, nlohmann::json(dups).dump());
 }
@@ -388,12 +426,14 @@ std::string describe(const DuplicateLibrary& d) {
 
 std::string duplicate_outcome(const DuplicateLibrary& d) {
   if (d.action != "reported")
-    return d.action + (d.saved ? ", saving " + human_bytes(static_cast<double>(d.saved)) : std::string());
+    return d.action +
+           (d.saved ? ", saving " + human_bytes(static_cast<double>(d.saved)) : std::string());
   auto cmp = compare_library_versions(d.lower.version, d.upper.version);
   if (cmp && *cmp < 0)
-    return "the lower copy is older, so `duplicates: lower` would be refused; `duplicates: upper` makes the upper "
-           "copy serve both layers (saving nothing), or give the lower layer " + d.upper.soname + " " +
-           d.upper.version;
+    return "the lower copy is older, so `duplicates: lower` would be refused; `duplicates: upper` "
+           "makes the upper "
+           "copy serve both layers (saving nothing), or give the lower layer " +
+           d.upper.soname + " " + d.upper.version;
   return "`duplicates: lower` would save " + human_bytes(static_cast<double>(d.upper.bytes));
 }
 
@@ -412,8 +452,8 @@ std::string duplicate_summary(const std::vector<DuplicateLibrary>& dups) {
     if (!u.second) twice += u.first, ++kept;
   return "duplicate libraries: " + counted(upper.size(), "second copy", "second copies") +
          " of a library a lower layer has; " + human_bytes(static_cast<double>(saved)) +
-         " saved by `duplicates: lower`, " + human_bytes(static_cast<double>(twice)) + " still stored twice (" +
-         counted(kept, "copy", "copies") + ")";
+         " saved by `duplicates: lower`, " + human_bytes(static_cast<double>(twice)) +
+         " still stored twice (" + counted(kept, "copy", "copies") + ")";
 }
 
 }  // namespace sb

@@ -63,10 +63,10 @@ void from_json(const nlohmann::json& j, LibraryCopy& c);
 
 // What a written layer means for the libraries below it.
 struct LibraryListing {
-  std::vector<LibraryCopy> copies;    // ELF regular files with a library name
-  std::vector<std::string> shadows;   // other entries at a library-named path (symlinks, dirs)
-  std::vector<std::string> removed;   // whiteouts: paths removed below
-  std::vector<std::string> opaque;    // directories whose lower contents are hidden
+  std::vector<LibraryCopy> copies;   // ELF regular files with a library name
+  std::vector<std::string> shadows;  // other entries at a library-named path (symlinks, dirs)
+  std::vector<std::string> removed;  // whiteouts: paths removed below
+  std::vector<std::string> opaque;   // directories whose lower contents are hidden
 };
 
 // The listing of a layer blob (tar, gzip or zstd), remembered in the store by the blob's digest.
@@ -83,7 +83,8 @@ std::vector<LibraryCopy> entry_libraries(const std::string& layer, const EntryMa
 
 struct DuplicateLibrary {
   LibraryCopy lower, upper;
-  std::string action;  // "reported", "linked to the lower copy", "lower path linked to the upper copy"
+  std::string
+      action;  // "reported", "linked to the lower copy", "lower path linked to the upper copy"
   uint64_t saved = 0;  // bytes the image no longer holds twice
 };
 void to_json(nlohmann::json& j, const DuplicateLibrary& d);
@@ -103,27 +104,29 @@ std::optional<int> compare_library_versions(const std::string& a, const std::str
 // Lower refuses (sb::Error) when the lower copy is older than the upper one,
 // Upper when the upper copy is older: the other layer's programs may need
 // what the newer one added within the soname.
-void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer, std::vector<DuplicateLibrary>& dups,
-                            EntryMap& entries);
+void apply_duplicate_policy(DuplicatePolicy policy, const std::string& layer,
+                            std::vector<DuplicateLibrary>& dups, EntryMap& entries);
 
 // The whole step for a layer about to be written on a cache miss: finds the
 // duplicates of `entries` against `below`, applies the layer's policy, and
 // records them in the store under the layer's cache key `key` (read back by
 // duplicates_of, so that a cached layer reports them again).
 void check_duplicate_libraries(const LayerSpec& spec, const std::vector<Layer>& below,
-                               const std::vector<std::string>& below_names, const Store& store, EntryMap& entries,
-                               const Digest& key);
+                               const std::vector<std::string>& below_names, const Store& store,
+                               EntryMap& entries, const Digest& key);
 std::vector<DuplicateLibrary> duplicates_of(const Store& store, const Digest& key);
 
-// "libcublas.so.12: layer torch /usr/lib/.../libcublas.so.12 (12.6.4.1, wheel ..., 700 MiB) is a second copy of
-// layer cuda /usr/local/cuda-12.6/lib64/libcublas.so.12.6.4.1 (12.6.4.1, file name, 700 MiB); ..."
+// "libcublas.so.12: layer torch /usr/lib/.../libcublas.so.12 (12.6.4.1, wheel ..., 700 MiB) is a
+// second copy of layer cuda /usr/local/cuda-12.6/lib64/libcublas.so.12.6.4.1 (12.6.4.1, file name,
+// 700 MiB); ..."
 std::string describe(const DuplicateLibrary& d);
 
 // What became of it: the action, or for a reported one what a policy would do
 // ("`duplicates: lower` would save 700 MiB").
 std::string duplicate_outcome(const DuplicateLibrary& d);
 
-// The build's summary line: how many second copies, the bytes saved and the bytes still stored twice.
+// The build's summary line: how many second copies, the bytes saved and the bytes still stored
+// twice.
 std::string duplicate_summary(const std::vector<DuplicateLibrary>& dups);
 
 }  // namespace sb

@@ -14,7 +14,9 @@ namespace {
 
 // Enough of an ELF file for the magic check (read_elf refuses it: the soname comes from the name).
 TarEntry fake_elf(const fs::path& host, size_t bytes) {
-  std::string data = "\x7f" "ELF";
+  std::string data =
+      "\x7f"
+      "ELF";
   data.resize(bytes, '\0');
   test::write(host, data);
   TarEntry e;
@@ -44,7 +46,8 @@ const std::string kSite = "usr/local/lib/python3.12/dist-packages/";
 
 }  // namespace
 
-TEST_CASE("duplicate libraries: a library's soname family and version come from its name", "[duplicates]") {
+TEST_CASE("duplicate libraries: a library's soname family and version come from its name",
+          "[duplicates]") {
   auto n = library_name("libcublas.so.12.6.4.1");
   REQUIRE(n);
   CHECK(n->soname == "libcublas.so.12");
@@ -64,26 +67,33 @@ TEST_CASE("duplicate libraries: a library's soname family and version come from 
   CHECK_FALSE(compare_library_versions("", "12.6"));
   CHECK(parse_duplicate_policy("", "x") == DuplicatePolicy::Report);
   CHECK(parse_duplicate_policy("upper", "x") == DuplicatePolicy::Upper);
-  CHECK_THROWS_WITH(parse_duplicate_policy("higher", "STACKBUILD_DUPLICATE_LIBRARIES"),
-                    Catch::Contains("STACKBUILD_DUPLICATE_LIBRARIES is report, lower, upper or error, not 'higher'"));
+  CHECK_THROWS_WITH(
+      parse_duplicate_policy("higher", "STACKBUILD_DUPLICATE_LIBRARIES"),
+      Catch::Contains(
+          "STACKBUILD_DUPLICATE_LIBRARIES is report, lower, upper or error, not 'higher'"));
 }
 
-TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and links leave them", "[duplicates]") {
+TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and links leave them",
+          "[duplicates]") {
   TempDir dir;
   Store store(dir.path() / "store");
   const fs::path h = dir.path() / "host";
   EntryMap cuda;
   cuda[kCuda + "libcublas.so.12.6.4.1"] = fake_elf(h / "cublas", 100);
   cuda[kCuda + "libcublas.so.12"] = symlink("libcublas.so.12.6.4.1");
-  cuda[kCuda + "stubs/libcublas.so"] = fake_elf(h / "stub", 10);          // link-time only
-  cuda["usr/lib/x86_64-linux-gnu/libc.so"] = text_file(h / "libc.so", "GROUP ( libc.so.6 )\n");  // a linker script
+  cuda[kCuda + "stubs/libcublas.so"] = fake_elf(h / "stub", 10);  // link-time only
+  cuda["usr/lib/x86_64-linux-gnu/libc.so"] =
+      text_file(h / "libc.so", "GROUP ( libc.so.6 )\n");  // a linker script
   EntryMap wheels;
   wheels[kSite + "nvidia/cudnn/lib/libcudnn.so.9"] = fake_elf(h / "cudnn", 50);
   wheels[kSite + "nvidia_cudnn_cu12-9.1.0.70.dist-info/RECORD"] =
-      text_file(h / "RECORD", "nvidia/cudnn/lib/libcudnn.so.9,sha256=x,50\nnvidia_cudnn_cu12-9.1.0.70.dist-info/RECORD,,\n");
+      text_file(h / "RECORD",
+                "nvidia/cudnn/lib/libcudnn.so.9,sha256=x,50\nnvidia_cudnn_cu12-9.1.0.70.dist-info/"
+                "RECORD,,\n");
   EntryMap gone;
   gone[kSite + "nvidia/cudnn/lib/.wh.libcudnn.so.9"] = text_file(h / "empty", "");
-  std::vector<Layer> layers = {write_layer(cuda, store, LayerOptions{}), write_layer(wheels, store, LayerOptions{}),
+  std::vector<Layer> layers = {write_layer(cuda, store, LayerOptions{}),
+                               write_layer(wheels, store, LayerOptions{}),
                                write_layer(gone, store, LayerOptions{})};
 
   auto two = visible_libraries(store, {layers[0], layers[1]}, {"cuda", "wheels"});
@@ -97,7 +107,8 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
   CHECK(two[1].layer == "wheels");
   CHECK(two[1].version == "9.1.0.70");
   CHECK(two[1].version_from == "wheel nvidia-cudnn-cu12 9.1.0.70");
-  // The whiteout in the third layer removes the wheel's copy; listings come back from the store the same.
+  // The whiteout in the third layer removes the wheel's copy; listings come back from the store the
+  // same.
   auto three = visible_libraries(store, layers, {"cuda", "wheels", "gone"});
   REQUIRE(three.size() == 1);
   CHECK(three[0].path == kCuda + "libcublas.so.12.6.4.1");
@@ -107,7 +118,8 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
 TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]") {
   TempDir dir;
   const fs::path h = dir.path() / "host";
-  LibraryCopy lower{"cuda", kCuda + "libcublas.so.12.6.4.1", "libcublas.so.12", "12.6.4.1", "file name", 100};
+  LibraryCopy lower{
+      "cuda", kCuda + "libcublas.so.12.6.4.1", "libcublas.so.12", "12.6.4.1", "file name", 100};
   auto upper_entries = [&](const std::string& version) {
     EntryMap e;
     e[kSite + "nvidia/cublas/lib/libcublas.so.12"] = fake_elf(h / "cublas", 200);
@@ -124,9 +136,12 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
   CHECK(upper[0].version_from == "wheel nvidia-cublas-cu12 12.6.4.1");
   auto dups = find_duplicates({lower}, upper);
   REQUIRE(dups.size() == 1);
-  CHECK_THAT(describe(dups[0]), Catch::Contains("libcublas.so.12 twice: /" + kSite +
-                                                "nvidia/cublas/lib/libcublas.so.12 in layer torch"));
-  CHECK_THAT(describe(dups[0]), Catch::Contains("/" + kCuda + "libcublas.so.12.6.4.1 in layer cuda (12.6.4.1 from the file name"));
+  CHECK_THAT(describe(dups[0]),
+             Catch::Contains("libcublas.so.12 twice: /" + kSite +
+                             "nvidia/cublas/lib/libcublas.so.12 in layer torch"));
+  CHECK_THAT(describe(dups[0]),
+             Catch::Contains("/" + kCuda +
+                             "libcublas.so.12.6.4.1 in layer cuda (12.6.4.1 from the file name"));
   CHECK_THAT(duplicate_outcome(dups[0]), Catch::Contains("`duplicates: lower` would save 200 B"));
   // The same path in both is an overwrite, not a second copy.
   LibraryCopy same = lower;
@@ -138,7 +153,8 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
     apply_duplicate_policy(DuplicatePolicy::Report, "torch", dups, e);
     CHECK(e.size() == before.size());
     CHECK(e.at(upper[0].path).type == TarEntry::Type::File);
-    CHECK_THAT(duplicate_summary(dups), Catch::Contains("1 second copy") && Catch::Contains("0 B saved") &&
+    CHECK_THAT(duplicate_summary(dups), Catch::Contains("1 second copy") &&
+                                            Catch::Contains("0 B saved") &&
                                             Catch::Contains("200 B still stored twice"));
   }
   SECTION("lower makes the upper copy a link to the lower one") {
@@ -148,7 +164,8 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
     CHECK(link.link == "/" + kCuda + "libcublas.so.12.6.4.1");
     CHECK(link.size == 0);
     CHECK(dups[0].saved == 200);
-    CHECK_THAT(duplicate_summary(dups), Catch::Contains("200 B saved") && Catch::Contains("0 B still stored twice"));
+    CHECK_THAT(duplicate_summary(dups),
+               Catch::Contains("200 B saved") && Catch::Contains("0 B still stored twice"));
   }
   SECTION("upper adds a link at the lower path, and saves nothing") {
     apply_duplicate_policy(DuplicatePolicy::Upper, "torch", dups, e);
@@ -161,7 +178,8 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
   }
   SECTION("error fails, naming both copies") {
     CHECK_THROWS_WITH(apply_duplicate_policy(DuplicatePolicy::Error, "torch", dups, e),
-                      Catch::Contains("duplicates policy is error") && Catch::Contains(kCuda + "libcublas.so.12.6.4.1") &&
+                      Catch::Contains("duplicates policy is error") &&
+                          Catch::Contains(kCuda + "libcublas.so.12.6.4.1") &&
                           Catch::Contains(upper[0].path));
   }
   SECTION("lower is refused over an older lower copy, upper over an older upper copy") {
@@ -169,8 +187,9 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
     auto nd = find_duplicates({lower}, entry_libraries("torch", newer));
     REQUIRE(nd.size() == 1);
     CHECK_THAT(duplicate_outcome(nd[0]), Catch::Contains("lower copy is older"));
-    CHECK_THROWS_WITH(apply_duplicate_policy(DuplicatePolicy::Lower, "torch", nd, newer),
-                      Catch::Contains("a link to the older /" + kCuda + "libcublas.so.12.6.4.1 (12.6.4.1"));
+    CHECK_THROWS_WITH(
+        apply_duplicate_policy(DuplicatePolicy::Lower, "torch", nd, newer),
+        Catch::Contains("a link to the older /" + kCuda + "libcublas.so.12.6.4.1 (12.6.4.1"));
     CHECK(newer.at(upper[0].path).type == TarEntry::Type::File);  // refused before anything changed
     apply_duplicate_policy(DuplicatePolicy::Upper, "torch", nd, newer);
     CHECK(newer.at(lower.path).link == "/" + upper[0].path);
@@ -178,7 +197,8 @@ TEST_CASE("duplicate libraries: each policy and the version rule", "[duplicates]
     EntryMap older = upper_entries("12.4.5.8");
     auto od = find_duplicates({lower}, entry_libraries("torch", older));
     CHECK_THROWS_WITH(apply_duplicate_policy(DuplicatePolicy::Upper, "torch", od, older),
-                      Catch::Contains("duplicates: upper would make /" + kCuda + "libcublas.so.12.6.4.1 (12.6.4.1"));
+                      Catch::Contains("duplicates: upper would make /" + kCuda +
+                                      "libcublas.so.12.6.4.1 (12.6.4.1"));
     apply_duplicate_policy(DuplicatePolicy::Lower, "torch", od, older);
     CHECK(older.at(upper[0].path).type == TarEntry::Type::Symlink);
   }
