@@ -116,6 +116,10 @@ const char* const kBuildHelp =
     "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
     "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
     "as for push); --locked builds from the digest 'stackbuild lock' recorded.\n"
+    "A shared library a layer holds while a layer below has the same soname (libcublas.so.12 from\n"
+    "a CUDA layer and from a wheel) is reported: a warning per copy, with paths, layers, versions\n"
+    "and sizes, and a summary line. A layer's duplicates: key (else $STACKBUILD_DUPLICATE_LIBRARIES)\n"
+    "says which copy wins: report (default), lower, upper or error (docs/layers.md).\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
 namespace {

@@ -12,24 +12,6 @@
 
 namespace sb::pip {
 
-DuplicatePolicy parse_duplicate_policy(const std::string& text) {
-  if (text.empty() || text == "report") return DuplicatePolicy::Report;
-  if (text == "lower") return DuplicatePolicy::KeepLower;
-  throw Error("duplicate library policy is 'report' or 'lower', not '" + text + "'");
-}
-
-bool is_library_name(const std::string& name) {
-  if (!name.starts_with("lib")) return false;
-  size_t so = name.find(".so");
-  if (so == std::string::npos || so <= 3) return false;
-  std::string rest = name.substr(so + 3);
-  if (rest.empty()) return true;
-  if (rest[0] != '.') return false;
-  for (size_t i = 1; i < rest.size(); ++i)
-    if (!isdigit(static_cast<unsigned char>(rest[i])) && rest[i] != '.') return false;
-  return rest.size() > 1;
-}
-
 LayerListing list_layer(const std::string& name, const fs::path& blob) {
   LayerListing out{name, {}};
   Utf8Locale locale;  // the blob's pax headers hold UTF-8 names (ca-certificates has some)
@@ -92,53 +74,6 @@ bool detect_musl(const std::vector<LayerListing>& lower, Target& target) {
   target.libc = "musl";
   target.libc_version = version.empty() ? "1.1" : version;
   return true;
-}
-
-LayerListing list_entries(const std::string& name, const EntryMap& entries) {
-  LayerListing out{name, {}};
-  for (const auto& [p, e] : entries)
-    if (e.type == TarEntry::Type::File || e.type == TarEntry::Type::Symlink || e.type == TarEntry::Type::Hardlink)
-      out.paths.push_back(p);
-  return out;
-}
-
-std::vector<DuplicateLibrary> find_duplicate_libraries(const std::vector<LayerListing>& lower,
-                                                       const std::string& upper_name, const EntryMap& upper) {
-  // soname -> (layer, path) of the topmost lower copy
-  std::map<std::string, std::pair<std::string, std::string>> have;
-  for (const auto& l : lower)
-    for (const auto& p : l.paths) {
-      std::string base = fs::path(p).filename().string();
-      if (is_library_name(base)) have[base] = {l.layer, p};
-    }
-  std::vector<DuplicateLibrary> out;
-  for (const auto& [p, e] : upper) {
-    if (e.type != TarEntry::Type::File) continue;
-    std::string base = fs::path(p).filename().string();
-    if (!is_library_name(base)) continue;
-    auto it = have.find(base);
-    if (it == have.end() || it->second.second == p) continue;  // same path: an overwrite, not a second copy
-    out.push_back({base, it->second.first, it->second.second, upper_name, p, e.size});
-  }
-  return out;
-}
-
-uint64_t keep_lower(EntryMap& upper, const std::vector<DuplicateLibrary>& dups) {
-  uint64_t saved = 0;
-  for (const auto& d : dups) {
-    auto it = upper.find(d.upper_path);
-    if (it == upper.end() || it->second.type != TarEntry::Type::File) continue;
-    saved += it->second.size;
-    TarEntry link = it->second;
-    link.type = TarEntry::Type::Symlink;
-    link.mode = 0777;
-    link.size = 0;
-    link.source.clear();
-    link.link = "/" + d.lower_path;
-    link.host_dev = link.host_ino = 0;
-    it->second = link;
-  }
-  return saved;
 }
 
 }  // namespace sb::pip

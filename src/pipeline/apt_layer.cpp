@@ -1,4 +1,5 @@
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/duplicate_libraries.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -350,7 +351,8 @@ bool is_apt_layer(const LayerSpec& spec) {
 }
 
 LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
+                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                            const Store& store, const BuildOptions& options,
                             int64_t epoch, Status& status, Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   apt::AptState state;
@@ -381,7 +383,8 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   const uint64_t budget = layer_budget(recipe, options);
   k.field("stackbuild-apt-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
       .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-      .field("epoch", epoch).field("budget", static_cast<int64_t>(budget));
+      .field("epoch", epoch).field("budget", static_cast<int64_t>(budget))
+      .field("duplicates", to_string(duplicate_policy(spec)));
   if (spec.configure) k.field("configure", "dpkg --configure -a");
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
   for (const auto& lr : r.repos) k.field("repo", nlohmann::json(lr.repo).dump()).field("keyring", lr.keyring.string());
@@ -412,6 +415,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   apt::Installed inst = apt::install_packages(r.packages, state, io, store, *fetcher);
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
   if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
+  check_duplicate_libraries(spec, below, below_names, store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by package, dpkg's status in the last part (apt/install.hpp: package_groups).
   std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
                                           status, "layer " + spec.name + " (" + std::to_string(r.packages.size()) +

@@ -36,7 +36,8 @@ bool is_apt_layer(const LayerSpec& spec);
 // point, pipeline/lock.hpp) the exact packages pinned there are fetched; otherwise the
 // repositories are read and the packages resolved now.
 LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
+                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                            const Store& store, const BuildOptions& options,
                             int64_t epoch, Status& status, Digest& key_out);
 
 // The "apt" object of one resolved point for the lockfile: for each apt layer

@@ -8,6 +8,7 @@
 #include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/duplicate_libraries.hpp"
 #include "pipeline/kept_source_layer.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
@@ -61,7 +62,8 @@ Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions
       .field("spec", nlohmann::json(spec).dump())
       .field("compression", to_string(lo.compression))
       .field("level", lo.level)
-      .field("epoch", epoch);
+      .field("epoch", epoch)
+      .field("duplicates", to_string(duplicate_policy(spec)));
   hash_entries(entries, key);
   return key.finish();
 }
@@ -113,7 +115,8 @@ namespace {
 
 // A copy layer over the budget, as several layers split by top-level path
 // (layer/split.hpp). Its key adds the budget to the whole layer's key.
-LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entries, const Digest& whole_key,
+LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, const Digest& whole_key,
+                                   const std::vector<Layer>& below, const std::vector<std::string>& below_names,
                                    uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
                                    std::chrono::steady_clock::time_point start, Digest& key_out) {
   const Digest key = KeyHasher()
@@ -129,6 +132,7 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entrie
   }
   auto lock = store.lock("layer-" + key.hex());
   if ((parts = cached_layers(store, key))) return layer_report(spec.name, *parts, true, since(start));
+  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
   parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status, "layer " + spec.name,
                        "by top-level path");
   return layer_report(spec.name, *parts, false, since(start));
@@ -137,6 +141,7 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, const EntryMap& entrie
 // One copy layer: from the cache when its key is there, else written now.
 // The key covers the parent's key, so a changed lower layer rebuilds the rest.
 LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                             const std::vector<Layer>& below, const std::vector<std::string>& below_names,
                              const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                              Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
@@ -145,7 +150,8 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
   key_out = key;
   const uint64_t budget = layer_budget(recipe, options);
   if (budget > 0 && content_bytes(entries) > budget)
-    return build_split_copy_layer(spec, entries, key, budget, store, options, status, start, key_out);
+    return build_split_copy_layer(spec, std::move(entries), key, below, below_names, budget, store, options, status,
+                                  start, key_out);
   bool cached = true;
   std::optional<Layer> hit = cached_layer(store, key);
   if (!hit) {
@@ -153,6 +159,7 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
     hit = cached_layer(store, key);
     if (!hit) {
       cached = false;
+      check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
       hit = store_layer(entries, store, options.layer, key, status, "layer " + spec.name);
     }
   }
@@ -185,6 +192,9 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
   std::vector<HistoryEntry> history;
   std::optional<BaseImage> base = load_base_image(recipe, store, options.base, status);
   if (base) key = base->cache_key(), layers = base->layers, history = base->history, result.base = base->pinned;
+  std::vector<std::string> names;  // of `layers`, for the duplicate-library report
+  for (size_t i = 0; i < layers.size(); ++i) names.push_back("base #" + std::to_string(i + 1));
+  std::vector<DuplicateLibrary> duplicates;
 
   // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
   for (const auto& spec : recipe.layers) {
@@ -200,15 +210,15 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     try {
       kept = kept_source(recipe, spec, options.variables, locked_sources(options.point.lock));
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
-        result.layers.push_back(build_apt_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+        result.layers.push_back(build_apt_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
       else if (is_pip_layer(spec))  // Python wheels (issue 5): pipeline/pip_layer.cpp
-        result.layers.push_back(build_pip_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+        result.layers.push_back(build_pip_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
       else if (is_redist_layer(spec))  // NVIDIA redist archives (issue 5): pipeline/redist_layer.cpp
-        result.layers.push_back(build_redist_layer(recipe, spec, key, store, options, epoch, status, key));
+        result.layers.push_back(build_redist_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
       else if (steps)
-        result.layers.push_back(build_step_layer(recipe, spec, key, layers, store, options, epoch, status, key));
+        result.layers.push_back(build_step_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
       else
-        result.layers.push_back(build_copy_layer(recipe, spec, key, store, options, epoch, status, key));
+        result.layers.push_back(build_copy_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
     } catch (Error& e) {
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
@@ -222,6 +232,13 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     const LayerReport& done = result.layers.back();
     layers.push_back(done.layer);
     const size_t n = 1 + done.more.size();
+    for (size_t i = 1; i <= n; ++i)
+      names.push_back(n == 1 ? spec.name : spec.name + " (part " + std::to_string(i) + " of " + std::to_string(n) + ")");
+    // Libraries a lower layer has too, as found when the layer was written (again when it is cached).
+    for (auto& d : duplicates_of(store, key)) {
+      status.message(Level::Warning, "layer " + spec.name + ": " + describe(d) + "; " + duplicate_outcome(d));
+      duplicates.push_back(std::move(d));
+    }
     auto created_by = [&](size_t i) {
       return "stackbuild: layer '" + spec.name + "' (" + kind +
              (n == 1 ? std::string() : ", part " + std::to_string(i) + " of " + std::to_string(n)) + ")";
@@ -244,12 +261,15 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     const size_t m = 1 + src.more.size();
     for (size_t i = 0; i < m; ++i) {
       layers.push_back(i == 0 ? src.layer : src.more[i - 1]);
+      names.push_back(spec.name + " (source)");
       history.push_back({"stackbuild: layer '" + spec.name + "' (source at " + kept->image_path +
                              (m == 1 ? std::string() : ", part " + std::to_string(i + 1) + " of " + std::to_string(m)) +
                              ")",
                          spec.comment, false});
     }
   }
+
+  if (!duplicates.empty()) status.message(Level::Warning, duplicate_summary(duplicates));
 
   // 4. Image documents: one image, under every tag.
   ImageConfig config = base ? inherit_config(base->config, image_config(recipe), recipe) : image_config(recipe);

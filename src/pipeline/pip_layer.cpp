@@ -9,6 +9,7 @@
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
 #include "pip/duplicates.hpp"
+#include "pipeline/duplicate_libraries.hpp"
 #include "pip/install.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
@@ -182,8 +183,9 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
 }
 
 LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out) {
+                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                            const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
+                            Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   try {
     pip::Target target = pip_target(recipe, options.variables);
@@ -216,13 +218,11 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
                            status, pip_constraints(recipe, options.point), installed);
     }
-    const std::string policy =
-        !spec.duplicates.empty() ? spec.duplicates : env_or("STACKBUILD_DUPLICATE_LIBRARIES", "report");
     KeyHasher k;
-    k.field("stackbuild-pip-layer", "1").field("parent", key_parent.str()).field("name", spec.name)
+    k.field("stackbuild-pip-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("site", target.site()).field("interpreter", target.interpreter)
-        .field("prefix", target.prefix).field("duplicates", policy)
+        .field("prefix", target.prefix).field("duplicates", to_string(duplicate_policy(spec)))
         .field("budget", static_cast<int64_t>(layer_budget(recipe, options)));
     for (const auto& w : wheels)
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
@@ -248,20 +248,8 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    // The same library twice in the image (a CUDA layer's and a wheel's).
-    list_lower();
-    auto dups = pip::find_duplicate_libraries(lower, spec.name, entries);
-    for (const auto& d : dups)
-      status.message(Level::Warning, "layer " + spec.name + ": " + d.soname + " is already in layer " + d.lower_layer +
-                                         " (/" + d.lower_path + "); /" + d.upper_path + " is a second copy (" +
-                                         human_bytes(static_cast<double>(d.upper_bytes)) + ")");
-    if (!dups.empty() && pip::parse_duplicate_policy(policy) ==
-                             pip::DuplicatePolicy::KeepLower) {
-      uint64_t saved = pip::keep_lower(entries, dups);
-      status.message(Level::Info, "layer " + spec.name + ": " + std::to_string(dups.size()) +
-                                      " duplicate libraries link to the lower copy, saving " +
-                                      human_bytes(static_cast<double>(saved)));
-    }
+    // The same library twice in the image (a CUDA layer's and a wheel's): pipeline/duplicate_libraries.hpp.
+    check_duplicate_libraries(spec, below, below_names, store, entries, key);
     // Over the layer budget: split by distribution (a path two wheels write is the later one's).
     std::map<std::string, std::string> dist_of;
     for (const auto& w : inst.wheels) {

@@ -7,8 +7,8 @@
 // Settings (environment): STACKBUILD_PIP_INDEX_URL (else pip's own
 // configuration), STACKBUILD_PIP_PYTHON / STACKBUILD_PIP_GLIBC (override
 // what the recipe's `platform:` and the catalog say), STACKBUILD_PIP_SITE
-// (site-packages path), STACKBUILD_DUPLICATE_LIBRARIES (report | lower; a
-// layer's `duplicates:` key wins), STACKBUILD_OFFLINE=1.
+// (site-packages path), STACKBUILD_OFFLINE=1. Duplicate libraries: see
+// pipeline/duplicate_libraries.hpp.
 #pragma once
 
 #include <map>
@@ -47,13 +47,13 @@ std::vector<std::pair<std::string, std::string>> pip_constraints(const Recipe& r
 
 // Builds one pip layer on top of `below`. With options.point.lock, the
 // wheels pinned there for this layer are fetched (and no index is read);
-// otherwise the requirements are resolved against the index now. Duplicate
-// libraries against `below` are reported through `status`, and with
-// `duplicates: lower` (or STACKBUILD_DUPLICATE_LIBRARIES=lower) replaced by
-// links to the lower copy.
+// otherwise the requirements are resolved against the index now. Libraries
+// that `below` (named `below_names`) already has are handled as the layer's
+// `duplicates:` policy says (pipeline/duplicate_libraries.hpp).
 LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out);
+                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                            const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
+                            Digest& key_out);
 
 // The lockfile's "pip" object of one point: per pip layer, the target, the
 // requirements and constraints it was resolved from, and every wheel's name,

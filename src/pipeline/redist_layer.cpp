@@ -1,4 +1,5 @@
 #include "pipeline/redist_layer.hpp"
+#include "pipeline/duplicate_libraries.hpp"
 
 #include "pipeline/layer_cache.hpp"
 
@@ -165,6 +166,7 @@ std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec
 }
 
 LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
+                               const std::vector<Layer>& below, const std::vector<std::string>& below_names,
                                const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                                Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
@@ -180,7 +182,8 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     k.field("stackbuild-redist-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("cuda", in.cuda_xy)
-        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)));
+        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)))
+        .field("duplicates", to_string(duplicate_policy(spec)));
     std::vector<fetch::FetchItem> items;
     for (const auto& a : in.archives) {
       k.field("archive", a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
@@ -215,6 +218,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
+    check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
     // Over the budget: split by component (cuda_cudart, libcublas, cudnn, nccl); the
     // usr/local/cuda link and the ld.so.conf.d entry, which no archive holds, in the last part.
     auto shared = [](const std::string&) { return std::string("~shared"); };

@@ -1,4 +1,5 @@
 #include "pipeline/step_layer.hpp"
+#include "pipeline/duplicate_libraries.hpp"
 
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/source_tree.hpp"
@@ -39,7 +40,8 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
       .field("compression", to_string(lo.compression))
       .field("level", lo.level)
       .field("epoch", epoch)
-      .field("rootless", rootless ? 1 : 0);
+      .field("rootless", rootless ? 1 : 0)
+      .field("duplicates", to_string(duplicate_policy(spec)));
   key.field("env", static_cast<int64_t>(env.size()));
   for (const auto& [k, v] : env) key.field("name", k).field("value", v);
   return key.finish();
@@ -108,7 +110,8 @@ fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status&
 }
 
 LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                             const std::vector<Layer>& below, const Store& store,
+                             const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                             const Store& store,
                              const BuildOptions& options, int64_t epoch, Status& status,
                              Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
@@ -165,6 +168,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   EntryMap entries = entries_from_changeset(cs, o);
   status.task_end(task, std::to_string(entries.size()) + " entries, " + std::to_string(cs.deleted.size()) +
                             " deleted, " + human_bytes(static_cast<double>(content_bytes(entries))));
+  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by top-level path, as a copy layer is; whiteouts
   // stay with what they hide (layer/split.hpp).
   std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,

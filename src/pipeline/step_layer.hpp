@@ -26,7 +26,8 @@ fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status&
 // written. The key hashes the parent's key, the layer's spec (with ${vars}
 // expanded), the steps' whole environment, compression and the epoch.
 LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                             const std::vector<Layer>& below, const Store& store,
+                             const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                             const Store& store,
                              const BuildOptions& options, int64_t epoch, Status& status,
                              Digest& key_out);
 

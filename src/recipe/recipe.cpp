@@ -167,9 +167,6 @@ void validate_recipe(const Recipe& r) {
           fail(k, std::string("'") + k + "' applies to one component, and the layer uses " +
                       std::to_string(l.use.size()),
                "use one layer per component, or let the resolver choose the versions");
-    if (l.key_where.count("duplicates") && l.pip.empty() && l.from != "wheel")
-      fail("duplicates", "'duplicates' applies to a layer of wheels ('pip:' or 'from: wheel')",
-           "it says which copy wins when a wheel brings a library a lower layer has");
     if (l.from == "apt" && !l.pip.empty())
       fail("from", "'from: apt' and 'pip:' in one layer", "put the wheels in a layer of their own");
     for (const auto& p : l.patches) {

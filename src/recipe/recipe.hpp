@@ -124,7 +124,7 @@ struct LayerSpec {
   std::vector<std::string> components;   // parts of the component: cudart, cublas, nvcc, ...
   std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
   std::string from;                      // "", "redist", "wheel", "apt" or "source": which kind of source
-  std::string duplicates;                // "", "report" or "lower": a library a lower layer has too
+  std::string duplicates;                // "", report, lower, upper, error: a library a lower layer has too
   std::string keep_source;               // image path where the source tree stays; may use ${vars}
   std::vector<PatchSpec> patches;        // applied to the source (from: source, or the kept source)
   SourceDecl source;                     // `source:`; given() false = none, or the catalog's

@@ -256,9 +256,10 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   if (auto v = n["pip"]) l.pip = r.string_or_strings(v, "'pip'");
   if (auto v = n["duplicates"]) {
     l.duplicates = r.string(v, "'duplicates'");
-    if (l.duplicates != "report" && l.duplicates != "lower")
-      r.fail(v, "'duplicates' is report or lower, not '" + l.duplicates + "'",
-             "lower: a library a lower layer already has becomes a link to that copy");
+    if (l.duplicates != "report" && l.duplicates != "lower" && l.duplicates != "upper" && l.duplicates != "error")
+      r.fail(v, "'duplicates' is report, lower, upper or error, not '" + l.duplicates + "'",
+             "which copy wins when the layer holds a library a lower layer has too: lower links this layer's "
+             "copy to the lower one (see docs/layers.md)");
   }
   if (auto v = n["repositories"]) l.repositories = parse_apt_repositories(r, v, base);  // recipe_apt.cpp
   if (auto v = n["pins"]) l.pins = parse_apt_pins(r, v);

@@ -241,27 +241,6 @@ TEST_CASE("pip index: pip configuration is read from a root directory", "[pip]")
   CHECK(join_url("https://h/simple/torch/", "https://o/y.whl") == "https://o/y.whl");
 }
 
-TEST_CASE("pip index: duplicate libraries across layers are found and can link to the lower copy", "[pip]") {
-  EntryMap upper;
-  TarEntry file;
-  file.size = 100;
-  upper["usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/libcublas.so.12"] = file;
-  upper["usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/notalib.txt"] = file;
-  upper["usr/local/lib/python3.12/dist-packages/torch/lib/libtorch.so"] = file;
-  LayerListing lower{"cuda", {"usr/local/cuda-12.4/lib64/libcublas.so.12", "usr/local/cuda-12.4/lib64/libcublas.so.12.4.5.8"}};
-  auto d = find_duplicate_libraries({lower}, "torch", upper);
-  REQUIRE(d.size() == 1);
-  CHECK(d[0].soname == "libcublas.so.12");
-  CHECK(d[0].lower_layer == "cuda");
-  CHECK(keep_lower(upper, d) == 100);
-  auto& e = upper.at("usr/local/lib/python3.12/dist-packages/nvidia/cublas/lib/libcublas.so.12");
-  CHECK(e.type == TarEntry::Type::Symlink);
-  CHECK(e.link == "/usr/local/cuda-12.4/lib64/libcublas.so.12");
-  CHECK(is_library_name("libcudnn.so.9.1.0"));
-  CHECK_FALSE(is_library_name("libfoo.so.txt"));
-  CHECK_THROWS_WITH(parse_duplicate_policy("upper"), Catch::Contains("'report' or 'lower'"));
-}
-
 TEST_CASE("pip index: a lower layer with non-ASCII names is listed in the C locale", "[pip]") {
   // ca-certificates ships such names; the canonical tar writes them in pax headers as
   // UTF-8, which libarchive refuses to read back under the process's "C" locale.

@@ -61,9 +61,7 @@ TEST_CASE("sources: from duplicates and platform are checked at their place", "[
   } cases[] = {
       {"stack: t\nlayers:\n  - {name: d, use: cudnn, from: wheels}\n", 3, 33, "did you mean 'wheel'"},
       {"stack: t\nlayers:\n  - {name: d, use: [cudnn, nccl], from: source}\n", 3, 35, "applies to one component"},
-      {"stack: t\nlayers:\n  - {name: w, pip: [x], duplicates: higher}\n", 3, 37, "'duplicates' is report or lower"},
-      {"stack: t\nlayers:\n  - {name: c, use: cuda, duplicates: lower}\n", 3, 26,
-       "'duplicates' applies to a layer of wheels"},
+      {"stack: t\nlayers:\n  - {name: w, pip: [x], duplicates: higher}\n", 3, 37, "'duplicates' is report, lower, upper or error"},
       {"stack: t\nlayers:\n  - {name: c, use: nccl, from: apt, pip: [x]}\n", 3, 26, "'from: apt' and 'pip:'"},
       {"stack: t\nplatform: {glibc: \"2.x\"}\nlayers:\n  - {name: w, pip: [x]}\n", 2, 19,
        "platform.glibc is a version such as 2.39"},
