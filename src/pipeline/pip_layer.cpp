@@ -46,6 +46,24 @@ pip::IndexConfig index_config(const std::string& explicit_url = "") {
   return pip::index_config(setting, "/", current_environment(), pip::pip_default_index);
 }
 
+// The listing of a layer built earlier, kept in the store by its blob's
+// digest (a blob never changes): listing the os and tools layers meant
+// decompressing them again on every resolution.
+pip::LayerListing cached_listing(const Store& store, const std::string& name, const Digest& blob) {
+  const Digest key = KeyHasher().field("stackbuild-layer-listing", "1").field("blob", blob.str()).finish();
+  if (auto rec = store.get_record("layer-listing", key)) {
+    try {
+      auto j = nlohmann::json::parse(*rec);
+      return {name, j.at("paths").get<std::vector<std::string>>(), j.at("musl_version").get<std::string>()};
+    } catch (const std::exception&) {
+      // A damaged record: list the blob again.
+    }
+  }
+  pip::LayerListing out = pip::list_layer(name, store.blob_path(blob));
+  store.put_record("layer-listing", key, nlohmann::json{{"paths", out.paths}, {"musl_version", out.musl_version}}.dump());
+  return out;
+}
+
 // The record of `v`; of its build `build` when given (pytorch 2.7.0 comes as
 // cu118, cu126 and cu128 builds, each with its own sources).
 const catalog::Record* record_of(const catalog::Catalog& cat, const std::string& component, const std::string& v,
@@ -200,8 +218,8 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     auto list_lower = [&] {
       if (lower.size() == below.size()) return;
       for (size_t i = 0; i < below.size(); ++i)
-        lower.push_back(pip::list_layer(i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
-                                        store.blob_path(below[i].digest)));
+        lower.push_back(cached_listing(store, i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
+                                       below[i].digest));
     };
     std::vector<pip::PinnedWheel> wheels;
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
