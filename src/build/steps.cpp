@@ -160,7 +160,8 @@ std::string cache_dir_name(const std::string& path) {
 
 std::map<std::string, std::string> step_environment(
     const Recipe& recipe, const BuildSpec& spec,
-    const std::map<std::string, std::string>& variables, int64_t epoch) {
+    const std::map<std::string, std::string>& variables, int64_t epoch,
+    const std::map<std::string, std::string>& library_paths) {
   std::map<std::string, std::string> env{
       {"PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
       {"HOME", spec.uid.value_or(0) == 0 ? "/root" : "/"},
@@ -182,6 +183,7 @@ std::map<std::string, std::string> step_environment(
       env[key.substr(3) + "_VERSION"] = value;
     }
   }
+  for (const auto& [k, v] : library_paths) env[k] = v;
   for (const auto& [k, v] : spec.env) env[k] = v.value;
   return env;
 }

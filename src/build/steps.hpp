@@ -59,10 +59,12 @@ Changeset run_build_steps(const StepsInput& input, sandbox::Sandbox& sandbox, St
 // SOURCE_DATE_EPOCH), the recipe's config.env, the matrix point's variables
 // (SB_<NAME>, and for `arch` TORCH_CUDA_ARCH_LIST and CMAKE_CUDA_ARCHITECTURES,
 // for `cuda` CUDA_HOME and CUDA_VERSION, for cudnn and nccl <NAME>_VERSION),
-// then the layer's build.env.
+// `library_paths` (where the layers below put cuDNN and NCCL:
+// pipeline/library_paths.hpp), then the layer's build.env.
 std::map<std::string, std::string> step_environment(
     const Recipe& recipe, const BuildSpec& spec,
-    const std::map<std::string, std::string>& variables, int64_t source_date_epoch);
+    const std::map<std::string, std::string>& variables, int64_t source_date_epoch,
+    const std::map<std::string, std::string>& library_paths = {});
 
 // "8.0;8.6+PTX;9.0a" -> "80-real;86;90a-real" (CMake's CUDA_ARCHITECTURES).
 std::string cmake_cuda_architectures(const std::string& torch_arch_list);

@@ -53,6 +53,7 @@ int cmd_pull(const std::vector<std::string>& argv);
 int cmd_pip(const std::vector<std::string>& argv);     // cli/pip.cpp (issue 5)
 int cmd_redist(const std::vector<std::string>& argv);  // cli/pip.cpp (issue 5)
 int cmd_gc(const std::vector<std::string>& argv);      // cli/gc.cpp
+int cmd_cuda_code(const std::vector<std::string>& argv);  // cli/cuda_code.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -69,6 +70,7 @@ extern const char* const kPullHelp;
 extern const char* const kPipHelp;
 extern const char* const kRedistHelp;
 extern const char* const kGcHelp;
+extern const char* const kCudaCodeHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);

@@ -50,6 +50,8 @@ const std::vector<Command>& commands() {
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
       {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
       {"run", "run a command inside an image, in the sandbox, optionally with GPUs", kRunHelp, cmd_run},
+      {"cuda-code", "list the GPU code (sm_XY SASS, compute_XY PTX) CUDA binaries carry", kCudaCodeHelp,
+       cmd_cuda_code},
       {"gpu", "show what GPU tests would inject from this host (or a CDI spec)", kGpuHelp, cmd_gpu},
       {"push", "push images of an OCI layout to a registry", kPushHelp, cmd_push},
       {"pull", "pull an image from a registry into an OCI layout", kPullHelp, cmd_pull},

@@ -2,6 +2,7 @@
 #include "pipeline/duplicate_libraries.hpp"
 
 #include "pipeline/layer_cache.hpp"
+#include "pipeline/library_paths.hpp"
 #include "pipeline/source_tree.hpp"
 
 #include <sys/stat.h>
@@ -119,7 +120,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   StepsInput in;
   in.layer = spec.name;
   in.spec = spec.build;
-  in.env = step_environment(recipe, spec.build, options.variables, epoch);
+  in.env = step_environment(recipe, spec.build, options.variables, epoch,
+                            library_paths(recipe, spec, options.variables));
   const std::optional<LayerSource> source = layer_source(recipe, spec, options.variables, locked_sources(options.point.lock));
   const uint64_t budget = layer_budget(recipe, options);
   const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);

@@ -86,8 +86,28 @@ void merge_recipe(Recipe& base, const Recipe& child) {
     if (!child.matrix.exclude.empty()) base.matrix.exclude = child.matrix.exclude;
   }
   for (const auto& l : child.layers) {
-    if (LayerSpec* mine = by_name(base.layers, l.name)) merge_layer(*mine, l);
-    else base.layers.push_back(l);
+    if (LayerSpec* mine = by_name(base.layers, l.name)) {
+      if (!l.below.empty())
+        throw InputError(l.at("below"), "layer '" + l.name + "': 'below' places a new layer, and the recipes it extends "
+                                        "have a layer '" + l.name + "' already",
+                         "drop 'below:' (the layer merges into theirs, where it is), or give the layer a new name");
+      merge_layer(*mine, l);
+    } else if (!l.below.empty()) {  // directly under the named layer
+      auto under = std::find_if(base.layers.begin(), base.layers.end(),
+                                [&](const LayerSpec& b) { return b.name == l.below; });
+      if (under == base.layers.end()) {
+        std::vector<std::string> names;
+        for (const auto& b : base.layers) names.push_back(b.name);
+        std::string s = suggest(l.below, names);
+        throw InputError(l.at("below"), "layer '" + l.name + "': no layer '" + l.below + "' to go below in the recipes it extends" +
+                                            (s.empty() ? "" : " (did you mean '" + s + "'?)"));
+      }
+      LayerSpec placed = l;
+      placed.below.clear();
+      base.layers.insert(under, std::move(placed));
+    } else {
+      base.layers.push_back(l);
+    }
   }
   if (given("config")) {
     const ConfigSpec& c = child.config;
@@ -144,6 +164,9 @@ void validate_recipe(const Recipe& r) {
     auto fail = [&](const std::string& key, const std::string& msg, const std::string& hint = {}) {
       throw InputError(l.at(key), "layer '" + l.name + "': " + msg, hint);
     };
+    if (!l.below.empty())  // merge_recipe places (and clears) those of a recipe that extends another
+      fail("below", "'below' places a layer under one of the recipe it extends, and this recipe extends none",
+           "list the layers in order instead: each goes on top of those before it");
     if (l.copy.empty() && l.use.empty() && l.apt.empty() && l.pip.empty() && l.build.empty() &&
         !l.source.given())
       fail("name", "has nothing in it", "give it 'copy:', 'use:', 'apt:', 'pip:' or 'build:'");

@@ -124,6 +124,9 @@ struct LayerSpec {
   std::vector<std::string> components;   // parts of the component: cudart, cublas, nvcc, ...
   std::vector<std::string> packages;     // extra OS packages (with `use: <os>`)
   std::string from;                      // "", "redist", "wheel", "apt" or "source": which kind of source
+  // In a recipe that extends another: a new layer goes directly under the
+  // parent's layer of this name, not on top (cleared once placed).
+  std::string below;
   std::string duplicates;                // "", report, lower, upper, error: a library a lower layer has too
   std::string keep_source;               // image path where the source tree stays; may use ${vars}
   std::vector<PatchSpec> patches;        // applied to the source (from: source, or the kept source)

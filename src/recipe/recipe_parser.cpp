@@ -199,7 +199,7 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
                 "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates", "repositories", "pins",
-                "recommends", "base", "priority", "source", "configure"},
+                "recommends", "base", "priority", "source", "configure", "below"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -267,6 +267,7 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   if (auto v = n["base"]) l.base = r.boolean(v, "'base'");
   if (auto v = n["priority"]) l.priority = parse_apt_priority(r, v);
   if (auto v = n["replace"]) r.boolean(v, "'replace'");  // kept in key_where; see merge_recipe
+  if (auto v = n["below"]) l.below = word(r, v, "'below'");  // placed by merge_recipe
   return l;
 }
 

@@ -2,9 +2,11 @@
 
 #include <elf.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 
 #include "util/error.hpp"
 #include "verify/elf.hpp"
@@ -146,6 +148,31 @@ GpuCode gpu_code_of(const std::filesystem::path& elf) {
     }
   }
   return code;
+}
+
+GpuCode gpu_code_of_file(const std::filesystem::path& file) {
+  struct stat st;
+  if (::stat(file.c_str(), &st) != 0) throw_errno("stat " + file.string());
+  if (S_ISDIR(st.st_mode)) throw Error(file.string() + ": is a directory (give the files in it)");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw_errno("open " + file.string());
+  char head[8] = {};
+  in.read(head, sizeof head);
+  const std::string_view h(head, static_cast<size_t>(in.gcount()));
+  if (h.starts_with("\x7f" "ELF")) return gpu_code_of(file);
+  if (h.starts_with("!<arch>\n")) {  // each member object's .nv_fatbin holds whole containers
+    MappedFile m(file);
+    return scan_embedded_fatbins(m.bytes());
+  }
+  if (h.size() >= 4 && peek<uint32_t>(h.data()) == kFatbinMagic) {
+    MappedFile m(file);
+    try {
+      return parse_fatbin(m.bytes());
+    } catch (Error& e) {
+      throw Error(file.string() + ": " + e.what());
+    }
+  }
+  throw Error(file.string() + ": not an ELF file, a static library (ar archive) or a fat binary");
 }
 
 int sm_number(const std::string& cc) {

@@ -40,6 +40,13 @@ GpuCode scan_embedded_fatbins(std::string_view bytes, size_t* containers = nullp
 // file when its .nv_fatbin section is malformed.
 GpuCode gpu_code_of(const std::filesystem::path& elf);
 
+// The GPU code in any file that can carry it, told apart by its first bytes:
+// an ELF file (gpu_code_of), a static library (ar archive: the fat binaries
+// of its member objects), or a raw fat binary (nvcc --fatbin; must parse
+// whole). Throws sb::Error naming the file when it is missing, a directory,
+// none of these, or malformed. What `stackbuild cuda-code` lists.
+GpuCode gpu_code_of_file(const std::filesystem::path& file);
+
 // "8.6" -> 86; throws on a malformed compute capability.
 int sm_number(const std::string& compute_capability);
 

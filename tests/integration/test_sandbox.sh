@@ -9,6 +9,10 @@
 #     127.0.0.1 cannot be reached; with `network: true` it can, and resolv.conf is there;
 #   - a step's write to a file of a lower layer lands in its own layer only: the
 #     unpacked lower rootfs in the store and the base layer are unchanged;
+#   - a SysV shared memory segment the test makes on the host (ipcmk) is not in the
+#     step's /proc/sysvipc/shm; a file a step leaves in /tmp (a tmpfs) is not in the image;
+#   - a `cache:` directory keeps a step's writes for the next build of the layer (after an
+#     edit), in the store and not in the image;
 # and, with other recipes: a step that times out leaves no process behind (not even
 # one it daemonised), killing stackbuild (SIGKILL) mid-step leaves none either, and a
 # failing step fails the build with its exit status, the log's last lines and the log.
@@ -33,6 +37,7 @@ while True:
     c, _ = s.accept(); c.sendall(b"hello\n"); c.close()
 ' >port.txt &
 SERVER=$!
+SERVERS+=("$SERVER")  # stopped at exit (lib.sh), also when a check fails
 for _ in $(seq 50); do [[ -s port.txt ]] && break; sleep 0.1; done
 PORT=$(cat port.txt)
 [[ -n $PORT ]] || fail "the test's TCP server did not start"
@@ -58,6 +63,8 @@ layers:
           tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort | tr '\n' ' ' >\$r/ifaces
           if nc -w 2 127.0.0.1 \$PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >\$r/net_off
           id -u >\$r/uid
+          tail -n +2 /proc/sysvipc/shm | wc -l >\$r/shm
+          echo scratch >/tmp/left-behind
           echo changed >/etc/base.conf
         - [/bin/sh, -c, 'echo argv-form >/results/argv']
   - name: online
@@ -69,8 +76,17 @@ layers:
 tags: ["probe:1"]
 EOF
 
+# A SysV shared memory segment of the host's, which the steps' IPC namespace must hide.
+require_tool ipcmk ipcrm
+SHMID=$(ipcmk -M 1024 | grep -o '[0-9]*$')
+[[ -n $SHMID ]] || fail "ipcmk made no shared memory segment"
+trap 'ipcrm -m "$SHMID" 2>/dev/null || true; cleanup' EXIT
+awk -v id="$SHMID" '$2 == id {found = 1} END {exit !found}' /proc/sysvipc/shm ||
+  fail "the host's /proc/sysvipc/shm does not list segment $SHMID"
+
 check "a recipe with build steps builds"
 expect_ok build sb build probe.yaml -o out --store "$STORE"
+ipcrm -m "$SHMID"
 grep -q "probe | " "$TMP/build.err" || { show_output build; fail "the steps' output did not stream under the layer's name"; }
 expect_ok unpack sb unpack out:1 rootfs --store "$STORE"
 R=rootfs/results
@@ -94,10 +110,16 @@ want net_on reached
 want resolv present
 check "argv commands run without a shell"
 want argv argv-form
+check "own IPC namespace: the host's shared memory segment is not there"
+want shm 0
+check "/tmp is the sandbox's tmpfs: what a step leaves there is not in the layer"
+[[ ! -e rootfs/tmp/left-behind ]] || fail "/tmp/left-behind entered the image"
 
 check "a step's write to a lower layer's file lands in its own layer only"
 [[ "$(cat rootfs/etc/base.conf)" == changed ]] || fail "the image does not have the step's change"
-lower=$(ls -d "$STORE"/rootfs/*/etc/base.conf | head -1)
+# The base layer's unpacked root: the one without the probe's results.
+for lower in "$STORE"/rootfs/*/etc/base.conf; do [[ -e ${lower%/etc/base.conf}/results ]] || break; done
+[[ -e ${lower%/etc/base.conf} && ! -e ${lower%/etc/base.conf}/results ]] || fail "no unpacked base layer in $STORE/rootfs"
 [[ "$(cat "$lower")" == "from the base layer" ]] || fail "the unpacked lower layer was changed: $lower"
 { sed -e '/name: probe/,$d' probe.yaml; echo 'tags: ["probe:1"]'; } >base-only.yaml
 expect_ok base-only sb build base-only.yaml -o out-base --store "$TMP/store2"
@@ -111,6 +133,29 @@ grep -q "3 from the cache" "$TMP/rebuild.err" || { show_output rebuild; fail "th
 grep -q "probe | " "$TMP/rebuild.err" && fail "the rebuild ran steps"
 
 kill "$SERVER" 2>/dev/null || true
+
+check "a cache: directory keeps what steps wrote between builds, outside the image"
+cat >cache.yaml <<'EOF'
+stack: cached
+source_date_epoch: 1700000000
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+  - name: cc
+    build:
+      cache: [/var/cache/demo]
+      env: {MARK: one}
+      run: echo "$MARK" >>/var/cache/demo/log && mkdir -p /seen && cp /var/cache/demo/log /seen/log
+tags: ["cached:1"]
+EOF
+expect_ok cache1 sb build cache.yaml -o cout --store "$STORE"
+sed -i 's/MARK: one/MARK: two/' cache.yaml  # a new key: the layer is built again
+expect_ok cache2 sb build cache.yaml -o cout --store "$STORE"
+grep -q "1 built" "$TMP/cache2.err" || { show_output cache2; fail "the edited layer was not rebuilt"; }
+expect_ok cunpack sb unpack cout:1 crootfs --store "$STORE"
+[[ "$(cat crootfs/seen/log)" == $'one\ntwo' ]] ||
+  fail "the second build's step did not see the first's write to the cache: '$(cat crootfs/seen/log)'"
+[[ "$(cat "$STORE/cache/var_cache_demo/log")" == $'one\ntwo' ]] || fail "the cache in the store holds '$(cat "$STORE/cache/var_cache_demo/log")'"
+[[ ! -e crootfs/var/cache/demo ]] || fail "the image holds the cache directory /var/cache/demo"
 
 check "a step that times out leaves no process behind, not even a daemonised one"
 cat >hang.yaml <<'EOF'

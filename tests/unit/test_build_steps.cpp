@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "build/steps.hpp"
+#include "pipeline/library_paths.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
 
@@ -111,6 +112,75 @@ TEST_CASE("the steps' environment: base - config.env - the point's variables - b
   CHECK(env["CUDA_HOME"] == "/usr/local/cuda");
   CHECK(env["CUDA_VERSION"] == "12.6");
   CHECK(cache_dir_name("/root/.cache/pip") == "root_.cache_pip");
+}
+
+TEST_CASE("the steps' environment: where the layers below put cuDNN and NCCL", "[build][env]") {
+  TempDir tmp;
+  test::write(tmp.path() / "base/bin/sh", "");
+  const std::string head = "stack: s\nplatform: {python: \"3.12\", glibc: \"2.39\"}\nlayers:\n"
+                           "  - {name: base, copy: [{src: base/, dst: /}]}\n";
+  const std::string steps = "  - {name: fw, build: {run: make}}\n";
+  const std::map<std::string, std::string> vars{{"cuda", "12.6.3"}, {"cudnn", "9.5.1.17"}, {"nccl", "2.23.4"}};
+  auto paths = [&](const std::string& layers, std::map<std::string, std::string> v) {
+    Recipe r = recipe_in(tmp.path(), head + layers + steps);
+    return library_paths(r, r.layers.back(), v);
+  };
+
+  SECTION("redist: the CUDA tree of the point's X.Y") {
+    auto env = paths("  - {name: dl, use: [cudnn, nccl]}\n", vars);
+    CHECK(env["CUDNN_ROOT"] == "/usr/local/cuda-12.6");
+    CHECK(env["CUDNN_HOME"] == "/usr/local/cuda-12.6");
+    CHECK(env["CUDNN_PATH"] == "/usr/local/cuda-12.6");
+    CHECK(env["CUDNN_INCLUDE_DIR"] == "/usr/local/cuda-12.6/include");
+    CHECK(env["CUDNN_LIB_DIR"] == "/usr/local/cuda-12.6/lib64");
+    CHECK(env["NCCL_ROOT"] == "/usr/local/cuda-12.6");
+    CHECK(env["NCCL_HOME"] == "/usr/local/cuda-12.6");
+    CHECK(env["NCCL_INCLUDE_DIR"] == "/usr/local/cuda-12.6/include");
+    CHECK(env["NCCL_LIB_DIR"] == "/usr/local/cuda-12.6/lib64");
+    CHECK(env.size() == 9);
+  }
+  SECTION("wheels: site-packages/nvidia/<name>") {
+    auto env = paths("  - {name: dl, use: [cudnn, nccl], from: wheel}\n", vars);
+    CHECK(env["CUDNN_INCLUDE_DIR"] == "/usr/local/lib/python3.12/site-packages/nvidia/cudnn/include");
+    CHECK(env["CUDNN_LIB_DIR"] == "/usr/local/lib/python3.12/site-packages/nvidia/cudnn/lib");
+    CHECK(env["NCCL_ROOT"] == "/usr/local/lib/python3.12/site-packages/nvidia/nccl");
+    CHECK(env["NCCL_LIB_DIR"] == "/usr/local/lib/python3.12/site-packages/nvidia/nccl/lib");
+    // Named in pip:, the same.
+    env = paths("  - {name: dl, pip: [nvidia-nccl-cu12==2.23.4]}\n", {});
+    CHECK(env["NCCL_INCLUDE_DIR"] == "/usr/local/lib/python3.12/site-packages/nvidia/nccl/include");
+    CHECK_FALSE(env.count("CUDNN_ROOT"));
+    // Brought by another wheel (torch pulls nvidia-cudnn-cu12): for the components the point resolved.
+    env = paths("  - {name: torch, use: pytorch, from: wheel}\n", {{"cudnn", "9.5.1.17"}});
+    CHECK(env["CUDNN_LIB_DIR"] == "/usr/local/lib/python3.12/site-packages/nvidia/cudnn/lib");
+    CHECK_FALSE(env.count("NCCL_ROOT"));
+  }
+  SECTION("apt: /usr/include and the architecture's multiarch directory") {
+    auto env = paths("  - {name: dl, apt: [libcudnn9-dev-cuda-12, libnccl-dev]}\n", {});
+    CHECK(env["CUDNN_INCLUDE_DIR"] == "/usr/include");
+    CHECK(env["CUDNN_LIB_DIR"] == "/usr/lib/x86_64-linux-gnu");
+    CHECK(env["NCCL_ROOT"] == "/usr");
+    CHECK(env["NCCL_LIB_DIR"] == "/usr/lib/x86_64-linux-gnu");
+    env = paths("  - {name: dl, use: nccl, from: apt}\n", vars);
+    CHECK(env["NCCL_LIB_DIR"] == "/usr/lib/x86_64-linux-gnu");
+  }
+  SECTION("the topmost layer that installs one decides; layers above the steps do not count") {
+    auto env = paths("  - {name: dl, use: [cudnn, nccl]}\n  - {name: n2, pip: [nvidia-nccl-cu12]}\n", vars);
+    CHECK(env["CUDNN_ROOT"] == "/usr/local/cuda-12.6");
+    CHECK(env["NCCL_ROOT"] == "/usr/local/lib/python3.12/site-packages/nvidia/nccl");
+    Recipe r = recipe_in(tmp.path(), head + steps + "  - {name: dl, use: [cudnn, nccl]}\n");
+    CHECK(library_paths(r, r.layers[1], vars).empty());
+  }
+  SECTION("nothing installs them: nothing is set") {
+    CHECK(paths("  - {name: tools, apt: [make]}\n", vars).empty());
+  }
+  SECTION("between the variables and build.env") {
+    Recipe r = recipe_in(tmp.path(), head + "  - {name: dl, use: [cudnn, nccl]}\n" +
+                                         "  - {name: fw, build: {run: make, env: {NCCL_ROOT: /opt/nccl}}}\n");
+    auto env = step_environment(r, r.layers.back().build, vars, 1, library_paths(r, r.layers.back(), vars));
+    CHECK(env["NCCL_ROOT"] == "/opt/nccl");
+    CHECK(env["NCCL_LIB_DIR"] == "/usr/local/cuda-12.6/lib64");
+    CHECK(env["CUDNN_VERSION"] == "9.5.1.17");
+  }
 }
 
 TEST_CASE("run_build_steps: what the sandbox is asked - output - logs - a failure's report",

@@ -201,6 +201,31 @@ TEST_CASE("extends: a chain merges - nearest wins - cycles and bad parents are e
     CHECK(rr.layers[3].use.empty());
     CHECK(rr.layers[3].pip == std::vector<std::string>{"torch"});
   }
+  SECTION("below: a new layer goes under the named one, not on top") {
+    test::write(d / "b.yaml", "extends: base/parent.yaml\nlayers:\n"
+                              "  - {name: toolkit, below: fw, use: cuda, components: [nvcc]}\n"
+                              "  - {name: headers, below: toolkit, apt: [libnccl-dev]}\n"
+                              "  - {name: top, pip: [einops]}\n");
+    Recipe rb = load_recipe(d / "b.yaml");
+    std::string order;
+    for (const auto& l : rb.layers) order += l.name + " ";
+    CHECK(order == "os cuda files headers toolkit fw top ");
+    CHECK(rb.layers[4].below.empty());  // placed: nothing left for validation to refuse
+  }
+  SECTION("below: an unknown layer - a layer the parent has - no extends are errors at the key") {
+    auto e = load_error(d, "extends: base/parent.yaml\nlayers:\n  - {name: tk, below: fww, apt: [make]}\n");
+    REQUIRE(e);
+    CHECK(e->location().line == 3);
+    CHECK_THAT(e->message(), Catch::Contains("no layer 'fww' to go below") && Catch::Contains("did you mean 'fw'"));
+    e = load_error(d, "extends: base/parent.yaml\nlayers:\n  - {name: cuda, below: fw, components: [nvcc]}\n");
+    REQUIRE(e);
+    CHECK(e->location().line == 3);
+    CHECK_THAT(e->message(), Catch::Contains("'below' places a new layer"));
+    e = load_error(d, "stack: s\nlayers:\n  - {name: a, apt: [make]}\n  - {name: b, below: a, apt: [g++]}\n");
+    REQUIRE(e);
+    CHECK(e->location().line == 4);
+    CHECK_THAT(e->message(), Catch::Contains("this recipe extends none"));
+  }
 }
 
 TEST_CASE("matrix expansion: product order - exclude - include - --set", "[recipe][matrix]") {

@@ -285,6 +285,40 @@ TEST_CASE("the magic in other data is not a fat binary", "[verify][cuda]") {
   CHECK(n == 1);
 }
 
+TEST_CASE("gpu_code_of_file reads ELF files - static libraries and raw fat binaries", "[verify][cuda]") {
+  TempDir dir;
+  const fs::path d = dir.path();
+  test::write(d / "libk.so", fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 80}, {2, 90}, {1, 90}})}}));
+  CHECK(str(gpu_code_of_file(d / "libk.so")) == "sm_80 sm_90 compute_90 ");
+  // An ar archive of two objects: both members' fat binaries.
+  std::string a = fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 86}})}});
+  std::string b = fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{1, 75}})}});
+  auto member = [](const std::string& name, const std::string& bytes) {
+    char h[61];
+    snprintf(h, sizeof h, "%-16s%-12s%-6s%-6s%-8s%-10zu`\n", name.c_str(), "0", "0", "0", "644", bytes.size());
+    return std::string(h, 60) + bytes + (bytes.size() % 2 ? "\n" : "");
+  };
+  test::write(d / "libk.a", "!<arch>\n" + member("a.o/", a) + member("b.o/", b));
+  CHECK(str(gpu_code_of_file(d / "libk.a")) == "sm_86 compute_75 ");
+  // nvcc --fatbin output: containers only.
+  test::write(d / "k.fatbin", fatbin({{2, 100}}) + std::string(8, '\0') + fatbin({{1, 120}}));
+  CHECK(str(gpu_code_of_file(d / "k.fatbin")) == "sm_100 compute_120 ");
+  std::string bad = fatbin({{2, 100}});
+  bad[16 + 4] = 0, bad[16 + 5] = 0;  // an entry with an empty header
+  test::write(d / "bad.fatbin", bad);
+  CHECK_THROWS_WITH(gpu_code_of_file(d / "bad.fatbin"), Catch::Contains("bad.fatbin: malformed fat binary"));
+  // ELF without GPU code: empty, not an error.
+  test::write(d / "plain.so", fake_elf({{".rodata", SHT_PROGBITS, SHF_ALLOC, "hello"}}));
+  CHECK(gpu_code_of_file(d / "plain.so").empty());
+  // Anything else is an error naming the file.
+  test::write(d / "k.cu", "__global__ void k() {}\n");
+  CHECK_THROWS_WITH(gpu_code_of_file(d / "k.cu"), Catch::Contains("k.cu: not an ELF file, a static library"));
+  test::write(d / "empty", "");
+  CHECK_THROWS_WITH(gpu_code_of_file(d / "empty"), Catch::Contains("empty: not an ELF file"));
+  CHECK_THROWS_WITH(gpu_code_of_file(d / "missing.so"), Catch::Contains("missing.so"));
+  CHECK_THROWS_WITH(gpu_code_of_file(d), Catch::Contains("is a directory"));
+}
+
 TEST_CASE("static check: arch gaps of ignored files are listed - not failed", "[verify][static]") {
   TempDir dir;
   fs::path root = dir.path() / "root";
