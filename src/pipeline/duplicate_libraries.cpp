@@ -115,15 +115,33 @@ bool is_record(const std::string& path) {
   return path.ends_with(".dist-info/RECORD");
 }
 
+// A wheel's version is its library's only when it starts with the soname's
+// major: nvidia-cublas-cu12 12.6.4.1 for libcublas.so.12, nvidia-nccl-cu12
+// 2.26.2 for libnccl.so.2; torch 2.7.0 says nothing of the libgomp.so.1 it
+// bundles, nor nvidia-nvtx-cu12 12.6.77 of libnvToolsExt.so.1.
+bool wheel_versions_library(const std::string& soname, const std::string& version) {
+  size_t so = soname.find(".so.");
+  if (so == std::string::npos) return false;
+  std::string major = soname.substr(so + 4);
+  return version == major || version.starts_with(major + ".");
+}
+
 void fill_versions(std::vector<LibraryCopy>& copies,
                    const std::map<std::string, std::string>& owner) {
   for (auto& c : copies) {
     if (!c.version.empty()) continue;
     auto it = owner.find(c.path);
     if (it == owner.end()) continue;
-    c.version = it->second.substr(it->second.rfind(' ') + 1);
+    std::string version = it->second.substr(it->second.rfind(' ') + 1);
+    if (!wheel_versions_library(c.soname, version)) continue;
+    c.version = version;
     c.version_from = it->second;
   }
+}
+
+// Where a written layer's findings are kept, by its cache key.
+Digest findings_key(const Digest& layer_key) {
+  return KeyHasher().field("stackbuild-duplicate-libraries", "2").field("layer", layer_key.str()).finish();
 }
 
 }  // namespace
@@ -159,7 +177,7 @@ void from_json(const nlohmann::json& j, DuplicateLibrary& d) {
 
 LibraryListing library_listing(const Store& store, const Layer& layer) {
   const Digest key = KeyHasher()
-                         .field("stackbuild-library-listing", "1")
+                         .field("stackbuild-library-listing", "2")
                          .field("blob", layer.digest.str())
                          .finish();
   if (auto rec = store.get_record("library-listing", key)) {
@@ -407,11 +425,11 @@ void check_duplicate_libraries(const LayerSpec& spec, const std::vector<Layer>& 
         "`duplicates:` on the layer (or STACKBUILD_DUPLICATE_LIBRARIES) says which copy wins: "
         "report, lower, upper or error; see docs/layers.md");
   }
-  store.put_record("duplicate-libraries", key, nlohmann::json(dups).dump());
+  store.put_record("duplicate-libraries", findings_key(key), nlohmann::json(dups).dump());
 }
 
 std::vector<DuplicateLibrary> duplicates_of(const Store& store, const Digest& key) {
-  auto rec = store.get_record("duplicate-libraries", key);
+  auto rec = store.get_record("duplicate-libraries", findings_key(key));
   if (!rec) return {};
   return nlohmann::json::parse(*rec).get<std::vector<DuplicateLibrary>>();
 }

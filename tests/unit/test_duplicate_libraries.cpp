@@ -90,6 +90,10 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
       text_file(h / "RECORD",
                 "nvidia/cudnn/lib/libcudnn.so.9,sha256=x,50\nnvidia_cudnn_cu12-9.1.0.70.dist-info/"
                 "RECORD,,\n");
+  // torch bundles libgomp: the wheel's version is not the library's.
+  wheels[kSite + "torch/lib/libgomp.so.1"] = fake_elf(h / "gomp", 30);
+  wheels[kSite + "torch-2.7.0.dist-info/RECORD"] =
+      text_file(h / "RECORD-torch", "torch/lib/libgomp.so.1,sha256=x,30\n");
   EntryMap gone;
   gone[kSite + "nvidia/cudnn/lib/.wh.libcudnn.so.9"] = text_file(h / "empty", "");
   std::vector<Layer> layers = {write_layer(cuda, store, LayerOptions{}),
@@ -97,7 +101,7 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
                                write_layer(gone, store, LayerOptions{})};
 
   auto two = visible_libraries(store, {layers[0], layers[1]}, {"cuda", "wheels"});
-  REQUIRE(two.size() == 2);
+  REQUIRE(two.size() == 3);
   CHECK(two[0].layer == "cuda");
   CHECK(two[0].path == kCuda + "libcublas.so.12.6.4.1");
   CHECK(two[0].soname == "libcublas.so.12");
@@ -107,10 +111,13 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
   CHECK(two[1].layer == "wheels");
   CHECK(two[1].version == "9.1.0.70");
   CHECK(two[1].version_from == "wheel nvidia-cudnn-cu12 9.1.0.70");
+  CHECK(two[2].soname == "libgomp.so.1");
+  CHECK(two[2].version.empty());
+  CHECK(two[2].version_from.empty());
   // The whiteout in the third layer removes the wheel's copy; listings come back from the store the
   // same.
   auto three = visible_libraries(store, layers, {"cuda", "wheels", "gone"});
-  REQUIRE(three.size() == 1);
+  REQUIRE(three.size() == 2);
   CHECK(three[0].path == kCuda + "libcublas.so.12.6.4.1");
   CHECK(library_listing(store, layers[0]).copies.size() == 1);
 }
