@@ -1,10 +1,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
-#include "pipeline/apt_layer.hpp"
 #include "pipeline/base_image.hpp"
-#include "pipeline/pip_layer.hpp"
-#include "pipeline/redist_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/lock.hpp"
@@ -15,45 +12,6 @@
 #include "util/error.hpp"
 
 namespace sb::cli {
-
-namespace {
-
-// What stops a layer that needs more than local files: fetching or building
-// it is later work (apt: issue 4; pip and NVIDIA redist: issue 5; build
-// steps and source builds: issue 6).
-[[noreturn]] void not_implemented(const Planned& planned) {
-  const resolve::PlanPoint* point = nullptr;
-  for (const auto& p : planned.plan.points)
-    if (p.stack && !point) point = &p;
-  for (const auto& l : planned.recipe.layers) {
-    std::string need = l.needs();
-    if (need.empty() || need == "build" || l.from_source() || is_apt_layer(l) || is_pip_layer(l) ||
-        is_redist_layer(l))
-      continue;
-    std::string what;
-    if (need == "use") {
-      std::string versions;
-      for (const auto& u : l.use) {
-        std::string v = "?";
-        if (point)
-          for (const auto& [c, ver] : point->stack->versions)
-            if (c == u) v = ver;
-        versions += (versions.empty() ? "" : ", ") + u + (v == "?" ? "" : " " + v);
-      }
-      what = "needs " + versions + " from pip wheels or NVIDIA redist archives, which build does not "
-                                   "fetch yet (issue 5; 'stackbuild pip' and 'stackbuild redist' do)";
-    } else {  // pip
-      what = "installs pip packages, which build does not do yet (issue 5; 'stackbuild pip' does)";
-    }
-    Error e("layer '" + l.name + "' (" + l.where.str() + ") " + what);
-    e.add_trace("the recipe resolved (" + std::to_string(planned.plan.points.size()) +
-                " matrix points; see 'stackbuild plan'); nothing was built");
-    throw e;
-  }
-  throw Error("internal: no layer needs components");
-}
-
-}  // namespace
 
 const char* const kBuildHelp =
     "usage: stackbuild build RECIPE.yaml [options]\n"
@@ -202,10 +160,6 @@ int cmd_build(const std::vector<std::string>& argv) {
     const auto& all = planned.plan.points;
     if (planned.plan.unsatisfiable() == all.size())
       throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
-    for (const auto& l : recipe.layers)
-      if (!l.needs().empty() && l.needs() != "build" && !l.from_source() && !is_apt_layer(l) && !is_pip_layer(l) &&
-          !is_redist_layer(l))
-        not_implemented(planned);
     std::vector<size_t> chosen;
     if (args.has("--only"))
       chosen = select_points(planned.recipe, planned.plan, args.all("--only"));

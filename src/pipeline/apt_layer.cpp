@@ -24,8 +24,6 @@ namespace sb {
 
 namespace {
 
-bool is_os_name(const std::string& u) { return u == "os" || u == "debian" || u == "ubuntu"; }
-
 bool alphabetic(const std::string& s) { return !s.empty() && isalpha(static_cast<unsigned char>(s[0])); }
 
 struct Distro {
@@ -199,7 +197,7 @@ std::vector<std::string> component_packages(const Recipe& recipe, const LayerSpe
 
 std::vector<std::string> wanted(const LayerSpec& spec, const std::vector<std::string>& from_catalog = {}) {
   std::vector<std::string> w = from_catalog;
-  bool os = std::any_of(spec.use.begin(), spec.use.end(), is_os_name);
+  bool os = std::any_of(spec.use.begin(), spec.use.end(), is_os_component);
   if (os || spec.base) w.push_back("apt");  // apt-get keeps working in the image
   w.insert(w.end(), spec.packages.begin(), spec.packages.end());
   w.insert(w.end(), spec.apt.begin(), spec.apt.end());
@@ -232,7 +230,7 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
   apt::SolveRequest req;
   req.packages = wanted(spec, from_catalog);
-  req.essential = (installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_name)) || spec.base;
+  req.essential = (installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_component)) || spec.base;
   req.priority = spec.priority;
   req.recommends = spec.recommends;
   req.installed = installed;
@@ -347,7 +345,7 @@ std::unique_ptr<TempDir> configure_packages(const Recipe& recipe, const LayerSpe
 bool is_apt_layer(const LayerSpec& spec) {
   if (spec.copies() || !spec.build.empty() || !spec.pip.empty()) return false;
   if (!spec.apt.empty() || (spec.from == "apt" && !spec.use.empty())) return true;
-  return !spec.use.empty() && std::all_of(spec.use.begin(), spec.use.end(), is_os_name);
+  return !spec.use.empty() && std::all_of(spec.use.begin(), spec.use.end(), is_os_component);
 }
 
 LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,

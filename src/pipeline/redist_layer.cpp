@@ -18,8 +18,6 @@ namespace sb {
 
 namespace {
 
-bool is_os_name(const std::string& u) { return u == "os" || u == "debian" || u == "ubuntu"; }
-
 std::string base_url() {
   std::string b = env_or("STACKBUILD_REDIST_URL", redist::kPublicBaseUrl);
   while (b.size() > 1 && b.back() == '/') b.pop_back();
@@ -141,7 +139,7 @@ LayerInputs from_lock(const nlohmann::json& entry) {
 bool is_redist_layer(const LayerSpec& spec) {
   if (spec.copies() || !spec.build.empty() || !spec.apt.empty() || !spec.pip.empty()) return false;
   if (!spec.from.empty() && spec.from != "redist") return false;
-  return !spec.use.empty() && std::none_of(spec.use.begin(), spec.use.end(), is_os_name);
+  return !spec.use.empty() && std::none_of(spec.use.begin(), spec.use.end(), is_os_component);
 }
 
 std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec& spec,

@@ -10,6 +10,8 @@
 
 namespace sb {
 
+bool is_os_component(const std::string& name) { return name == "os" || name == "debian" || name == "ubuntu"; }
+
 namespace detail {
 
 namespace {
@@ -152,6 +154,50 @@ void merge_recipe(Recipe& base, const Recipe& child) {
   base.file = child.file;
 }
 
+namespace {
+
+// Each layer is made by one installer: copying files, apt, pip, NVIDIA's
+// redist archives, or build steps. Two in one layer would leave one unheard.
+void check_layer_kind(const LayerSpec& l) {
+  const bool os_use = std::any_of(l.use.begin(), l.use.end(), is_os_component);
+  const bool other_use = std::any_of(l.use.begin(), l.use.end(), [](const auto& u) { return !is_os_component(u); });
+  if (os_use && other_use)
+    throw InputError(l.at("use"), "layer '" + l.name + "': 'use' names the OS and other components in one layer",
+                     "the OS is a layer of its own: put the other components in layers above it");
+  struct Kind {
+    const char* what;
+    bool is;
+    const char* key;
+  };
+  auto key_of = [&](std::initializer_list<const char*> keys) {
+    for (const char* k : keys)
+      if (l.key_where.count(k)) return k;
+    return *keys.begin();
+  };
+  const bool from_packages = l.from.empty() || l.from == "redist";
+  const Kind kinds[] = {
+      {"installs Debian packages", !l.apt.empty() || os_use || l.from == "apt", key_of({"apt", "use", "from"})},
+      {"installs Python wheels", !l.pip.empty() || l.from == "wheel", key_of({"pip", "from"})},
+      {"installs NVIDIA's redist archives of its 'use:' components", other_use && from_packages, "use"},
+      {"runs build steps", !l.build.empty(), "build"},
+  };
+  const Kind* first = nullptr;
+  for (const auto& k : kinds) {
+    if (!k.is) continue;
+    if (!first) {
+      first = &k;
+      continue;
+    }
+    throw InputError(l.at(k.key), "layer '" + l.name + "' " + first->what + " and " + k.what,
+                     !l.build.empty() && &k == &kinds[3]
+                         ? "put the packages in a layer of their own below it (the steps see every layer below); "
+                           "'use:' with build steps needs 'from: source'"
+                         : "each layer is made by one installer: split it in two");
+  }
+}
+
+}  // namespace
+
 void validate_recipe(const Recipe& r) {
   SourceLocation top{r.file.string(), 1, 1};
   if (r.stack.empty()) throw InputError(top, "missing key 'stack' in the recipe");
@@ -190,8 +236,6 @@ void validate_recipe(const Recipe& r) {
           fail(k, std::string("'") + k + "' applies to one component, and the layer uses " +
                       std::to_string(l.use.size()),
                "use one layer per component, or let the resolver choose the versions");
-    if (l.from == "apt" && !l.pip.empty())
-      fail("from", "'from: apt' and 'pip:' in one layer", "put the wheels in a layer of their own");
     for (const auto& p : l.patches) {
       std::error_code ec;
       if (!fs::is_regular_file(p.file, ec))
@@ -224,6 +268,7 @@ void validate_recipe(const Recipe& r) {
     if (l.from_source() && l.source.given() && l.build.run.empty())  // `from: source` alone: checked when built
       fail("source", "is built from source and has no 'build:' steps",
            "give it 'build: {run: [...]}': the commands that compile the tree");
+    if (!l.copies()) check_layer_kind(l);  // after the checks above, which say more
     if (l.configure && ((l.apt.empty() && l.use.empty()) || !l.build.empty() || !l.pip.empty() || l.from_source()))
       fail("configure", "'configure' runs dpkg --configure -a after an apt layer's packages",
            "put it on a layer with 'apt:' or an OS layer ('use: debian' or 'ubuntu')");

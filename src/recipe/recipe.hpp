@@ -160,6 +160,10 @@ struct LayerSpec {
   std::string needs() const;
 };
 
+// Whether a `use:` name is the OS (the catalog's `os`, or its aliases debian
+// and ubuntu): an apt layer's base system.
+bool is_os_component(const std::string& name);
+
 struct ConfigSpec {
   std::vector<std::pair<std::string, Text>> env;  // in recipe order
   std::vector<std::string> entrypoint, cmd;

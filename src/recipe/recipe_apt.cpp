@@ -10,8 +10,6 @@ namespace sb::detail {
 
 namespace {
 
-bool is_os_name(const std::string& u) { return u == "os" || u == "debian" || u == "ubuntu"; }
-
 std::vector<std::string> words(const yaml::Reader& r, const YAML::Node& n, const std::string& what) {
   std::vector<std::string> out = r.string_or_strings(n, what);
   if (out.empty()) r.fail(n, what + " is an empty list");
@@ -112,7 +110,7 @@ std::string parse_apt_priority(const yaml::Reader& r, const YAML::Node& n) {
 }
 
 bool is_apt_spec(const LayerSpec& l) {
-  return !l.apt.empty() || std::any_of(l.use.begin(), l.use.end(), is_os_name);
+  return !l.apt.empty() || std::any_of(l.use.begin(), l.use.end(), is_os_component);
 }
 
 void validate_apt_keys(const Recipe& r) {
