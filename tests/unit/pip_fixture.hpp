@@ -13,9 +13,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fetch/fetcher.hpp"
 #include "http_server.hpp"
+#include "pip/index.hpp"
 #include "pip/version.hpp"
+#include "store/store.hpp"
 #include "util/digest.hpp"
+#include "util/file.hpp"
+#include "util/status.hpp"
 
 namespace sb::test {
 
@@ -139,6 +144,22 @@ class FixtureIndex {
   }
   std::map<std::string, std::string> blobs_;
   std::map<std::string, std::vector<File>> projects_;
+};
+
+// A FixtureIndex served on 127.0.0.1 with a fresh store and a fetcher that
+// writes nothing to the terminal: what every pip test starts from.
+struct IndexBed {
+  FixtureIndex index;
+  HttpServer server{[this](const HttpRequest& r) { return index.respond(r); }};
+  TempDir dir{std::filesystem::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  FILE* devnull = fopen("/dev/null", "w");
+  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
+  std::unique_ptr<fetch::Fetcher> fetcher;
+
+  explicit IndexBed(const fetch::FetchOptions& o = {}) { fetcher = fetch::make_fetcher(store, o, *status); }
+  ~IndexBed() { fclose(devnull); }
+  pip::IndexConfig config() const { return pip::index_config(server.url("/simple"), "/nonexistent", {}, {}); }
 };
 
 }  // namespace sb::test

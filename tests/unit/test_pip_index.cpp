@@ -21,21 +21,17 @@ using namespace sb::pip;
 
 namespace {
 
-struct Fixture {
-  test::FixtureIndex index;
-  test::HttpServer server{[this](const test::HttpRequest& r) { return index.respond(r); }};
-  TempDir dir{fs::temp_directory_path()};
-  Store store{dir.path() / "store"};
-  FILE* devnull = fopen("/dev/null", "w");
-  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
-  std::unique_ptr<fetch::Fetcher> fetcher;
+fetch::FetchOptions quick_retries() {
+  fetch::FetchOptions o;
+  o.retry.attempts = 2;
+  o.retry.sleep = [](double) {};
+  return o;
+}
+
+struct Fixture : test::IndexBed {
   Target target;
 
-  Fixture() {
-    fetch::FetchOptions o;
-    o.retry.attempts = 2;
-    o.retry.sleep = [](double) {};
-    fetcher = fetch::make_fetcher(store, o, *status);
+  Fixture() : IndexBed(quick_retries()) {
     target.python = "3.12";
     target.libc_version = "2.28";
     target.site_packages = "/usr/local/lib/python3.12/dist-packages";
@@ -63,9 +59,6 @@ struct Fixture {
     newpy.requires_python = ">=3.13";
     index.add(newpy);
   }
-  ~Fixture() { fclose(devnull); }
-
-  IndexConfig config() { return index_config(server.url("/simple"), "/nonexistent", {}, {}); }
   std::vector<PinnedWheel> resolve_(const std::vector<std::string>& reqs,
                                     const std::vector<std::pair<std::string, std::string>>& constraints = {},
                                     ResolveOptions o = {}) {

@@ -201,18 +201,10 @@ const std::vector<RealWheel> kReal = {
 };
 // clang-format on
 
-struct RealIndex {
-  test::FixtureIndex index;
-  test::HttpServer server{[this](const test::HttpRequest& r) { return index.respond(r); }};
-  TempDir dir{fs::temp_directory_path()};
-  Store store{dir.path() / "store"};
-  FILE* devnull = fopen("/dev/null", "w");
-  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
-  std::unique_ptr<fetch::Fetcher> fetcher;
+struct RealIndex : test::IndexBed {
   Target target;
 
   explicit RealIndex(const std::vector<RealWheel>& wheels) {
-    fetcher = fetch::make_fetcher(store, {}, *status);
     target.python = "3.12";
     target.libc_version = "2.36";
     for (const auto& w : wheels) {
@@ -221,11 +213,10 @@ struct RealIndex {
       index.add(f);
     }
   }
-  ~RealIndex() { fclose(devnull); }
 
   // "key==version[extras]" for each wheel, sorted by key.
   std::string resolve_(const std::vector<std::string>& reqs, int max_rounds = 20000) {
-    auto idx = make_http_index(index_config(server.url("/simple"), "/nonexistent", {}, {}), store, *fetcher);
+    auto idx = make_http_index(config(), store, *fetcher);
     std::vector<Requirement> rs;
     for (const auto& r : reqs) rs.push_back(Requirement::parse(r));
     ResolveOptions o;
@@ -366,7 +357,7 @@ TEST_CASE("pip resolver: a musl loader in the layers below chooses musllinux whe
                {"oldmusl", "1.0", "cp312-cp312-musllinux_1_1_x86_64", {}, {}, ""},
                {"newmusl", "1.0", "cp312-cp312-musllinux_1_3_x86_64", {}, {}, ""}});
   auto file_of = [&](const std::string& req) {
-    auto idx = make_http_index(index_config(f.server.url("/simple"), "/nonexistent", {}, {}), f.store, *f.fetcher);
+    auto idx = make_http_index(f.config(), f.store, *f.fetcher);
     return resolve({Requirement::parse(req)}, f.target, *idx).at(0).filename;
   };
   // A glibc base: the manylinux wheel; no musllinux wheel fits.
