@@ -105,6 +105,22 @@ void installed_projects(const pip::LayerListing& listing, const pip::Target& tar
 
 }  // namespace
 
+std::map<std::string, std::string> pip_index_environment() {
+  std::map<std::string, std::string> env;
+  pip::IndexConfig cfg;
+  try {
+    cfg = index_config();
+  } catch (const Error&) {
+    return env;  // no index configured anywhere: the step's pip keeps its own default
+  }
+  if (cfg.urls.empty()) return env;
+  env["PIP_INDEX_URL"] = cfg.urls.front();
+  std::string extra;
+  for (size_t i = 1; i < cfg.urls.size(); ++i) extra += (extra.empty() ? "" : " ") + cfg.urls[i];
+  if (!extra.empty()) env["PIP_EXTRA_INDEX_URL"] = extra;
+  return env;
+}
+
 bool is_pip_layer(const LayerSpec& spec) {
   if (spec.copies() || !spec.build.empty() || !spec.apt.empty()) return false;
   return !spec.pip.empty() || (spec.from == "wheel" && !spec.use.empty());

@@ -3,6 +3,7 @@
 
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/library_paths.hpp"
+#include "pipeline/pip_layer.hpp"
 #include "pipeline/source_tree.hpp"
 
 #include <sys/stat.h>
@@ -126,6 +127,12 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   const uint64_t budget = layer_budget(recipe, options);
   const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);
   key_out = key;
+  // A step with the network that runs pip reaches the index stackbuild uses,
+  // unless the recipe names one (config.env or build.env). Not in the key:
+  // like everything a step fetches, the index is the network's, and two
+  // machines with different mirrors share the layer.
+  if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
+    for (const auto& [k, v] : pip_index_environment()) in.env[k] = v;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };

@@ -64,6 +64,7 @@ layers:
           if nc -w 2 127.0.0.1 \$PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >\$r/net_off
           id -u >\$r/uid
           tail -n +2 /proc/sysvipc/shm | wc -l >\$r/shm
+          echo "\$\${PIP_INDEX_URL:-unset}" >\$r/pip_off
           echo scratch >/tmp/left-behind
           echo changed >/etc/base.conf
         - [/bin/sh, -c, 'echo argv-form >/results/argv']
@@ -73,6 +74,12 @@ layers:
       run: |
         if nc -w 2 127.0.0.1 $PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >/results/net_on
         if test -s /etc/resolv.conf; then echo present; else echo missing; fi >/results/resolv
+        echo "\$\${PIP_INDEX_URL:-unset}" >/results/pip_on
+  - name: own-index
+    build:
+      network: true
+      env: {PIP_INDEX_URL: "http://127.0.0.1:9/mine/"}
+      run: 'echo "\$PIP_INDEX_URL" >/results/pip_own'
 tags: ["probe:1"]
 EOF
 
@@ -85,7 +92,7 @@ awk -v id="$SHMID" '$2 == id {found = 1} END {exit !found}' /proc/sysvipc/shm ||
   fail "the host's /proc/sysvipc/shm does not list segment $SHMID"
 
 check "a recipe with build steps builds"
-expect_ok build sb build probe.yaml -o out --store "$STORE"
+STACKBUILD_PIP_INDEX_URL=http://127.0.0.1:9/simple expect_ok build sb build probe.yaml -o out --store "$STORE"
 ipcrm -m "$SHMID"
 grep -q "probe | " "$TMP/build.err" || { show_output build; fail "the steps' output did not stream under the layer's name"; }
 expect_ok unpack sb unpack out:1 rootfs --store "$STORE"
@@ -108,6 +115,10 @@ want net_off unreachable
 check "with 'network: true' the host's network and resolv.conf are there"
 want net_on reached
 want resolv present
+check "a step with the network gets stackbuild's Python index as PIP_INDEX_URL, unless the recipe names one"
+want pip_on http://127.0.0.1:9/simple/
+want pip_off unset
+want pip_own http://127.0.0.1:9/mine/
 check "argv commands run without a shell"
 want argv argv-form
 check "own IPC namespace: the host's shared memory segment is not there"
@@ -129,7 +140,7 @@ base_digests=$(image_digests out-base 1) && probe_digests=$(image_digests out 1)
 
 check "the second build does no work and says so"
 expect_ok rebuild sb build probe.yaml -o out --store "$STORE"
-grep -q "3 from the cache" "$TMP/rebuild.err" || { show_output rebuild; fail "the rebuild did work"; }
+grep -q "4 from the cache" "$TMP/rebuild.err" || { show_output rebuild; fail "the rebuild did work"; }
 grep -q "probe | " "$TMP/rebuild.err" && fail "the rebuild ran steps"
 
 kill "$SERVER" 2>/dev/null || true
