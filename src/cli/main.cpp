@@ -111,7 +111,7 @@ static void print_main_help(FILE* out) {
   std::string list;
   for (const auto& c : commands()) {
     char line[160];
-    snprintf(line, sizeof line, "  %-9s %s\n", c.name, c.summary);
+    snprintf(line, sizeof line, "  %-11s %s\n", c.name, c.summary);
     list += line;
   }
   fprintf(out, kMainHelp, list.c_str());
