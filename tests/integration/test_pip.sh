@@ -110,6 +110,25 @@ grep -q "(0 built, 2 from the cache)" "$TMP/split.out" || fail "the split rebuil
 sb unpack "$TMP/split:t" "$TMP/unpacked-split" --store "$STORE" 2>/dev/null || fail "unpack of the split image failed"
 diff -r "$TMP/unpacked" "$TMP/unpacked-split" || fail "the split image holds other files"
 
+check "pip: items expand \${vars} per matrix point (torchy==\${torchy_v} for torchy_v 1.0 and 2.0)"
+cat >"$TMP/recipe/v.yaml" <<YAML
+stack: pv
+platform: {glibc: "$glibc"}
+matrix:
+  python: ["$py"]
+  torchy_v: ["1.0", "2.0"]
+layers:
+  - {name: base, copy: [{src: a, dst: /etc/a}]}
+  - {name: wheels, pip: ["torchy==\${torchy_v}"]}
+tags: ["pv:\${torchy_v}"]
+YAML
+PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/v.yaml" -o "$TMP/vlayout" --store "$STORE" \
+  >"$TMP/v.out" 2>&1 || fail "build with \${vars} in pip: $(cat "$TMP/v.out")"
+for v in 1.0 2.0; do
+  sb unpack "$TMP/vlayout:$v" "$TMP/v-$v" --store "$STORE" 2>/dev/null || fail "unpack of pv:$v failed"
+  [[ -d "$TMP/v-$v/usr/local/lib/python$py/site-packages/torchy-$v.dist-info" ]] || fail "pv:$v does not hold torchy $v"
+done
+
 check "an unknown project is a clear error"
 if PIP_INDEX_URL=$index sb pip --store "$STORE" --python "$py" no-such-thing 2>"$TMP/err"; then fail "resolved nothing"; fi
 grep -q "no wheel of no-such-thing" "$TMP/err" || fail "error: $(cat "$TMP/err")"

@@ -5,6 +5,7 @@
 #include "helpers.hpp"
 #include "pipeline/plan.hpp"
 #include "recipe/recipe.hpp"
+#include "recipe/variables.hpp"
 #include "resolve/matrix.hpp"
 
 using namespace sb;
@@ -262,6 +263,27 @@ TEST_CASE("variables: syntax - escapes and to_json of copy layers", "[recipe][va
   p.stack = resolve::ResolvedStack{};
   Recipe i = resolve::instantiate(r, p);
   CHECK(i.layers[0].build.run[0].value == "echo ${HOME} $HOME v");
+
+  // apt, pip and packages items are expanded per point; an unknown name is an error at its key.
+  test::write(tmp.path() / "p.yaml",
+              "stack: p\nrelease: \"26.11\"\nlayers:\n  - {name: os, use: debian, packages: [\"x-${release}\"]}\n"
+              "  - {name: t, apt: [\"tool-${stack}\", \"$${literal}\"]}\n"
+              "  - {name: w, pip: [\"pkg==${release}.*\"]}\n");
+  Recipe pr = load_recipe(tmp.path() / "p.yaml");
+  Recipe pi = resolve::instantiate(pr, p);
+  CHECK(pi.layers[0].packages == std::vector<std::string>{"x-26.11"});
+  CHECK(pi.layers[1].apt == std::vector<std::string>{"tool-p", "${literal}"});
+  CHECK(pi.layers[2].pip == std::vector<std::string>{"pkg==26.11.*"});
+  CHECK(variable_uses(pr).size() == 3);
+  test::write(tmp.path() / "bad.yaml", "stack: b\nlayers:\n  - {name: w, pip: [\"pkg==${stak}\"]}\n");
+  try {
+    resolve::instantiate(load_recipe(tmp.path() / "bad.yaml"), p);
+    FAIL("an undefined variable in pip: was accepted");
+  } catch (const InputError& e) {
+    CHECK_THAT(e.message(), Catch::Contains("undefined variable '${stak}'") && Catch::Contains("did you mean '${stack}'"));
+    CHECK(e.location().line == 3);
+    CHECK(e.location().column == 15);
+  }
 
   // A copy layer's JSON is its cache key: no new fields may appear in it.
   test::write(tmp.path() / "c.yaml", "stack: c\nlayers:\n  - {name: a, copy: [{src: f, dst: /f, mode: \"0600\"}]}\n");
