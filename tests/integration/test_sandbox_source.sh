@@ -110,6 +110,44 @@ expect_rc 1 badsum sb build badsum.yaml -o out-bad --store "$STORE"
 grep -qi 'sha256' badsum.err || { show_output badsum; fail "the error does not say the sha256 differs"; }
 [[ ! -e out-bad ]] || fail "a failed build left out-bad"
 
+check "lock records the tree and the patch; --locked refuses an edited tree, an edited patch and another archive"
+expect_ok lock sb lock keep.yaml --store "$STORE"
+python3 - keep.yaml.lock <<'PY' || fail "the lock does not record the source: $(cat keep.yaml.lock)"
+import json, sys
+text = open(sys.argv[1]).read()
+j = json.loads(text)
+def find(o):
+    if isinstance(o, dict):
+        if "tree" in o and "patches" in o: return o
+        for v in o.values():
+            r = find(v)
+            if r: return r
+    if isinstance(o, list):
+        for v in o:
+            r = find(v)
+            if r: return r
+src = find(j)
+assert src and src["tree"].startswith("sha256:"), text
+assert [p["path"] for p in src["patches"]] == ["greeting.patch"] and len(src["patches"][0]["sha256"]) == 64, text
+PY
+expect_ok locked sb build keep.yaml --locked -o out-locked --store "$STORE"
+echo "late edit" >>demo/src/config
+expect_rc 3 locked-tree sb build keep.yaml --locked -o out-bad --store "$STORE"
+grep -q "demo" locked-tree.err || { show_output locked-tree; fail "the refusal does not name the layer"; }
+[[ ! -e out-bad ]] || fail "a refused locked build left out-bad"
+sed -i '$d' demo/src/config
+good_patch edited-after-lock
+expect_rc 3 locked-patch sb build keep.yaml --locked -o out-bad --store "$STORE"
+grep -q "greeting.patch" locked-patch.err || { show_output locked-patch; fail "the refusal does not name the patch"; }
+good_patch patched
+expect_ok locked-again sb build keep.yaml --locked -o out-locked --store "$STORE"
+expect_ok lock-archive sb lock archive.yaml --store "$STORE"
+cp demo.tar.gz demo2.tar.gz && printf 'x' >>demo2.tar.gz
+recipe archive.yaml "{url: file://$TMP/demo2.tar.gz, sha256: $(sha256sum demo2.tar.gz | cut -d' ' -f1)}" "keep_source: /opt/demo"
+expect_rc 3 locked-archive sb build archive.yaml --locked -o out-bad --store "$STORE"
+grep -q "demo2.tar.gz" locked-archive.err || { show_output locked-archive; fail "the refusal does not name the archive"; }
+[[ ! -e out-bad ]] || fail "a refused locked build left out-bad"
+
 check "keep_source at a path the layers below have is refused"
 recipe taken.yaml "{path: demo}" "keep_source: /opt/taken"
 expect_rc 1 taken sb build taken.yaml -o out-bad --store "$STORE"
