@@ -8,10 +8,21 @@
 #include "layer/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/process.hpp"
+#include "util/status.hpp"
 
 namespace sb::verify {
 
 static fs::path use_lock(const Store& store, const std::string& hex) { return store.root() / "locks" / ("root-use-" + hex); }
+static fs::path size_file(const Store& store, const std::string& hex) { return store.root() / "roots" / (".size-" + hex); }
+
+uint64_t keep_root_bytes() {
+  std::string v = env_or("STACKBUILD_ROOTS_MAX_SIZE", "");
+  if (v.empty()) return kKeepRootBytes;
+  auto n = parse_bytes(v);
+  if (!n) throw Error("STACKBUILD_ROOTS_MAX_SIZE='" + v + "' is not a size such as 16G or 500MiB");
+  return *n;
+}
 
 UnpackedRoot unpacked_root(const Store& store, const LayoutImage& image, size_t keep) {
   fs::path roots = store.root() / "roots";
@@ -33,13 +44,14 @@ UnpackedRoot unpacked_root(const Store& store, const LayoutImage& image, size_t 
     ExtractOptions o;
     ExtractStats stats;
     for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
+    write_file_atomic(size_file(store, hex), std::to_string(stats.bytes));
     fs::rename(root, dest);
   }
-  evict_roots(store, keep, hex);
+  evict_roots(store, keep, hex, keep_root_bytes());
   return out;
 }
 
-size_t evict_roots(const Store& store, size_t keep, const std::string& except) {
+size_t evict_roots(const Store& store, size_t keep, const std::string& except, uint64_t max_bytes) {
   struct Root {
     int64_t mtime;
     std::string name;
@@ -56,10 +68,18 @@ size_t evict_roots(const Store& store, size_t keep, const std::string& except) {
   std::sort(all.begin(), all.end(), [](const Root& a, const Root& b) {
     return std::tie(b.mtime, b.name) < std::tie(a.mtime, a.name);  // most recent first
   });
+  auto bytes_of = [&](const std::string& name) -> uint64_t {
+    std::string text = read_file_or_empty(size_file(store, name));
+    return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos ? std::stoull(text) : 0;
+  };
   size_t removed = 0, kept = 0;
+  uint64_t kept_bytes = except.empty() ? 0 : bytes_of(except);
   for (const auto& r : all) {
-    if (r.name == except || kept < keep) {
-      if (r.name != except) ++kept;
+    if (r.name == except) continue;
+    const uint64_t size = bytes_of(r.name);
+    if (kept < keep && size <= max_bytes && kept_bytes <= max_bytes - size) {
+      ++kept;
+      kept_bytes += size;
       continue;
     }
     auto lock = FileLock::try_lock(use_lock(store, r.name), LockKind::Exclusive);
@@ -67,6 +87,7 @@ size_t evict_roots(const Store& store, size_t keep, const std::string& except) {
     fs::path doomed = store.root() / "tmp" / (".evict-root-" + r.name);
     if (::rename((store.root() / "roots" / r.name).c_str(), doomed.c_str()) != 0) continue;
     remove_tree(doomed);
+    fs::remove(size_file(store, r.name), ec);
     ++removed;
   }
   return removed;

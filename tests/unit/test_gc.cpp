@@ -354,3 +354,30 @@ TEST_CASE("Unpacked roots stay bounded and a root in use is never evicted", "[gc
   CHECK(left == std::set<std::string>{std::string(64, 'a'), std::string(64, 'b'), std::string(64, 'd')});
   CHECK(fs::is_empty(dir.path() / "tmp"));
 }
+
+TEST_CASE("Unpacked roots stay within a byte budget - newest first - the new one always kept", "[gc]") {
+  TempDir dir;
+  Store store(dir.path());
+  auto make_root = [&](char c, int64_t mtime, const char* bytes) {
+    fs::path p = dir.path() / "roots" / std::string(64, c);
+    fs::create_directories(p);
+    if (bytes) test::write(dir.path() / "roots" / (".size-" + std::string(64, c)), bytes);
+    struct timespec t[2] = {{mtime, 0}, {mtime, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, p.c_str(), t, 0) == 0);
+  };
+  make_root('a', 1000, "6");
+  make_root('b', 2000, nullptr);  // no record: counts as 0
+  make_root('c', 3000, "6");
+  make_root('d', 4000, "9");  // just unpacked: kept whatever its size
+  auto left = [&] {
+    std::set<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir.path() / "roots")) out.insert(e.path().filename().string().substr(0, 7));
+    return out;
+  };
+  // 9 (d) + 6 (c) = 15 fits in 16; b counts 0; a would make 21.
+  CHECK(verify::evict_roots(store, 4, std::string(64, 'd'), 16) == 1);
+  CHECK(left() == std::set<std::string>{"bbbbbbb", "ccccccc", "ddddddd", ".size-c", ".size-d"});
+  // A budget smaller than the new root alone keeps only it.
+  CHECK(verify::evict_roots(store, 4, std::string(64, 'd'), 5) == 2);
+  CHECK(left() == std::set<std::string>{"ddddddd", ".size-d"});
+}
