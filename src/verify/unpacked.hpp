@@ -6,7 +6,7 @@
 // The cache is bounded: after unpacking a new root, only the `keep` most
 // recently used stay (a reuse touches a root's mtime), and of those only as
 // many, newest first, as fit in `max_bytes` together (the new root always
-// stays): two PyTorch images unpack to 8 GB each. A process holds a
+// stays): the main PyTorch images unpack to 5.5 and 6.7 GB. A process holds a
 // shared lock on each root it uses (locks/root-use-<hex>) for as long as it
 // uses it; eviction takes that lock exclusively without waiting and skips a
 // root in use. `stackbuild gc` removes all of them.
