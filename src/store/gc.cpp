@@ -197,7 +197,15 @@ Scan scan(const Store& store) {
         }
       }
     } else if (name == "roots") {
-      each(Kind::Root, ".unpack-");
+      for (const auto& p : in) {
+        std::string n = p.filename().string();
+        // A root's size record (verify/unpacked.hpp) goes with its root; without the root it is garbage.
+        if (starts_with(n, ".size-")) {
+          if (!fs::exists(top / n.substr(6))) s.items.push_back(w.item(Kind::Temp, root, p));
+          continue;
+        }
+        s.items.push_back(w.item(starts_with(n, ".unpack-") ? Kind::Temp : Kind::Root, root, p));
+      }
     } else if (name == "rootfs") {
       each(Kind::Rootfs);
     } else if (name == "tmp") {
@@ -338,6 +346,7 @@ void apply(const Store& store, const Scan& scan, const Plan& plan) {
       if (::rename(p.c_str(), doomed.c_str()) != 0) throw_errno("rename " + p.string() + " to " + doomed.string());
     }
     remove_tree(doomed);
+    if (it.kind == Kind::Root) ::unlink((p.parent_path() / (".size-" + p.filename().string())).c_str());
   }
 }
 
