@@ -174,7 +174,8 @@ void check_layer_kind(const LayerSpec& l) {
       if (l.key_where.count(k)) return k;
     return *keys.begin();
   };
-  const bool from_packages = l.from.empty() || l.from == "redist";
+  // A `use:` component built from its source (`from: source`, or the layer's own `source:`) is build steps' work.
+  const bool from_packages = (l.from.empty() || l.from == "redist") && !l.from_source();
   const Kind kinds[] = {
       {"installs Debian packages", !l.apt.empty() || os_use || l.from == "apt", key_of({"apt", "use", "from"})},
       {"installs Python wheels", !l.pip.empty() || l.from == "wheel", key_of({"pip", "from"})},

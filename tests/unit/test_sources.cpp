@@ -99,6 +99,16 @@ TEST_CASE("sources: from duplicates and platform are checked at their place", "[
   CHECK(layer(r, "w").duplicates == "lower");
   CHECK(is_redist_layer(layer(r, "d")));
   CHECK(is_pip_layer(layer(r, "w")));
+  // A use:d component built from source by steps is one installer: the steps.
+  fs::create_directories(tmp.path() / "src");
+  test::write(tmp.path() / "built.yaml",
+              "stack: t\nlayers:\n  - {name: os, use: debian}\n"
+              "  - {name: a, use: pytorch, source: {path: src}, build: {run: make}}\n"
+              "  - {name: b, use: pytorch, from: source, build: {run: make}}\n");
+  Recipe built = load_recipe(tmp.path() / "built.yaml");
+  CHECK(layer(built, "a").from_source());
+  CHECK_FALSE(is_redist_layer(layer(built, "a")));
+  CHECK(layer(built, "b").from_source());
 }
 
 TEST_CASE("sources: the resolver picks versions that exist in the layer's kind of source", "[plan][sources]") {
