@@ -127,12 +127,6 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   const uint64_t budget = layer_budget(recipe, options);
   const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);
   key_out = key;
-  // A step with the network that runs pip reaches the index stackbuild uses,
-  // unless the recipe names one (config.env or build.env). Not in the key:
-  // like everything a step fetches, the index is the network's, and two
-  // machines with different mirrors share the layer.
-  if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
-    for (const auto& [k, v] : pip_index_environment()) in.env[k] = v;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
@@ -154,6 +148,12 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
         "layer '" + spec.name + "' has build steps but no layers below it to run in",
         "put a base first: a copy of a root filesystem (e.g. a static busybox), or an OS layer");
 
+  // A step with the network that runs pip reaches the index stackbuild uses,
+  // unless the recipe names one (config.env or build.env). Not in the key:
+  // like everything a step fetches, the index is the network's, and two
+  // machines with different mirrors share the layer.
+  if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
+    for (const auto& [k, v] : pip_index_environment()) in.env[k] = v;
   SandboxChoice sbx = choose_sandbox(spec.name, options, status);
   in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, below, status);

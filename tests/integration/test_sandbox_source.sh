@@ -114,26 +114,14 @@ check "lock records the tree and the patch; --locked refuses an edited tree, an 
 expect_ok lock sb lock keep.yaml --store "$STORE"
 python3 - keep.yaml.lock <<'PY' || fail "the lock does not record the source: $(cat keep.yaml.lock)"
 import json, sys
-text = open(sys.argv[1]).read()
-j = json.loads(text)
-def find(o):
-    if isinstance(o, dict):
-        if "tree" in o and "patches" in o: return o
-        for v in o.values():
-            r = find(v)
-            if r: return r
-    if isinstance(o, list):
-        for v in o:
-            r = find(v)
-            if r: return r
-src = find(j)
-assert src and src["tree"].startswith("sha256:"), text
-assert [p["path"] for p in src["patches"]] == ["greeting.patch"] and len(src["patches"][0]["sha256"]) == 64, text
+src = json.load(open(sys.argv[1]))["points"][0]["source"]["demo"]
+assert src["path"] == "demo" and src["tree"].startswith("sha256:"), src
+assert [p["path"] for p in src["patches"]] == ["greeting.patch"] and len(src["patches"][0]["sha256"]) == 64, src
 PY
 expect_ok locked sb build keep.yaml --locked -o out-locked --store "$STORE"
 echo "late edit" >>demo/src/config
 expect_rc 3 locked-tree sb build keep.yaml --locked -o out-bad --store "$STORE"
-grep -q "demo" locked-tree.err || { show_output locked-tree; fail "the refusal does not name the layer"; }
+grep -q "layer 'demo'.*the local directory demo changed since it was locked" locked-tree.err || { show_output locked-tree; fail "the refusal does not name the layer"; }
 [[ ! -e out-bad ]] || fail "a refused locked build left out-bad"
 sed -i '$d' demo/src/config
 good_patch edited-after-lock

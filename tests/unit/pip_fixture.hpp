@@ -3,6 +3,9 @@
 // HTML, with PEP 658 metadata files for some.
 #pragma once
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <archive.h>
 #include <archive_entry.h>
 
@@ -15,6 +18,7 @@
 
 #include "fetch/fetcher.hpp"
 #include "http_server.hpp"
+#include "layer/tar_writer.hpp"
 #include "pip/index.hpp"
 #include "pip/version.hpp"
 #include "store/store.hpp"
@@ -161,5 +165,14 @@ struct IndexBed {
   ~IndexBed() { fclose(devnull); }
   pip::IndexConfig config() const { return pip::index_config(server.url("/simple"), "/nonexistent", {}, {}); }
 };
+
+// `entries` as an uncompressed tar at `path`, as a layer blob is read back.
+inline void write_tar_file(const EntryMap& entries, const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw Error("cannot create " + path.string());
+  FdSink sink(fd, path.string());
+  write_canonical_tar(entries, sink);
+  ::close(fd);
+}
 
 }  // namespace sb::test

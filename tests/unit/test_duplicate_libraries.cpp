@@ -81,7 +81,8 @@ TEST_CASE("duplicate libraries: the layers below are listed as whiteouts and lin
   EntryMap cuda;
   cuda[kCuda + "libcublas.so.12.6.4.1"] = fake_elf(h / "cublas", 100);
   cuda[kCuda + "libcublas.so.12"] = symlink("libcublas.so.12.6.4.1");
-  cuda[kCuda + "stubs/libcublas.so"] = fake_elf(h / "stub", 10);  // link-time only
+  // CUDA ships link-time libraries under lib64/stubs/ (no code, never loaded): not a second copy.
+  cuda[kCuda + "stubs/libcublas.so"] = fake_elf(h / "link-time-libcublas", 10);
   cuda["usr/lib/x86_64-linux-gnu/libc.so"] =
       text_file(h / "libc.so", "GROUP ( libc.so.6 )\n");  // a linker script
   EntryMap wheels;

@@ -248,13 +248,7 @@ TEST_CASE("pip index: a lower layer with non-ASCII names is listed in the C loca
   link.type = TarEntry::Type::Symlink;
   link.link = "/usr/share/ca-certificates/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.crt";
   entries["etc/ssl/certs/F\xc5\x91tan\xc3\xbas\xc3\xadtv\xc3\xa1ny.pem"] = link;
-  {
-    int fd = ::open(blob.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(fd >= 0);
-    FdSink sink(fd, blob.string());
-    write_canonical_tar(entries, sink);
-    ::close(fd);
-  }
+  test::write_tar_file(entries, blob);
   REQUIRE(std::string(setlocale(LC_CTYPE, nullptr)) == "C");
   auto l = list_layer("os", blob);
   REQUIRE(l.paths.size() == 1);

@@ -341,13 +341,7 @@ TEST_CASE("pip resolver: a musl loader in the layers below chooses musllinux whe
   db.source = (d.path() / "db").string();
   db.size = text.size();
   entries["lib/apk/db/installed"] = db;
-  {
-    int fd = ::open(blob.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    REQUIRE(fd >= 0);
-    FdSink sink(fd, blob.string());
-    write_canonical_tar(entries, sink);
-    ::close(fd);
-  }
+  test::write_tar_file(entries, blob);
   LayerListing alpine = list_layer("alpine", blob);
   CHECK(alpine.musl_version == "1.2");
 
