@@ -12,6 +12,7 @@
 #include "apt/deb.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/threads.hpp"
 
 namespace sb::apt {
 
@@ -174,10 +175,7 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
     }
   };
   unsigned n = o.threads > 0 ? static_cast<unsigned>(o.threads) : std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> threads;
-  for (unsigned t = 1; t < std::min<size_t>(n, pkgs.size()); ++t) threads.emplace_back(worker);
-  worker();
-  for (auto& t : threads) t.join();
+  run_on_threads(std::min<size_t>(n, pkgs.size()), worker);
   for (size_t i = 0; i < pkgs.size(); ++i)
     if (errors[i]) {
       try {

@@ -6,12 +6,12 @@
 
 #include <atomic>
 #include <mutex>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/threads.hpp"
 
 namespace sb::fetch {
 
@@ -80,10 +80,7 @@ class HttpFetcher final : public Fetcher {
       }
     };
     size_t nthreads = std::min<size_t>(std::max(1, o_.jobs), items.size());
-    std::vector<std::thread> threads;
-    for (size_t t = 1; t < nthreads; ++t) threads.emplace_back(worker);
-    worker();
-    for (auto& t : threads) t.join();
+    run_on_threads(nthreads, worker);
     size_t failed = 0, downloaded = 0;
     for (size_t i = 0; i < items.size(); ++i) {
       failed += errors[i] ? 1 : 0;

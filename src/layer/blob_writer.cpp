@@ -4,6 +4,7 @@
 #include <isa-l/igzip_lib.h>
 #include <zlib.h>
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include <condition_variable>
 #include <deque>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace sb {
 
@@ -126,9 +128,10 @@ class GzipCompressor final : public Compressor {
     // RFC 1952 header: no name, mtime 0, no extra flags, OS unknown.
     static const unsigned char header[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
     emit_(header, sizeof header);
-    int n = thread_count(threads);
-    max_in_flight_ = static_cast<size_t>(2 * n);
-    for (int i = 0; i < n; ++i) workers_.emplace_back([this] { work(); });
+    // The bytes do not depend on how many workers the system lets us start;
+    // with none, submit() compresses each chunk itself.
+    workers_ = start_threads(static_cast<size_t>(thread_count(threads)), [this] { work(); });
+    max_in_flight_ = 2 * std::max<size_t>(1, workers_.size());
     current_.reserve(chunk_size_);
   }
 
@@ -179,12 +182,18 @@ class GzipCompressor final : public Compressor {
     std::swap(job->input, current_);  // current_ takes the recycled input buffer
     current_.clear();
     current_.reserve(chunk_size_);
-    {
-      std::lock_guard lk(mu_);
+    if (workers_.empty()) {
+      compress_chunk(*job, level_);
+      job->done = true;
       queue_.push_back(job);
-      pending_.push_back(job);
+    } else {
+      {
+        std::lock_guard lk(mu_);
+        queue_.push_back(job);
+        pending_.push_back(job);
+      }
+      cv_work_.notify_one();
     }
-    cv_work_.notify_one();
     while (queue_.size() > max_in_flight_) drain_one();
   }
 
@@ -261,7 +270,8 @@ class ZstdCompressor final : public Compressor {
     check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level < 0 ? 3 : level));
     check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_checksumFlag, 1));
     // Always at least one worker: libzstd's output is then the same for any count.
-    size_t rc = ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, thread_count(threads));
+    workers_ = thread_count(threads);
+    size_t rc = ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, workers_);
     if (ZSTD_isError(rc)) throw Error("zstd: this libzstd has no multithreading support");
   }
   ~ZstdCompressor() override { ZSTD_freeCCtx(cctx_); }
@@ -280,8 +290,26 @@ class ZstdCompressor final : public Compressor {
  private:
   size_t run(ZSTD_inBuffer* in, ZSTD_EndDirective mode) {
     ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    const size_t in_from = in->pos;
     size_t remaining = ZSTD_compressStream2(cctx_, &out, in, mode);
+    // libzstd starts its workers on the first call; when the system refuses
+    // threads that fails as an allocation error. Fewer workers give the
+    // same bytes, so retry with one before giving up.
+    if (ZSTD_isError(remaining) && !started_ && workers_ > 1 &&
+           ZSTD_getErrorCode(remaining) == ZSTD_error_memory_allocation) {
+      workers_ = 1;
+      ZSTD_CCtx_reset(cctx_, ZSTD_reset_session_only);
+      check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_nbWorkers, workers_));
+      in->pos = in_from;
+      out.pos = 0;
+      remaining = ZSTD_compressStream2(cctx_, &out, in, mode);
+    }
+    if (ZSTD_isError(remaining) && !started_ && ZSTD_getErrorCode(remaining) == ZSTD_error_memory_allocation)
+      throw Error("zstd could not start a worker thread (" + std::string(ZSTD_getErrorName(remaining)) +
+                  "); a process or pids limit may refuse new threads. zstd layers need one worker to be the "
+                  "same bytes everywhere; gzip layers can be written without");
     check(remaining);
+    started_ = true;
     if (out.pos) emit_(out_.data(), out.pos);
     return remaining;
   }
@@ -292,6 +320,8 @@ class ZstdCompressor final : public Compressor {
   Emit emit_;
   ZSTD_CCtx* cctx_ = nullptr;
   std::string out_;
+  int workers_ = 1;
+  bool started_ = false;  // input went in: a retry would no longer be the same stream
 };
 
 std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "util/error.hpp"
+#include "util/threads.hpp"
 
 namespace sb::pip {
 
@@ -43,10 +44,7 @@ Installed install_wheels(const std::vector<PinnedWheel>& wheels, const Target& t
     }
   };
   size_t threads = std::min<size_t>({std::max(1u, std::thread::hardware_concurrency()), 8, wheels.size()});
-  std::vector<std::thread> pool;
-  for (size_t t = 1; t < threads; ++t) pool.emplace_back(work);
-  work();
-  for (auto& t : pool) t.join();
+  run_on_threads(threads, work);
   Installed out;
   for (size_t i = 0; i < wheels.size(); ++i) {
     if (failed[i]) {

@@ -7,12 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <set>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
+#include "util/threads.hpp"
 
 namespace sb {
 
@@ -121,13 +121,7 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
     }
   };
   const size_t jobs = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(options.jobs), points.size()));
-  if (jobs == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> threads;
-    for (size_t t = 0; t < jobs; ++t) threads.emplace_back(worker);
-    for (auto& t : threads) t.join();
-  }
+  run_on_threads(jobs, worker);
   for (size_t i = 0; i < points.size(); ++i)
     if (failures[i] && !result.failure) result.failure = failures[i];  // the first in matrix order
   if (!result.failure && interrupted()) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "registry/push.hpp"
+#include "util/threads.hpp"
 
 namespace sb::registry {
 
@@ -190,7 +191,7 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
     };
     client.reset();  // its connection and curl's socketpair: 3 descriptors the workers can use
     int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
-    run_workers(n, worker, stop);
+    run_on_threads(static_cast<size_t>(n), worker);
     if (error) std::rethrow_exception(error);
 
     result.image.config_json = store.read(blobs[0].first);

@@ -10,6 +10,7 @@
 
 #include "image/image.hpp"
 #include "util/file.hpp"
+#include "util/threads.hpp"
 
 namespace sb::registry {
 
@@ -201,7 +202,7 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
     if (n < std::min<int>(o.jobs, static_cast<int>(blobs.size())))
       status.message(Level::Info, "sending " + std::to_string(n) + " blobs at once, not " + std::to_string(o.jobs) +
                                       ": the limit on open files (ulimit -n) allows no more");
-    run_workers(n, worker, stop);
+    run_on_threads(static_cast<size_t>(n), worker);
     if (error) std::rethrow_exception(error);
     auto client = session.make_client();
     for (const auto& i : images) put_manifest(session, *client, repo, i.manifest, i.tag, report);

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -57,18 +56,6 @@ int usable_connections(int wanted) {
        it.increment(ec))
     ++open;
   return connections_within(static_cast<long>(rl.rlim_cur), open, wanted);
-}
-
-void run_workers(int n, const std::function<void()>& worker, std::atomic<bool>& stop) {
-  std::vector<std::thread> threads;
-  try {
-    for (int i = 0; i < n; ++i) threads.emplace_back(worker);
-  } catch (...) {
-    stop = true;
-    for (auto& t : threads) t.join();
-    throw;
-  }
-  for (auto& t : threads) t.join();
 }
 
 int connections_within(long limit, long open, int wanted) {

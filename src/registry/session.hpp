@@ -66,11 +66,6 @@ int connections_within(long limit, long open, int wanted);
 // soft value to the hard one, and the descriptors open now.
 int usable_connections(int wanted);
 
-// Runs `worker` on `n` threads and joins them. When a thread cannot be
-// started, sets `stop` (which the workers read) so that those running end,
-// joins them and rethrows: never a thread left unjoined.
-void run_workers(int n, const std::function<void()>& worker, std::atomic<bool>& stop);
-
 class Session {
  public:
   // `op` starts every message: "push to 127.0.0.1:5000/app".
