@@ -3,8 +3,12 @@
 // Pass 1 reads each file on its own (keys, types, version syntax). Pass 2
 // checks what spans files: every `requires:`/`prefers:` names a component
 // that exists, and derives the compute-capability bit masks.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <map>
+#include <mutex>
 
 #include "catalog/catalog.hpp"
 #include "util/yaml_reader.hpp"
@@ -284,16 +288,9 @@ void link(Catalog& cat, const std::vector<NameUse>& uses) {
 
 }  // namespace
 
-Catalog load_catalog(const std::filesystem::path& dir) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw Error("catalog directory " + dir.string() + " not found");
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(dir))
-    if (entry.is_regular_file() && entry.path().extension() == ".yaml")
-      files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
+namespace {
 
+Catalog read_catalog(const std::filesystem::path& dir, const std::vector<std::filesystem::path>& files) {
   Catalog cat;
   cat.dir = dir;
   std::vector<NameUse> uses;
@@ -316,6 +313,40 @@ Catalog load_catalog(const std::filesystem::path& dir) {
   std::sort(cat.components.begin(), cat.components.end(),
             [](const Component& a, const Component& b) { return a.name < b.name; });
   link(cat, uses);
+  return cat;
+}
+
+}  // namespace
+
+Catalog load_catalog(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) throw Error("catalog directory " + dir.string() + " not found");
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".yaml")
+      files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+
+  // A build reads the catalog for every layer of every point; the YAML is
+  // parsed once per process while no file of it changes (name, inode, size
+  // and modification time, to the nanosecond).
+  std::string stamp = fs::absolute(dir, ec).string();
+  for (const auto& f : files) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) throw_errno("stat " + f.string());
+    stamp += "\n" + f.filename().string() + " " + std::to_string(st.st_ino) + " " + std::to_string(st.st_size) + " " +
+             std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec);
+  }
+  static std::mutex mu;
+  static std::map<std::string, Catalog> read;
+  {
+    std::lock_guard<std::mutex> g(mu);
+    if (auto it = read.find(stamp); it != read.end()) return it->second;
+  }
+  Catalog cat = read_catalog(dir, files);
+  std::lock_guard<std::mutex> g(mu);
+  read.emplace(stamp, cat);
   return cat;
 }
 

@@ -256,3 +256,21 @@ TEST_CASE("a minimal catalog loads and links requirements", "[catalog]") {
   CHECK(r->requirements[0].where.line == 5);
   CHECK_THROWS_AS(load_catalog(dir.path / "missing"), sb::Error);
 }
+
+// The catalog is parsed once per process while its files stay the same; an
+// edited, added or removed file is read again (a fork of the catalog edited
+// between two builds of one process, as the tests do).
+TEST_CASE("a catalog read again sees edited added and removed files", "[catalog]") {
+  TempDir dir;
+  dir.write("cuda.yaml", kCuda);
+  CHECK(load_catalog(dir.path).find("cuda")->records.size() == 1);
+  CHECK(load_catalog(dir.path).find("cuda")->records.size() == 1);  // the same files: the same catalog
+  dir.write("cuda.yaml", std::string(kCuda) + "  - version: \"12.8.1\"\n    driver_min: \"570.124.06\"\n");
+  CHECK(load_catalog(dir.path).find("cuda")->records.size() == 2);
+  dir.write("nccl.yaml", "component: nccl\nversions:\n  - {version: \"2.26.2\", build: cuda12}\n");
+  CHECK(load_catalog(dir.path).find("nccl"));
+  std::filesystem::remove(dir.path / "nccl.yaml");
+  CHECK_FALSE(load_catalog(dir.path).find("nccl"));
+  dir.write("cuda.yaml", "component: cuda\nversions: [oops\n");
+  CHECK_THROWS_AS(load_catalog(dir.path), sb::InputError);
+}
