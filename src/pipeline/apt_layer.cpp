@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <set>
 
 #include "apt/install.hpp"
@@ -225,19 +227,43 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   apt::LoadOptions lo;
   lo.default_keyring = apt::default_keyring(d.name, env_or("STACKBUILD_APT_ROOT", "/"));
   lo.origin_pins = layer_pins(recipe, spec);
-  apt::PackageIndex index("amd64");
-  Resolved r;
-  r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
   apt::SolveRequest req;
   req.packages = wanted(spec, from_catalog);
   req.essential = (installed.empty() && std::any_of(spec.use.begin(), spec.use.end(), is_os_component)) || spec.base;
   req.priority = spec.priority;
   req.recommends = spec.recommends;
   req.installed = installed;
+
+  // One run reads each repository once: matrix points that ask the same of
+  // the same repositories share the answer (and are consistent with each
+  // other even if the archive changes while the run goes on).
+  KeyHasher k;
+  k.field("apt-resolve", "1").field("keyring", lo.default_keyring.string());
+  for (const auto& rp : repos)
+    k.field("repo", nlohmann::json(rp).dump()).field("signed-by", rp.signed_by.string());
+  for (const auto& [origin, prio] : lo.origin_pins) k.field("pin", origin + "=" + std::to_string(prio));
+  for (const auto& name : req.packages) k.field("package", name);
+  k.field("essential", req.essential ? "yes" : "no").field("priority", req.priority)
+      .field("recommends", req.recommends ? "yes" : "no");
+  for (const auto& para : req.installed)
+    for (const auto& [field, value] : para.fields) k.field("installed:" + field, value);
+  const Digest key = k.finish();
+  static std::mutex memo_mu;
+  static std::map<Digest, Resolved> memo;
+  {
+    std::lock_guard<std::mutex> g(memo_mu);
+    if (auto it = memo.find(key); it != memo.end()) return it->second;
+  }
+
+  apt::PackageIndex index("amd64");
+  Resolved r;
+  r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
   apt::Solution sol = apt::solve(index, req);
   r.packages = apt::lock_solution(index, sol);
   r.upgraded = sol.upgraded;
   for (const apt::Package* p : sol.packages) r.records.push_back(apt::parse_paragraphs(p->paragraph).front());
+  std::lock_guard<std::mutex> g(memo_mu);
+  memo.emplace(key, r);
   return r;
 }
 
