@@ -7,7 +7,9 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -38,6 +40,10 @@ IndexConfig index_config(const std::string& setting, const fs::path& root,
 // pip's own default index, asked of the machine's pip (so that stackbuild
 // names no index itself); "" when there is no pip to ask.
 std::string pip_default_index();
+// The same, kept in `store` for a day per python3 on PATH (by its path,
+// size and modification time): starting Python through pyenv's shims took
+// longer than the rest of a cached rebuild.
+std::string pip_default_index(const Store& store);
 
 struct DistFile {
   std::string filename, url;
@@ -71,6 +77,13 @@ class Index {
   // The METADATA text of a wheel (PEP 658 file when the index has one, else
   // read from the downloaded wheel); its hash is checked.
   virtual std::string metadata(const DistFile& f) = 0;
+  // Reads these projects' pages at once, ahead of files() (the resolver asks
+  // one page at a time; the last resolve of the same request names what it
+  // will ask). A page that fails here is asked again, and reported, by
+  // files(). Default: nothing.
+  virtual void prefetch(const std::vector<std::string>& keys) { (void)keys; }
+  // The projects files() was asked for, in the order asked.
+  virtual std::vector<std::string> consulted() const { return {}; }
 };
 
 // How project pages are kept in the store between runs, as pip keeps them in
@@ -84,6 +97,15 @@ struct PageCache {
   bool offline = false;
   std::optional<int64_t> max_age;  // seconds; overrides the index's
   std::function<int64_t()> now;    // seconds since the epoch; unset: the clock
+  // Pages asked of the index during this run (shared by the indexes one run
+  // makes): each is asked once, as one pip run asks once, and the matrix's
+  // points see the same index. Unset: no such memory. A max_age of 0 asks
+  // every time all the same.
+  struct Asked {
+    std::mutex mu;
+    std::set<std::string> urls;
+  };
+  std::shared_ptr<Asked> run;
 };
 
 std::unique_ptr<Index> make_http_index(const IndexConfig& config, const Store& store, fetch::Fetcher& fetcher,

@@ -1,9 +1,13 @@
 // The HTTP side of pip/index.hpp: project pages by content negotiation
 // (PEP 691 JSON preferred, PEP 503 HTML accepted), core metadata through the
 // fetcher so that it is hash-checked and kept in the store.
+#include <algorithm>
+#include <atomic>
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +16,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/http.hpp"
+#include "util/threads.hpp"
 
 namespace sb::pip {
 
@@ -25,17 +30,39 @@ class HttpIndex : public Index {
 
   std::vector<DistFile> files(const std::string& key) override {
     std::lock_guard<std::mutex> g(mu_);
+    if (std::find(consulted_.begin(), consulted_.end(), key) == consulted_.end()) consulted_.push_back(key);
     if (auto it = pages_.find(key); it != pages_.end()) return it->second;
-    std::vector<DistFile> all;
-    for (const auto& index : config_.urls) {
-      std::optional<Page> page = fetch_page(index + key + "/");
-      if (!page) continue;
-      ProjectPage parsed = page->type.find("json") != std::string::npos ? parse_json_page(page->body, page->url)
-                                                                      : parse_html_page(page->body, page->url);
-      all.insert(all.end(), parsed.files.begin(), parsed.files.end());
-    }
+    std::vector<DistFile> all = load(key, client_);
     pages_[key] = all;
     return all;
+  }
+
+  void prefetch(const std::vector<std::string>& keys) override {
+    std::vector<std::string> todo;
+    {
+      std::lock_guard<std::mutex> g(mu_);
+      for (const auto& k : keys)
+        if (!pages_.count(k)) todo.push_back(k);
+    }
+    if (todo.empty() || cache_.offline) return;
+    std::atomic<size_t> next{0};
+    run_on_threads(std::min<size_t>(todo.size(), 8), [&] {
+      http::Client client(client_options(config_));
+      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+        try {
+          std::vector<DistFile> all = load(todo[i], client);
+          std::lock_guard<std::mutex> g(mu_);
+          pages_.emplace(todo[i], std::move(all));
+        } catch (const std::exception&) {
+          // files() asks again and says what went wrong.
+        }
+      }
+    });
+  }
+
+  std::vector<std::string> consulted() const override {
+    std::lock_guard<std::mutex> g(mu_);
+    return consulted_;
   }
 
   std::string metadata(const DistFile& f) override {
@@ -43,23 +70,140 @@ class HttpIndex : public Index {
       fetch::FetchItem item{f.url + ".metadata", f.metadata_sha256, std::nullopt, f.filename + ".metadata"};
       return store_.read(fetcher_.fetch_one(item).digest);
     }
-    // No PEP 658 file: the wheel itself (hash-checked), then its METADATA.
+    // No PEP 658 file: the wheel itself (hash-checked), then its METADATA,
+    // kept by the wheel's sha256 so that the next resolve reads no zip.
+    if (f.sha256)
+      if (auto kept = store_.get_record("wheel-metadata", *f.sha256)) return *kept;
     fetch::FetchItem item{f.url, f.sha256, f.size, f.filename};
     auto got = fetcher_.fetch_one(item);
     std::string text = read_zip_member(store_.blob_path(got.digest), ".dist-info/METADATA");
     if (text.empty()) throw Error("wheel " + f.filename + " has no .dist-info/METADATA");
+    store_.put_record("wheel-metadata", got.digest, text);
     return text;
   }
 
  private:
-  // A project page: its body, content type and final URL (after redirects).
+  // Every file of project `key` on every configured index.
+  std::vector<DistFile> load(const std::string& key, http::Client& client) {
+    std::vector<DistFile> all;
+    for (const auto& index : config_.urls) {
+      std::optional<Page> page = fetch_page(index + key + "/", client);
+      if (!page) continue;
+      std::shared_ptr<const ProjectPage> parsed = parse_page(*page, store_);
+      all.insert(all.end(), parsed->files.begin(), parsed->files.end());
+    }
+    return all;
+  }
+
+  // Whether `url` was asked of the index earlier in this run (PageCache::run);
+  // `mark`: it is being asked now.
+  bool asked_this_run(const std::string& url, bool mark = false) {
+    if (!cache_.run || (cache_.max_age && *cache_.max_age == 0)) return false;
+    std::lock_guard<std::mutex> g(cache_.run->mu);
+    if (mark) cache_.run->urls.insert(url);
+    return cache_.run->urls.count(url) > 0;
+  }
+
+  // A project page: its body, the body's digest, content type and final
+  // URL (after redirects).
   struct Page {
-    std::string body, type, url;
+    std::string body;
+    Digest digest;
+    std::string type, url;
   };
+
+  // Parsing is a function of the page's bytes, and a matrix resolves the
+  // same pages once per point and layer (torch's JSON page alone is
+  // megabytes, and parsing it was a fifth of a cached rebuild): parsed pages
+  // are kept for the process, and in the store as plain lines by the page's
+  // digest.
+  static std::shared_ptr<const ProjectPage> parse_page(const Page& page, const Store& store) {
+    static std::mutex mu;
+    static std::map<Digest, std::shared_ptr<const ProjectPage>> parsed;
+    const bool json = page.type.find("json") != std::string::npos;
+    const Digest key = KeyHasher()
+                           .field("stackbuild-pip-page-files", "1")
+                           .field("format", json ? "json" : "html")
+                           .field("url", page.url)
+                           .field("body", page.digest.str())
+                           .finish();
+    {
+      std::lock_guard<std::mutex> g(mu);
+      if (auto it = parsed.find(key); it != parsed.end()) return it->second;
+    }
+    std::shared_ptr<const ProjectPage> p;
+    if (auto rec = store.get_record("pip-page-files", key))
+      if (auto files = files_from_lines(*rec)) p = std::make_shared<const ProjectPage>(ProjectPage{page.url, *files});
+    if (!p) {
+      p = std::make_shared<const ProjectPage>(json ? parse_json_page(page.body, page.url)
+                                                   : parse_html_page(page.body, page.url));
+      if (auto lines = files_as_lines(p->files)) store.put_record("pip-page-files", key, *lines);
+    }
+    std::lock_guard<std::mutex> g(mu);
+    return parsed.emplace(key, std::move(p)).first->second;
+  }
+
+  // One file a line, its fields between tabs; nullopt when a field holds a
+  // tab or a newline (then the page is not kept this way).
+  static std::optional<std::string> files_as_lines(const std::vector<DistFile>& files) {
+    std::string out = "stackbuild-pip-page-files 1\n";
+    for (const auto& f : files) {
+      const std::string fields[] = {f.filename,
+                                    f.url,
+                                    f.sha256 ? f.sha256->hex() : "",
+                                    f.size ? std::to_string(*f.size) : "",
+                                    f.requires_python,
+                                    f.yanked ? "1" : "0",
+                                    f.has_metadata ? "1" : "0",
+                                    f.metadata_sha256 ? f.metadata_sha256->hex() : ""};
+      for (size_t i = 0; i < std::size(fields); ++i) {
+        if (fields[i].find_first_of("\t\n") != std::string::npos) return std::nullopt;
+        out += fields[i];
+        out += i + 1 < std::size(fields) ? '\t' : '\n';
+      }
+    }
+    return out;
+  }
+
+  // The files back from files_as_lines(); nullopt for a damaged record.
+  static std::optional<std::vector<DistFile>> files_from_lines(std::string_view text) {
+    constexpr std::string_view kHeader = "stackbuild-pip-page-files 1\n";
+    if (!text.starts_with(kHeader)) return std::nullopt;
+    text.remove_prefix(kHeader.size());
+    std::vector<DistFile> files;
+    try {
+      while (!text.empty()) {
+        size_t end = text.find('\n');
+        if (end == std::string_view::npos) return std::nullopt;
+        std::string_view line = text.substr(0, end);
+        text.remove_prefix(end + 1);
+        std::string_view f[8];
+        for (size_t i = 0; i < 8; ++i) {
+          size_t tab = i < 7 ? line.find('\t') : line.size();
+          if (tab == std::string_view::npos) return std::nullopt;
+          f[i] = line.substr(0, tab);
+          line.remove_prefix(i < 7 ? tab + 1 : tab);
+        }
+        DistFile d;
+        d.filename = f[0];
+        d.url = f[1];
+        if (!f[2].empty()) d.sha256 = Digest::parse("sha256:" + std::string(f[2]));
+        if (!f[3].empty()) d.size = std::stoull(std::string(f[3]));
+        d.requires_python = f[4];
+        d.yanked = f[5] == "1";
+        d.has_metadata = f[6] == "1";
+        if (!f[7].empty()) d.metadata_sha256 = Digest::parse("sha256:" + std::string(f[7]));
+        files.push_back(std::move(d));
+      }
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    return files;
+  }
 
   // The page at `url` from the store when it is fresh enough, else from the
   // index (revalidated when the store has an older copy); nullopt on 404/410.
-  std::optional<Page> fetch_page(const std::string& url) {
+  std::optional<Page> fetch_page(const std::string& url, http::Client& client) {
     const Digest key = Digest::of_bytes(std::string(kAccept) + "\n" + url);
     int64_t now = cache_.now ? cache_.now() : static_cast<int64_t>(time(nullptr));
     std::optional<nlohmann::json> kept;
@@ -72,15 +216,15 @@ class HttpIndex : public Index {
       }
     }
     auto page_of = [&](const nlohmann::json& j) {
-      return Page{store_.read(Digest::parse(j.at("body").get<std::string>())), j.value("type", ""),
-                  j.value("effective_url", url)};
+      Digest body = Digest::parse(j.at("body").get<std::string>());
+      return Page{store_.read(body), body, j.value("type", ""), j.value("effective_url", url)};
     };
     if (kept) {
       int64_t age = now - kept->value("fetched", int64_t{0});
       int64_t lifetime = cache_.max_age                      ? *cache_.max_age
                          : (*kept)["max_age"].is_number_integer() ? (*kept)["max_age"].get<int64_t>()
                                                                   : 0;
-      if (cache_.offline || (age >= 0 && age < lifetime)) return page_of(*kept);
+      if (cache_.offline || (age >= 0 && age < lifetime) || asked_this_run(url)) return page_of(*kept);
     }
     if (cache_.offline)
       throw fetch::FetchError(url, 0, "offline: index page " + url + " is not in the store (index from " +
@@ -91,8 +235,9 @@ class HttpIndex : public Index {
     if (kept && !kept->value("etag", "").empty()) req.headers.push_back("If-None-Match: " + kept->value("etag", ""));
     if (kept && !kept->value("last_modified", "").empty())
       req.headers.push_back("If-Modified-Since: " + kept->value("last_modified", ""));
-    http::Response res = http::with_retries(http::RetryPolicy{}, [&] { return client_.perform(req); });
+    http::Response res = http::with_retries(http::RetryPolicy{}, [&] { return client.perform(req); });
     if (res.status == 404 || res.status == 410) return std::nullopt;
+    if (res.status == 200 || res.status == 304) asked_this_run(url, true);
     CacheDirective cc = cache_directive(res.header("cache-control"));
     auto lifetime_json = [&]() -> nlohmann::json { return cc.max_age ? nlohmann::json(*cc.max_age) : nullptr; };
     if (res.status == 304 && kept) {
@@ -104,10 +249,11 @@ class HttpIndex : public Index {
     if (res.status != 200)
       throw fetch::FetchError(url, res.status, "index page " + url + ": HTTP " + std::to_string(res.status) +
                                                    " (index from " + config_.origin + ")");
-    Page page{res.body, res.header("content-type"), res.effective_url.empty() ? url : res.effective_url};
+    Page page{res.body, cc.store ? store_.put(res.body) : Digest::of_bytes(res.body), res.header("content-type"),
+              res.effective_url.empty() ? url : res.effective_url};
     if (cc.store) {
       nlohmann::json j = {{"url", url},
-                          {"body", store_.put(page.body).str()},
+                          {"body", page.digest.str()},
                           {"type", page.type},
                           {"effective_url", page.url},
                           {"etag", res.header("etag")},
@@ -133,8 +279,9 @@ class HttpIndex : public Index {
   fetch::Fetcher& fetcher_;
   PageCache cache_;
   http::Client client_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::map<std::string, std::vector<DistFile>> pages_;
+  std::vector<std::string> consulted_;
 };
 
 }  // namespace

@@ -31,6 +31,8 @@ fetch::FetchOptions fetch_options(const pip::IndexConfig* c = nullptr) {
 // the index) for the project pages kept in the store.
 pip::PageCache page_cache() {
   pip::PageCache c;
+  static const auto run = std::make_shared<pip::PageCache::Asked>();  // one build is one run
+  c.run = run;
   c.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
   std::string age = env_or("STACKBUILD_INDEX_MAX_AGE", "");
   if (!age.empty()) {
@@ -41,9 +43,9 @@ pip::PageCache page_cache() {
   return c;
 }
 
-pip::IndexConfig index_config(const std::string& explicit_url = "") {
+pip::IndexConfig index_config(const Store& store, const std::string& explicit_url = "") {
   std::string setting = explicit_url.empty() ? env_or("STACKBUILD_PIP_INDEX_URL", "") : explicit_url;
-  return pip::index_config(setting, "/", current_environment(), pip::pip_default_index);
+  return pip::index_config(setting, "/", current_environment(), [&] { return pip::pip_default_index(store); });
 }
 
 // The listing of a layer built earlier, kept in the store by its blob's
@@ -109,7 +111,7 @@ std::map<std::string, std::string> pip_index_environment() {
   std::map<std::string, std::string> env;
   pip::IndexConfig cfg;
   try {
-    cfg = index_config();
+    cfg = pip::index_config(env_or("STACKBUILD_PIP_INDEX_URL", ""), "/", current_environment(), [] { return pip::pip_default_index(); });
   } catch (const Error&) {
     return env;  // no index configured anywhere: the step's pip keeps its own default
   }
@@ -198,7 +200,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
                                           const std::vector<std::pair<std::string, std::string>>& constraints,
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
-  pip::IndexConfig cfg = index_config(index_url);
+  pip::IndexConfig cfg = index_config(store, index_url);
   auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
@@ -207,8 +209,26 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
   o.pre = pre;
   o.installed = installed;
   for (const auto& [text, who] : constraints) o.constraints.push_back({pip::Requirement::parse(text), who});
+  // The projects the last resolve of this request read, asked for at once
+  // before the resolver asks them one by one.
+  KeyHasher k;
+  k.field("stackbuild-pip-consulted", "1").field("target", target.describe()).field("pre", pre ? "yes" : "no");
+  for (const auto& u : cfg.urls) k.field("index", u);
+  for (const auto& r : requirements) k.field("requirement", r);
+  for (const auto& [text, who] : constraints) k.field("constraint", text);
+  for (const auto& [name, inst] : installed) k.field("installed", name + " " + inst.version);
+  const Digest consulted_key = k.finish();
+  if (auto rec = store.get_record("pip-consulted", consulted_key)) {
+    try {
+      index->prefetch(nlohmann::json::parse(*rec).get<std::vector<std::string>>());
+    } catch (const std::exception&) {
+      // A damaged record: the resolver asks page by page.
+    }
+  }
   try {
-    return pip::resolve(reqs, target, *index, o);
+    auto wheels = pip::resolve(reqs, target, *index, o);
+    store.put_record("pip-consulted", consulted_key, nlohmann::json(index->consulted()).dump());
+    return wheels;
   } catch (Error& e) {
     e.add_trace("while resolving wheels for " + target.describe() + " on the index " + cfg.urls.front() + " (from " +
                 cfg.origin + ")");

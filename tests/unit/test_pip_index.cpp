@@ -5,8 +5,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <clocale>
 #include <cstdio>
+#include <iterator>
 
 #include "helpers.hpp"
 #include "layer/tar_writer.hpp"
@@ -358,4 +360,101 @@ TEST_CASE("pip index: project pages are kept by the index's Cache-Control", "[pi
     CHECK(pages == before + 3);
   }
   fclose(devnull);
+}
+
+// What makes an unchanged rebuild cheap without changing what it resolves:
+// pages asked once per run (PageCache::run; a max_age of 0 still asks every
+// time), read ahead in parallel (prefetch), kept parsed in the store by their
+// bytes, and a wheel's METADATA kept by the wheel's sha256.
+TEST_CASE("pip index: a run asks each page once and keeps parsed pages and wheel metadata", "[pip]") {
+  test::FixtureIndex index;
+  index.add({"app", "1.0", "py3-none-any", {"helper>=1"}, {}, {}, false, ""});  // no PEP 658 file
+  index.add({"helper", "1.0", "py3-none-any", {}, {}, {}});
+  std::atomic<int> pages{0}, wheels{0};
+  test::HttpServer server{[&](const test::HttpRequest& r) {
+    if (r.path.starts_with("/simple/")) ++pages;
+    if (r.path.ends_with(".whl")) ++wheels;
+    return index.respond(r);  // no Cache-Control: every page is stale at once
+  }};
+  TempDir dir{fs::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  auto fetcher = fetch::make_fetcher(store, fetch::FetchOptions{}, *status);
+  auto cfg = index_config(server.url("/simple"), "/nonexistent", {}, {});
+
+  // Two indexes of one run: the second asks nothing.
+  PageCache run;
+  run.run = std::make_shared<PageCache::Asked>();
+  auto first = make_http_index(cfg, store, *fetcher, run);
+  std::vector<DistFile> app = first->files("app");
+  REQUIRE(app.size() == 1);
+  REQUIRE(first->files("helper").size() == 1);
+  CHECK(first->consulted() == std::vector<std::string>{"app", "helper"});
+  CHECK(pages == 2);
+  CHECK(make_http_index(cfg, store, *fetcher, run)->files("app").size() == 1);
+  CHECK(pages == 2);
+  PageCache always = run;
+  always.max_age = 0;
+  CHECK(make_http_index(cfg, store, *fetcher, always)->files("app").size() == 1);
+  CHECK(pages == 3);
+
+  // Another run asks again; read ahead, its pages come at once and files() asks nothing more.
+  auto next = make_http_index(cfg, store, *fetcher, PageCache{});
+  next->prefetch({"app", "helper", "absent"});
+  CHECK(pages == 6);
+  CHECK(next->files("app").size() == 1);
+  CHECK(next->files("helper").size() == 1);
+  CHECK(pages == 6);
+  CHECK(next->files("absent").empty());  // a 404 is an answer too: not asked again
+  CHECK(pages == 6);
+
+  // The parsed page is a record of the page's bytes; the files read back are the same.
+  std::vector<DistFile> again = make_http_index(cfg, store, *fetcher, PageCache{})->files("app");
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].filename == app[0].filename);
+  CHECK(again[0].url == app[0].url);
+  CHECK(again[0].sha256 == app[0].sha256);
+  CHECK(again[0].size == app[0].size);
+  CHECK(again[0].has_metadata == app[0].has_metadata);
+  CHECK_FALSE(again[0].has_metadata);
+
+  // METADATA without a PEP 658 file: read from the wheel once, then kept by its sha256.
+  std::string meta = first->metadata(app[0]);
+  CHECK(meta.find("Requires-Dist: helper>=1") != std::string::npos);
+  CHECK(wheels == 1);
+  REQUIRE(app[0].sha256);
+  fs::remove(store.blob_path(*app[0].sha256));  // the wheel is gone from the store: the record answers
+  CHECK(make_http_index(cfg, store, *fetcher, PageCache{})->metadata(app[0]) == meta);
+  CHECK(wheels == 1);
+  fclose(devnull);
+}
+
+// pip's default index is asked of the python3 on PATH once, then kept in the
+// store for that python3; another python3 is asked again.
+TEST_CASE("pip index: pip's default index is asked once per python3 and kept", "[pip]") {
+  TempDir dir{fs::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  fs::path asked = dir.path() / "asked";
+  auto fake_python = [&](const fs::path& bin, const std::string& url) {
+    test::write(bin / "python3", "#!/bin/sh\necho x >> '" + asked.string() + "'\necho '" + url + "'\n", 0755);
+  };
+  auto times_asked = [&] {
+    std::ifstream in(asked);
+    return static_cast<int>(std::count(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>(), '\n'));
+  };
+  const char* old_path = getenv("PATH");
+  std::string saved = old_path ? old_path : "";
+  fake_python(dir.path() / "a", "http://a.invalid/simple/");
+  fake_python(dir.path() / "b", "http://b.invalid/simple/");
+  setenv("PATH", ((dir.path() / "a").string() + ":/usr/bin:/bin").c_str(), 1);
+  CHECK(pip_default_index(store) == "http://a.invalid/simple/");
+  CHECK(pip_default_index(store) == "http://a.invalid/simple/");
+  CHECK(times_asked() == 1);
+  setenv("PATH", ((dir.path() / "b").string() + ":/usr/bin:/bin").c_str(), 1);
+  CHECK(pip_default_index(store) == "http://b.invalid/simple/");
+  CHECK(times_asked() == 2);
+  setenv("PATH", (dir.path() / "none").c_str(), 1);
+  CHECK(pip_default_index(store).empty());  // no python3 at all: nothing to ask
+  setenv("PATH", saved.c_str(), 1);
 }
