@@ -45,16 +45,20 @@ class HttpIndex : public Index {
         if (!pages_.count(k)) todo.push_back(k);
     }
     if (todo.empty() || cache_.offline) return;
+    // One try per page and none after a failure: files() asks again, with
+    // retries, and says what went wrong; an unreachable index is not waited
+    // for twice.
     std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
     run_on_threads(std::min<size_t>(todo.size(), 8), [&] {
       http::Client client(client_options(config_));
-      for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      for (size_t i; !failed && (i = next.fetch_add(1)) < todo.size();) {
         try {
-          std::vector<DistFile> all = load(todo[i], client);
+          std::vector<DistFile> all = load(todo[i], client, false);
           std::lock_guard<std::mutex> g(mu_);
           pages_.emplace(todo[i], std::move(all));
         } catch (const std::exception&) {
-          // files() asks again and says what went wrong.
+          failed = true;
         }
       }
     });
@@ -84,10 +88,10 @@ class HttpIndex : public Index {
 
  private:
   // Every file of project `key` on every configured index.
-  std::vector<DistFile> load(const std::string& key, http::Client& client) {
+  std::vector<DistFile> load(const std::string& key, http::Client& client, bool retry = true) {
     std::vector<DistFile> all;
     for (const auto& index : config_.urls) {
-      std::optional<Page> page = fetch_page(index + key + "/", client);
+      std::optional<Page> page = fetch_page(index + key + "/", client, retry);
       if (!page) continue;
       std::shared_ptr<const ProjectPage> parsed = parse_page(*page, store_);
       all.insert(all.end(), parsed->files.begin(), parsed->files.end());
@@ -203,7 +207,7 @@ class HttpIndex : public Index {
 
   // The page at `url` from the store when it is fresh enough, else from the
   // index (revalidated when the store has an older copy); nullopt on 404/410.
-  std::optional<Page> fetch_page(const std::string& url, http::Client& client) {
+  std::optional<Page> fetch_page(const std::string& url, http::Client& client, bool retry = true) {
     const Digest key = Digest::of_bytes(std::string(kAccept) + "\n" + url);
     int64_t now = cache_.now ? cache_.now() : static_cast<int64_t>(time(nullptr));
     std::optional<nlohmann::json> kept;
@@ -235,7 +239,9 @@ class HttpIndex : public Index {
     if (kept && !kept->value("etag", "").empty()) req.headers.push_back("If-None-Match: " + kept->value("etag", ""));
     if (kept && !kept->value("last_modified", "").empty())
       req.headers.push_back("If-Modified-Since: " + kept->value("last_modified", ""));
-    http::Response res = http::with_retries(http::RetryPolicy{}, [&] { return client.perform(req); });
+    http::RetryPolicy once;
+    once.attempts = 1;
+    http::Response res = http::with_retries(retry ? http::RetryPolicy{} : once, [&] { return client.perform(req); });
     if (res.status == 404 || res.status == 410) return std::nullopt;
     if (res.status == 200 || res.status == 304) asked_this_run(url, true);
     CacheDirective cc = cache_directive(res.header("cache-control"));

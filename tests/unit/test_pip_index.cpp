@@ -409,6 +409,18 @@ TEST_CASE("pip index: a run asks each page once and keeps parsed pages and wheel
   CHECK(next->files("absent").empty());  // a 404 is an answer too: not asked again
   CHECK(pages == 6);
 
+  // A read-ahead that fails is tried once; files() asks again (with retries) and gets it.
+  std::atomic<int> refuse{1}, asked{0};
+  test::HttpServer flaky{[&](const test::HttpRequest& r) {
+    if (r.path.starts_with("/simple/") && ++asked && refuse-- > 0) return test::http_response(503, "busy");
+    return index.respond(r);
+  }};
+  auto flaky_index = make_http_index(index_config(flaky.url("/simple"), "/nonexistent", {}, {}), store, *fetcher, PageCache{});
+  flaky_index->prefetch({"app"});
+  CHECK(asked == 1);  // no retry in the read-ahead
+  CHECK(flaky_index->files("app").size() == 1);
+  CHECK(asked == 2);
+
   // The parsed page is a record of the page's bytes; the files read back are the same.
   std::vector<DistFile> again = make_http_index(cfg, store, *fetcher, PageCache{})->files("app");
   REQUIRE(again.size() == 1);
