@@ -156,10 +156,10 @@ std::string descriptors_note() {
 
 namespace {
 
-// Handles outlive their Client: a new curl handle loads the system CA store
-// again (a tenth of the CPU of a cached rebuild went there) and opens new
-// connections, while a kept one has both. Options are set anew for every
-// request (curl_easy_reset), so any Client can take any idle handle.
+// Handles outlive their Client, so that the next one reuses their open
+// connections (and TLS sessions) instead of dialling again. Options are set
+// anew for every request (curl_easy_reset), so any Client can take any idle
+// handle.
 class IdleHandles {
  public:
   CURL* take() {
@@ -200,10 +200,6 @@ IdleHandles& idle_handles() {
   return *h;
 }
 
-}  // namespace
-
-namespace {
-
 std::string openssl_error() {
   unsigned long e = ERR_get_error();
   char buf[256];
@@ -229,8 +225,11 @@ X509_STORE* trust_store(CURL* c, const std::filesystem::path& ca_file) {
   X509_STORE* st = X509_STORE_new();
   if (!st) throw Error("OpenSSL: cannot make a certificate store");
   auto load_file = [&](const std::string& f) {
-    if (!X509_STORE_load_file(st, f.c_str()))
-      throw Error("cannot read the CA certificates in " + f + ": " + openssl_error());
+    if (!X509_STORE_load_file(st, f.c_str())) {
+      std::string why = openssl_error();
+      X509_STORE_free(st);
+      throw Error("cannot read the CA certificates in " + f + ": " + why);
+    }
   };
   if (!ca_file.empty()) {
     load_file(ca_file.string());
