@@ -297,7 +297,12 @@ Response Client::perform(const Request& req) {
     // The trusted certificates come from one store per process, not from
     // curl, which parses the whole bundle again for every new handle (that
     // was a third of a cached rebuild's CPU).
-    X509_STORE* store = trust_store(c, impl_->options.ca_file);
+    X509_STORE* store = nullptr;
+    try {
+      store = trust_store(c, impl_->options.ca_file);
+    } catch (const Error& e) {
+      throw HttpError(req.method + " " + req.url, e.what(), false, HttpError::Kind::Other);
+    }
     curl_easy_setopt(c, CURLOPT_CAINFO, nullptr);
     curl_easy_setopt(c, CURLOPT_CAPATH, nullptr);
     curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);

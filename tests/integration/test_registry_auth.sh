@@ -31,6 +31,11 @@ grep -q "error: push to $T/app: the TLS certificate of $T is not trusted" "$TMP/
 expect_ok tlspush sb push "$LAYOUT:1" "$T/app:1" --store "$STORE" --ca-cert "$CA"
 [[ "$(skopeo inspect --tls-verify=false --format '{{.Digest}}' "docker://$T/app:1")" == "sha256:$M" ]] || fail "TLS push: wrong digest"
 expect_ok tlspull sb pull "$T/app:1" "$TMP/tlspulled" --store "$TMP/s2" --ca-cert "$CA"
+# A CA file that holds no certificate: an error naming it, not a TLS failure.
+echo "not a certificate" > "$TMP/bad.pem"
+expect_rc 1 badca sb pull "$T/app:1" "$TMP/badpulled" --store "$TMP/s3" --ca-cert "$TMP/bad.pem"
+grep -q "error: pull from $T/app: .*cannot read the CA certificates in $TMP/bad.pem" "$TMP/badca.err" ||
+  { show_output badca; fail "no clear error for a CA file without a certificate"; }
 
 check "htpasswd: wrong credentials are a clear 401, without the password"
 start_registry basic htpasswd alice "$PASS_WORD"
