@@ -9,4 +9,16 @@ bash scripts/build.sh
 labels='unit|integration'
 if [ "${1:-}" = "--e2e" ] || [ "${STACKBUILD_E2E:-0}" = 1 ]; then labels='unit|integration|e2e'; fi
 cd build
-ctest -L "$labels" -j"$(nproc)" --output-on-failure --timeout 900
+rc=0
+ctest -L "$labels" -j"$(nproc)" --output-on-failure --timeout 900 || rc=$?
+if [ "$rc" != 0 ]; then
+  # A failing test's output is printed where it ran, far above the end of a
+  # long log, and CI systems often keep only the end: run the failed tests
+  # once more, alone, so their output (and whether they fail again) is last.
+  # The run fails either way.
+  echo
+  echo "=== the failed tests, run again one at a time ==="
+  ctest --rerun-failed -j1 --output-on-failure --timeout 900 || true
+  echo "=== (the test run failed: exit $rc) ==="
+  exit "$rc"
+fi
