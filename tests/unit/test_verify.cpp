@@ -610,5 +610,6 @@ TEST_CASE("reports: GPU tests skipped are never counted as passed - JUnit marks 
   CHECK_THAT(xml, Catch::Contains("tests=\"3\" failures=\"1\" skipped=\"1\""));
   CHECK_THAT(xml, Catch::Contains("<skipped message=\"no NVIDIA GPU on this host\"/>"));
   CHECK_THAT(xml, Catch::Contains("<failure message=\"2 gaps\">x\ny\n</failure>"));
+  CHECK_THAT(summary_table(r), Catch::StartsWith("image img:1\n"));  // several tables: each says whose
   CHECK_THAT(summary_table(r), Catch::EndsWith("1 passed, 1 failed, 1 skipped\n"));
 }
