@@ -2,9 +2,12 @@
 // (as the NVIDIA container toolkit generates them with `nvidia-ctk cdi
 // generate`) and writing one for what discovery found.
 #include <algorithm>
+#include <cctype>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/yaml_reader.hpp"
 #include "verify/gpu.hpp"
@@ -39,10 +42,19 @@ void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g
   }
 }
 
-bool selected(const std::string& name, const std::string& selection) {
-  if (selection.empty() || selection == "all") return true;
-  std::string list = "," + selection + ",";
-  return list.find("," + name + ",") != std::string::npos;
+bool is_index(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+}
+
+// "libcuda.so.550.54.15" -> "550.54.15"; "" when no mount is one.
+std::string libcuda_version(const GpuInjection& g) {
+  for (const auto& m : g.mounts) {
+    std::string name = fs::path(m.container_path).filename().string();
+    if (name.rfind("libcuda.so.", 0) == 0 && name.size() > 11 && std::isdigit(static_cast<unsigned char>(name[11])) &&
+        name.find('.', 12) != std::string::npos)
+      return name.substr(11);
+  }
+  return "";
 }
 
 }  // namespace
@@ -64,25 +76,56 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
       GpuInjection g;
       g.source = "cdi " + (fs::path(dir) / file.filename()).string();
       apply_edits(r, spec["containerEdits"], g);
+      std::vector<GpuDevice> host = host_gpus(root);  // for UUIDs, models and minors, where /proc has them
       if (const auto& devices = spec["devices"]) {
         r.expect_list(devices, "'devices'");
-        int index = 0;
-        bool any = false;
+        std::vector<std::pair<std::string, YAML::Node>> named;
         for (const auto& d : devices) {
           std::string name = r.string(d["name"], "'devices.name'");
-          if (name == "all" || !selected(name, selection)) continue;
+          if (name != "all") named.emplace_back(name, d);
+        }
+        // The selection's items, each a device name (or, by UUID, the index /proc gives it).
+        std::vector<std::string> wanted;
+        if (selection.empty() || selection == "all") {
+          for (const auto& [name, d] : named) wanted.push_back(name);
+        } else if (selection != "none") {
+          std::stringstream ss(selection);
+          for (std::string item; std::getline(ss, item, ',');) {
+            auto has = [&](const std::string& n) {
+              return std::any_of(named.begin(), named.end(), [&](const auto& p) { return p.first == n; });
+            };
+            std::string name = item;
+            if (!has(name))
+              for (const auto& h : host)
+                if (h.uuid == item) name = std::to_string(h.index);
+            if (!has(name))
+              throw Error("--gpus " + selection + ": no device '" + item + "' in the CDI spec " + file.string() +
+                              " (it has " + std::to_string(named.size()) + ")",
+                          kExitUsage);
+            wanted.push_back(name);
+          }
+        }
+        for (const auto& [name, d] : named) {
+          if (std::find(wanted.begin(), wanted.end(), name) == wanted.end()) continue;
           GpuDevice gpu;
-          gpu.index = index++;
+          gpu.index = is_index(name) ? std::atoi(name.c_str()) : static_cast<int>(g.gpus.size());
+          gpu.minor = gpu.index;
+          if (const auto& edits = d["containerEdits"]; edits && edits.IsMap() && edits["deviceNodes"].IsSequence())
+            for (const auto& n : edits["deviceNodes"]) {  // its /dev/nvidiaN says the minor
+              std::string p = n["path"] && n["path"].IsScalar() ? n["path"].Scalar() : "";
+              if (p.rfind("/dev/nvidia", 0) == 0 && is_index(p.substr(11))) gpu.minor = std::atoi(p.c_str() + 11);
+            }
           gpu.uuid = name.rfind("GPU-", 0) == 0 ? name : "";
+          for (const auto& h : host)
+            if ((is_index(name) && h.index == gpu.index) || (!gpu.uuid.empty() && h.uuid == gpu.uuid)) gpu = h;
           g.gpus.push_back(gpu);
           apply_edits(r, d["containerEdits"], g);
-          any = true;
         }
-        if (!any && selection != "none")
-          g.warnings.push_back("the CDI spec " + file.string() + " has no device matching '" + selection + "'");
       }
       for (const auto& e : g.env)
         if (e.rfind("NVIDIA_DRIVER_VERSION=", 0) == 0) g.driver_version = e.substr(22);
+      if (g.driver_version.empty()) g.driver_version = host_driver_version(root);
+      if (g.driver_version.empty()) g.driver_version = libcuda_version(g);
       return g;
     }
   }

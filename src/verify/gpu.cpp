@@ -16,7 +16,9 @@ namespace {
 
 fs::path under(const fs::path& root, const std::string& abs) { return root / fs::path(abs).relative_path(); }
 
-std::string driver_version(const fs::path& root) {
+}  // namespace
+
+std::string host_driver_version(const fs::path& root) {
   static const std::regex re(R"(Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?))");
   std::smatch m;
   std::string text = read_file_or_empty(under(root, "/proc/driver/nvidia/version"));
@@ -26,7 +28,7 @@ std::string driver_version(const fs::path& root) {
   return sys;
 }
 
-std::vector<GpuDevice> find_gpus(const fs::path& root) {
+std::vector<GpuDevice> host_gpus(const fs::path& root) {
   std::vector<GpuDevice> out;
   fs::path dir = under(root, "/proc/driver/nvidia/gpus");
   std::error_code ec;
@@ -51,6 +53,8 @@ std::vector<GpuDevice> find_gpus(const fs::path& root) {
   for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int>(i);
   return out;
 }
+
+namespace {
 
 std::vector<GpuDevice> select(const std::vector<GpuDevice>& all, const std::string& selection) {
   if (selection.empty() || selection == "all") return all;
@@ -114,12 +118,12 @@ int compare_versions(const std::string& a, const std::string& b) {
 }
 
 std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::string& selection) {
-  std::string version = driver_version(root);
+  std::string version = host_driver_version(root);
   if (version.empty()) return std::nullopt;
   GpuInjection g;
   g.source = "discovered";
   g.driver_version = version;
-  g.gpus = select(find_gpus(root), selection);
+  g.gpus = select(host_gpus(root), selection);
 
   for (const auto& gpu : g.gpus) {
     std::string node = "/dev/nvidia" + std::to_string(gpu.minor);
@@ -175,6 +179,9 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
 
 void check_driver(const GpuInjection& gpu, const std::string& required) {
   if (required.empty()) return;
+  if (gpu.driver_version.empty())
+    throw Error("the image needs NVIDIA driver " + required + " or newer, and this host's driver version is unknown (" +
+                gpu.source + " names none, and there is no /proc/driver/nvidia/version)");
   if (compare_versions(gpu.driver_version, required) < 0)
     throw Error("the image needs NVIDIA driver " + required + " or newer; this host runs " + gpu.driver_version);
 }

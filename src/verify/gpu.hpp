@@ -51,8 +51,22 @@ const std::vector<std::string>& driver_library_names();
 // selection naming a GPU that is not there.
 std::optional<GpuInjection> discover_gpus(const fs::path& host_root, const std::string& selection = "all");
 
+// The running driver's version from host_root's /proc/driver/nvidia/version
+// (else /sys/module/nvidia/version); empty when there is no driver.
+std::string host_driver_version(const fs::path& host_root);
+
+// The host's GPUs from /proc/driver/nvidia/gpus/*/information, indexed in
+// the order of their minor numbers.
+std::vector<GpuDevice> host_gpus(const fs::path& host_root);
+
 // Reads the first CDI spec for kind nvidia.com/gpu under host_root's /etc/cdi
-// or /var/run/cdi; nullopt when there is none.
+// or /var/run/cdi; nullopt when there is none. `selection` names the spec's
+// devices ("0,1"), or GPU UUIDs, which match a device of that name or, where
+// the spec names devices by index (nvidia-ctk's default), the index the
+// host's /proc/driver/nvidia/gpus gives that UUID. Throws sb::Error for an
+// item that matches no device. The driver version is the spec's
+// NVIDIA_DRIVER_VERSION, else the running driver's, else the version suffix
+// of the libcuda.so it mounts (nvidia-ctk's specs set no such variable).
 std::optional<GpuInjection> load_cdi(const fs::path& host_root, const std::string& selection = "all");
 
 // A CDI spec (JSON, cdiVersion 0.6.0, kind nvidia.com/gpu) for what was found.

@@ -92,7 +92,8 @@ std::string junit_xml(const VerifyReport& r) { return junit_xml(std::vector<Veri
 std::string summary_table(const VerifyReport& r) {
   size_t width = 4;
   for (const auto& t : r.results) width = std::max(width, t.name.size());
-  std::string out;
+  // Named: `test RECIPE` and the build's gate print one table per image.
+  std::string out = "image " + r.image + "\n";
   char line[1024];
   for (const auto& t : r.results) {
     snprintf(line, sizeof line, "%-7s  %-*s  %s\n", to_string(t.outcome).c_str(), static_cast<int>(width),

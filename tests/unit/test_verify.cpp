@@ -99,6 +99,52 @@ TEST_CASE("a CDI spec wins over discovery and a written spec reads back", "[veri
   CHECK(containers(*cdi) == containers(*found));
 }
 
+TEST_CASE("a CDI spec as nvidia-ctk writes it: driver version - UUIDs - a bad selection", "[verify][gpu][cdi]") {
+  // nvidia-ctk's spec: devices named by index plus "all", no NVIDIA_DRIVER_VERSION.
+  const std::string spec = R"(cdiVersion: 0.5.0
+kind: nvidia.com/gpu
+devices:
+  - name: "0"
+    containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}
+  - name: "1"
+    containerEdits: {deviceNodes: [{path: /dev/nvidia1}]}
+  - name: all
+    containerEdits: {deviceNodes: [{path: /dev/nvidia0}, {path: /dev/nvidia1}]}
+containerEdits:
+  env: [NVIDIA_VISIBLE_DEVICES=void]
+  deviceNodes: [{path: /dev/nvidiactl}, {path: /dev/nvidia-uvm}]
+  mounts:
+    - {hostPath: /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15, containerPath: /usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15, options: [ro, nosuid, nodev, bind]}
+)";
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  test::write(root / "var/run/cdi/nvidia.yaml", spec);
+  auto all = load_cdi(root);
+  REQUIRE(all);
+  CHECK(all->driver_version == "550.54.15");  // from /proc: the spec names none
+  REQUIRE(all->gpus.size() == 2);
+  CHECK(all->gpus[1].uuid == "GPU-bbbb");
+  CHECK(all->gpus[1].minor == 1);
+  CHECK(all->gpus[1].model == "NVIDIA H100 80GB HBM3");
+  auto by_uuid = load_cdi(root, "GPU-bbbb");  // a UUID, where the spec names devices by index
+  REQUIRE(by_uuid->gpus.size() == 1);
+  CHECK(by_uuid->gpus[0].index == 1);
+  CHECK(std::count(by_uuid->device_nodes.begin(), by_uuid->device_nodes.end(), "/dev/nvidia1") == 1);
+  CHECK(std::count(by_uuid->device_nodes.begin(), by_uuid->device_nodes.end(), "/dev/nvidia0") == 0);
+  CHECK(load_cdi(root, "none")->gpus.empty());
+  CHECK_THROWS_WITH(load_cdi(root, "0,7"), Catch::Contains("no device '7' in the CDI spec"));
+  CHECK_THROWS_WITH(load_cdi(root, "GPU-cccc"), Catch::Contains("no device 'GPU-cccc'"));
+  // Without /proc (a spec made elsewhere): the version of the libcuda.so it mounts.
+  fs::remove_all(root / "proc");
+  auto no_proc = load_cdi(root);
+  REQUIRE(no_proc);
+  CHECK(no_proc->driver_version == "550.54.15");
+  CHECK(no_proc->gpus.size() == 2);
+  CHECK(no_proc->gpus[1].minor == 1);
+  CHECK_NOTHROW(check_driver(*no_proc, "550.54.14"));
+  CHECK_THROWS_WITH(check_driver(*no_proc, "560.35.05"), Catch::Contains("this host runs 550.54.15"));
+}
+
 TEST_CASE("the driver requirement is checked against the host driver", "[verify][gpu]") {
   GpuInjection g;
   g.driver_version = "550.54.15";
@@ -107,6 +153,9 @@ TEST_CASE("the driver requirement is checked against the host driver", "[verify]
   CHECK_THROWS_WITH(check_driver(g, "560.35.05"), Catch::Contains("needs NVIDIA driver 560.35.05 or newer") &&
                                                       Catch::Contains("550.54.15"));
   CHECK(compare_versions("12.10", "12.9") > 0);
+  g.driver_version.clear();
+  g.source = "cdi /etc/cdi/x.yaml";
+  CHECK_THROWS_WITH(check_driver(g, "560.35.05"), Catch::Contains("this host's driver version is unknown"));
 }
 
 TEST_CASE("fat binaries: SASS and PTX entries - what runs where", "[verify][cuda]") {
@@ -561,5 +610,6 @@ TEST_CASE("reports: GPU tests skipped are never counted as passed - JUnit marks 
   CHECK_THAT(xml, Catch::Contains("tests=\"3\" failures=\"1\" skipped=\"1\""));
   CHECK_THAT(xml, Catch::Contains("<skipped message=\"no NVIDIA GPU on this host\"/>"));
   CHECK_THAT(xml, Catch::Contains("<failure message=\"2 gaps\">x\ny\n</failure>"));
+  CHECK_THAT(summary_table(r), Catch::StartsWith("image img:1\n"));  // several tables: each says whose
   CHECK_THAT(summary_table(r), Catch::EndsWith("1 passed, 1 failed, 1 skipped\n"));
 }
