@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <map>
@@ -48,6 +49,7 @@ struct Task {
   uint64_t total = 0;
   uint64_t done = 0;
   Clock::time_point start = Clock::now();
+  Clock::time_point last_line = start;  // plain mode: when a progress line was last printed
 };
 
 double seconds_since(Clock::time_point t) {
@@ -76,6 +78,25 @@ class BaseStatus : public Status {
   int next_id_ = 1;
 };
 
+// Seconds between a running task's progress lines in plain mode:
+// STACKBUILD_PROGRESS_INTERVAL, default 10 (a CI log gets a line per task
+// every 10 s, not one per chunk).
+double progress_interval() {
+  const char* v = getenv("STACKBUILD_PROGRESS_INTERVAL");
+  if (!v || !*v) return 10;
+  char* end = nullptr;
+  double d = strtod(v, &end);
+  return end && *end == '\0' && d >= 0 ? d : 10;
+}
+
+// "3.4 GiB at 280.0 MiB/s" for `done` bytes in `seconds`; "" for none.
+std::string amount_and_rate(uint64_t done, double seconds) {
+  if (done == 0) return "";
+  std::string s = human_bytes(static_cast<double>(done));
+  if (seconds >= 0.01) s += " at " + human_bytes(static_cast<double>(done) / seconds) + "/s";
+  return s;
+}
+
 class PlainStatus final : public BaseStatus {
  public:
   using BaseStatus::BaseStatus;
@@ -88,13 +109,26 @@ class PlainStatus final : public BaseStatus {
   }
   void task_progress(int id, uint64_t done) override {
     std::lock_guard lk(mu_);
-    tasks_[id].done = done;
+    Task& t = tasks_[id];
+    t.done = done;
+    auto now = Clock::now();
+    if (std::chrono::duration<double>(now - t.last_line).count() < interval_) return;
+    t.last_line = now;
+    std::string of = t.total ? " of " + human_bytes(static_cast<double>(t.total)) + " (" +
+                                   std::to_string(std::min<uint64_t>(100, done * 100 / t.total)) + "%)"
+                             : "";
+    double secs = seconds_since(t.start);
+    fprintf(out_, "[....] %s: %s%s, %s/s (%.0fs)\n", t.label.c_str(), human_bytes(static_cast<double>(done)).c_str(),
+            of.c_str(), human_bytes(secs > 0 ? static_cast<double>(done) / secs : 0).c_str(), secs);
+    fflush(out_);
   }
   void task_end(int id, std::string_view result) override {
     std::lock_guard lk(mu_);
     Task& t = tasks_[id];
-    fprintf(out_, "[done] %s: %.*s (%.2fs)\n", t.label.c_str(), (int)result.size(), result.data(),
-            seconds_since(t.start));
+    double secs = seconds_since(t.start);
+    std::string amount = amount_and_rate(t.done, secs);
+    fprintf(out_, "[done] %s: %.*s (%.2fs%s%s)\n", t.label.c_str(), (int)result.size(), result.data(), secs,
+            amount.empty() ? "" : ", ", amount.c_str());
     fflush(out_);
     tasks_.erase(id);
   }
@@ -109,6 +143,9 @@ class PlainStatus final : public BaseStatus {
     fprintf(out_, "%.*s: %.*s\n", (int)key.size(), key.data(), (int)value.size(), value.data());
     fflush(out_);
   }
+
+ private:
+  const double interval_ = progress_interval();
 };
 
 // Progress bars for running tasks, redrawn in place at most 10 times a second.

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
 
 #include "helpers.hpp"
 #include "store/store.hpp"
@@ -187,6 +189,43 @@ TEST_CASE("Status renders plain lines and JSON lines", "[util]") {
   auto end = nlohmann::json::parse(json[3]);
   CHECK(end["label"] == "layer app");
   CHECK(end["result"] == "sha256:x");
+}
+
+// Plain mode (CI logs): a running task prints a progress line (bytes, of the
+// total, rate) at most every STACKBUILD_PROGRESS_INTERVAL seconds, and its
+// [done] line says how much it moved and how fast.
+TEST_CASE("Status plain lines give progress and rates", "[util]") {
+  auto run = [](const char* interval) {
+    setenv("STACKBUILD_PROGRESS_INTERVAL", interval, 1);
+    FILE* f = tmpfile();
+    {
+      auto s = make_status(StatusMode::Plain, f);
+      int id = s->task_begin("layer big", 4 << 20);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      s->task_progress(id, 1 << 20);
+      s->task_progress(id, 2 << 20);
+      s->task_end(id, "sha256:z");
+      int quiet = s->task_begin("layer steps", 0);  // nothing counted: no amount
+      s->task_end(quiet, "ok");
+    }
+    unsetenv("STACKBUILD_PROGRESS_INTERVAL");
+    rewind(f);
+    std::vector<std::string> lines;
+    char buf[1024];
+    while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\n"));
+    fclose(f);
+    return lines;
+  };
+  auto every = run("0");
+  REQUIRE(every.size() == 4);
+  CHECK_THAT(every[0], Catch::StartsWith("[....] layer big: 1.0 MiB of 4.0 MiB (25%), ") && Catch::EndsWith("s)"));
+  CHECK_THAT(every[1], Catch::StartsWith("[....] layer big: 2.0 MiB of 4.0 MiB (50%), "));
+  CHECK_THAT(every[2], Catch::StartsWith("[done] layer big: sha256:z (") && Catch::Contains(", 2.0 MiB at ") &&
+                           Catch::EndsWith("/s)"));
+  CHECK_THAT(every[3], Catch::Matches(R"(\[done\] layer steps: ok \([0-9.]+s\))"));
+  auto seldom = run("3600");  // no line until an hour has passed
+  REQUIRE(seldom.size() == 2);
+  CHECK_THAT(seldom[0], Catch::StartsWith("[done] layer big: sha256:z ("));
 }
 
 TEST_CASE("human_bytes", "[util]") {
