@@ -61,8 +61,11 @@ class HttpFetcher final : public Fetcher {
     if (items.empty()) return {};
     std::vector<std::optional<Fetched>> done(items.size());
     std::vector<std::exception_ptr> errors(items.size());
+    // What the task counts is what is downloaded: a file the store has adds
+    // nothing (so that a rate is a download rate).
     uint64_t total = 0;
-    for (const auto& it : items) total += it.size.value_or(0);
+    for (const auto& it : items)
+      if (!(it.sha256 && store_.has(*it.sha256))) total += it.size.value_or(0);
     int task = items.size() > 1 ? status_.task_begin("fetch " + std::to_string(items.size()) + " files", total)
                                 : status_.task_begin("fetch " + label_of(items.front()), total);
     std::atomic<size_t> next{0};
@@ -108,7 +111,6 @@ class HttpFetcher final : public Fetcher {
     if (item.sha256 && store_.has(*item.sha256)) {
       note_download(store_, item, *item.sha256);
       uint64_t size = store_.size(*item.sha256);
-      progress(item.size.value_or(0));
       return {item.url, *item.sha256, size, true};
     }
     if (o_.offline) {
