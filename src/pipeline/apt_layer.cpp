@@ -436,14 +436,23 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   io.epoch = epoch;
   io.sources = r.repos;
   io.staging = staging->path();
-  apt::Installed inst = apt::install_packages(r.packages, state, io, store, *fetcher);
+  const std::string what = "layer " + spec.name + " (" + std::to_string(r.packages.size()) + " packages)";
+  int task = status.task_begin("install " + what, 0);
+  apt::Installed inst;
+  try {
+    inst = apt::install_packages(r.packages, state, io, store, *fetcher);
+  } catch (...) {
+    status.task_end(task, "failed");
+    throw;
+  }
+  status.task_end(task, std::to_string(inst.entries.size()) + " entries, " +
+                            human_bytes(static_cast<double>(content_bytes(inst.entries))));
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
   if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
   check_duplicate_libraries(spec, below, below_names, store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by package, dpkg's status in the last part (apt/install.hpp: package_groups).
   std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
-                                          status, "layer " + spec.name + " (" + std::to_string(r.packages.size()) +
-                                                      " packages)", "by package");
+                                          status, what, "by package");
   store.put_record("apt-state", KeyHasher().field("diff_id", parts.back().diff_id.str()).finish(), inst.state.str());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return layer_report(spec.name, parts, false, secs);

@@ -13,7 +13,8 @@ std::optional<Layer> cached_layer(const Store& store, const Digest& key) {
 
 Layer store_layer(const EntryMap& entries, const Store& store, const LayerOptions& options, const Digest& key,
                   Status& status, const std::string& label) {
-  int task = status.task_begin(label, content_bytes(entries));
+  // The phase, as the progress display names it: fetch, install, build, compress (or cached).
+  int task = status.task_begin("compress " + label, content_bytes(entries));
   Layer l = write_layer(entries, store, options, [&](uint64_t done) { status.task_progress(task, done); });
   store.put_record("layer", key, nlohmann::json(l).dump());
   status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
@@ -60,7 +61,7 @@ std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, con
   nlohmann::json rec = nlohmann::json::array();
   for (size_t i = 0; i < split.size(); ++i) {
     const std::string part = "part " + std::to_string(i + 1) + " of " + std::to_string(split.size());
-    int task = status.task_begin(label + " (" + part + ")", content_bytes(split[i]));
+    int task = status.task_begin("compress " + label + " (" + part + ")", content_bytes(split[i]));
     Layer l = write_layer(split[i], store, options, [&](uint64_t done) { status.task_progress(task, done); });
     status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
     parts.push_back(l);

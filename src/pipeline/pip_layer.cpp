@@ -295,7 +295,17 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     }
     auto staging = store.temp_dir();
     auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
-    pip::Installed inst = pip::install_wheels(wheels, target, staging->path(), store, *fetcher);
+    const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
+    int task = status.task_begin("install " + what, 0);
+    pip::Installed inst;
+    try {
+      inst = pip::install_wheels(wheels, target, staging->path(), store, *fetcher);
+    } catch (...) {
+      status.task_end(task, "failed");
+      throw;
+    }
+    status.task_end(task, std::to_string(inst.wheels.size()) + " wheels, " +
+                              human_bytes(static_cast<double>(inst.bytes)));
     ScanOptions so;
     so.source_date_epoch = epoch;
     so.normalize_modes = true;
@@ -319,7 +329,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     };
     std::vector<Layer> parts =
         store_layers(entries, store, options.layer, key, layer_budget(recipe, options), by_distribution, status,
-                     "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)", "by distribution");
+                     what, "by distribution");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return layer_report(spec.name, parts, false, secs);
   } catch (Error& e) {

@@ -168,7 +168,10 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
     in.keep_source = source->kept;
   }
 
-  int task = status.task_begin("layer " + spec.name + " (build steps)", 0);
+  const size_t n_steps = spec.build.run.size();
+  int task = status.task_begin("build layer " + spec.name + " (" + std::to_string(n_steps) +
+                                   (n_steps == 1 ? " step)" : " steps)"),
+                               0);
   Changeset cs = run_build_steps(in, *sbx.sandbox, status);
   ScanOptions o;
   o.source_date_epoch = epoch;
