@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -243,6 +244,17 @@ X509_STORE* trust_store(CURL* c, const std::filesystem::path& ca_file) {
   return st;
 }
 
+// The shared store is handed to OpenSSL contexts: only a libcurl built on
+// OpenSSL (Debian's libcurl4-openssl-dev) gives us one. Another TLS backend
+// (the GnuTLS build also provides libcurl.pc) gets the CA files as before.
+bool curl_uses_openssl() {
+  static const bool yes = [] {
+    const curl_version_info_data* v = curl_version_info(CURLVERSION_NOW);
+    return v && v->ssl_version && std::string_view(v->ssl_version).starts_with("OpenSSL");
+  }();
+  return yes;
+}
+
 CURLcode on_ssl_ctx(CURL*, void* ssl_ctx, void* store) {
   X509_STORE* st = static_cast<X509_STORE*>(store);
   X509_STORE_up_ref(st);  // the context takes a reference of its own
@@ -293,7 +305,12 @@ Response Client::perform(const Request& req) {
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, req.on_progress ? 0L : 1L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, impl_->options.verify_tls ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, impl_->options.verify_tls ? 2L : 0L);
-  if (impl_->options.verify_tls) {
+  if (impl_->options.verify_tls && !curl_uses_openssl()) {
+    if (!impl_->options.ca_file.empty()) {  // the private CA, and the system store beside it
+      curl_easy_setopt(c, CURLOPT_CAINFO, impl_->options.ca_file.c_str());
+      curl_easy_setopt(c, CURLOPT_CAPATH, "/etc/ssl/certs");
+    }
+  } else if (impl_->options.verify_tls) {
     // The trusted certificates come from one store per process, not from
     // curl, which parses the whole bundle again for every new handle (that
     // was a third of a cached rebuild's CPU).
