@@ -3,9 +3,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <ctime>
 
 #include <mutex>
@@ -189,9 +187,7 @@ IndexConfig index_config(const std::string& setting, const fs::path& root,
   return c;
 }
 
-namespace {
-
-std::string ask_pip_for_its_index() {
+std::string pip_default_index() {
   ProcessSpec spec;
   spec.argv = {"python3", "-c", "from pip._internal.models.index import PyPI; print(PyPI.simple_url)"};
   spec.env = current_environment();
@@ -204,34 +200,16 @@ std::string ask_pip_for_its_index() {
   }
 }
 
-}  // namespace
-
-std::string pip_default_index() {
-  static const std::string answer = ask_pip_for_its_index();  // asked once per process
-  return answer;
-}
-
 std::string pip_default_index(const Store& store) {
-  KeyHasher k;
-  k.field("stackbuild-pip-default-index", "1");
-  const char* path = getenv("PATH");
-  std::string dirs = path ? path : "";
-  k.field("PATH", dirs);
-  bool found = false;
-  for (size_t pos = 0; pos <= dirs.size() && !found;) {
-    size_t colon = dirs.find(':', pos);
-    std::string dir = dirs.substr(pos, colon == std::string::npos ? std::string::npos : colon - pos);
-    pos = colon == std::string::npos ? dirs.size() + 1 : colon + 1;
-    struct stat st {};
-    std::string candidate = (dir.empty() ? "." : dir) + "/python3";
-    if (::stat(candidate.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(candidate.c_str(), X_OK) == 0) {
-      k.field("python3", candidate).field("size", static_cast<int64_t>(st.st_size))
-          .field("mtime", std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec));
-      found = true;
-    }
-  }
-  if (!found) return "";  // no Python on PATH: nothing to ask
-  const Digest key = k.finish();
+  const fs::path python = find_on_path("python3");
+  struct stat st {};
+  if (python.empty() || ::stat(python.c_str(), &st) != 0) return "";  // no Python on PATH: nothing to ask
+  const Digest key = KeyHasher()
+                         .field("stackbuild-pip-default-index", "1")
+                         .field("python3", fs::absolute(python).string())
+                         .field("size", static_cast<int64_t>(st.st_size))
+                         .field("mtime", std::to_string(st.st_mtim.tv_sec) + "." + std::to_string(st.st_mtim.tv_nsec))
+                         .finish();
   const int64_t now = static_cast<int64_t>(time(nullptr));
   if (auto rec = store.get_record("pip-default-index", key)) {
     try {
@@ -242,7 +220,7 @@ std::string pip_default_index(const Store& store) {
       // A damaged record: ask again.
     }
   }
-  std::string url = ask_pip_for_its_index();
+  std::string url = pip_default_index();
   if (!url.empty()) store.put_record("pip-default-index", key, nlohmann::json{{"url", url}, {"asked", now}}.dump());
   return url;
 }

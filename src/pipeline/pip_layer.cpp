@@ -107,11 +107,11 @@ void installed_projects(const pip::LayerListing& listing, const pip::Target& tar
 
 }  // namespace
 
-std::map<std::string, std::string> pip_index_environment() {
+std::map<std::string, std::string> pip_index_environment(const Store& store) {
   std::map<std::string, std::string> env;
   pip::IndexConfig cfg;
   try {
-    cfg = pip::index_config(env_or("STACKBUILD_PIP_INDEX_URL", ""), "/", current_environment(), [] { return pip::pip_default_index(); });
+    cfg = index_config(store);
   } catch (const Error&) {
     return env;  // no index configured anywhere: the step's pip keeps its own default
   }

@@ -153,7 +153,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   // like everything a step fetches, the index is the network's, and two
   // machines with different mirrors share the layer.
   if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
-    for (const auto& [k, v] : pip_index_environment()) in.env[k] = v;
+    for (const auto& [k, v] : pip_index_environment(store)) in.env[k] = v;
   SandboxChoice sbx = choose_sandbox(spec.name, options, status);
   in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, below, status);

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -111,6 +112,19 @@ std::map<std::string, std::string> current_environment() {
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = getenv(name);
   return v && *v ? std::string(v) : fallback;
+}
+
+std::filesystem::path find_on_path(const std::string& name) {
+  const std::string dirs = env_or("PATH", "");
+  for (size_t start = 0; start <= dirs.size();) {
+    size_t end = std::min(dirs.find(':', start), dirs.size());
+    std::filesystem::path dir = end > start ? dirs.substr(start, end - start) : ".";
+    std::filesystem::path candidate = dir / name;
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return {};
 }
 
 }  // namespace sb

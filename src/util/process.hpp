@@ -32,4 +32,8 @@ std::map<std::string, std::string> current_environment();
 // unset or empty (settings such as STACKBUILD_REDIST_URL).
 std::string env_or(const char* name, const std::string& fallback);
 
+// The first executable `name` in the directories of $PATH (as execvp finds
+// it; an empty entry is the working directory), or empty.
+std::filesystem::path find_on_path(const std::string& name);
+
 }  // namespace sb

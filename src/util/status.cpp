@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/error.hpp"
+
 namespace sb {
 
 using Clock = std::chrono::steady_clock;
@@ -86,7 +88,9 @@ double progress_interval() {
   if (!v || !*v) return 10;
   char* end = nullptr;
   double d = strtod(v, &end);
-  return end && *end == '\0' && d >= 0 ? d : 10;
+  if (*end != '\0' || !(d >= 0))
+    throw Error(std::string("STACKBUILD_PROGRESS_INTERVAL='") + v + "' is not a number of seconds");
+  return d;
 }
 
 // "3.4 GiB at 280.0 MiB/s" for `done` bytes in `seconds`; "" for none.
@@ -319,6 +323,7 @@ StatusMode detect_status_mode(FILE* out) {
 }
 
 std::unique_ptr<Status> make_status(StatusMode mode, FILE* out, bool verbose) {
+  progress_interval();  // a bad setting is an error in every mode, not only where it is used
   switch (mode) {
     case StatusMode::Tty: return std::make_unique<TtyStatus>(out, verbose);
     case StatusMode::Json: return std::make_unique<JsonStatus>(out, verbose);

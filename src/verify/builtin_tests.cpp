@@ -215,17 +215,7 @@ std::string gencode_flags(const std::vector<std::string>& arch, std::vector<std:
 fs::path find_host_nvcc(const fs::path& given) {
   if (!given.empty()) return given;
   if (const char* e = getenv("STACKBUILD_NVCC"); e && *e) return e;
-  if (const char* path = getenv("PATH")) {
-    std::string p = path;
-    size_t start = 0;
-    while (start <= p.size()) {
-      size_t end = p.find(':', start);
-      if (end == std::string::npos) end = p.size();
-      fs::path c = fs::path(p.substr(start, end - start)) / "nvcc";
-      if (end > start && access(c.c_str(), X_OK) == 0) return c;
-      start = end + 1;
-    }
-  }
+  if (fs::path on_path = find_on_path("nvcc"); !on_path.empty()) return on_path;
   if (access("/usr/local/cuda/bin/nvcc", X_OK) == 0) return "/usr/local/cuda/bin/nvcc";
   return {};
 }

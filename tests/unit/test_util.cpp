@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "helpers.hpp"
@@ -155,16 +156,13 @@ TEST_CASE("Store locks exclude another process", "[store]") {
 
 #include "util/status.hpp"
 
-static std::vector<std::string> status_lines(StatusMode mode, bool verbose = false) {
+// The lines a status of `mode` prints for what `use` does with it.
+static std::vector<std::string> status_output(StatusMode mode, bool verbose,
+                                              const std::function<void(Status&)>& use) {
   FILE* f = tmpfile();
   {
     auto s = make_status(mode, f, verbose);
-    int id = s->task_begin("layer app", 100);
-    s->task_progress(id, 50);
-    s->message(Level::Debug, "debug detail");
-    s->message(Level::Warning, "careful");
-    s->task_end(id, "sha256:x");
-    s->result("hello:1.0", "sha256:y");
+    use(*s);
   }
   rewind(f);
   std::vector<std::string> lines;
@@ -172,6 +170,17 @@ static std::vector<std::string> status_lines(StatusMode mode, bool verbose = fal
   while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\n"));
   fclose(f);
   return lines;
+}
+
+static std::vector<std::string> status_lines(StatusMode mode, bool verbose = false) {
+  return status_output(mode, verbose, [](Status& s) {
+    int id = s.task_begin("layer app", 100);
+    s.task_progress(id, 50);
+    s.message(Level::Debug, "debug detail");
+    s.message(Level::Warning, "careful");
+    s.task_end(id, "sha256:x");
+    s.result("hello:1.0", "sha256:y");
+  });
 }
 
 TEST_CASE("Status renders plain lines and JSON lines", "[util]") {
@@ -196,24 +205,17 @@ TEST_CASE("Status renders plain lines and JSON lines", "[util]") {
 // [done] line says how much it moved and how fast.
 TEST_CASE("Status plain lines give progress and rates", "[util]") {
   auto run = [](const char* interval) {
-    setenv("STACKBUILD_PROGRESS_INTERVAL", interval, 1);
-    FILE* f = tmpfile();
-    {
-      auto s = make_status(StatusMode::Plain, f);
-      int id = s->task_begin("layer big", 4 << 20);
+    setenv("STACKBUILD_PROGRESS_INTERVAL", interval, 1);  // read when the status is made
+    auto lines = status_output(StatusMode::Plain, false, [](Status& s) {
+      int id = s.task_begin("layer big", 4 << 20);
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      s->task_progress(id, 1 << 20);
-      s->task_progress(id, 2 << 20);
-      s->task_end(id, "sha256:z");
-      int quiet = s->task_begin("layer steps", 0);  // nothing counted: no amount
-      s->task_end(quiet, "ok");
-    }
+      s.task_progress(id, 1 << 20);
+      s.task_progress(id, 2 << 20);
+      s.task_end(id, "sha256:z");
+      int quiet = s.task_begin("layer steps", 0);  // nothing counted: no amount
+      s.task_end(quiet, "ok");
+    });
     unsetenv("STACKBUILD_PROGRESS_INTERVAL");
-    rewind(f);
-    std::vector<std::string> lines;
-    char buf[1024];
-    while (fgets(buf, sizeof buf, f)) lines.emplace_back(buf, strcspn(buf, "\n"));
-    fclose(f);
     return lines;
   };
   auto every = run("0");
@@ -226,6 +228,12 @@ TEST_CASE("Status plain lines give progress and rates", "[util]") {
   auto seldom = run("3600");  // no line until an hour has passed
   REQUIRE(seldom.size() == 2);
   CHECK_THAT(seldom[0], Catch::StartsWith("[done] layer big: sha256:z ("));
+  for (const char* bad : {"soon", "-1", "5s"}) {
+    setenv("STACKBUILD_PROGRESS_INTERVAL", bad, 1);
+    CHECK_THROWS_WITH(make_status(StatusMode::Tty, stderr), Catch::Contains("STACKBUILD_PROGRESS_INTERVAL='" +
+                                                                             std::string(bad) + "' is not a number"));
+  }
+  unsetenv("STACKBUILD_PROGRESS_INTERVAL");
 }
 
 TEST_CASE("human_bytes", "[util]") {
