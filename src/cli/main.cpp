@@ -122,6 +122,21 @@ static bool looks_like_recipe(const std::string& s) {
   return ends(".yaml") || ends(".yml");
 }
 
+// Prints the error and returns the exit status. After Ctrl-C or SIGTERM
+// that is 130 and the message starts with "interrupted"/"terminated", even
+// when a catch on the way wrapped the interruption in an error of its own
+// (a retry loop's "pull ...: interrupted").
+static int report_error(const std::string& what, int exit_code) {
+  if (const char* why = interruption(); why && !what.starts_with(why)) {
+    std::string indented = "  " + what;
+    for (size_t i = 0; (i = indented.find('\n', i)) != std::string::npos; i += 3) indented.replace(i, 1, "\n  ");
+    fprintf(stderr, "stackbuild: error: %s\n%s\n", why, indented.c_str());
+  } else {
+    fprintf(stderr, "stackbuild: error: %s\n", what.c_str());
+  }
+  return interruption() ? kExitInterrupted : exit_code;
+}
+
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   install_interrupt_handlers();
@@ -150,11 +165,9 @@ int main(int argc, char** argv) {
             s.empty() ? "" : (" (did you mean '" + s + "'?)").c_str());
     return kExitUsage;
   } catch (const Error& e) {
-    fprintf(stderr, "stackbuild: error: %s\n", e.render().c_str());
-    return e.exit_code();
+    return report_error(e.render(), e.exit_code());
   } catch (const std::exception& e) {
-    fprintf(stderr, "stackbuild: error: %s\n", e.what());
-    return kExitFailure;
+    return report_error(e.what(), kExitFailure);
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/interrupt.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
@@ -281,10 +282,13 @@ class ZstdCompressor final : public Compressor {
     while (in.pos < in.size) run(&in, ZSTD_e_continue);
   }
 
+  // libzstd's workers hand over output as they compress (every 512 KiB of
+  // input or so), so the loop sees a Ctrl-C within a moment; the job a worker
+  // is on still runs to its end when the context is freed (libzstd cannot
+  // cancel it), up to a few seconds at level 19.
   void finish() override {
     ZSTD_inBuffer in{nullptr, 0, 0};
-    while (run(&in, ZSTD_e_end) != 0) {
-    }
+    while (run(&in, ZSTD_e_end) != 0) check_interrupted();
   }
 
  private:

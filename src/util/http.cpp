@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "util/file.hpp"
+#include "util/interrupt.hpp"
 
 namespace sb::http {
 
@@ -95,10 +96,13 @@ size_t on_read(char* buf, size_t size, size_t n, void* ud) {
   return static_cast<size_t>(got);
 }
 
+// Also how a transfer ends on Ctrl-C: curl calls this often (at least once
+// a second) even while nothing arrives.
 int on_progress(void* ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow) {
   auto* t = static_cast<Transfer*>(ud);
-  if (!t->req->on_progress) return 0;
   try {
+    check_interrupted();
+    if (!t->req->on_progress) return 0;
     if (ultotal > 0)
       t->req->on_progress(static_cast<uint64_t>(ulnow), static_cast<uint64_t>(ultotal));
     else
@@ -302,7 +306,7 @@ Response Client::perform(const Request& req) {
   curl_easy_setopt(c, CURLOPT_WRITEDATA, &t);
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
-  curl_easy_setopt(c, CURLOPT_NOPROGRESS, req.on_progress ? 0L : 1L);
+  curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, impl_->options.verify_tls ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, impl_->options.verify_tls ? 2L : 0L);
   if (impl_->options.verify_tls && !curl_uses_openssl()) {

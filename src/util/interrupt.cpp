@@ -31,8 +31,13 @@ void install_interrupt_handlers() {
 
 bool interrupted() { return g_signal != 0; }
 
+const char* interruption() {
+  if (!g_signal) return nullptr;
+  return g_signal == SIGINT ? "interrupted" : "terminated";
+}
+
 void check_interrupted() {
-  if (g_signal) throw Error(g_signal == SIGINT ? "interrupted" : "terminated", kExitInterrupted);
+  if (const char* why = interruption()) throw Error(why, kExitInterrupted);
 }
 
 }  // namespace sb

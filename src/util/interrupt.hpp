@@ -7,6 +7,7 @@ namespace sb {
 
 void install_interrupt_handlers();
 bool interrupted();
+const char* interruption();  // "interrupted" (SIGINT), "terminated" (SIGTERM), else nullptr
 void check_interrupted();  // throws sb::Error (exit 130) once a signal came
 
 }  // namespace sb
