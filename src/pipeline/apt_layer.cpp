@@ -416,21 +416,9 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   key_out = key;
   // One layer, or a split one's parts; the next apt layer reads the state
   // recorded for the last of them.
-  auto cached = [&]() -> std::optional<std::vector<Layer>> {
-    auto parts = cached_layers(store, key);
-    return parts && state_of(store, parts->back()) ? parts : std::nullopt;
-  };
-  auto hit = cached();
-  std::unique_ptr<FileLock> lock_file;
-  if (!hit) {
-    lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-    hit = cached();
-  }
-  if (hit) {
-    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
-                                    (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
-    return layer_report(spec.name, *hit, true, 0);
-  }
+  auto found = find_layers(store, key, spec.name, status,
+                           [&](const std::vector<Layer>& parts) { return state_of(store, parts.back()).has_value(); });
+  if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
   auto staging = store.temp_dir();
   apt::InstallOptions io;
   io.epoch = epoch;

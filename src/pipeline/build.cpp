@@ -125,17 +125,12 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, cons
                          .field("budget", static_cast<int64_t>(budget))
                          .finish();
   key_out = key;
-  auto parts = cached_layers(store, key);
-  if (parts) {
-    status.message(Level::Info, "layer " + spec.name + ": cached, " + std::to_string(parts->size()) + " parts");
-    return layer_report(spec.name, *parts, true, since(start));
-  }
-  auto lock = store.lock("layer-" + key.hex());
-  if ((parts = cached_layers(store, key))) return layer_report(spec.name, *parts, true, since(start));
+  auto found = find_layers(store, key, spec.name, status);
+  if (found.hit) return layer_report(spec.name, *found.hit, true, since(start));
   check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
-  parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status, "layer " + spec.name,
-                       "by top-level path");
-  return layer_report(spec.name, *parts, false, since(start));
+  auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
+                            "layer " + spec.name, "by top-level path");
+  return layer_report(spec.name, parts, false, since(start));
 }
 
 // One copy layer: from the cache when its key is there, else written now.

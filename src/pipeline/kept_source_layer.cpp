@@ -33,19 +33,8 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
                 .field("layer", key.str())
                 .finish();
 
-  auto hit = cached_layers(store, key);
-  std::unique_ptr<FileLock> lock;
-  if (!hit) {
-    lock = store.lock("layer-" + key.hex());  // another point or stackbuild may be writing it
-    hit = cached_layers(store, key);
-  }
-  if (hit) {
-    status.message(
-        Level::Info,
-        "layer " + name + ": cached " + hit->front().digest.str() +
-            (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
-    return layer_report(name, *hit, true, seconds());
-  }
+  auto found = find_layers(store, key, name, status);  // another point may be writing it
+  if (found.hit) return layer_report(name, *found.hit, true, seconds());
 
   auto scratch = store.temp_dir();
   const fs::path tree = scratch->path() / "tree";

@@ -34,6 +34,25 @@ std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest
   return parts;
 }
 
+LayerLookup find_layers(const Store& store, const Digest& key, const std::string& name, Status& status,
+                        const std::function<bool(const std::vector<Layer>&)>& usable) {
+  auto look = [&]() -> std::optional<std::vector<Layer>> {
+    auto parts = cached_layers(store, key);
+    return parts && (!usable || usable(*parts)) ? parts : std::nullopt;
+  };
+  LayerLookup r;
+  r.hit = look();
+  if (!r.hit) {
+    r.lock = store.lock("layer-" + key.hex());
+    r.hit = look();
+  }
+  if (r.hit)
+    status.message(Level::Info, "layer " + name + ": cached " + r.hit->front().digest.str() +
+                                    (r.hit->size() > 1 ? " and " + std::to_string(r.hit->size() - 1) + " more parts"
+                                                       : ""));
+  return r;
+}
+
 std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
                                 const Digest& key, uint64_t budget, const GroupFn& group_of, Status& status,
                                 const std::string& label, const std::string& split_by) {

@@ -3,8 +3,11 @@
 // and a newly written layer is recorded under its key.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "layer/split.hpp"
 #include "layer/write.hpp"
@@ -24,6 +27,19 @@ Layer store_layer(const EntryMap& entries, const Store& store, const LayerOption
 // layers recorded under `key`, one or a split layer's parts, when every blob
 // is still in the store. The key must cover the budget.
 std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest& key);
+
+// A layer from the cache, or the right to build it. `hit` holds the layers
+// recorded under `key` (cached_layers(), when `usable` too accepts them);
+// without a hit, `lock` holds the key's lock, taken after a first look and
+// followed by a second (another stackbuild may have been writing the layer),
+// so the layer is built once across processes. A hit is said through
+// `status`: "layer NAME: cached sha256:... [and N more parts]".
+struct LayerLookup {
+  std::optional<std::vector<Layer>> hit;
+  std::unique_ptr<FileLock> lock;
+};
+LayerLookup find_layers(const Store& store, const Digest& key, const std::string& name, Status& status,
+                        const std::function<bool(const std::vector<Layer>&)>& usable = {});
 
 // Writes `entries` as one layer, or, when their content is over `budget`, as
 // the parts split_entries() makes with `group_of` (`split_by` says how, for

@@ -282,17 +282,8 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
-    auto hit = cached_layers(store, key);
-    std::unique_ptr<FileLock> lock_file;
-    if (!hit) {
-      lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-      hit = cached_layers(store, key);
-    }
-    if (hit) {
-      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
-                                      (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
-      return layer_report(spec.name, *hit, true, 0);
-    }
+    auto found = find_layers(store, key, spec.name, status);
+    if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
     auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
     const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";

@@ -189,17 +189,8 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     }
     Digest key = k.finish();
     key_out = key;
-    auto hit = cached_layers(store, key);
-    std::unique_ptr<FileLock> lock_file;
-    if (!hit) {
-      lock_file = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-      hit = cached_layers(store, key);
-    }
-    if (hit) {
-      status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
-                                      (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
-      return layer_report(spec.name, *hit, true, 0);
-    }
+    auto found = find_layers(store, key, spec.name, status);
+    if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
     auto got = fetcher->fetch(items);
     std::map<std::string, std::string> component_of;  // a path two archives write is the later one's, as on disk

@@ -131,17 +131,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  auto hit = cached_layers(store, key);
-  std::unique_ptr<FileLock> lock;
-  if (!hit) {
-    lock = store.lock("layer-" + key.hex());  // another stackbuild may be building it
-    hit = cached_layers(store, key);
-  }
-  if (hit) {
-    status.message(Level::Info, "layer " + spec.name + ": cached " + hit->front().digest.str() +
-                                    (hit->size() > 1 ? " and " + std::to_string(hit->size() - 1) + " more parts" : ""));
-    return layer_report(spec.name, *hit, true, seconds());
-  }
+  auto found = find_layers(store, key, spec.name, status);
+  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds());
   if (below.empty())
     throw InputError(
         spec.at("build"),
