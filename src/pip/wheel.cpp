@@ -1,8 +1,7 @@
 #include "pip/wheel.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -10,6 +9,7 @@
 
 #include "layer/tree.hpp"
 #include "pip/version.hpp"
+#include "pip/zip.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -17,10 +17,6 @@
 namespace sb::pip {
 
 namespace {
-
-struct ArchiveCloser {
-  void operator()(archive* a) const { archive_read_free(a); }
-};
 
 struct Written {
   std::string hash;
@@ -152,16 +148,10 @@ InstalledWheel install_wheel(const fs::path& wheel, const std::string& filename,
   std::map<std::string, Written> record;  // image path -> hash, size
   std::string dist_info;
 
-  std::unique_ptr<archive, ArchiveCloser> a(archive_read_new());
-  archive_read_support_format_zip_seekable(a.get());
-  if (archive_read_open_filename(a.get(), wheel.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error("wheel " + filename + ": " + (archive_error_string(a.get()) ? archive_error_string(a.get()) : "unreadable"));
-  archive_entry* e;
-  int rc;
-  std::vector<char> buf(1 << 17);
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
-    std::string name = archive_entry_pathname(e) ? archive_entry_pathname(e) : "";
-    if (archive_entry_filetype(e) == AE_IFDIR || name.ends_with("/")) continue;
+  ZipReader zip(wheel, "wheel " + filename);
+  for (const ZipMember& m : zip.members()) {
+    const std::string& name = m.name;
+    if (m.directory()) continue;
     std::string clean;
     try {
       if (name.starts_with("/")) throw Error("absolute path");
@@ -169,8 +159,7 @@ InstalledWheel install_wheel(const fs::path& wheel, const std::string& filename,
     } catch (const Error& err) {
       throw Error("wheel " + filename + " holds '" + name + "': " + err.what());
     }
-    if (archive_entry_filetype(e) != AE_IFREG)
-      throw Error("wheel " + filename + " holds '" + name + "', which is not a regular file");
+    if (!m.regular()) throw Error("wheel " + filename + " holds '" + name + "', which is not a regular file");
     std::string first = clean.substr(0, clean.find('/'));
     if (first.ends_with(".dist-info") && clean.find('/') != std::string::npos) dist_info = first;
     if (first.ends_with(".dist-info") && (clean.ends_with("/RECORD") || clean.ends_with("/RECORD.jws") ||
@@ -188,12 +177,10 @@ InstalledWheel install_wheel(const fs::path& wheel, const std::string& filename,
     } else {
       dest = site / clean;
     }
-    int mode = (archive_entry_perm(e) & 0111) || script ? 0755 : 0644;
-    FileOut f(root / dest.relative_path(), mode, claims, order);
+    FileOut f(root / dest.relative_path(), m.executable() || script ? 0755 : 0644, claims, order);
     bool head = script;
-    la_ssize_t n;
-    while ((n = archive_read_data(a.get(), buf.data(), buf.size())) > 0) {
-      std::string_view chunk(buf.data(), static_cast<size_t>(n));
+    zip.read(m, [&](const char* data, size_t n) {
+      std::string_view chunk(data, n);
       if (head) {  // "#!python" -> the image's interpreter
         head = false;
         if (chunk.starts_with("#!python")) {
@@ -204,14 +191,11 @@ InstalledWheel install_wheel(const fs::path& wheel, const std::string& filename,
         }
       }
       f.write(chunk.data(), chunk.size());
-    }
-    if (n < 0) throw Error("wheel " + filename + ": reading '" + name + "': " + archive_error_string(a.get()));
+    });
     Written w = f.finish();
     out.bytes += w.size;
     record[image_path(dest)] = w;
   }
-  if (rc != ARCHIVE_EOF)
-    throw Error("wheel " + filename + ": " + (archive_error_string(a.get()) ? archive_error_string(a.get()) : "corrupt zip"));
   if (dist_info.empty()) throw Error("wheel " + filename + " has no .dist-info directory");
   fs::path di = site / dist_info;
   out.dist_info = image_path(di);

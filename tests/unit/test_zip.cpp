@@ -1,0 +1,276 @@
+// pip/zip.hpp: the wheel zip reader (ISA-L inflate) against archives written
+// by libarchive and against hand-made ones (zip64, CP437 names, DOS and Unix
+// modes, corruption of each kind).
+#include <archive.h>
+#include <archive_entry.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <catch2/catch.hpp>
+#include <random>
+
+#include "helpers.hpp"
+#include "pip/zip.hpp"
+#include "util/error.hpp"
+
+using namespace sb;
+using namespace sb::pip;
+
+namespace {
+
+struct Scratch {
+  TempDir dir;
+  fs::path file(const std::string& name, const std::string& bytes) {
+    fs::path p = dir.path() / name;
+    test::write(p, bytes);
+    return p;
+  }
+};
+
+std::string read_all(const ZipReader& z, const ZipMember& m) {
+  std::string out;
+  z.read(m, [&](const char* d, size_t n) { out.append(d, n); });
+  return out;
+}
+
+// libarchive's zip writer: deflate, or store with `options` "zip:compression=store".
+std::string libarchive_zip(const std::vector<std::tuple<std::string, std::string, int>>& files,
+                           const char* options = nullptr) {
+  std::string out;
+  archive* a = archive_write_new();
+  archive_write_set_format_zip(a);
+  if (options) REQUIRE(archive_write_set_options(a, options) == ARCHIVE_OK);
+  archive_write_open(
+      a, &out, nullptr,
+      [](archive*, void* o, const void* b, size_t n) -> la_ssize_t {
+        static_cast<std::string*>(o)->append(static_cast<const char*>(b), n);
+        return static_cast<la_ssize_t>(n);
+      },
+      nullptr);
+  for (const auto& [name, data, mode] : files) {
+    archive_entry* e = archive_entry_new();
+    archive_entry_set_pathname(e, name.c_str());
+    archive_entry_set_filetype(e, name.ends_with("/") ? AE_IFDIR : AE_IFREG);
+    archive_entry_set_perm(e, mode);
+    if (!name.ends_with("/")) archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
+    archive_write_header(a, e);
+    if (!data.empty()) archive_write_data(a, data.data(), data.size());
+    archive_entry_free(e);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+  return out;
+}
+
+void put16(std::string& s, uint16_t v) { s += static_cast<char>(v & 0xFF), s += static_cast<char>(v >> 8); }
+void put32(std::string& s, uint32_t v) { put16(s, v & 0xFFFF), put16(s, static_cast<uint16_t>(v >> 16)); }
+void put64(std::string& s, uint64_t v) { put32(s, v & 0xFFFFFFFF), put32(s, static_cast<uint32_t>(v >> 32)); }
+
+// A hand-made archive of stored members, with full control of each field.
+struct RawMember {
+  std::string name, data;
+  uint16_t made_by = 3 << 8 | 20;  // Unix
+  uint32_t external = (S_IFREG | 0644) << 16;
+  uint16_t flags = 0;
+  bool zip64 = false;  // sizes and offset in a zip64 extra field
+};
+std::string raw_zip(const std::vector<RawMember>& ms, bool zip64_end = false) {
+  std::string body, cd;
+  for (const auto& m : ms) {
+    uint32_t crc = static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(m.data.data()),
+                                               static_cast<uInt>(m.data.size())));
+    uint64_t offset = body.size();
+    put32(body, 0x04034b50), put16(body, 20), put16(body, m.flags), put16(body, 0), put32(body, 0);
+    put32(body, crc), put32(body, static_cast<uint32_t>(m.data.size())), put32(body, static_cast<uint32_t>(m.data.size()));
+    put16(body, static_cast<uint16_t>(m.name.size())), put16(body, 0);
+    body += m.name + m.data;
+    std::string extra;
+    if (m.zip64) put16(extra, 1), put16(extra, 24), put64(extra, m.data.size()), put64(extra, m.data.size()),
+        put64(extra, offset);
+    put32(cd, 0x02014b50), put16(cd, m.made_by), put16(cd, 20), put16(cd, m.flags), put16(cd, 0), put32(cd, 0);
+    put32(cd, crc);
+    uint32_t sat = 0xFFFFFFFF;
+    put32(cd, m.zip64 ? sat : static_cast<uint32_t>(m.data.size()));
+    put32(cd, m.zip64 ? sat : static_cast<uint32_t>(m.data.size()));
+    put16(cd, static_cast<uint16_t>(m.name.size())), put16(cd, static_cast<uint16_t>(extra.size())), put16(cd, 0);
+    put16(cd, 0), put16(cd, 0), put32(cd, m.external), put32(cd, m.zip64 ? sat : static_cast<uint32_t>(offset));
+    cd += m.name + extra;
+  }
+  std::string out = body + cd;
+  uint64_t cd_at = body.size();
+  if (zip64_end) {
+    uint64_t z64_at = out.size();
+    put32(out, 0x06064b50), put64(out, 44), put16(out, 45), put16(out, 45), put32(out, 0), put32(out, 0);
+    put64(out, ms.size()), put64(out, ms.size()), put64(out, cd.size()), put64(out, cd_at);
+    put32(out, 0x07064b50), put32(out, 0), put64(out, z64_at), put32(out, 1);
+  }
+  put32(out, 0x06054b50), put16(out, 0), put16(out, 0);
+  put16(out, zip64_end ? 0xFFFF : static_cast<uint16_t>(ms.size()));
+  put16(out, zip64_end ? 0xFFFF : static_cast<uint16_t>(ms.size()));
+  put32(out, zip64_end ? 0xFFFFFFFF : static_cast<uint32_t>(cd.size()));
+  put32(out, zip64_end ? 0xFFFFFFFF : static_cast<uint32_t>(cd_at));
+  put16(out, 7), out += "comment";
+  return out;
+}
+
+std::string random_bytes(size_t n, unsigned seed) {
+  std::mt19937 r(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(r());
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("zip: libarchive's deflated and stored archives read back exactly, with modes", "[pip][zip]") {
+  Scratch s;
+  std::string text;
+  for (int i = 0; i < 200000; ++i) text += "line " + std::to_string(i % 977) + " of a library\n";  // ~4 MB
+  std::string noise = random_bytes(3 << 20, 1);  // incompressible, over several read chunks
+  std::vector<std::tuple<std::string, std::string, int>> files = {
+      {"pkg/", "", 0755},
+      {"pkg/__init__.py", "print('hi')\n", 0644},
+      {"pkg/empty.txt", "", 0644},
+      {"pkg/bin/tool", "#!python\nrun()\n", 0755},
+      {"pkg/text.txt", text, 0644},
+      {"pkg/noise.bin", noise, 0644},
+  };
+  for (const char* options : {static_cast<const char*>(nullptr), "zip:compression=store", "zip:zip64"}) {
+    INFO((options ? options : "deflate"));
+    ZipReader z(s.file("a.whl", libarchive_zip(files, options)), "wheel a.whl");
+    REQUIRE(z.members().size() == files.size());
+    for (size_t i = 0; i < files.size(); ++i) {
+      const auto& [name, data, mode] = files[i];
+      const ZipMember& m = z.members()[i];  // in the order written
+      CHECK(m.name == name);
+      CHECK(m.directory() == name.ends_with("/"));
+      if (m.directory()) continue;
+      CHECK(m.regular());
+      CHECK(m.executable() == ((mode & 0111) != 0));
+      CHECK(m.size == data.size());
+      CHECK(read_all(z, m) == data);
+    }
+  }
+}
+
+TEST_CASE("zip: zip64 records and fields, CP437 and UTF-8 names, DOS and Unix modes", "[pip][zip]") {
+  Scratch s;
+  RawMember plain{"a.txt", "alpha"};
+  RawMember z64{"b.txt", "beta"};
+  z64.zip64 = true;
+  RawMember cp437{std::string("caf\x82.txt"), "gamma"};  // 0x82 is é in CP437
+  RawMember utf8{"na\xc3\xafve.txt", "delta"};
+  utf8.flags = 0x0800;
+  RawMember dos{"dos.bat", "echo"};
+  dos.made_by = 20, dos.external = 0x20;  // DOS, archive bit: a file, no exec bit
+  RawMember dosdir{"dir/", ""};
+  dosdir.made_by = 20, dosdir.external = 0x10;
+  RawMember typeless{"run.sh", "x"};
+  typeless.external = 0755u << 16;  // permissions without a file type
+  RawMember link{"link", "target"};
+  link.external = (S_IFLNK | 0777u) << 16;
+  ZipReader z(s.file("z.zip", raw_zip({plain, z64, cp437, utf8, dos, dosdir, typeless, link}, true)), "z.zip");
+  const auto& m = z.members();
+  REQUIRE(m.size() == 8);
+  CHECK(read_all(z, m[0]) == "alpha");
+  CHECK(m[1].size == 4);
+  CHECK(read_all(z, m[1]) == "beta");
+  CHECK(m[2].name == "caf\xc3\xa9.txt");
+  CHECK(m[3].name == "na\xc3\xafve.txt");
+  CHECK((m[4].regular() && !m[4].executable()));
+  CHECK(m[5].directory());
+  CHECK((m[6].regular() && m[6].executable()));
+  CHECK(!m[7].regular());
+}
+
+TEST_CASE("zip: damage of each kind is an error naming the archive and the member", "[pip][zip]") {
+  Scratch s;
+  std::string text;
+  for (int i = 0; i < 20000; ++i) text += "row " + std::to_string(i) + "\n";
+  const std::string good = libarchive_zip({{"pkg/data.txt", text, 0644}});
+  auto cd_at = [&](const std::string& zip) { return zip.rfind(std::string("PK\x01\x02", 4)); };
+  auto reading = [&](std::string zip) {
+    ZipReader z(s.file("bad.whl", zip), "wheel bad.whl");
+    REQUIRE(z.members().size() == 1);
+    read_all(z, z.members()[0]);
+  };
+  REQUIRE_NOTHROW(reading(good));
+
+  SECTION("a flipped byte in the deflate stream") {
+    std::string bad = good;
+    bad[30 + 12 + bad.size() / 4] ^= 0x55;
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("wheel bad.whl: 'pkg/data.txt'"));
+  }
+  SECTION("a wrong CRC-32") {
+    std::string bad = good;
+    bad[cd_at(bad) + 16] ^= 1;
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("'pkg/data.txt' fails its CRC-32 check"));
+  }
+  SECTION("a wrong size") {
+    std::string bad = good;
+    bad[cd_at(bad) + 24] ^= 1;
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("'pkg/data.txt' inflates to"));
+  }
+  SECTION("another compression method") {
+    std::string bad = good;
+    bad[cd_at(bad) + 10] = 12;  // bzip2
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("uses compression method 12"));
+  }
+  SECTION("an encrypted member") {
+    std::string bad = good;
+    bad[cd_at(bad) + 8] |= 1;
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("'pkg/data.txt' is encrypted"));
+  }
+  SECTION("a member's data past the end of the file") {
+    std::string bad = good;
+    bad[cd_at(bad) + 20 + 3] = 0x7F;  // compressed size of about 2 GB
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("lies past the end of the file"));
+  }
+  SECTION("a local header offset at no header") {
+    std::string bad = good;
+    bad[cd_at(bad) + 42] = 5;
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("has no local header"));
+  }
+  SECTION("a cut-off file") {
+    CHECK_THROWS_WITH(reading(good.substr(0, good.size() / 2)), Catch::Contains("not a zip file"));
+    CHECK_THROWS_WITH(reading(""), Catch::Contains("not a zip file (0 bytes)"));
+  }
+  SECTION("a central directory that claims more entries than it holds") {
+    std::string bad = raw_zip({RawMember{"a.txt", "alpha"}});
+    size_t eocd = bad.size() - 22 - 7;  // before the 7-byte comment
+    bad[eocd + 8] = 9, bad[eocd + 10] = 9;
+    CHECK_THROWS_WITH(ZipReader(s.file("n.zip", bad), "n.zip"),
+                      Catch::Contains("n.zip: the central directory is too small for its 9 entries"));
+  }
+  SECTION("a UTF-8 flagged name that is not UTF-8") {
+    RawMember m{"bad\xff.txt", "x"};
+    m.flags = 0x0800;
+    CHECK_THROWS_WITH(ZipReader(s.file("u.zip", raw_zip({m})), "u.zip"), Catch::Contains("not UTF-8"));
+  }
+}
+
+TEST_CASE("zip: random damage gives an error or the original bytes, never a crash", "[pip][zip]") {
+  Scratch s;
+  std::string text;
+  for (int i = 0; i < 3000; ++i) text += "entry " + std::to_string(i * 7919 % 1000) + "\n";
+  std::vector<std::tuple<std::string, std::string, int>> files = {
+      {"m/a.py", text, 0644}, {"m/b.bin", random_bytes(5000, 2), 0755}, {"m/c.txt", "short", 0644}};
+  for (const char* options : {static_cast<const char*>(nullptr), "zip:compression=store"}) {
+    const std::string good = libarchive_zip(files, options);
+    std::mt19937 r(42);
+    for (int round = 0; round < 400; ++round) {
+      std::string bad = good;
+      for (int k = 0; k < 1 + round % 3; ++k) bad[r() % bad.size()] ^= static_cast<char>(1 + r() % 255);
+      try {
+        ZipReader z(s.file("f.whl", bad), "f.whl");
+        for (const auto& m : z.members()) {
+          std::string got = read_all(z, m);
+          bool same = false;
+          for (const auto& f : files) same = same || got == std::get<1>(f);
+          CHECK(same);
+        }
+      } catch (const Error&) {
+      }
+    }
+  }
+}
