@@ -1,7 +1,5 @@
 #include "pip/index.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <sys/stat.h>
 
 #include <ctime>
@@ -10,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pip/version.hpp"
+#include "pip/zip.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -339,24 +338,13 @@ std::multimap<std::string, std::string> parse_metadata(const std::string& text) 
 }
 
 std::string read_zip_member(const fs::path& zip, const std::string& suffix) {
-  archive* a = archive_read_new();
-  archive_read_support_format_zip_seekable(a);
+  ZipReader z(zip, "wheel " + zip.string());
   std::string out;
-  if (archive_read_open_filename(a, zip.c_str(), 1 << 16) != ARCHIVE_OK) {
-    std::string err = archive_error_string(a) ? archive_error_string(a) : "unreadable";
-    archive_read_free(a);
-    throw Error("wheel " + zip.string() + ": " + err);
-  }
-  archive_entry* e;
-  while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
-    std::string name = archive_entry_pathname(e);
-    if (!name.ends_with(suffix) || name.find('/') != name.rfind('/')) continue;
-    char buf[65536];
-    la_ssize_t n;
-    while ((n = archive_read_data(a, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  for (const auto& m : z.members()) {
+    if (!m.name.ends_with(suffix) || m.name.find('/') != m.name.rfind('/')) continue;
+    z.read(m, [&](const char* data, size_t n) { out.append(data, n); });
     break;
   }
-  archive_read_free(a);
   return out;
 }
 
