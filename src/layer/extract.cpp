@@ -12,61 +12,15 @@
 #include <set>
 #include <vector>
 
+#include "layer/read.hpp"
+#include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
-#include "layer/gzip_stream.hpp"
-#include "layer/utf8_locale.hpp"
 
 namespace sb {
 
 namespace {
-
-struct ReadDeleter {
-  void operator()(struct archive* a) const { archive_read_free(a); }
-};
-using ReadPtr = std::unique_ptr<struct archive, ReadDeleter>;
-
-// A layer blob open for reading: a gzip one is inflated by a GzipStream
-// (ISA-L, on a thread of its own) and handed to libarchive as plain bytes;
-// zstd and uncompressed ones go to libarchive as they are.
-struct Blob {
-  std::unique_ptr<GzipStream> gzip;  // before `a`: it outlives the archive that reads it
-  ReadPtr a;
-  struct archive* get() const { return a.get(); }
-};
-
-la_ssize_t read_gzip(struct archive* a, void* stream, const void** buf) {
-  try {
-    std::string_view chunk = static_cast<GzipStream*>(stream)->next();
-    *buf = chunk.data();
-    return static_cast<la_ssize_t>(chunk.size());
-  } catch (const std::exception& e) {
-    archive_set_error(a, EIO, "%s", e.what());
-    return -1;
-  }
-}
-
-Blob open_blob(const fs::path& blob, bool raw) {
-  Blob b;
-  b.a.reset(archive_read_new());
-  struct archive* a = b.a.get();
-  if (raw)
-    archive_read_support_format_raw(a);
-  else
-    archive_read_support_format_tar(a);
-  archive_read_support_filter_none(a);
-  int rc;
-  if (GzipStream::is_gzip(blob)) {
-    b.gzip = std::make_unique<GzipStream>(blob, "layer " + blob.string());
-    rc = archive_read_open(a, b.gzip.get(), nullptr, read_gzip, nullptr);
-  } else {
-    archive_read_support_filter_zstd(a);
-    rc = archive_read_open_filename(a, blob.c_str(), 1 << 20);
-  }
-  if (rc != ARCHIVE_OK) throw Error("cannot read layer " + blob.string() + ": " + archive_error_string(a));
-  return b;
-}
 
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
   throw Error("refusing layer entry '" + path + "': " + why);
@@ -348,7 +302,7 @@ class LayerApplier {
 void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options, ExtractStats& stats) {
   Utf8Locale locale;
   Root root(target);
-  Blob a = open_blob(blob, false);
+  LayerReader a(blob);
   LayerApplier applier(root, options, stats);
   struct archive_entry* e;
   try {
@@ -367,7 +321,7 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
 }
 
 void decompress_layer(const fs::path& blob, const fs::path& out) {
-  Blob a = open_blob(blob, true);
+  LayerReader a(blob, true);
   struct archive_entry* e;
   if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK)
     throw Error("cannot read layer " + blob.string() + ": " + archive_error_string(a.get()));

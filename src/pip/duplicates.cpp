@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
 
@@ -15,11 +16,7 @@ namespace sb::pip {
 LayerListing list_layer(const std::string& name, const fs::path& blob) {
   LayerListing out{name, {}};
   Utf8Locale locale;  // the blob's pax headers hold UTF-8 names (ca-certificates has some)
-  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), blob.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error("layer " + name + " (" + blob.string() + "): " + archive_error_string(a.get()));
+  LayerReader a(blob);
   archive_entry* e;
   int rc;
   // ARCHIVE_WARN: a name that is not valid in the C locale (layers hold UTF-8

@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
@@ -191,11 +192,7 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
   LibraryListing out;
   std::map<std::string, std::string> owner;
   Utf8Locale locale;  // pax headers hold UTF-8 names
-  std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_tar(a.get());
-  if (archive_read_open_filename(a.get(), blob.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error("layer blob " + blob.string() + ": " + archive_error_string(a.get()));
+  LayerReader a(blob);
   archive_entry* e;
   int rc;
   while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
