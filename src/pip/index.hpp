@@ -82,6 +82,10 @@ class Index {
   // will ask). A page that fails here is asked again, and reported, by
   // files(). Default: nothing.
   virtual void prefetch(const std::vector<std::string>& keys) { (void)keys; }
+  // Starts fetching these wheels' metadata in the background, for
+  // metadata() to take when asked (a failure here is met again, with its
+  // error, there). Default: nothing.
+  virtual void prefetch_metadata(const std::vector<DistFile>& files) { (void)files; }
   // The projects files() was asked for, in the order asked.
   virtual std::vector<std::string> consulted() const { return {}; }
 };

@@ -3,7 +3,11 @@
 // fetcher so that it is hash-checked and kept in the store.
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <ctime>
+#include <deque>
+#include <future>
+#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +20,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/http.hpp"
+#include "util/interrupt.hpp"
 #include "util/threads.hpp"
 
 namespace sb::pip {
@@ -69,7 +74,80 @@ class HttpIndex : public Index {
     return consulted_;
   }
 
+  ~HttpIndex() override {
+    {
+      std::lock_guard<std::mutex> g(ahead_mu_);
+      stopping_ = true;
+      for (auto& w : waiting_) w.second.set_exception(std::make_exception_ptr(Error("not fetched ahead")));
+      waiting_.clear();
+    }
+    ahead_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+  }
+
+  void prefetch_metadata(const std::vector<DistFile>& files) override {
+    if (cache_.offline) return;
+    std::lock_guard<std::mutex> g(ahead_mu_);
+    for (const auto& f : files) {
+      if (ahead_.count(f.url)) continue;
+      if (!f.has_metadata && f.sha256 && store_.get_record("wheel-metadata", *f.sha256)) continue;
+      std::promise<std::string> p;
+      ahead_[f.url] = p.get_future().share();
+      waiting_.emplace_back(f, std::move(p));
+    }
+    // Workers for up to kMetadataAhead fetches at once; with none (the system
+    // refused threads) metadata() takes its file from the queue itself.
+    size_t want = std::min(kMetadataAhead, waiting_.size());
+    if (workers_.size() < want)
+      for (auto& t : start_threads(want - workers_.size(), [this] { fetch_ahead(); })) workers_.push_back(std::move(t));
+    ahead_cv_.notify_all();
+  }
+
   std::string metadata(const DistFile& f) override {
+    std::shared_future<std::string> ahead;
+    {
+      std::lock_guard<std::mutex> g(ahead_mu_);
+      auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& e) { return e.first.url == f.url; });
+      if (w != waiting_.end()) {  // not started yet: fetched here, now
+        w->second.set_exception(std::make_exception_ptr(Error("fetched by the resolver")));
+        waiting_.erase(w);
+        ahead_.erase(f.url);
+      } else if (auto it = ahead_.find(f.url); it != ahead_.end()) {
+        ahead = it->second;
+      }
+    }
+    if (ahead.valid()) {
+      try {
+        return ahead.get();
+      } catch (const std::exception&) {  // asked again below, with retries and its error
+        check_interrupted();
+      }
+    }
+    return fetch_metadata(f);
+  }
+
+ private:
+  static constexpr size_t kMetadataAhead = 8;  // metadata fetches running ahead of the resolver
+
+  void fetch_ahead() {
+    for (;;) {
+      std::pair<DistFile, std::promise<std::string>> job;
+      {
+        std::unique_lock<std::mutex> lk(ahead_mu_);
+        ahead_cv_.wait(lk, [&] { return stopping_ || !waiting_.empty(); });
+        if (stopping_) return;
+        job = std::move(waiting_.front());
+        waiting_.pop_front();
+      }
+      try {
+        job.second.set_value(fetch_metadata(job.first));
+      } catch (...) {
+        job.second.set_exception(std::current_exception());
+      }
+    }
+  }
+
+  std::string fetch_metadata(const DistFile& f) {
     if (f.has_metadata) {
       fetch::FetchItem item{f.url + ".metadata", f.metadata_sha256, std::nullopt, f.filename + ".metadata"};
       return store_.read(fetcher_.fetch_one(item).digest);
@@ -86,7 +164,6 @@ class HttpIndex : public Index {
     return text;
   }
 
- private:
   // Every file of project `key` on every configured index.
   std::vector<DistFile> load(const std::string& key, http::Client& client, bool retry = true) {
     std::vector<DistFile> all;
@@ -288,6 +365,13 @@ class HttpIndex : public Index {
   mutable std::mutex mu_;
   std::map<std::string, std::vector<DistFile>> pages_;
   std::vector<std::string> consulted_;
+  // Metadata fetched ahead (prefetch_metadata), by URL; its queue and workers.
+  std::mutex ahead_mu_;
+  std::condition_variable ahead_cv_;
+  std::map<std::string, std::shared_future<std::string>> ahead_;
+  std::deque<std::pair<DistFile, std::promise<std::string>>> waiting_;
+  std::vector<std::thread> workers_;
+  bool stopping_ = false;
 };
 
 }  // namespace

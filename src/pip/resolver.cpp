@@ -96,6 +96,7 @@ class Resolver {
     int rounds = 0;
     while (!queue_.empty()) {
       if (++rounds > opts_.max_rounds) throw Error("pip resolution did not settle after " + std::to_string(rounds) + " steps");
+      look_ahead();
       std::string key = queue_.front();
       queue_.pop_front();
       if (opts_.provided.count(key)) continue;
@@ -189,6 +190,31 @@ class Resolver {
       e.add_trace("install the version it needs in that layer, or let this layer's requirements choose it");
       throw e;
     }
+  }
+
+  // Starts fetching the metadata of the wheel decide() will most likely
+  // pick for each project waiting in the queue, so that the wheels an index
+  // without PEP 658 files makes us download for their METADATA come several
+  // at a time rather than one after another. Only a guess: decide() still
+  // chooses, and asks the index for what it chose.
+  void look_ahead() {
+    std::vector<DistFile> files;
+    for (const auto& key : queue_) {
+      if (chosen_.count(key) || opts_.provided.count(key) || opts_.installed.count(key)) continue;
+      if (!looked_ahead_.insert(key).second) continue;
+      try {
+        SpecifierSet spec;
+        for (const auto& c : cons_)
+          if (c.req.key == key && c.req.url.empty()) spec.add(c.req.specifier);
+        for (const auto& c : candidates(key))
+          if (spec.contains(c.version, opts_.pre)) {
+            files.push_back(c.file);
+            break;
+          }
+      } catch (const std::exception&) {  // decide() meets it again and reports it
+      }
+    }
+    if (!files.empty()) index_.prefetch_metadata(files);
   }
 
   void decide(const std::string& key) {
@@ -304,6 +330,7 @@ class Resolver {
   std::map<std::string, int> other_files_;
   std::set<std::string> root_keys_;
   std::deque<std::string> queue_;
+  std::set<std::string> looked_ahead_;
 };
 
 }  // namespace

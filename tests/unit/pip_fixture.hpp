@@ -10,6 +10,7 @@
 #include <archive_entry.h>
 
 #include <map>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -67,6 +68,12 @@ class FixtureIndex {
   std::map<std::string, std::string> bad_sha;       // filename -> sha256 the index claims
   std::map<std::string, uint64_t> bad_size;         // filename -> size the index claims
   std::set<std::string> truncate;                   // filenames served cut short
+  std::mutex hits_mu;
+  std::map<std::string, int> hits;                  // path -> requests served (under hits_mu)
+  int hits_of(const std::string& path) {
+    std::lock_guard<std::mutex> g(hits_mu);
+    return hits.count(path) ? hits.at(path) : 0;
+  }
 
   void add(const FixtureWheel& w) {
     std::string dist = pip::normalize_name(w.project);  // the file name as new wheels spell it
@@ -89,6 +96,10 @@ class FixtureIndex {
   }
 
   std::string respond(const HttpRequest& r) {
+    {
+      std::lock_guard<std::mutex> g(hits_mu);
+      ++hits[r.path];
+    }
     const std::string pre = "/simple/";
     if (r.path.starts_with(pre)) {
       std::string key = r.path.substr(pre.size());

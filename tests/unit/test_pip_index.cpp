@@ -470,3 +470,72 @@ TEST_CASE("pip index: pip's default index is asked once per python3 and kept", "
   CHECK(pip_default_index(store).empty());  // no python3 at all: nothing to ask
   setenv("PATH", saved.c_str(), 1);
 }
+
+namespace {
+
+// An index in memory that logs what the resolver asks of it.
+class LoggingIndex : public Index {
+ public:
+  std::map<std::string, std::vector<std::string>> deps;  // project -> Requires-Dist
+  std::vector<std::string> log;
+  std::vector<DistFile> files(const std::string& key) override {
+    DistFile f;
+    f.filename = key + "-1.0-py3-none-any.whl";
+    f.url = "http://index.invalid/" + f.filename;
+    return {f};
+  }
+  std::string metadata(const DistFile& f) override {
+    std::string key = f.filename.substr(0, f.filename.find('-'));
+    log.push_back("metadata " + key);
+    std::string m = "Metadata-Version: 2.1\nName: " + key + "\nVersion: 1.0\n";
+    for (const auto& d : deps[key]) m += "Requires-Dist: " + d + "\n";
+    return m;
+  }
+  void prefetch_metadata(const std::vector<DistFile>& fs) override {
+    std::string s = "ahead";
+    for (const auto& f : fs) s += " " + f.filename.substr(0, f.filename.find('-'));
+    log.push_back(s);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("pip index: the metadata of every queued project is asked for ahead, once", "[pip]") {
+  LoggingIndex idx;
+  idx.deps["app"] = {"alpha", "beta", "gamma>=1"};
+  idx.deps["alpha"] = {"beta", "delta"};
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  auto ws = resolve({Requirement::parse("app")}, t, idx, {});
+  CHECK(versions(ws) == "alpha==1.0 app==1.0 beta==1.0 delta==1.0 gamma==1.0");
+  std::vector<std::string> want = {"ahead app",   "metadata app",   "ahead alpha beta gamma", "metadata alpha",
+                                   "ahead delta", "metadata beta", "metadata gamma",         "metadata delta"};
+  CHECK(idx.log == want);
+}
+
+TEST_CASE("pip index: wheels read ahead for their METADATA are downloaded once, and resolve the same", "[pip]") {
+  test::IndexBed bed(quick_retries());
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  test::FixtureWheel app{"app", "1.0", "py3-none-any", {"alpha", "beta", "gamma"}, {}, {}};
+  app.pep658 = false;
+  bed.index.add(app);
+  for (const char* n : {"alpha", "beta", "gamma"}) {
+    test::FixtureWheel w{n, "1.0", "py3-none-any", {}, {}, {{std::string(n) + "/__init__.py", "x = 1\n"}}};
+    w.pep658 = false;  // no PEP 658 file: the wheel itself is downloaded for its METADATA
+    bed.index.add(w);
+  }
+  auto idx = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *idx, {})) == "alpha==1.0 app==1.0 beta==1.0 gamma==1.0");
+  for (const char* n : {"app", "alpha", "beta", "gamma"}) {
+    INFO(n);
+    CHECK(bed.index.hits_of("/files/" + std::string(n) + "-1.0-py3-none-any.whl") == 1);
+  }
+  // A second index (the next run) reads their METADATA from the store: nothing is downloaded.
+  auto again = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *again, {})) == "alpha==1.0 app==1.0 beta==1.0 gamma==1.0");
+  for (const char* n : {"app", "alpha", "beta", "gamma"})
+    CHECK(bed.index.hits_of("/files/" + std::string(n) + "-1.0-py3-none-any.whl") == 1);
+}
