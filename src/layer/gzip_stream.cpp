@@ -5,6 +5,8 @@
 
 #include <isa-l/igzip_lib.h>
 
+#include <cstring>
+
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -42,40 +44,33 @@ GzipStream::~GzipStream() {
   if (thread_.joinable()) thread_.join();
 }
 
+// Moves the bytes not yet inflated to the front of the input buffer and reads
+// more after them.
+void GzipStream::refill() {
+  size_t keep = state_->avail_in;
+  if (keep) std::memmove(in_.data(), state_->next_in, keep);
+  ssize_t n;
+  do n = ::read(fd_.get(), in_.data() + keep, in_.size() - keep);
+  while (n < 0 && errno == EINTR);
+  if (n < 0) throw_errno(label_ + ": read");
+  if (n == 0) input_done_ = true;
+  state_->next_in = in_.data();
+  state_->avail_in = static_cast<uint32_t>(keep + static_cast<size_t>(n));
+}
+
 bool GzipStream::produce(std::string& out) {
   out.resize(kChunk);
   size_t filled = 0;
   while (filled < out.size() && !finished_) {
-    if (state_->avail_in == 0 && !input_done_) {
-      ssize_t n;
-      do n = ::read(fd_.get(), in_.data(), in_.size());
-      while (n < 0 && errno == EINTR);
-      if (n < 0) throw_errno(label_ + ": read");
-      if (n == 0) input_done_ = true;
-      state_->next_in = in_.data();
-      state_->avail_in = static_cast<uint32_t>(n);
-    }
+    if (state_->avail_in == 0 && !input_done_) refill();
     if (state_->block_state == ISAL_BLOCK_FINISH) {
       // The next member, if what follows is one (a gzip header); else the end.
-      if (state_->avail_in == 0 && input_done_) {
-        finished_ = true;
-        break;
-      }
-      if (state_->avail_in < 2 && !input_done_) {  // the magic straddles two reads
-        unsigned char first = state_->avail_in ? state_->next_in[0] : 0;
-        bool had = state_->avail_in == 1;
-        ssize_t n;
-        do n = ::read(fd_.get(), in_.data() + 1, in_.size() - 1);
-        while (n < 0 && errno == EINTR);
-        if (n < 0) throw_errno(label_ + ": read");
-        if (n == 0) input_done_ = true;
-        in_[0] = first;
-        state_->next_in = had ? in_.data() : in_.data() + 1;
-        state_->avail_in = static_cast<uint32_t>(n) + (had ? 1 : 0);
+      if (state_->avail_in < 2 && !input_done_) {  // its magic may straddle two reads
+        refill();
         continue;
       }
       if (state_->avail_in < 2 || state_->next_in[0] != 0x1f || state_->next_in[1] != 0x8b) {
-        finished_ = true;  // trailing bytes that are not a member
+        finished_ = true;  // the end, or trailing bytes that are not a member
         break;
       }
       unsigned char* next = state_->next_in;

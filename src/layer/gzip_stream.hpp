@@ -41,6 +41,7 @@ class GzipStream {
  private:
   // Inflates into one chunk; false at the end of the data.
   bool produce(std::string& out);
+  void refill();
   void run();
 
   UniqueFd fd_;

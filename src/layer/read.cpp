@@ -52,20 +52,6 @@ LayerReader::LayerReader(const std::filesystem::path& blob, bool raw) : a_(archi
   }
 }
 
-LayerReader::~LayerReader() {
-  if (a_) archive_read_free(a_);  // before gzip_ goes
-}
-
-LayerReader::LayerReader(LayerReader&& o) noexcept : gzip_(std::move(o.gzip_)), a_(o.a_) { o.a_ = nullptr; }
-
-LayerReader& LayerReader::operator=(LayerReader&& o) noexcept {
-  if (this != &o) {
-    if (a_) archive_read_free(a_);
-    gzip_ = std::move(o.gzip_);
-    a_ = o.a_;
-    o.a_ = nullptr;
-  }
-  return *this;
-}
+LayerReader::~LayerReader() { archive_read_free(a_); }  // before gzip_ goes
 
 }  // namespace sb

@@ -19,8 +19,8 @@ class LayerReader {
   // instead of tar entries. Throws sb::Error naming the blob.
   explicit LayerReader(const std::filesystem::path& blob, bool raw = false);
   ~LayerReader();
-  LayerReader(LayerReader&&) noexcept;
-  LayerReader& operator=(LayerReader&&) noexcept;
+  LayerReader(const LayerReader&) = delete;
+  LayerReader& operator=(const LayerReader&) = delete;
 
   struct archive* get() const { return a_; }
 

@@ -7,11 +7,11 @@
 #include <ctime>
 #include <deque>
 #include <future>
-#include <thread>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -78,8 +78,7 @@ class HttpIndex : public Index {
     {
       std::lock_guard<std::mutex> g(ahead_mu_);
       stopping_ = true;
-      for (auto& w : waiting_) w.second.set_exception(std::make_exception_ptr(Error("not fetched ahead")));
-      waiting_.clear();
+      waiting_.clear();  // their futures see a broken promise; nobody waits on them now
     }
     ahead_cv_.notify_all();
     for (auto& t : workers_) t.join();
@@ -109,7 +108,6 @@ class HttpIndex : public Index {
       std::lock_guard<std::mutex> g(ahead_mu_);
       auto w = std::find_if(waiting_.begin(), waiting_.end(), [&](const auto& e) { return e.first.url == f.url; });
       if (w != waiting_.end()) {  // not started yet: fetched here, now
-        w->second.set_exception(std::make_exception_ptr(Error("fetched by the resolver")));
         waiting_.erase(w);
         ahead_.erase(f.url);
       } else if (auto it = ahead_.find(f.url); it != ahead_.end()) {

@@ -203,53 +203,53 @@ class Resolver {
       if (chosen_.count(key) || opts_.provided.count(key) || opts_.installed.count(key)) continue;
       if (!looked_ahead_.insert(key).second) continue;
       try {
-        SpecifierSet spec;
-        for (const auto& c : cons_)
-          if (c.req.key == key && c.req.url.empty()) spec.add(c.req.specifier);
-        for (const auto& c : candidates(key))
-          if (spec.contains(c.version, opts_.pre)) {
-            files.push_back(c.file);
-            break;
-          }
+        if (const Candidate* c = pick(key, spec_of(key))) files.push_back(c->file);
       } catch (const std::exception&) {  // decide() meets it again and reports it
       }
     }
     if (!files.empty()) index_.prefetch_metadata(files);
   }
 
-  void decide(const std::string& key) {
+  // What every constraint on `key` asks, together.
+  SpecifierSet spec_of(const std::string& key) const {
     SpecifierSet spec;
     for (const auto& c : cons_)
       if (c.req.key == key) {
         if (!c.req.url.empty()) throw Error("'" + c.req.str() + "': direct URL requirements are not supported");
         spec.add(c.req.specifier);
       }
+    return spec;
+  }
+
+  // The newest candidate `spec` admits: a final release unless pre-releases
+  // are allowed or only a pre-release satisfies it. nullptr: none.
+  const Candidate* pick(const std::string& key, const SpecifierSet& spec) {
+    const auto& cs = candidates(key);
+    for (bool pre : {opts_.pre, true})
+      for (const auto& c : cs)
+        if (spec.contains(c.version, pre)) return &c;
+    return nullptr;
+  }
+
+  void decide(const std::string& key) {
+    SpecifierSet spec = spec_of(key);
     std::set<std::string> extras = extras_of(key);
     auto ch = chosen_.find(key);
     if (ch != chosen_.end() && spec.contains(ch->second.cand.version, true)) {
       if (extras != ch->second.extras_done) add_deps(key);
       return;
     }
-    const auto& cs = candidates(key);
-    const Candidate* pick = nullptr;
-    for (bool pre : {opts_.pre, true}) {
-      for (const auto& c : cs)
-        if (spec.contains(c.version, pre)) {
-          pick = &c;
-          break;
-        }
-      if (pick) break;
-    }
-    if (!pick) conflict(key, spec, cs);
+    const Candidate* chosen = pick(key, spec);
+    if (!chosen) conflict(key, spec, candidates(key));
     if (ch != chosen_.end()) drop_deps(key);
-    Chosen c{*pick, key, {}, {}};
-    auto meta = parse_metadata(index_.metadata(pick->file));
+    Chosen c{*chosen, key, {}, {}};
+    auto meta = parse_metadata(index_.metadata(chosen->file));
     if (auto n = meta.find("Name"); n != meta.end()) c.name = n->second;
     for (auto [b, e] = meta.equal_range("Requires-Dist"); b != e; ++b) {
       try {
         c.deps.push_back(Requirement::parse(b->second));
       } catch (Error& err) {
-        err.add_trace("in the metadata of " + pick->file.filename);
+        err.add_trace("in the metadata of " + chosen->file.filename);
         throw;
       }
     }

@@ -214,6 +214,8 @@ ZipReader::ZipReader(const fs::path& file, std::string label) : label_(std::move
                    [](const ZipMember& a, const ZipMember& b) { return a.local_offset < b.local_offset; });
 }
 
+ZipReader::~ZipReader() = default;
+
 void ZipReader::read(const ZipMember& m, const std::function<void(const char*, size_t)>& out) const {
   const std::string who = "'" + m.name + "'";
   if (m.flags & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
@@ -230,42 +232,45 @@ void ZipReader::read(const ZipMember& m, const std::function<void(const char*, s
   if (m.method == 0 && m.compressed != m.size)
     fail(who + " is stored with " + std::to_string(m.compressed) + " bytes for a size of " + std::to_string(m.size));
 
-  constexpr size_t kChunk = 1 << 18;
-  std::unique_ptr<unsigned char[]> in(new unsigned char[kChunk]);
+  // One set of buffers and one inflate state per reader: a wheel holds
+  // thousands of members, most of them small.
+  if (!in_) in_ = std::make_unique<unsigned char[]>(kChunk), out_ = std::make_unique<unsigned char[]>(kChunk);
+  unsigned char* in = in_.get();
   uint64_t left = m.compressed, at = data_at, produced = 0;
   uint32_t crc = 0;
   if (m.method == 0) {
     while (left > 0) {
       check_interrupted();
       size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunk));
-      pread_exact(in.get(), n, at, who);
-      crc = crc32_gzip_refl(crc, in.get(), n);
-      out(reinterpret_cast<const char*>(in.get()), n);
+      pread_exact(in, n, at, who);
+      crc = crc32_gzip_refl(crc, in, n);
+      out(reinterpret_cast<const char*>(in), n);
       left -= n, at += n, produced += n;
     }
   } else {
-    auto state = std::make_unique<inflate_state>();
-    isal_inflate_init(state.get());
+    if (!state_) state_ = std::make_unique<inflate_state>();
+    inflate_state* state = state_.get();
+    isal_inflate_init(state);
     state->crc_flag = ISAL_GZIP_NO_HDR;  // raw deflate, with the CRC-32 of what comes out
-    std::unique_ptr<unsigned char[]> buf(new unsigned char[kChunk]);
+    unsigned char* buf = out_.get();
     while (state->block_state != ISAL_BLOCK_FINISH) {
       check_interrupted();
       if (state->avail_in == 0 && left > 0) {
         size_t n = static_cast<size_t>(std::min<uint64_t>(left, kChunk));
-        pread_exact(in.get(), n, at, who);
-        state->next_in = in.get();
+        pread_exact(in, n, at, who);
+        state->next_in = in;
         state->avail_in = static_cast<uint32_t>(n);
         left -= n, at += n;
       }
-      state->next_out = buf.get();
+      state->next_out = buf;
       state->avail_out = kChunk;
-      int rc = isal_inflate(state.get());
+      int rc = isal_inflate(state);
       if (rc < 0) fail(who + ": corrupt deflate data (ISA-L error " + std::to_string(rc) + ")");
       size_t n = kChunk - state->avail_out;
       produced += n;
       if (produced > m.size)
         fail(who + " inflates to more than the " + std::to_string(m.size) + " bytes the archive gives");
-      if (n) out(reinterpret_cast<const char*>(buf.get()), n);
+      if (n) out(reinterpret_cast<const char*>(buf), n);
       if (n == 0 && state->avail_in == 0 && left == 0 && state->block_state != ISAL_BLOCK_FINISH)
         fail(who + ": the deflate stream ends early (truncated?)");
     }

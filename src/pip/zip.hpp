@@ -13,10 +13,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "util/file.hpp"
+
+struct inflate_state;
 
 namespace sb::pip {
 
@@ -42,6 +45,7 @@ class ZipReader {
   // Reads the central directory. `label` names the archive in errors
   // ("wheel torch-2.7.0-....whl").
   ZipReader(const fs::path& file, std::string label);
+  ~ZipReader();
 
   // In the order of their data in the file (as libarchive gives them).
   const std::vector<ZipMember>& members() const { return members_; }
@@ -54,10 +58,16 @@ class ZipReader {
   [[noreturn]] void fail(const std::string& what) const;
   void pread_exact(void* buf, size_t n, uint64_t offset, const std::string& what) const;
 
+  static constexpr size_t kChunk = 1 << 18;
+
   UniqueFd fd_;
   uint64_t file_size_ = 0;
   std::string label_;
   std::vector<ZipMember> members_;
+  // read()'s buffers and inflate state, made on first use (read() is const:
+  // one reader is not shared between threads).
+  mutable std::unique_ptr<unsigned char[]> in_, out_;
+  mutable std::unique_ptr<inflate_state> state_;
 };
 
 }  // namespace sb::pip
