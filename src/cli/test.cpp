@@ -115,7 +115,9 @@ std::vector<Target> recipe_targets(const std::string& file, const Args& args) {
   }
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   std::vector<Target> targets;
-  for (const auto& [r, stack] : points) {
+  for (const auto& point : points) {
+    const Recipe& r = point.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& stack = point.second;
     fs::path layout = out ? fs::path(*out) : fs::path("out") / r.stack;
     if (r.tags.empty()) throw Error(r.file.string() + ": the recipe has no tags, so its image has no name to find");
     std::string ref = layout_ref_name(r.tags.front());

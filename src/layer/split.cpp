@@ -114,7 +114,8 @@ std::vector<EntryMap> split_entries(const EntryMap& entries, uint64_t budget, co
   //    earlier part of the same split holds.
   Joined joined;
   for (const auto& [p, g] : group) joined.add(g);
-  for (const auto& [p, e] : entries) {
+  for (const auto& entry : entries) {
+    const std::string& p = entry.first;  // not a structured binding: clang 14 cannot capture one
     if (!group.count(p)) continue;
     if (std::string hidden = whiteout_target(p); !hidden.empty())
       under(entries, hidden, true, [&](const std::string& q) {

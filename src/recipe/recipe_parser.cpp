@@ -329,7 +329,8 @@ Matrix parse_matrix(const Reader& r, const YAML::Node& n) {
     std::string key = r.string(it->first, "a matrix key");
     if (key == "include" || key == "exclude") {
       r.expect_list(it->second, "matrix." + key);
-      for (const auto& e : it->second)
+      const YAML::Node list = it->second;  // a copy: `it->second` dies with the iterator's proxy
+      for (const auto& e : list)
         (key == "include" ? m.include : m.exclude).push_back(matrix_combo(r, e, key.c_str()));
       continue;
     }
@@ -341,7 +342,8 @@ Matrix parse_matrix(const Reader& r, const YAML::Node& n) {
     if (key == "arch" && it->second.IsSequence() && it->second.size() > 0 && it->second[0].IsScalar())
       r.fail(it->second, "matrix.arch is a list of arch lists", "write arch: [[\"8.0\", \"9.0\"]], not arch: [\"8.0\", \"9.0\"]");
     r.expect_list(it->second, "matrix." + key);
-    for (const auto& v : it->second) {
+    const YAML::Node list = it->second;  // a copy: `it->second` dies with the iterator's proxy
+    for (const auto& v : list) {
       MatrixValue mv = matrix_value(r, v, key);
       for (const auto& seen : axis.values)
         if (seen == mv) r.fail(v, "matrix." + key + " lists '" + mv.str() + "' twice");
@@ -403,7 +405,8 @@ StaticChecksSpec parse_static_checks(const Reader& r, const YAML::Node& n) {
     r.expect_list(it->second, "'" + what + "' (a list of globs of image paths)");
     auto& globs = key == "arch_ignore" ? out.arch_ignore : out.libraries_ignore;
     out.where[key] = r.at(it->first);
-    for (const auto& g : it->second) {
+    const YAML::Node list = it->second;  // a copy: `it->second` dies with the iterator's proxy
+    for (const auto& g : list) {
       std::string glob = r.string(g, "a glob of " + what);
       std::string why = glob_error(glob);
       if (why.empty() && glob[0] != '/' && !glob.starts_with("**/"))
