@@ -4,6 +4,7 @@
 
 #include "apt/control.hpp"
 #include "util/error.hpp"
+#include "util/number.hpp"
 #include "util/file.hpp"
 #include "util/process.hpp"
 
@@ -29,7 +30,9 @@ ReleaseFile parse_release(const std::string& text) {
     auto words = split_words(std::string_view(sums).substr(pos, end - pos));
     pos = end + 1;
     if (words.size() != 3) continue;
-    r.files[words[2]] = {words[0], std::stoull(words[1])};
+    auto bytes = parse_integer<uint64_t>(words[1]);
+    if (!bytes) throw Error("the Release file's SHA256 entry for " + words[2] + " has a size that is not a number: '" + words[1] + "'");
+    r.files[words[2]] = {words[0], *bytes};
   }
   if (r.files.empty()) throw Error("the Release file lists no SHA256 sums (only SHA256 is trusted)");
   return r;

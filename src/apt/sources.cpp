@@ -7,6 +7,7 @@
 #include "apt/control.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/number.hpp"
 
 namespace sb::apt {
 
@@ -43,7 +44,11 @@ void apply_option(Repository& r, std::string key, const std::string& value) {
   if (key == "signed-by") r.signed_by = value;
   else if (key == "trusted") r.trusted = yes(value);
   else if (key == "check-valid-until") r.check_valid_until = yes(value);
-  else if (key == "pin-priority") r.priority = std::stoi(value);
+  else if (key == "pin-priority") {
+    auto priority = parse_integer<int>(value);
+    if (!priority) throw Error(r.where + ": pin-priority '" + value + "' is not a whole number");
+    r.priority = *priority;
+  }
 }
 
 }  // namespace

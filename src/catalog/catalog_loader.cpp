@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "catalog/catalog.hpp"
+#include "util/file.hpp"
 #include "util/yaml_reader.hpp"
 
 namespace sb::catalog {
@@ -297,13 +298,7 @@ Catalog read_catalog(const std::filesystem::path& dir, const std::vector<std::fi
   for (const auto& path : files) {
     std::string file = (dir / path.filename()).string();
     YAML::Node root;
-    try {
-      root = YAML::LoadFile(path.string());
-    } catch (const YAML::ParserException& e) {
-      throw InputError({file, e.mark.line + 1, e.mark.column + 1}, e.msg);
-    } catch (const YAML::BadFile&) {
-      throw_errno("read " + file);
-    }
+    root = yaml::Reader(file).parse(read_file(path));
     try {
       cat.components.push_back(FileLoader(file, uses).load(root, path.stem().string()));
     } catch (const YAML::Exception& e) {  // e.g. a bad conversion we did not foresee

@@ -8,6 +8,7 @@
 #include "layer/write.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/number.hpp"
 
 namespace sb::cli {
 
@@ -50,7 +51,9 @@ int cmd_layer(const std::vector<std::string>& argv) {
   if (auto e = args.integer("--source-date-epoch", 0, INT64_MAX)) {
     so.source_date_epoch = *e;
   } else if (const char* env = getenv("SOURCE_DATE_EPOCH"); env && *env) {
-    so.source_date_epoch = std::stoll(env);
+    auto epoch = parse_integer<int64_t>(env);
+    if (!epoch || *epoch < 0) throw Error(std::string("SOURCE_DATE_EPOCH='") + env + "' is not a number of seconds", kExitUsage);
+    so.source_date_epoch = *epoch;
   }
   so.preserve_owner = args.has("--preserve-owner");
   so.overlay_whiteouts = args.has("--overlay");

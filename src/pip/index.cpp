@@ -13,6 +13,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/process.hpp"
+#include "util/number.hpp"
 
 namespace sb::pip {
 
@@ -67,6 +68,24 @@ Ini parse_ini(const std::string& text) {
   return ini;
 }
 
+void append_utf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out += static_cast<char>(c);
+  } else if (c < 0x800) {
+    out += static_cast<char>(0xC0 | (c >> 6));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else if (c < 0x10000) {
+    out += static_cast<char>(0xE0 | (c >> 12));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (c >> 18));
+    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (c & 0x3F));
+  }
+}
+
 std::string unescape_html(const std::string& s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -85,9 +104,12 @@ std::string unescape_html(const std::string& s) {
     else if (ent == "gt") out += '>';
     else if (ent == "quot") out += '"';
     else if (ent == "apos") out += '\'';
-    else if (ent.starts_with("#x")) out += static_cast<char>(std::stoi(ent.substr(2), nullptr, 16));
-    else if (ent.starts_with("#")) out += static_cast<char>(std::stoi(ent.substr(1)));
-    else out += "&" + ent + ";";
+    else if (ent.starts_with("#x") || ent.starts_with("#X") || ent.starts_with("#")) {
+      bool hex = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X');
+      auto code = parse_integer<uint32_t>(std::string_view(ent).substr(hex ? 2 : 1), hex ? 16 : 10);
+      if (code && *code > 0 && *code <= 0x10FFFF && (*code < 0xD800 || *code > 0xDFFF)) append_utf8(out, *code);
+      else out += "&" + ent + ";";  // not a character: kept as written
+    } else out += "&" + ent + ";";
     i = semi;
   }
   return out;

@@ -22,6 +22,7 @@
 #include "util/http.hpp"
 #include "util/interrupt.hpp"
 #include "util/threads.hpp"
+#include "util/number.hpp"
 
 namespace sb::pip {
 
@@ -267,7 +268,7 @@ class HttpIndex : public Index {
         d.filename = f[0];
         d.url = f[1];
         if (!f[2].empty()) d.sha256 = Digest::parse("sha256:" + std::string(f[2]));
-        if (!f[3].empty()) d.size = std::stoull(std::string(f[3]));
+        if (!f[3].empty()) d.size = parse_integer<uint64_t>(f[3]);
         d.requires_python = f[4];
         d.yanked = f[5] == "1";
         d.has_metadata = f[6] == "1";
@@ -399,7 +400,7 @@ CacheDirective cache_directive(const std::string& cache_control) {
       if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
       // An unreadable max-age makes the response stale (RFC 9111 4.2.1).
       bool number = !v.empty() && v.size() <= 12 && v.find_first_not_of("0123456789") == std::string::npos;
-      out.max_age = number ? std::stoll(v) : 0;
+      out.max_age = number ? parse_integer<int64_t>(v).value_or(0) : 0;
     }
   }
   return out;

@@ -4,6 +4,7 @@
 #include <regex>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace sb::pip {
 
@@ -24,7 +25,12 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return isdigit(static_cast<unsigned char>(c)); });
 }
 
-int64_t num(const std::string& s) { return s.empty() ? 0 : std::stoll(s); }
+// A number of a version ("" is 0). PEP 440 puts no bound on them; one past
+// int64 makes the text no version here (nullopt), rather than a wrapped
+// number or a bare std::out_of_range.
+std::optional<int64_t> num(const std::string& s) {
+  return s.empty() ? std::optional<int64_t>(0) : parse_integer<int64_t>(s);
+}
 
 // The release without trailing zeros: 1.0.0 == 1.
 std::vector<int64_t> stripped(std::vector<int64_t> r) {
@@ -45,22 +51,28 @@ std::optional<Version> Version::try_parse(std::string_view text) {
   std::smatch m;
   if (s.size() > 256 || !std::regex_match(s, m, re)) return std::nullopt;
   Version v;
-  v.epoch = num(m[1]);
+  bool fits = true;
+  auto number = [&](const std::string& digits) {
+    auto n = num(digits);
+    fits = fits && n.has_value();
+    return n.value_or(0);
+  };
+  v.epoch = number(m[1]);
   std::string rel = m[2];
   for (size_t pos = 0; pos <= rel.size();) {
     size_t dot = rel.find('.', pos);
     if (dot == std::string::npos) dot = rel.size();
-    v.release.push_back(std::stoll(rel.substr(pos, dot - pos)));
+    v.release.push_back(number(rel.substr(pos, dot - pos)));
     pos = dot + 1;
   }
   if (m[3].matched) {
     std::string l = m[3];
     char c = l == "alpha" || l == "a" ? 'a' : l == "beta" || l == "b" ? 'b' : 'c';
-    v.pre = std::make_pair(c, num(m[4]));
+    v.pre = std::make_pair(c, number(m[4]));
   }
-  if (m[5].matched) v.post = num(m[5]);
-  else if (m[6].matched) v.post = num(m[7]);
-  if (m[8].matched) v.dev = num(m[9]);
+  if (m[5].matched) v.post = number(m[5]);
+  else if (m[6].matched) v.post = number(m[7]);
+  if (m[8].matched) v.dev = number(m[9]);
   if (m[10].matched) {
     std::string loc = m[10];
     for (size_t pos = 0; pos <= loc.size();) {
@@ -70,6 +82,7 @@ std::optional<Version> Version::try_parse(std::string_view text) {
       pos = e + 1;
     }
   }
+  if (!fits) return std::nullopt;
   return v;
 }
 
@@ -121,7 +134,7 @@ std::strong_ordering operator<=>(const Version& a, const Version& b) {
     bool an = all_digits(a.local[i]), bn = all_digits(b.local[i]);
     if (an != bn) return an ? std::strong_ordering::greater : std::strong_ordering::less;
     if (an) {
-      if (auto c = std::stoll(a.local[i]) <=> std::stoll(b.local[i]); c != 0) return c;
+      if (int c = compare_digit_strings(a.local[i], b.local[i]); c != 0) return c <=> 0;
     } else if (auto c = a.local[i].compare(b.local[i]) <=> 0; c != 0) {
       return c;
     }

@@ -13,6 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::pip {
 
@@ -63,18 +64,6 @@ std::string cp437_to_utf8(std::string_view in) {
     }
   }
   return out;
-}
-
-bool valid_utf8(std::string_view s) {
-  for (size_t i = 0; i < s.size();) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (n == 0 || i + n > s.size()) return false;
-    for (size_t k = 1; k < n; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return false;
-    i += n;
-  }
-  return true;
 }
 
 // The st_mode libarchive reports for a member, from the system that made the

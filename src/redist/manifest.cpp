@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace sb::redist {
 
@@ -20,8 +21,9 @@ Artifact artifact(const nlohmann::json& j, const std::string& where) {
   const auto& s = j.at("size");
   if (s.is_string()) {
     std::string t = s.get<std::string>();
-    if (t.empty() || !std::all_of(t.begin(), t.end(), ::isdigit)) throw Error("size '" + t + "' is not a number");
-    a.size = std::stoull(t);
+    auto size = parse_integer<uint64_t>(t);
+    if (!size) throw Error("size '" + t + "' is not a number of bytes");
+    a.size = *size;
   } else {
     a.size = s.get<uint64_t>();
   }

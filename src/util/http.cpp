@@ -23,6 +23,7 @@
 
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/number.hpp"
 
 namespace sb::http {
 
@@ -390,7 +391,10 @@ bool transient_status(long s) { return s == 408 || s == 429 || s == 500 || s == 
 std::optional<double> retry_after(const Response& r) {
   std::string v = r.header("retry-after");
   if (v.empty()) return std::nullopt;
-  if (std::all_of(v.begin(), v.end(), ::isdigit)) return std::stod(v);
+  if (std::all_of(v.begin(), v.end(), ::isdigit)) {
+    auto secs = parse_integer<int64_t>(v);
+    return secs ? static_cast<double>(*secs) : 1e18;  // past int64: "a very long time"
+  }
   struct tm tm {};
   if (strptime(v.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm)) {
     double secs = std::difftime(timegm(&tm), std::time(nullptr));

@@ -1,7 +1,10 @@
 #include "util/yaml_reader.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
+
+#include "util/utf8.hpp"
 
 namespace sb::yaml {
 
@@ -19,6 +22,19 @@ const char* describe(const YAML::Node& node) {
 }
 
 YAML::Node Reader::parse(const std::string& text) const {
+  // YAML allows UTF-16 and UTF-32 too, but nothing here writes them; and bytes
+  // that are no UTF-8 would reach JSON (plans, lockfiles, labels) and fail
+  // there, far from the file.
+  if (size_t bad = utf8_error_at(text); bad != std::string::npos) {
+    size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
+    line_start = line_start == std::string::npos || bad == 0 ? 0 : line_start + 1;
+    int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
+    throw InputError({file_, line, static_cast<int>(bad - line_start) + 1},
+                     std::string("not UTF-8 text: byte ") + hex + " here does not begin a UTF-8 character",
+                     "save the file as UTF-8");
+  }
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

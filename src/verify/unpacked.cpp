@@ -10,6 +10,7 @@
 #include "util/file.hpp"
 #include "util/process.hpp"
 #include "util/status.hpp"
+#include "util/number.hpp"
 
 namespace sb::verify {
 
@@ -70,7 +71,7 @@ size_t evict_roots(const Store& store, size_t keep, const std::string& except, u
   });
   auto bytes_of = [&](const std::string& name) -> uint64_t {
     std::string text = read_file_or_empty(size_file(store, name));
-    return !text.empty() && text.find_first_not_of("0123456789") == std::string::npos ? std::stoull(text) : 0;
+    return parse_integer<uint64_t>(text).value_or(0);
   };
   size_t removed = 0, kept = 0;
   uint64_t kept_bytes = except.empty() ? 0 : bytes_of(except);

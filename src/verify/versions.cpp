@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/file.hpp"
+#include "util/number.hpp"
 
 namespace sb::verify {
 
@@ -61,7 +62,9 @@ std::string cudart_version(const std::string& text) {
   auto d = defines(text);
   auto it = d.find("CUDART_VERSION");
   if (it == d.end() || !all_digits(it->second)) return {};
-  int n = std::stoi(it->second);
+  auto parsed = parse_integer<int>(it->second);
+  if (!parsed) return {};
+  int n = *parsed;
   return std::to_string(n / 1000) + "." + std::to_string(n % 1000 / 10);
 }
 

@@ -644,3 +644,13 @@ TEST_CASE("apt repo: a Multi-Arch same package's dpkg files carry its architectu
   CHECK(inst.entries.count("var/lib/dpkg/info/plain.list"));
   CHECK(inst.state.files.count("libm:amd64"));
 }
+
+TEST_CASE("apt repo: a Release whose SHA256 size is not a number is an error that names the entry", "[apt][repo]") {
+  const std::string good = std::string("Suite: x\nSHA256:\n ") + std::string(64, 'a') + " 12 main/binary-amd64/Packages\n";
+  CHECK(apt::parse_release(good).files.at("main/binary-amd64/Packages").size == 12);
+  for (const char* size : {"12x", "-1", "99999999999999999999999"}) {
+    INFO(size);
+    std::string bad = std::string("Suite: x\nSHA256:\n ") + std::string(64, 'a') + " " + size + " main/binary-amd64/Packages\n";
+    CHECK_THROWS_WITH(apt::parse_release(bad), Catch::Contains("main/binary-amd64/Packages") && Catch::Contains(size));
+  }
+}

@@ -28,6 +28,14 @@ TEST_CASE("pip: PEP 440 versions sort as packaging sorts them", "[pip]") {
   CHECK_FALSE(Version::try_parse("1.0-foo"));
   CHECK_FALSE(Version::try_parse("latest"));
   CHECK_THROWS_WITH(Version::parse("x1"), Catch::Contains("not a PEP 440 version"));
+  // A number past int64 makes no version here, rather than an exception
+  // from the standard library (found by the fuzzer).
+  CHECK_FALSE(Version::try_parse("1.0-" + std::string(40, '7')));
+  CHECK_FALSE(Version::try_parse("99999999999999999999.0"));
+  CHECK(Version::try_parse("9223372036854775807.0"));
+  // Numeric local segments compare as numbers of any length.
+  CHECK(Version::parse("1.0+99999999999999999999") > Version::parse("1.0+9999999999999999999"));
+  CHECK(Version::parse("1.0+007") == Version::parse("1.0+7"));
 }
 
 TEST_CASE("pip: specifiers match as PEP 440 says", "[pip]") {

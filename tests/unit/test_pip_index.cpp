@@ -539,3 +539,20 @@ TEST_CASE("pip index: wheels read ahead for their METADATA are downloaded once, 
   for (const char* n : {"app", "alpha", "beta", "gamma"})
     CHECK(bed.index.hits_of("/files/" + std::string(n) + "-1.0-py3-none-any.whl") == 1);
 }
+
+TEST_CASE("pip index: character references in HTML pages decode to UTF-8 - a bad one stays as written", "[pip][index]") {
+  const std::string page_url = "https://index.invalid/simple/x/";
+  auto name_of = [&](const std::string& text) {
+    auto page = pip::parse_html_page("<a href=\"x-1.0-py3-none-any.whl\">" + text + "</a>", page_url);
+    REQUIRE(page.files.size() == 1);
+    return page.files[0].filename;
+  };
+  CHECK(name_of("x&#x2D;1.0&#45;py3-none-any.whl") == "x-1.0-py3-none-any.whl");
+  CHECK(name_of("caf&#233;") == "caf\xc3\xa9");
+  CHECK(name_of("a&#x20AC;") == "a\xe2\x82\xac");
+  // Found by the fuzzer: these threw std::invalid_argument / out_of_range.
+  CHECK(name_of("a&#xZZ;") == "a&#xZZ;");
+  CHECK(name_of("a&#99999999999;") == "a&#99999999999;");
+  CHECK(name_of("a&#xD800;") == "a&#xD800;");
+  CHECK(name_of("a&#0;") == "a&#0;");
+}

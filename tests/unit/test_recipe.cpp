@@ -45,6 +45,8 @@ TEST_CASE("every recipe validation error names its place", "[recipe][errors]") {
   TempDir tmp;
   const std::string copy = "layers:\n  - {name: a, copy: [{src: f, dst: /f}]}\n";
   const ErrorCase cases[] = {
+      {"not UTF-8", std::string(kHead) + "tags: [\"caf\xe9\"]\n", 2, 12, "not UTF-8 text: byte 0xE9"},
+      {"a surrogate is not UTF-8", std::string(kHead) + "tags: [\"\xed\xa0\x80\"]\n", 2, 9, "not UTF-8 text: byte 0xED"},
       {"unknown top-level key", std::string(kHead) + "layrs: []\n", 2, 1,
        "unknown key 'layrs' in the recipe (did you mean 'layers'?)"},
       {"unknown layer key", std::string(kHead) + "layers:\n  - {name: os, use: debian, packagess: [git]}\n", 3, 29,

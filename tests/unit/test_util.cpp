@@ -11,6 +11,9 @@
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/glob.hpp"
+#include "util/http.hpp"
+#include "util/number.hpp"
+#include "util/utf8.hpp"
 #include "util/process.hpp"
 
 using namespace sb;
@@ -293,4 +296,48 @@ TEST_CASE("open_waiting waits for a free descriptor - then says which file and w
   waitpid(pid, &status, 0);
   REQUIRE(WIFEXITED(status));
   CHECK(WEXITSTATUS(status) == 0);
+}
+
+TEST_CASE("parse_integer takes whole numbers that fit and nothing else", "[util]") {
+  CHECK(parse_integer<int64_t>("0") == 0);
+  CHECK(parse_integer<int64_t>("-12") == -12);
+  CHECK(parse_integer<int64_t>("9223372036854775807") == INT64_MAX);
+  CHECK_FALSE(parse_integer<int64_t>("9223372036854775808"));
+  CHECK(parse_integer<uint64_t>("18446744073709551615") == UINT64_MAX);
+  CHECK_FALSE(parse_integer<uint64_t>("18446744073709551616"));
+  CHECK_FALSE(parse_integer<uint64_t>("-1"));
+  CHECK_FALSE(parse_integer<int>(""));
+  CHECK_FALSE(parse_integer<int>("+1"));
+  CHECK_FALSE(parse_integer<int>(" 1"));
+  CHECK_FALSE(parse_integer<int>("1 "));
+  CHECK_FALSE(parse_integer<int>("12abc"));
+  CHECK(parse_integer<uint32_t>("ff", 16) == 255);
+  CHECK_FALSE(parse_integer<uint32_t>("0x10", 16));
+  CHECK(compare_digit_strings("007", "7") == 0);
+  CHECK(compare_digit_strings("10", "9") == 1);
+  CHECK(compare_digit_strings("99999999999999999999999", "100000000000000000000000") == -1);
+  CHECK(compare_digit_strings("", "0") == 0);
+}
+
+TEST_CASE("utf8_error_at finds the first byte that is not UTF-8", "[util]") {
+  CHECK(valid_utf8(""));
+  CHECK(valid_utf8("plain ascii"));
+  CHECK(valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xf4\x8f\xbf\xbf"));  // é € 😀 U+10FFFF
+  CHECK(utf8_error_at("caf\xe9") == 3);                        // Latin-1
+  CHECK(utf8_error_at("ab\xc3") == 2);                         // cut short
+  CHECK(utf8_error_at("\xc0\xaf") == 0);                       // overlong '/'
+  CHECK(utf8_error_at("\xe0\x80\xaf") == 0);                   // overlong
+  CHECK(utf8_error_at("x\xed\xa0\x80") == 1);                  // a surrogate
+  CHECK(utf8_error_at("\xf4\x90\x80\x80") == 0);               // past U+10FFFF
+  CHECK(utf8_error_at("\xe2\x82x") == 0);                      // a bad continuation
+  CHECK(utf8_error_at("\x80") == 0);                           // a lone continuation
+}
+
+TEST_CASE("Retry-After of more seconds than fit is a long wait and no exception", "[util][http]") {
+  http::Response r;
+  r.headers["retry-after"] = "120";
+  CHECK(http::retry_after(r) == 120.0);
+  r.headers["retry-after"] = std::string(400, '9');
+  REQUIRE(http::retry_after(r));
+  CHECK(*http::retry_after(r) > 1e17);
 }

@@ -1,0 +1,44 @@
+// UTF-8 as RFC 3629 has it (what nlohmann::json accepts when it writes a
+// string): no overlong forms, no surrogates, nothing past U+10FFFF.
+#pragma once
+
+#include <cstddef>
+#include <string_view>
+
+namespace sb {
+
+// The offset of the first byte that is not part of a valid UTF-8 sequence,
+// or npos when all of `s` is UTF-8.
+inline size_t utf8_error_at(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+    unsigned char c = byte(i);
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if (c >= 0xC2 && c <= 0xDF) {
+      n = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      n = 3;
+      if (c == 0xE0) lo = 0xA0;       // overlong
+      if (c == 0xED) hi = 0x9F;       // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      n = 4;
+      if (c == 0xF0) lo = 0x90;       // overlong
+      if (c == 0xF4) hi = 0x8F;       // past U+10FFFF
+    } else {
+      return i;
+    }
+    if (i + n > s.size() || byte(i + 1) < lo || byte(i + 1) > hi) return i;
+    for (size_t k = 2; k < n; ++k)
+      if ((byte(i + k) & 0xC0) != 0x80) return i;
+    i += n;
+  }
+  return std::string_view::npos;
+}
+
+inline bool valid_utf8(std::string_view s) { return utf8_error_at(s) == std::string_view::npos; }
+
+}  // namespace sb
