@@ -10,6 +10,7 @@
 
 #include "apt/deb.hpp"
 #include "apt/repository.hpp"
+#include "layer/libarchive.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 
@@ -34,7 +35,7 @@ std::string read_all(archive* a, const std::string& what) {
   char buf[1 << 16];
   for (;;) {
     la_ssize_t n = archive_read_data(a, buf, sizeof buf);
-    if (n < 0) throw Error(what + ": " + archive_error_string(a));
+    if (n < 0) throw Error(what + ": " + archive_why(a));
     if (n == 0) break;
     out.append(buf, static_cast<size_t>(n));
   }
@@ -70,7 +71,7 @@ void read_control_tar(archive* outer, const std::string& what, DebContents& out)
   Nested n{outer, {}};
   ReadPtr a = tar_reader();
   if (archive_read_open(a.get(), &n, nullptr, nested_read, nullptr) != ARCHIVE_OK)
-    throw Error(what + ": control.tar: " + archive_error_string(a.get()));
+    throw Error(what + ": control.tar: " + archive_why(a.get()));
   archive_entry* e;
   int r;
   while ((r = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK) {
@@ -78,7 +79,7 @@ void read_control_tar(archive* outer, const std::string& what, DebContents& out)
     std::string name = clean_path(archive_entry_pathname(e));
     out.control_files[name] = read_all(a.get(), what + ": control.tar: " + name);
   }
-  if (r != ARCHIVE_EOF) throw Error(what + ": control.tar: " + archive_error_string(a.get()));
+  if (r != ARCHIVE_EOF) throw Error(what + ": control.tar: " + archive_why(a.get()));
   auto it = out.control_files.find("control");
   if (it == out.control_files.end()) throw Error(what + ": control.tar has no control file");
   auto ps = parse_paragraphs(it->second);
@@ -94,7 +95,7 @@ void read_data_tar(archive* outer, const std::string& what, const fs::path& stag
   Nested n{outer, {}};
   ReadPtr a = tar_reader();
   if (archive_read_open(a.get(), &n, nullptr, nested_read, nullptr) != ARCHIVE_OK)
-    throw Error(what + ": data.tar: " + archive_error_string(a.get()));
+    throw Error(what + ": data.tar: " + archive_why(a.get()));
   archive_entry* e;
   int r;
   std::map<std::string, fs::path> staged;  // archive path -> staging file (for hardlinks)
@@ -143,7 +144,7 @@ void read_data_tar(archive* outer, const std::string& what, const fs::path& stag
         char buf[1 << 16];
         for (;;) {
           la_ssize_t got = archive_read_data(a.get(), buf, sizeof buf);
-          if (got < 0) throw Error(what + ": data.tar: " + path + ": " + archive_error_string(a.get()));
+          if (got < 0) throw Error(what + ": data.tar: " + path + ": " + archive_why(a.get()));
           if (got == 0) break;
           write_all(f.get(), buf, static_cast<size_t>(got), dst.string());
           t.size += static_cast<uint64_t>(got);
@@ -157,7 +158,7 @@ void read_data_tar(archive* outer, const std::string& what, const fs::path& stag
     }
     out.entries[path] = std::move(t);
   }
-  if (r != ARCHIVE_EOF) throw Error(what + ": data.tar: " + archive_error_string(a.get()));
+  if (r != ARCHIVE_EOF) throw Error(what + ": data.tar: " + archive_why(a.get()));
 }
 
 }  // namespace
@@ -166,9 +167,9 @@ std::string decompress(const std::string& data, const std::string& name) {
   if (!name.ends_with(".xz") && !name.ends_with(".gz")) return data;
   ReadPtr a = raw_reader();
   if (archive_read_open_memory(a.get(), data.data(), data.size()) != ARCHIVE_OK)
-    throw Error(name + ": " + archive_error_string(a.get()));
+    throw Error(name + ": " + archive_why(a.get()));
   archive_entry* e;
-  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK) throw Error(name + ": " + archive_error_string(a.get()));
+  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK) throw Error(name + ": " + archive_why(a.get()));
   return read_all(a.get(), "decompressing " + name);
 }
 
@@ -177,7 +178,7 @@ DebContents read_deb(const fs::path& deb, const fs::path& staging, int64_t epoch
   ReadPtr a(archive_read_new());
   archive_read_support_format_ar(a.get());
   if (archive_read_open_filename(a.get(), deb.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error(what + ": not a .deb (" + archive_error_string(a.get()) + ")");
+    throw Error(what + ": not a .deb (" + archive_why(a.get()) + ")");
   DebContents out;
   bool have_control = false, have_data = false;
   archive_entry* e;
@@ -187,7 +188,7 @@ DebContents read_deb(const fs::path& deb, const fs::path& staging, int64_t epoch
     if (name.rfind("control.tar", 0) == 0) read_control_tar(a.get(), what, out), have_control = true;
     else if (name.rfind("data.tar", 0) == 0) read_data_tar(a.get(), what, staging, epoch, out), have_data = true;
   }
-  if (r != ARCHIVE_EOF) throw Error(what + ": not a .deb (" + archive_error_string(a.get()) + ")");
+  if (r != ARCHIVE_EOF) throw Error(what + ": not a .deb (" + archive_why(a.get()) + ")");
   if (!have_control || !have_data) throw Error(what + ": not a .deb (no control.tar or data.tar member)");
   return out;
 }

@@ -83,7 +83,7 @@ void for_each_paragraph(std::string_view text, const std::function<void(const Pa
     size_t end = text.find('\n', pos);
     if (end == std::string_view::npos) end = text.size();
     std::string_view line = text.substr(pos, end - pos);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, or worse
     pos = end + 1;
     if (trim(line).empty()) {
       flush();

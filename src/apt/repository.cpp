@@ -4,8 +4,8 @@
 
 #include "apt/control.hpp"
 #include "util/error.hpp"
-#include "util/number.hpp"
 #include "util/file.hpp"
+#include "util/number.hpp"
 #include "util/process.hpp"
 
 namespace sb::apt {

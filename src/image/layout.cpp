@@ -173,13 +173,20 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref) {
   } catch (const json::exception& e) {
     throw Error((layout / "index.json").string() + ": " + e.what());
   }
-  const json manifests = index.value("manifests", json::array());
+  json manifests;
   const json* chosen = nullptr;
   std::vector<std::string> refs;
-  for (const auto& m : manifests) {
-    std::string r = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
-    refs.push_back(r);
-    if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
+  try {
+    if (!index.is_object()) throw Error((layout / "index.json").string() + ": not a JSON object");
+    manifests = index.value("manifests", json::array());
+    if (!manifests.is_array()) throw Error((layout / "index.json").string() + ": 'manifests' is not a list");
+    for (const auto& m : manifests) {
+      std::string r = m.is_object() ? m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "") : "";
+      refs.push_back(r);
+      if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
+    }
+  } catch (const json::exception& e) {
+    throw Error((layout / "index.json").string() + ": " + e.what());
   }
   if (!chosen) {
     std::string list;

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "layer/libarchive.hpp"
 #include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
@@ -261,7 +262,7 @@ class LayerApplier {
     for (;;) {
       int rc = archive_read_data_block(a, &buf, &len, &offset);
       if (rc == ARCHIVE_EOF) break;
-      if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_error_string(a));
+      if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_why(a));
       if (static_cast<uint64_t>(offset) + len > size) refuse(raw, "holds more data than its header says");
       if (::pwrite(fd.get(), buf, len, offset) != static_cast<ssize_t>(len)) throw_errno("write " + raw);
       written = std::max<uint64_t>(written, static_cast<uint64_t>(offset) + len);
@@ -309,7 +310,7 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
     for (;;) {
       int rc = archive_read_next_header(a.get(), &e);
       if (rc == ARCHIVE_EOF) break;
-      if (rc < ARCHIVE_WARN) throw Error(std::string("corrupt layer: ") + archive_error_string(a.get()));
+      if (rc < ARCHIVE_WARN) throw Error(std::string("corrupt layer: ") + archive_why(a.get()));
       check_interrupted();
       applier.apply(a.get(), e);
     }
@@ -324,7 +325,7 @@ void decompress_layer(const fs::path& blob, const fs::path& out) {
   LayerReader a(blob, true);
   struct archive_entry* e;
   if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK)
-    throw Error("cannot read layer " + blob.string() + ": " + archive_error_string(a.get()));
+    throw Error("cannot read layer " + blob.string() + ": " + archive_why(a.get()));
   AtomicFile f(out);
   const void* buf;
   size_t len;
@@ -332,7 +333,7 @@ void decompress_layer(const fs::path& blob, const fs::path& out) {
   for (;;) {
     int rc = archive_read_data_block(a.get(), &buf, &len, &offset);
     if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) throw Error("decompressing " + blob.string() + ": " + archive_error_string(a.get()));
+    if (rc < ARCHIVE_WARN) throw Error("decompressing " + blob.string() + ": " + archive_why(a.get()));
     f.write(buf, len);
   }
   f.commit();

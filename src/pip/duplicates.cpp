@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "layer/libarchive.hpp"
 #include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
@@ -34,7 +35,7 @@ LayerListing list_layer(const std::string& name, const fs::path& blob) {
       out.musl_version = musl_version_from_apk(text);
     }
   }
-  if (rc != ARCHIVE_EOF) throw Error("layer " + name + ": " + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF) throw Error("layer " + name + ": " + archive_why(a.get()));
   return out;
 }
 

@@ -12,8 +12,8 @@
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
-#include "util/process.hpp"
 #include "util/number.hpp"
+#include "util/process.hpp"
 
 namespace sb::pip {
 

@@ -21,8 +21,8 @@
 #include "util/file.hpp"
 #include "util/http.hpp"
 #include "util/interrupt.hpp"
-#include "util/threads.hpp"
 #include "util/number.hpp"
+#include "util/threads.hpp"
 
 namespace sb::pip {
 

@@ -10,6 +10,7 @@
 #include <memory>
 #include <sstream>
 
+#include "layer/libarchive.hpp"
 #include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/digest.hpp"
@@ -231,7 +232,7 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
       out.shadows.push_back(p);
   }
   if (rc != ARCHIVE_EOF)
-    throw Error("layer blob " + blob.string() + ": " + archive_error_string(a.get()));
+    throw Error("layer blob " + blob.string() + ": " + archive_why(a.get()));
   fill_versions(out.copies, owner);
   nlohmann::json j = {{"copies", out.copies},
                       {"shadows", out.shadows},

@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "layer/libarchive.hpp"
 #include "layer/tree.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -49,7 +50,7 @@ size_t install_archive(const fs::path& file, const std::string& label, const std
   archive_read_support_format_tar(a.get());
   archive_read_support_format_zip(a.get());
   if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error(label + ": " + archive_error_string(a.get()));
+    throw Error(label + ": " + archive_why(a.get()));
   fs::path base = fs::path("usr/local") / ("cuda-" + cuda_xy);
   archive_entry* e;
   size_t count = 0;
@@ -99,7 +100,7 @@ size_t install_archive(const fs::path& file, const std::string& label, const std
       la_ssize_t n;
       while ((n = archive_read_data(a.get(), buf.data(), buf.size())) > 0)
         write_all(fd.get(), buf.data(), static_cast<size_t>(n), dest.string());
-      if (n < 0) throw Error(label + ": reading '" + name + "': " + archive_error_string(a.get()));
+      if (n < 0) throw Error(label + ": reading '" + name + "': " + archive_why(a.get()));
       ::fchmod(fd.get(), static_cast<mode_t>(mode));
     } else {
       throw Error(label + " holds '" + name + "', which is not a file, directory or link");
@@ -107,7 +108,7 @@ size_t install_archive(const fs::path& file, const std::string& label, const std
     if (written) written->push_back(rel.generic_string());
     ++count;
   }
-  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
   return count;
 }
 

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer/libarchive.hpp"
 #include "layer/tree.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -42,7 +43,7 @@ void unpack(const fs::path& file, const std::string& label, const fs::path& dest
     archive_read_support_format_tar(a.get());
     archive_read_support_format_zip(a.get());
     if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
-      throw Error(label + ": " + archive_error_string(a.get()));
+      throw Error(label + ": " + archive_why(a.get()));
     return a;
   };
   // First pass: is there a single top directory?
@@ -52,7 +53,7 @@ void unpack(const fs::path& file, const std::string& label, const fs::path& dest
     auto a = open();
     archive_entry* e;
     while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
-      std::string p = canonical_archive_path(archive_entry_pathname(e));
+      std::string p = canonical_archive_path(entry_path(e, label));
       std::string first = p.substr(0, p.find('/'));
       if (p.find('/') == std::string::npos && archive_entry_filetype(e) != AE_IFDIR) single = false;
       if (top.empty()) top = first;
@@ -68,7 +69,7 @@ void unpack(const fs::path& file, const std::string& label, const fs::path& dest
   archive_entry* e;
   int rc;
   while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
-    std::string p = canonical_archive_path(archive_entry_pathname(e));
+    std::string p = canonical_archive_path(entry_path(e, label));
     if (single && !top.empty()) {
       if (p == top) continue;
       p = p.substr(top.size() + 1);
@@ -83,16 +84,16 @@ void unpack(const fs::path& file, const std::string& label, const fs::path& dest
       archive_entry_set_hardlink(e, (dest / hp).c_str());
     }
     if (archive_write_header(w.get(), e) != ARCHIVE_OK)
-      throw Error(label + ": '" + p + "': " + archive_error_string(w.get()));
+      throw Error(label + ": '" + p + "': " + archive_why(w.get()));
     const void* buf;
     size_t size;
     la_int64_t off;
     while (archive_read_data_block(a.get(), &buf, &size, &off) == ARCHIVE_OK)
       if (archive_write_data_block(w.get(), buf, size, off) != ARCHIVE_OK)
-        throw Error(label + ": '" + p + "': " + archive_error_string(w.get()));
+        throw Error(label + ": '" + p + "': " + archive_why(w.get()));
     archive_write_finish_entry(w.get());
   }
-  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_error_string(a.get()));
+  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include "layer/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/number.hpp"
 #include "util/process.hpp"
 #include "util/status.hpp"
-#include "util/number.hpp"
 
 namespace sb::verify {
 
