@@ -1,0 +1,111 @@
+// Archives from outside: layer blobs (the safe extractor), wheels (the zip
+// reader and the wheel installer), .deb files and gzip streams. Beyond not
+// crashing, each must write nothing outside the directory it was given.
+#include <fstream>
+
+#include "apt/deb.hpp"
+#include "fuzz.hpp"
+#include "layer/extract.hpp"
+#include "layer/gzip_stream.hpp"
+#include "pip/wheel.hpp"
+#include "pip/zip.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A directory beside the one the reader writes to, holding one file: after
+// the reader, it must hold just that file with the same bytes.
+struct Canary {
+  fs::path dir;
+  explicit Canary(const fs::path& scratch) : dir(scratch / "outside") {
+    fs::create_directories(dir);
+    sb::fuzz::write_file(dir / "canary", "canary\n");
+  }
+  void check(const fs::path& scratch, const std::vector<fs::path>& allowed) const {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(scratch)) {
+      bool ok = e.path() == dir;
+      for (const auto& a : allowed) ok = ok || e.path() == a;
+      sb::fuzz::check(ok, "something was written outside the target: " + e.path().string());
+    }
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+      ++n;
+      sb::fuzz::check(e.path().filename() == "canary" && e.is_regular_file() && !e.is_symlink(),
+                      "something was written outside the target: " + e.path().string());
+    }
+    std::ifstream in(dir / "canary");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    sb::fuzz::check(n == 1 && text == "canary\n", "the file outside the target was changed");
+  }
+};
+
+}  // namespace
+
+// Two layers applied in order onto one root (whiteouts reach the lower one).
+SB_FUZZ_TARGET(extract) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  Canary canary(scratch);
+  auto parts = sb::fuzz::split(sb::fuzz::text(data, size), 2);
+  fs::path root = scratch / "root", l1 = scratch / "layer1", l2 = scratch / "layer2";
+  fs::create_directories(root);
+  sb::fuzz::write_file(l1, parts[0]);
+  sb::fuzz::write_file(l2, parts[1]);
+  sb::ExtractOptions options;
+  options.max_bytes = 64 << 20;
+  options.max_entries = 10'000;
+  sb::ExtractStats stats;
+  if (sb::fuzz::expect_errors([&] { sb::extract_layer(l1, root, options, stats); }))
+    sb::fuzz::expect_errors([&] { sb::extract_layer(l2, root, options, stats); });
+  canary.check(scratch, {root, l1, l2});
+}
+
+SB_FUZZ_TARGET(gzip) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  fs::path file = scratch / "blob.gz";
+  sb::fuzz::write_file(file, sb::fuzz::text(data, size));
+  for (bool own_thread : {false, true}) {
+    std::string first;
+    sb::fuzz::expect_errors([&] {
+      sb::GzipStream in(file, "fuzz", own_thread);
+      size_t total = 0;
+      for (std::string_view chunk = in.next(); !chunk.empty(); chunk = in.next()) {
+        total += chunk.size();
+        if (total > (256u << 20)) break;  // a bomb: inflating more says nothing new
+      }
+    });
+  }
+}
+
+// The zip reader, then the whole wheel installer on the same bytes.
+SB_FUZZ_TARGET(wheel) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  Canary canary(scratch);
+  fs::path file = scratch / "fuzz-1.0-py3-none-any.whl", root = scratch / "root";
+  fs::create_directories(root);
+  sb::fuzz::write_file(file, sb::fuzz::text(data, size));
+  sb::fuzz::expect_errors([&] {
+    sb::pip::ZipReader zip(file, "wheel fuzz");
+    for (const auto& m : zip.members()) {
+      if (m.size > (64u << 20)) continue;  // a bomb: inflating it says nothing new
+      sb::fuzz::expect_errors([&] { zip.read(m, [](const char*, size_t) {}); });
+    }
+  });
+  sb::fuzz::expect_errors([&] {
+    sb::pip::Target target;
+    sb::pip::PathClaims claims;
+    (void)sb::pip::install_wheel(file, file.filename().string(), target, root, true, &claims, 0);
+  });
+  canary.check(scratch, {root, file});
+}
+
+SB_FUZZ_TARGET(deb) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  Canary canary(scratch);
+  fs::path file = scratch / "fuzz_1.0_amd64.deb", staging = scratch / "staging";
+  fs::create_directories(staging);
+  sb::fuzz::write_file(file, sb::fuzz::text(data, size));
+  sb::fuzz::expect_errors([&] { (void)sb::apt::read_deb(file, staging, 1700000000); });
+  canary.check(scratch, {staging, file});
+}

@@ -1,0 +1,57 @@
+// Images from outside: ELF files and fat binaries the static checks read in
+// every image (a base image can come from any registry), and OCI layouts.
+#include <nlohmann/json.hpp>
+
+#include "fuzz.hpp"
+#include "image/layout.hpp"
+#include "util/digest.hpp"
+#include "verify/elf.hpp"
+#include "verify/fatbin.hpp"
+
+namespace fs = std::filesystem;
+
+SB_FUZZ_TARGET(elf) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  fs::path file = scratch / "libfuzz.so";
+  sb::fuzz::write_file(file, sb::fuzz::text(data, size));
+  using namespace sb::verify;
+  sb::fuzz::expect_errors([&] { (void)read_elf(file); });
+  sb::fuzz::expect_errors([&] {
+    MappedFile mapped(file);
+    for (const auto& s : elf_sections(mapped)) (void)s.name;
+  });
+  sb::fuzz::expect_errors([&] {
+    if (auto fatbin = read_elf_section(file, ".nv_fatbin")) (void)parse_fatbin(*fatbin);
+  });
+  sb::fuzz::expect_errors([&] { (void)gpu_code_of_file(file); });
+  sb::fuzz::expect_errors([&] { (void)parse_fatbin(sb::fuzz::text(data, size)); });
+  size_t containers = 0;
+  (void)scan_embedded_fatbins(sb::fuzz::text(data, size), &containers);
+}
+
+// index.json, a manifest and a config, cut at "----" lines. The manifest and
+// config are stored as blobs under their digests; "@MANIFEST@" and "@CONFIG@"
+// in the documents become those digests, so the fuzzer reaches past the
+// digest checks.
+SB_FUZZ_TARGET(layout) {
+  const fs::path& scratch = sb::fuzz::fresh_scratch();
+  auto parts = sb::fuzz::split(sb::fuzz::text(data, size), 3);
+  auto replace = [](std::string s, const std::string& from, const std::string& to) {
+    for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+      s.replace(at, from.size(), to);
+    return s;
+  };
+  fs::path layout = scratch / "layout", blobs = layout / "blobs" / "sha256";
+  fs::create_directories(blobs);
+  sb::fuzz::write_file(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+  std::string config = parts[2];
+  sb::Digest config_digest = sb::Digest::of_bytes(config);
+  sb::fuzz::write_file(blobs / config_digest.hex(), config);
+  std::string manifest = replace(parts[1], "@CONFIG@", config_digest.str());
+  sb::Digest manifest_digest = sb::Digest::of_bytes(manifest);
+  sb::fuzz::write_file(blobs / manifest_digest.hex(), manifest);
+  std::string index = replace(replace(parts[0], "@MANIFEST@", manifest_digest.str()), "@CONFIG@", config_digest.str());
+  sb::fuzz::write_file(layout / "index.json", index);
+  for (std::string ref : {"", "fuzz:1", "1"})
+    sb::fuzz::expect_errors([&] { (void)sb::open_layout_image(layout, ref); });
+}
