@@ -56,7 +56,18 @@ int main(int argc, char** argv) {
     ::signal(SIGABRT, SIG_DFL);  // said once is enough
     std::abort();
   });
-  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_signal);
+  // Under AddressSanitizer its own handlers say more (where, and the stack).
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  constexpr bool sanitized = true;
+#else
+  constexpr bool sanitized = false;
+#endif
+#else
+  constexpr bool sanitized = false;
+#endif
+  if (!sanitized)
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) ::signal(sig, on_signal);
 
   std::vector<fs::path> inputs;
   for (int i = 2; i < argc; ++i) {
