@@ -14,6 +14,7 @@
 #include "util/file.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::pip {
 
@@ -66,24 +67,6 @@ Ini parse_ini(const std::string& text) {
     ini[section][key] = trim(t.substr(eq + 1));
   }
   return ini;
-}
-
-void append_utf8(std::string& out, uint32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
 }
 
 std::string unescape_html(const std::string& s) {

@@ -25,12 +25,6 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return isdigit(static_cast<unsigned char>(c)); });
 }
 
-// A number of a version ("" is 0). PEP 440 puts no bound on them; one past
-// int64 makes the text no version here (nullopt), rather than a wrapped
-// number or a bare std::out_of_range.
-std::optional<int64_t> num(const std::string& s) {
-  return s.empty() ? std::optional<int64_t>(0) : parse_integer<int64_t>(s);
-}
 
 // The release without trailing zeros: 1.0.0 == 1.
 std::vector<int64_t> stripped(std::vector<int64_t> r) {
@@ -51,9 +45,13 @@ std::optional<Version> Version::try_parse(std::string_view text) {
   std::smatch m;
   if (s.size() > 256 || !std::regex_match(s, m, re)) return std::nullopt;
   Version v;
+  // A number of the version ("" is 0). PEP 440 puts no bound on them; one
+  // past int64 makes the text no version here, rather than a wrapped number
+  // or a bare std::out_of_range.
   bool fits = true;
-  auto number = [&](const std::string& digits) {
-    auto n = num(digits);
+  auto number = [&](const std::string& digits) -> int64_t {
+    if (digits.empty()) return 0;
+    auto n = parse_integer<int64_t>(digits);
     fits = fits && n.has_value();
     return n.value_or(0);
   };

@@ -51,17 +51,7 @@ constexpr uint16_t kCp437High[128] = {
 std::string cp437_to_utf8(std::string_view in) {
   std::string out;
   for (unsigned char c : in) {
-    uint32_t cp = c < 0x80 ? c : kCp437High[c - 0x80];
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | cp >> 6);
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xE0 | cp >> 12);
-      out += static_cast<char>(0x80 | (cp >> 6 & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    append_utf8(out, c < 0x80 ? c : kCp437High[c - 0x80]);
   }
   return out;
 }
