@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::cli {
 
@@ -130,9 +131,9 @@ static int report_error(const std::string& what, int exit_code) {
   if (const char* why = interruption(); why && !what.starts_with(why)) {
     std::string indented = "  " + what;
     for (size_t i = 0; (i = indented.find('\n', i)) != std::string::npos; i += 3) indented.replace(i, 1, "\n  ");
-    fprintf(stderr, "stackbuild: error: %s\n%s\n", why, indented.c_str());
+    fprintf(stderr, "stackbuild: error: %s\n%s\n", why, printable_utf8(indented).c_str());
   } else {
-    fprintf(stderr, "stackbuild: error: %s\n", what.c_str());
+    fprintf(stderr, "stackbuild: error: %s\n", printable_utf8(what).c_str());
   }
   return interruption() ? kExitInterrupted : exit_code;
 }

@@ -18,13 +18,14 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/utf8.hpp"
 
 namespace sb {
 
 namespace {
 
 [[noreturn]] void refuse(const std::string& path, const std::string& why) {
-  throw Error("refusing layer entry '" + path + "': " + why);
+  throw Error("refusing layer entry '" + printable_utf8(path) + "': " + why);
 }
 
 std::vector<std::string> split_entry_path(const std::string& raw) {
@@ -152,8 +153,11 @@ class LayerApplier {
   LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats) : root_(root), o_(o), stats_(stats) {}
 
   void apply(struct archive* a, struct archive_entry* e) {
-    // The UTF-8 forms: the bytes as archived, whatever this process's locale.
-    std::string raw = archive_entry_pathname_utf8(e) ? archive_entry_pathname_utf8(e) : "";
+    // The bytes as archived, whatever this process's locale; a name need not
+    // be UTF-8 (paths on Linux are bytes, and base images come from anywhere).
+    const char* name_bytes = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+    if (!name_bytes) throw Error("refusing a layer entry without a name");
+    std::string raw = name_bytes;
     auto comps = split_entry_path(raw);
     std::string path = join(comps, comps.size());
     if (++stats_.entries > o_.max_entries)
@@ -165,7 +169,7 @@ class LayerApplier {
     if (!seen_.insert(path).second) refuse(raw, "appears twice in the layer");
 
     UniqueFd dir = root_.open_dir(parent, true, raw);
-    const char* hardlink = archive_entry_hardlink_utf8(e);
+    const char* hardlink = archived_name(archive_entry_hardlink_utf8(e), archive_entry_hardlink(e));
     mode_t type = archive_entry_filetype(e);
     uint32_t mode = archive_entry_perm(e);
     if (hardlink) return link(raw, dir.get(), name, hardlink);
@@ -182,7 +186,7 @@ class LayerApplier {
     switch (type) {
       case AE_IFREG: return file(a, e, raw, dir.get(), name, mode);
       case AE_IFLNK: {
-        const char* target = archive_entry_symlink_utf8(e);
+        const char* target = archived_name(archive_entry_symlink_utf8(e), archive_entry_symlink(e));
         if (::symlinkat(target ? target : "", dir.get(), name.c_str()) != 0) throw_errno("symlink " + raw);
         break;
       }

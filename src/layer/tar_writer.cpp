@@ -12,6 +12,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/utf8.hpp"
 #include "layer/utf8_locale.hpp"
 
 namespace sb {
@@ -35,6 +36,12 @@ la_ssize_t on_write(struct archive*, void* ctx, const void* buf, size_t len) {
   }
 }
 
+bool utf8_names(struct archive_entry* e) {
+  for (const char* name : {archive_entry_pathname(e), archive_entry_symlink(e), archive_entry_hardlink(e)})
+    if (name && !valid_utf8(name)) return false;
+  return true;
+}
+
 struct ArchiveDeleter {
   void operator()(struct archive* a) const { archive_write_free(a); }
 };
@@ -55,7 +62,13 @@ class TarOut {
   }
 
   void header(struct archive_entry* e, const std::string& path) {
-    if (archive_write_header(a_.get(), e) < ARCHIVE_OK) fail("write header of '" + path + "'");
+    int rc = archive_write_header(a_.get(), e);
+    // Names are bytes: one that is not UTF-8 (a base image's file that a
+    // step deletes, a file in a source tree) has no pax form, and libarchive
+    // warns and writes that entry's names as they are, hdrcharset=BINARY, as
+    // GNU tar does. Any other warning is a failure.
+    if (rc == ARCHIVE_WARN && !utf8_names(e)) return;
+    if (rc < ARCHIVE_OK) fail("write header of '" + printable_utf8(path) + "'");
   }
   void data(const void* buf, size_t len, const std::string& path) {
     if (archive_write_data(a_.get(), buf, len) < 0) fail("write '" + path + "'");

@@ -11,6 +11,7 @@
 #include "layer/read.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::pip {
 
@@ -24,9 +25,10 @@ LayerListing list_layer(const std::string& name, const fs::path& blob) {
   // names, e.g. Debian's locale and timezone files); the UTF-8 name is read.
   while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
     auto type = archive_entry_filetype(e);
-    const char* utf8 = archive_entry_pathname_utf8(e);
-    const char* raw = archive_entry_pathname(e);
-    std::string p = utf8 ? utf8 : raw ? raw : "";
+    // Shown form: the listing is a JSON record, and a base image's name need
+    // not be UTF-8 (such a name matches no wheel's or library's).
+    const char* name = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+    std::string p = printable_utf8(name ? name : "");
     if (type == AE_IFREG || type == AE_IFLNK) out.paths.push_back(canonical_archive_path(p));
     if (type == AE_IFREG && out.paths.back() == "lib/apk/db/installed") {
       std::string text, buf(1 << 16, '\0');  // on the heap: layers are listed on small-stack threads

@@ -15,6 +15,7 @@
 #include "layer/utf8_locale.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 #include "util/process.hpp"
 #include "verify/elf.hpp"
 
@@ -197,9 +198,12 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
   archive_entry* e;
   int rc;
   while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
-    const char* utf8 = archive_entry_pathname_utf8(e);
-    const char* raw = archive_entry_pathname(e);
-    std::string p = canonical_archive_path(utf8 ? utf8 : raw ? raw : "");
+    // The listing is a JSON record, and a base image's names need not be
+    // UTF-8: such a name is listed in its shown form, and never as a copy a
+    // link could point to.
+    const char* archived = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+    std::string p = canonical_archive_path(printable_utf8(archived ? archived : ""));
+    const bool shown_as_is = archived && valid_utf8(archived);
     std::string name = base_name(p);
     if (name == ".wh..wh..opq") {
       out.opaque.push_back(dir_name(p));
@@ -224,7 +228,7 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
     bool elf = type == AE_IFREG && archive_entry_size(e) >= 4 &&
                archive_read_data(a.get(), magic, 4) == 4 && magic[0] == 0x7f && magic[1] == 'E' &&
                magic[2] == 'L' && magic[3] == 'F';
-    if (elf && !under_stubs(p))
+    if (elf && shown_as_is && !under_stubs(p))
       out.copies.push_back({"", p, lib->soname, lib->version,
                             lib->version.empty() ? "" : "file name",
                             static_cast<uint64_t>(archive_entry_size(e))});

@@ -278,7 +278,9 @@ class JsonStatus final : public BaseStatus {
 
  private:
   void emit(const nlohmann::json& j) {
-    fprintf(out_, "%s\n", j.dump().c_str());
+    // Texts name files and URLs from outside, which need not be UTF-8:
+    // the stream stays JSON, with U+FFFD for a byte that is not.
+    fprintf(out_, "%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     fflush(out_);
   }
   Clock::time_point last_{};

@@ -43,6 +43,26 @@ inline size_t utf8_error_at(std::string_view s) {
 
 inline bool valid_utf8(std::string_view s) { return utf8_error_at(s) == std::string_view::npos; }
 
+// `s` as UTF-8 text that JSON, XML and a terminal take: every byte that does
+// not start a valid sequence becomes `\xHH`, the rest is kept. For showing
+// bytes from outside (a base image's file names are bytes, not always
+// UTF-8). Not one-to-one: a name that holds the text `\\xFF` shows alike.
+inline std::string printable_utf8(std::string_view s) {
+  static const char hex[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t at; !s.empty(); s.remove_prefix(at + 1)) {
+    at = utf8_error_at(s);
+    if (at == std::string_view::npos) {
+      out += s;
+      break;
+    }
+    auto c = static_cast<unsigned char>(s[at]);
+    out.append(s.substr(0, at)).append("\\x").append(1, hex[c >> 4]).append(1, hex[c & 15]);
+  }
+  return out;
+}
+
 // Appends code point `c` (at most U+10FFFF, no surrogate) as UTF-8.
 inline void append_utf8(std::string& out, uint32_t c) {
   if (c < 0x80) {

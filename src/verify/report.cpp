@@ -4,6 +4,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/utf8.hpp"
+
 namespace sb::verify {
 
 std::string to_string(Outcome o) {
@@ -21,14 +23,22 @@ int VerifyReport::count(Outcome o) const {
   return n;
 }
 
+// Reports name files of the image, and a name is bytes that need not be
+// UTF-8 (a base image's): JSON and XML get every text in its shown form.
 void to_json(nlohmann::json& j, const TestResult& r) {
-  j = nlohmann::json{{"name", r.name}, {"kind", r.kind}, {"outcome", to_string(r.outcome)}, {"seconds", r.seconds}};
-  if (!r.message.empty()) j["message"] = r.message;
-  if (!r.details.empty()) j["details"] = r.details;
+  j = nlohmann::json{{"name", printable_utf8(r.name)},
+                     {"kind", r.kind},
+                     {"outcome", to_string(r.outcome)},
+                     {"seconds", r.seconds}};
+  if (!r.message.empty()) j["message"] = printable_utf8(r.message);
+  if (!r.details.empty()) {
+    j["details"] = nlohmann::json::array();
+    for (const auto& d : r.details) j["details"].push_back(printable_utf8(d));
+  }
 }
 
 void to_json(nlohmann::json& j, const VerifyReport& r) {
-  j = nlohmann::json{{"image", r.image},
+  j = nlohmann::json{{"image", printable_utf8(r.image)},
                      {"results", r.results},
                      {"summary",
                       {{"passed", r.count(Outcome::Passed)},
@@ -36,9 +46,9 @@ void to_json(nlohmann::json& j, const VerifyReport& r) {
                        {"skipped", r.count(Outcome::Skipped)}}}};
 }
 
-static std::string xml_escape(const std::string& s) {
+static std::string xml_escape(const std::string& text) {
   std::string out;
-  for (char c : s) {
+  for (char c : printable_utf8(text)) {
     switch (c) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
@@ -91,15 +101,15 @@ std::string junit_xml(const VerifyReport& r) { return junit_xml(std::vector<Veri
 
 std::string summary_table(const VerifyReport& r) {
   size_t width = 4;
-  for (const auto& t : r.results) width = std::max(width, t.name.size());
+  for (const auto& t : r.results) width = std::max(width, printable_utf8(t.name).size());
   // Named: `test RECIPE` and the build's gate print one table per image.
   std::string out = "image " + r.image + "\n";
   char line[1024];
   for (const auto& t : r.results) {
     snprintf(line, sizeof line, "%-7s  %-*s  %s\n", to_string(t.outcome).c_str(), static_cast<int>(width),
-             t.name.c_str(), t.message.c_str());
+             printable_utf8(t.name).c_str(), printable_utf8(t.message).c_str());
     out += line;
-    for (size_t i = 0; i < t.details.size() && i < 20; ++i) out += "           " + t.details[i] + "\n";
+    for (size_t i = 0; i < t.details.size() && i < 20; ++i) out += "           " + printable_utf8(t.details[i]) + "\n";
     if (t.details.size() > 20) out += "           ... and " + std::to_string(t.details.size() - 20) + " more\n";
   }
   snprintf(line, sizeof line, "%d passed, %d failed, %d skipped\n", r.count(Outcome::Passed),

@@ -21,9 +21,14 @@ struct RawEntry {
   int64_t declared_size = -1; // file size in the header; -1: data.size()
 };
 
-inline void make_tar(const fs::path& out, const std::vector<RawEntry>& entries, bool gzip = false) {
+// `gnu`: GNU tar's format, where names are bytes in the header as they are
+// (pax, the default, writes a name that is not UTF-8 with hdrcharset=BINARY).
+inline void make_tar(const fs::path& out, const std::vector<RawEntry>& entries, bool gzip = false, bool gnu = false) {
   struct archive* a = archive_write_new();
-  archive_write_set_format_pax_restricted(a);
+  if (gnu)
+    archive_write_set_format_gnutar(a);
+  else
+    archive_write_set_format_pax_restricted(a);
   if (gzip) archive_write_add_filter_gzip(a);
   if (archive_write_open_filename(a, out.c_str()) != ARCHIVE_OK) throw Error("open fixture");
   for (const auto& r : entries) {

@@ -40,13 +40,14 @@ struct Sandbox {
     }
     return out;
   }
-  void apply(const std::vector<std::vector<RawEntry>>& layers, ExtractOptions o = {}, bool gzip = false) {
+  void apply(const std::vector<std::vector<RawEntry>>& layers, ExtractOptions o = {}, bool gzip = false,
+             bool gnu = false) {
     ExtractStats stats;
     int i = 0;
     TempDir blobs;  // away from base, which must stay as it was
     for (const auto& l : layers) {
       fs::path blob = blobs.path() / ("layer" + std::to_string(i++) + ".tar");
-      test::make_tar(blob, l, gzip);
+      test::make_tar(blob, l, gzip, gnu);
       extract_layer(blob, target, o, stats);
       fs::remove(blob);
     }
@@ -138,6 +139,33 @@ TEST_CASE("whiteouts and opaque directories hide lower layers", "[extract]") {
   CHECK_FALSE(fs::exists(sb.target / "b" / "old"));
   CHECK(read_file(sb.target / "b" / "new") == "n");
   CHECK_FALSE(fs::exists(sb.target / "b" / ".wh..wh..opq"));
+}
+
+TEST_CASE("names that are not UTF-8 come out as the bytes archived", "[extract]") {
+  // Paths on Linux are bytes; a base image may hold names in Latin-1.
+  for (bool gnu : {false, true}) {
+    CAPTURE(gnu);
+    Sandbox sb;
+    sb.apply({{{"d\xe9", 'd', "", 0755},
+               {"d\xe9/t\xffx", 'f', "data", 0755},
+               {"d\xe9/hard", 'h', "d\xe9/t\xffx"},
+               {"d\xe9/sym", 'l', "t\xffx"},
+               {"d\xe9/gone\xfe", 'f', "x"}},
+              {{"d\xe9/.wh.gone\xfe", 'f', ""}}},
+             {}, false, gnu);
+    fs::path dir = sb.target / "d\xe9";
+    CHECK(read_file(dir / "t\xffx") == "data");
+    struct stat a, b;
+    REQUIRE(::stat((dir / "t\xffx").c_str(), &a) == 0);
+    REQUIRE(::stat((dir / "hard").c_str(), &b) == 0);
+    CHECK(a.st_ino == b.st_ino);
+    CHECK(fs::read_symlink(dir / "sym") == "t\xffx");
+    CHECK_FALSE(fs::exists(fs::symlink_status(dir / "gone\xfe")));
+  }
+}
+
+TEST_CASE("a refused name that is not UTF-8 is shown in hex", "[extract]") {
+  expect_refused({{{"../\xffx", 'f', "x"}}}, "refusing layer entry '../\\xFFx': path has a '..' component");
 }
 
 TEST_CASE("files - modes - symlinks and hardlinks come out as archived", "[extract]") {

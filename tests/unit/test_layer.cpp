@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "helpers.hpp"
+#include "layer/extract.hpp"
 #include "layer/utf8_locale.hpp"
 #include "layer/write.hpp"
 
@@ -275,6 +276,50 @@ TEST_CASE("a layer's tar is canonical and its digests are golden", "[layer]") {
     CHECK(l2.diff_id != l.diff_id);
     CHECK(l2.digest != l.digest);
   }
+}
+
+TEST_CASE("names that are not UTF-8 are archived as their bytes - the same every time", "[layer]") {
+  // A base image's file that a step deletes, a source tree's Latin-1 name.
+  TempDir dir;
+  fs::path tree = dir.path() / "tree";
+  test::write(tree / "lat\xe9n/t\xffx", "data", 0755);
+  fs::create_symlink("t\xffx", tree / "lat\xe9n/sym");
+  fs::create_hard_link(tree / "lat\xe9n/t\xffx", tree / "lat\xe9n/hard");
+  test::write(tree / "caf\xc3\xa9", "utf-8", 0644);
+  ScanOptions so;
+  so.source_date_epoch = 1000;
+  fs::create_directories(dir.path() / "up");  // a step that only deleted
+  auto layer_in = [&](const fs::path& store_dir) {
+    EntryMap entries;
+    scan_tree(tree, "", so, entries);
+    for (auto& [p, e] : entries_from_changeset(Changeset{dir.path() / "up", {"lat\xe9n/gone\xfe"}, {}}, so))
+      entries.emplace(p, e);
+    link_hardlinks(entries);
+    Store store(store_dir);
+    Layer l = write_layer(entries, store, LayerOptions{});
+    return std::pair{l, store.blob_path(l.digest)};
+  };
+  auto [one, blob] = layer_in(dir.path() / "s1");
+  CHECK(layer_in(dir.path() / "s2").first.digest == one.digest);
+
+  // The five entries under lat\xe9n/ say their names are bytes; café's is UTF-8 as before.
+  std::string tar = gunzip(read_file(blob));
+  size_t binary = 0;
+  for (size_t at = 0; (at = tar.find("hdrcharset=BINARY", at)) != std::string::npos; ++at) ++binary;
+  CHECK(binary == 5);
+  CHECK_THAT(tar, Catch::Contains("path=caf\xc3\xa9\n"));
+
+  // Unpacked over a lower layer: the bytes as they were, the whiteout applied.
+  TempDir out;
+  test::write(out.path() / "lat\xe9n/gone\xfe", "lower", 0644);
+  ExtractStats stats;
+  extract_layer(blob, out.path(), ExtractOptions{}, stats);
+  fs::path d = out.path() / "lat\xe9n";
+  CHECK(read_file(d / "t\xffx") == "data");
+  CHECK(fs::read_symlink(d / "sym") == "t\xffx");
+  CHECK(fs::equivalent(d / "hard", d / "t\xffx"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(d / "gone\xfe")));
+  CHECK(read_file(out.path() / "caf\xc3\xa9") == "utf-8");
 }
 
 TEST_CASE("xattrs are archived sorted - host-only ones are dropped", "[layer]") {

@@ -203,6 +203,17 @@ TEST_CASE("Status renders plain lines and JSON lines", "[util]") {
   CHECK(end["result"] == "sha256:x");
 }
 
+TEST_CASE("Status JSON lines stay JSON when a text is not UTF-8", "[util]") {
+  // A message naming a base image's file, whose name is bytes.
+  auto lines = status_output(StatusMode::Json, false, [](Status& s) {
+    s.message(Level::Warning, "usr/lib/t\xffx: odd");
+    s.result("img:1", "ok\xc3");
+  });
+  REQUIRE(lines.size() == 2);
+  CHECK(nlohmann::json::parse(lines[0]).at("text") == "usr/lib/t\xef\xbf\xbdx: odd");  // U+FFFD
+  CHECK(nlohmann::json::parse(lines[1]).at("value") == "ok\xef\xbf\xbd");
+}
+
 // Plain mode (CI logs): a running task prints a progress line (bytes, of the
 // total, rate) at most every STACKBUILD_PROGRESS_INTERVAL seconds, and its
 // [done] line says how much it moved and how fast.
@@ -331,6 +342,17 @@ TEST_CASE("utf8_error_at finds the first byte that is not UTF-8", "[util]") {
   CHECK(utf8_error_at("\xf4\x90\x80\x80") == 0);               // past U+10FFFF
   CHECK(utf8_error_at("\xe2\x82x") == 0);                      // a bad continuation
   CHECK(utf8_error_at("\x80") == 0);                           // a lone continuation
+}
+
+TEST_CASE("printable_utf8 keeps UTF-8 and shows every other byte in hex", "[util]") {
+  CHECK(printable_utf8("") == "");
+  CHECK(printable_utf8("usr/lib/caf\xc3\xa9") == "usr/lib/caf\xc3\xa9");
+  CHECK(printable_utf8("t\xffx") == "t\\xFFx");
+  CHECK(printable_utf8("caf\xe9\xc3\xa9\xe9") == "caf\\xE9\xc3\xa9\\xE9");  // Latin-1 around UTF-8
+  CHECK(printable_utf8("ab\xe2\x82") == "ab\\xE2\\x82");                    // cut short: each byte
+  CHECK(printable_utf8("\xed\xa0\x80") == "\\xED\\xA0\\x80");                 // a surrogate
+  CHECK(valid_utf8(printable_utf8("\x80\xc0\xaf\xf4\x90\x80\x80z")));
+  CHECK(nlohmann::json(printable_utf8("lib\xfe.so")).dump() == "\"lib\\\\xFE.so\"");
 }
 
 TEST_CASE("Retry-After of more seconds than fit is a long wait and no exception", "[util][http]") {

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "helpers.hpp"
@@ -612,4 +613,15 @@ TEST_CASE("reports: GPU tests skipped are never counted as passed - JUnit marks 
   CHECK_THAT(xml, Catch::Contains("<failure message=\"2 gaps\">x\ny\n</failure>"));
   CHECK_THAT(summary_table(r), Catch::StartsWith("image img:1\n"));  // several tables: each says whose
   CHECK_THAT(summary_table(r), Catch::EndsWith("1 passed, 1 failed, 1 skipped\n"));
+}
+
+TEST_CASE("reports: a file name that is not UTF-8 is shown - JSON and JUnit stay valid", "[verify][report]") {
+  // A base image's file name is bytes.
+  VerifyReport r{"img:1", {{"static: libraries resolve", "static", Outcome::Failed, "1 unresolved library",
+                            {"/usr/bin/t\xffx: needs libc.so.6, which is not in the image"}, 0.1}}};
+  std::string json = nlohmann::json(r).dump();  // would throw type_error 316 on the raw bytes
+  CHECK(nlohmann::json::parse(json)["results"][0]["details"][0] ==
+        "/usr/bin/t\\xFFx: needs libc.so.6, which is not in the image");
+  CHECK_THAT(junit_xml(r), Catch::Contains(">/usr/bin/t\\xFFx: needs libc.so.6"));
+  CHECK_THAT(summary_table(r), Catch::Contains("/usr/bin/t\\xFFx: needs"));
 }
