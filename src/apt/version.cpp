@@ -29,13 +29,16 @@ Parts split(std::string_view v) {
 }
 
 // The sort weight of one non-digit character: '~' before everything (even the
-// end of the string), then the end, then letters, then everything else.
+// end of the string), then the end, then letters, then everything else. The
+// end is the caller's (weight 0, as a digit's): dpkg's strings end at a NUL,
+// ours are views, and a NUL inside one (a Packages file is outside input)
+// weighs as any other character. Were it 0, it would step over the digit
+// it is compared with, and the order would not be transitive.
 int order(char c) {
   if (std::isdigit(static_cast<unsigned char>(c))) return 0;
   if (std::isalpha(static_cast<unsigned char>(c))) return c;
   if (c == '~') return -1;
-  if (c) return c + 256;
-  return 0;
+  return c + 256;  // signed, as dpkg's: bytes from 0x80 weigh 128-255
 }
 
 // dpkg's verrevcmp: alternating runs of non-digits (compared by order()) and

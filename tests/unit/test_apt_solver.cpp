@@ -36,6 +36,18 @@ TEST_CASE("apt: version ordering follows Debian policy", "[apt]") {
   CHECK(satisfies("1.0", Relation::Less, "1.0.1"));
 }
 
+TEST_CASE("apt: a NUL inside a version weighs as a character - the order stays transitive", "[apt]") {
+  // Found by fuzz_apt. NUL weighed as the end of the string, the same as a
+  // digit, so comparing the two stepped over that digit: "2.3Package12u4" <
+  // "29" < "\0-36-10", and yet "2.3Package12u4" > "\0-36-10".
+  const std::string nul_version("\0-36-10", 7);
+  CHECK(compare_versions("2.3Package12u4", "29") < 0);
+  CHECK(compare_versions("29", nul_version) < 0);
+  CHECK(compare_versions("2.3Package12u4", nul_version) < 0);
+  CHECK(compare_versions(std::string("1\0", 2), "1") > 0);  // as "1+" against "1"
+  CHECK(compare_versions(std::string("1\0", 2), "1a") > 0);  // a letter comes before others
+}
+
 TEST_CASE("apt: dependency fields parse with alternatives relations and arch qualifiers", "[apt]") {
   auto d = parse_depends("libc6 (>= 2.36), python3:any | python3-minimal (<< 3.14~),\n awk, foo [!amd64], bar [amd64]",
                          "amd64");
