@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "util/error.hpp"
+#include "util/number.hpp"
 
 namespace sb::apt {
 
@@ -68,21 +69,19 @@ int verrevcmp(std::string_view a, std::string_view b) {
   return 0;
 }
 
-long epoch_of(std::string_view e) {
-  long n = 0;
-  for (char c : e) {
-    if (!std::isdigit(static_cast<unsigned char>(c))) return 0;
-    n = n * 10 + (c - '0');
-  }
-  return n;
+// An epoch's digits: none, or anything but digits, is epoch 0. Compared as
+// digit strings, since an epoch from outside need not fit a long.
+std::string_view epoch_digits(std::string_view e) {
+  for (char c : e)
+    if (!std::isdigit(static_cast<unsigned char>(c))) return "";
+  return e;
 }
 
 }  // namespace
 
 int compare_versions(std::string_view a, std::string_view b) {
   Parts pa = split(a), pb = split(b);
-  long ea = epoch_of(pa.epoch), eb = epoch_of(pb.epoch);
-  if (ea != eb) return ea < eb ? -1 : 1;
+  if (int r = compare_digit_strings(epoch_digits(pa.epoch), epoch_digits(pb.epoch))) return r;
   if (int r = verrevcmp(pa.upstream, pb.upstream)) return r < 0 ? -1 : 1;
   int r = verrevcmp(pa.revision, pb.revision);
   return r < 0 ? -1 : r > 0 ? 1 : 0;

@@ -48,6 +48,15 @@ TEST_CASE("apt: a NUL inside a version weighs as a character - the order stays t
   CHECK(compare_versions(std::string("1\0", 2), "1a") > 0);  // a letter comes before others
 }
 
+TEST_CASE("apt: an epoch too large for a long still compares as a number", "[apt]") {
+  // Found by fuzz_apt (UBSan: signed overflow in the epoch).
+  const std::string huge(40, '9');
+  CHECK(compare_versions(huge + ":1.0", "1:2.0") > 0);
+  CHECK(compare_versions(huge + ":1.0", "1" + huge + ":0") < 0);
+  CHECK(compare_versions("007:1.0", "7:1.0") == 0);
+  CHECK(compare_versions("x:1.0", "1.0") == 0);  // not digits: epoch 0, as before
+}
+
 TEST_CASE("apt: dependency fields parse with alternatives relations and arch qualifiers", "[apt]") {
   auto d = parse_depends("libc6 (>= 2.36), python3:any | python3-minimal (<< 3.14~),\n awk, foo [!amd64], bar [amd64]",
                          "amd64");
