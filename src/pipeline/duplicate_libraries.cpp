@@ -15,8 +15,8 @@
 #include "layer/utf8_locale.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
-#include "util/utf8.hpp"
 #include "util/process.hpp"
+#include "util/utf8.hpp"
 #include "verify/elf.hpp"
 
 namespace sb {

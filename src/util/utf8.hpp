@@ -46,7 +46,7 @@ inline bool valid_utf8(std::string_view s) { return utf8_error_at(s) == std::str
 // `s` as UTF-8 text that JSON, XML and a terminal take: every byte that does
 // not start a valid sequence becomes `\xHH`, the rest is kept. For showing
 // bytes from outside (a base image's file names are bytes, not always
-// UTF-8). Not one-to-one: a name that holds the text `\\xFF` shows alike.
+// UTF-8). Not one-to-one: a name that holds the text `\xFF` shows alike.
 inline std::string printable_utf8(std::string_view s) {
   static const char hex[] = "0123456789ABCDEF";
   std::string out;
