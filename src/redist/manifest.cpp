@@ -32,6 +32,14 @@ Artifact artifact(const nlohmann::json& j, const std::string& where) {
   return a;
 }
 
+// A top-level release_* field: a string, or absent.
+std::string release_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  auto it = j.find(key);
+  if (it == j.end()) return "";
+  if (!it->is_string()) throw Error("redist manifest " + where + ": '" + key + "' is not a string");
+  return it->get<std::string>();
+}
+
 bool is_platform(const std::string& k) {
   return k.starts_with("linux-") || k.starts_with("windows-") || k == "source";
 }
@@ -47,9 +55,9 @@ Manifest parse_manifest(const std::string& text, const std::string& where) {
     throw Error("redist manifest " + where + " is not JSON: " + e.what());
   }
   if (!j.is_object()) throw Error("redist manifest " + where + " is not a JSON object");
-  m.release_date = j.value("release_date", "");
-  m.release_label = j.value("release_label", "");
-  m.release_product = j.value("release_product", "");
+  m.release_date = release_field(j, "release_date", where);
+  m.release_label = release_field(j, "release_label", where);
+  m.release_product = release_field(j, "release_product", where);
   for (const auto& [key, v] : j.items()) {
     if (!v.is_object()) continue;  // release_* strings
     Component c;

@@ -129,6 +129,10 @@ TEST_CASE("redist: manifests parse with and without the newer keys and with cuDN
   bad_size.replace(bad_size.find("\"1234\""), 6, "\"12k\"");
   CHECK_THROWS_WITH(parse_manifest(bad_size, "old.json"), Catch::Contains("size '12k' is not a number"));
   CHECK_THROWS_WITH(parse_manifest("[1]", "x.json"), Catch::Contains("not a JSON object"));
+  // Found by fuzz_registry: a release_* field that is not a string escaped as nlohmann's type_error.
+  CHECK_THROWS_WITH(parse_manifest(R"({"release_date": {"name": "x"}})", "y.json"),
+                    Catch::Equals("redist manifest y.json: 'release_date' is not a string"));
+  CHECK_THROWS_WITH(parse_manifest(R"({"release_label": 9})", "y.json"), Catch::Contains("'release_label' is not a"));
   CHECK(platform_for("arm64") == "linux-sbsa");
 }
 
