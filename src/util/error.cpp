@@ -28,7 +28,13 @@ static std::string read_line(const SourceLocation& loc) {
   std::string line;
   for (int i = 0; i < loc.line && std::getline(in, line); ++i) {
   }
-  return in ? line : std::string{};
+  if (!in) return {};
+  if (line.ends_with('\r')) line.pop_back();  // a CRLF file
+  // Quoted on a terminal: a control character (a NUL would end the message
+  // there) shows as '?', one column, so the caret stays under its place.
+  for (char& c : line)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7F) c = '?';
+  return line;
 }
 
 InputError::InputError(SourceLocation loc, const std::string& message, std::string hint)

@@ -25,16 +25,27 @@ YAML::Node Reader::parse(const std::string& text) const {
   // YAML allows UTF-16 and UTF-32 too, but nothing here writes them; and bytes
   // that are no UTF-8 would reach JSON (plans, lockfiles, labels) and fail
   // there, far from the file.
-  if (size_t bad = utf8_error_at(text); bad != std::string::npos) {
+  // The byte at `bad` fails the file: where it is, and its value.
+  auto refuse_byte = [&](size_t bad, const std::string& before, const std::string& after, const std::string& hint) {
     size_t line_start = text.rfind('\n', bad == 0 ? 0 : bad - 1);
     line_start = line_start == std::string::npos || bad == 0 ? 0 : line_start + 1;
     int line = 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
     char hex[8];
     std::snprintf(hex, sizeof hex, "0x%02X", static_cast<unsigned char>(text[bad]));
-    throw InputError({file_, line, static_cast<int>(bad - line_start) + 1},
-                     std::string("not UTF-8 text: byte ") + hex + " here does not begin a UTF-8 character",
-                     "save the file as UTF-8");
-  }
+    throw InputError({file_, line, static_cast<int>(bad - line_start) + 1}, before + hex + after, hint);
+  };
+  if (size_t bad = utf8_error_at(text); bad != std::string::npos)
+    refuse_byte(bad, "not UTF-8 text: byte ", " here does not begin a UTF-8 character", "save the file as UTF-8");
+  // Nor does YAML allow control characters other than tab and line breaks;
+  // yaml-cpp reads a NUL as the start of an escape and mangles what follows
+  // it into bytes that are not UTF-8.
+  auto control = std::find_if(text.begin(), text.end(), [](char c) {
+    auto u = static_cast<unsigned char>(c);
+    return (u < 0x20 && c != '\t' && c != '\n' && c != '\r') || u == 0x7F;
+  });
+  if (control != text.end())
+    refuse_byte(static_cast<size_t>(control - text.begin()), "control character ", " here: YAML allows none but tab and line breaks",
+                "remove it; inside a double-quoted string, write it as an escape such as \"\\x00\"");
   try {
     return YAML::Load(text);
   } catch (const YAML::Exception& e) {

@@ -47,6 +47,10 @@ TEST_CASE("every recipe validation error names its place", "[recipe][errors]") {
   const ErrorCase cases[] = {
       {"not UTF-8", std::string(kHead) + "tags: [\"caf\xe9\"]\n", 2, 12, "not UTF-8 text: byte 0xE9"},
       {"a surrogate is not UTF-8", std::string(kHead) + "tags: [\"\xed\xa0\x80\"]\n", 2, 9, "not UTF-8 text: byte 0xED"},
+      // Found by fuzz_recipe: yaml-cpp took a NUL for an escape and made bytes that are not UTF-8 of what followed.
+      {"a NUL in a key", std::string(kHead) + "config: {env: {AB" + std::string(1, '\0') + "C: x}}\n", 2, 18,
+       "control character 0x00 here"},
+      {"a form feed", std::string(kHead) + "tags: [\"a\fb\"]\n", 2, 10, "control character 0x0C here"},
       {"unknown top-level key", std::string(kHead) + "layrs: []\n", 2, 1,
        "unknown key 'layrs' in the recipe (did you mean 'layers'?)"},
       {"unknown layer key", std::string(kHead) + "layers:\n  - {name: os, use: debian, packagess: [git]}\n", 3, 29,
@@ -100,6 +104,15 @@ TEST_CASE("every recipe validation error names its place", "[recipe][errors]") {
       CHECK_THAT(e->render(), Catch::Contains("^"));  // the line is quoted, with a caret
     }
   }
+}
+
+TEST_CASE("a control character is quoted as '?' - the caret under it and the rest of the message kept", "[recipe][errors]") {
+  TempDir tmp;
+  auto e = load_error(tmp.path(), std::string(kHead) + "tags: [\"a" + std::string(1, '\0') + "b\"]\r\n");
+  REQUIRE(e);
+  // A NUL printed as it is would end the message at the quoted line.
+  CHECK_THAT(e->render(), Catch::EndsWith("\n    tags: [\"a?b\"]\n             ^\n  remove it; inside a double-quoted "
+                                          "string, write it as an escape such as \"\\x00\""));
 }
 
 TEST_CASE("errors only the catalog can reveal are at their place too", "[recipe][errors][variables]") {
