@@ -65,8 +65,8 @@ class TarOut {
     int rc = archive_write_header(a_.get(), e);
     // Names are bytes: one that is not UTF-8 (a base image's file that a
     // step deletes, a file in a source tree) has no pax form, and libarchive
-    // warns and writes that entry's names as they are, hdrcharset=BINARY, as
-    // GNU tar does. Any other warning is a failure.
+    // warns and writes that entry's names as they are, with hdrcharset=BINARY
+    // (POSIX's word that they are bytes). Any other warning is a failure.
     if (rc == ARCHIVE_WARN && !utf8_names(e)) return;
     if (rc < ARCHIVE_OK) fail("write header of '" + printable_utf8(path) + "'");
   }
