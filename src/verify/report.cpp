@@ -103,7 +103,7 @@ std::string summary_table(const VerifyReport& r) {
   size_t width = 4;
   for (const auto& t : r.results) width = std::max(width, printable_utf8(t.name).size());
   // Named: `test RECIPE` and the build's gate print one table per image.
-  std::string out = "image " + r.image + "\n";
+  std::string out = "image " + printable_utf8(r.image) + "\n";
   char line[1024];
   for (const auto& t : r.results) {
     snprintf(line, sizeof line, "%-7s  %-*s  %s\n", to_string(t.outcome).c_str(), static_cast<int>(width),
