@@ -3,6 +3,10 @@
 #include <isa-l/crc.h>
 #include <isa-l/igzip_lib.h>
 #include <zlib.h>
+// ZSTD_getFrameProgression (for progress) is in the "experimental" part of
+// the API; it has been there unchanged since zstd 1.3 and Debian's
+// libzstd exports it.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -21,11 +25,17 @@ namespace sb {
 
 using Emit = std::function<void(const void*, size_t)>;
 
+using Tick = std::function<void()>;
+
 class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual void write(const char* data, size_t size) = 0;
-  virtual void finish() = 0;
+  // Flushes what is left; `tick` (may be empty) runs whenever more of it is
+  // out, so a progress display keeps moving while workers finish.
+  virtual void finish(const Tick& tick) = 0;
+  // How much of the input written so far has been compressed and handed on.
+  virtual uint64_t consumed() const = 0;
 };
 
 namespace {
@@ -39,11 +49,16 @@ int thread_count(int requested) {
 class NoCompressor final : public Compressor {
  public:
   explicit NoCompressor(Emit emit) : emit_(std::move(emit)) {}
-  void write(const char* data, size_t size) override { emit_(data, size); }
-  void finish() override {}
+  void write(const char* data, size_t size) override {
+    emit_(data, size);
+    consumed_ += size;
+  }
+  void finish(const Tick&) override {}
+  uint64_t consumed() const override { return consumed_; }
 
  private:
   Emit emit_;
+  uint64_t consumed_ = 0;
 };
 
 // ---- gzip: parallel ISA-L over fixed chunks -------------------------------
@@ -148,9 +163,12 @@ class GzipCompressor final : public Compressor {
     }
   }
 
-  void finish() override {
+  void finish(const Tick& tick) override {
     submit(true);
-    while (!queue_.empty()) drain_one();
+    while (!queue_.empty()) {
+      drain_one();
+      if (tick) tick();
+    }
     stop();
     unsigned char trailer[8];
     for (int i = 0; i < 4; ++i) trailer[i] = static_cast<unsigned char>(crc_ >> (8 * i));
@@ -158,6 +176,8 @@ class GzipCompressor final : public Compressor {
     for (int i = 0; i < 4; ++i) trailer[4 + i] = static_cast<unsigned char>(isize >> (8 * i));
     emit_(trailer, sizeof trailer);
   }
+
+  uint64_t consumed() const override { return total_in_; }
 
  private:
   void submit(bool last) {
@@ -286,10 +306,18 @@ class ZstdCompressor final : public Compressor {
   // input or so), so the loop sees a Ctrl-C within a moment; the job a worker
   // is on still runs to its end when the context is freed (libzstd cannot
   // cancel it), up to a few seconds at level 19.
-  void finish() override {
+  void finish(const Tick& tick) override {
     ZSTD_inBuffer in{nullptr, 0, 0};
-    while (run(&in, ZSTD_e_end) != 0) check_interrupted();
+    while (run(&in, ZSTD_e_end) != 0) {
+      check_interrupted();
+      if (tick) tick();
+    }
   }
+
+  // With workers, libzstd takes in up to a few jobs' worth of input (tens
+  // of MiB at level 19) before any of it is compressed: a small layer is all
+  // read at once, then compressed. This is what the workers have done.
+  uint64_t consumed() const override { return ZSTD_getFrameProgression(cctx_).consumed; }
 
  private:
   size_t run(ZSTD_inBuffer* in, ZSTD_EndDirective mode) {
@@ -353,8 +381,10 @@ void LayerBlobWriter::write(const void* data, size_t size) {
   compressor_->write(static_cast<const char*>(data), size);
 }
 
-Layer LayerBlobWriter::finish() {
-  compressor_->finish();
+uint64_t LayerBlobWriter::bytes_compressed() const { return compressor_->consumed(); }
+
+Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
+  compressor_->finish(tick);
   Digest diff_id = diff_sha_.finish();
   uint64_t size = out_.bytes_written();
   Digest digest = out_.commit();
@@ -365,7 +395,7 @@ std::string compress_bytes(std::string_view data, const LayerOptions& options) {
   std::string out;
   auto c = make_compressor(options, [&](const void* d, size_t n) { out.append(static_cast<const char*>(d), n); });
   c->write(data.data(), data.size());
-  c->finish();
+  c->finish({});
   return out;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 
 #include "layer/layer.hpp"
@@ -31,7 +32,12 @@ class LayerBlobWriter final : public ByteSink {
 
   void write(const void* data, size_t size) override;
   uint64_t bytes_in() const { return bytes_in_; }
-  Layer finish();  // flushes, commits the blob, returns its description
+  // How much of bytes_in() the compressor has finished with. It lags behind
+  // while workers hold input: zstd's take up to a few jobs (tens of MiB).
+  uint64_t bytes_compressed() const;
+  // Flushes, commits the blob, returns its description. `tick` runs each
+  // time more of the held input is compressed, for progress.
+  Layer finish(const std::function<void()>& tick = {});
 
  private:
   const LayerOptions options_;

@@ -1,12 +1,36 @@
 #include "layer/write.hpp"
 
+#include <algorithm>
+
 namespace sb {
 
 Layer write_layer(const EntryMap& entries, const Store& store, const LayerOptions& options,
                   const ProgressFn& progress) {
   LayerBlobWriter out(store, options);
-  write_canonical_tar(entries, out, progress);
-  return out.finish();
+  if (!progress) {
+    write_canonical_tar(entries, out);
+    return out.finish();
+  }
+  // Progress is the content read, scaled by how much of the tar stream the
+  // compressor has finished with: zstd's workers hold tens of MiB, so a small
+  // layer at a high level is read at once and compressed afterwards, during
+  // finish(), and would otherwise sit at 100% with no line in plain mode.
+  uint64_t read = 0, shown = 0;
+  auto report = [&] {
+    uint64_t in = out.bytes_in();
+    uint64_t now = in ? static_cast<uint64_t>(static_cast<double>(read) * static_cast<double>(out.bytes_compressed()) /
+                                              static_cast<double>(in))
+                      : read;
+    shown = std::max(shown, std::min(now, read));  // never backwards, as a bar would jump
+    progress(shown);
+  };
+  write_canonical_tar(entries, out, [&](uint64_t done) {
+    read = done;
+    report();
+  });
+  Layer l = out.finish(report);
+  progress(read);
+  return l;
 }
 
 uint64_t content_bytes(const EntryMap& entries) {

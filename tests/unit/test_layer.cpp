@@ -8,8 +8,10 @@
 #include <zstd.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <mutex>
 #include <random>
+#include <set>
 #include <system_error>
 #include <thread>
 
@@ -235,6 +237,59 @@ TEST_CASE("gzip output of empty and chunk-sized inputs is valid", "[layer]") {
   for (size_t n : {size_t(0), size_t(1), size_t(64 << 10), size_t(128 << 10), size_t((64 << 10) + 1)}) {
     std::string data = sample_data(n, static_cast<unsigned>(n));
     CHECK(gunzip(compress_bytes(data, o)) == data);
+  }
+}
+
+// Progress of a layer is what has been compressed, not only what was read:
+// libzstd's workers take a whole job (32 MiB at level 19) before they start,
+// so a small layer used to sit at 100% while it was compressed.
+TEST_CASE("layer progress follows the compressor - it moves while zstd finishes", "[layer]") {
+  TempDir dir;
+  const std::string data = sample_data(6 << 20);
+  test::write(dir.path() / "tree/blob", data, 0644);
+  ScanOptions so;
+  so.source_date_epoch = 1000;
+  EntryMap entries;
+  scan_tree(dir.path() / "tree", "", so, entries);
+  Store store(dir.path() / "store");
+
+  SECTION("the blob writer holds input until the workers have it") {
+    LayerOptions o;
+    o.compression = Compression::Zstd;
+    o.level = 19;
+    o.threads = 2;
+    LayerBlobWriter w(store, o);
+    w.write(data.data(), data.size());
+    CHECK(w.bytes_in() == data.size());
+    CHECK(w.bytes_compressed() < w.bytes_in());
+    int ticks = 0;
+    w.finish([&] { ++ticks; });
+    CHECK(ticks >= 2);  // output comes in pieces while the job runs
+    CHECK(w.bytes_compressed() == w.bytes_in());
+  }
+
+  for (Compression c : {Compression::Zstd, Compression::Gzip}) {
+    INFO(name_of(c));
+    LayerOptions o;
+    o.compression = c;
+    o.level = c == Compression::Zstd ? 19 : -1;
+    o.chunk_size = 256 << 10;  // gzip: 24 chunks, a few of them in flight
+    std::vector<uint64_t> seen;
+    Layer l = write_layer(entries, store, o, [&](uint64_t done) { seen.push_back(done); });
+    REQUIRE(!seen.empty());
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    CHECK(seen.back() == data.size());
+    CHECK(l.diff_id == write_layer(entries, store, o).diff_id);
+    std::set<uint64_t> between(seen.begin(), seen.end());
+    between.erase(0);
+    between.erase(data.size());
+    if (c == Compression::Zstd) {
+      // Read at once, then compressed: it shows 0, then steps up while finishing.
+      CHECK(std::count(seen.begin(), seen.end(), uint64_t(0)) >= 2);
+      CHECK(between.size() >= 2);
+    } else {
+      CHECK(between.size() >= 2);  // it follows the reading, a few chunks behind
+    }
   }
 }
 
