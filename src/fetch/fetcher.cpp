@@ -11,9 +11,16 @@
 
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/process.hpp"
 #include "util/threads.hpp"
 
 namespace sb::fetch {
+
+FetchOptions fetch_options_from_env() {
+  FetchOptions o;
+  o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+  return o;
+}
 
 namespace {
 

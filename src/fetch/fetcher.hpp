@@ -68,6 +68,10 @@ struct FetchOptions {
   http::ClientOptions client;
 };
 
+// The defaults, with STACKBUILD_OFFLINE=1 turning on `offline`: what every
+// stage that fetches for a build starts from.
+FetchOptions fetch_options_from_env();
+
 // The interface the stages use, so orchestration is tested with fakes.
 class Fetcher {
  public:

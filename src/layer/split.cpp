@@ -66,7 +66,7 @@ class Joined {
 
 // The entries at `dir` and below it ("" or "." : all).
 template <typename Fn>
-void under(const EntryMap& entries, const std::string& dir, bool self, Fn&& fn) {
+void each_under(const EntryMap& entries, const std::string& dir, bool self, Fn&& fn) {
   if (dir.empty() || dir == ".") {
     for (const auto& [p, e] : entries) fn(p);
     return;
@@ -118,11 +118,11 @@ std::vector<EntryMap> split_entries(const EntryMap& entries, uint64_t budget, co
     const std::string& p = entry.first;  // not a structured binding: clang 14 cannot capture one
     if (!group.count(p)) continue;
     if (std::string hidden = whiteout_target(p); !hidden.empty())
-      under(entries, hidden, true, [&](const std::string& q) {
+      each_under(entries, hidden, true, [&](const std::string& q) {
         if (auto it = group.find(q); it != group.end()) joined.join(group[p], it->second);
       });
     if (std::string dir = opaque_dir(p); !dir.empty())
-      under(entries, dir, false, [&](const std::string& q) {
+      each_under(entries, dir, false, [&](const std::string& q) {
         if (auto it = group.find(q); it != group.end()) joined.join(group[p], it->second);
       });
   }

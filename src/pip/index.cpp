@@ -14,16 +14,12 @@
 #include "util/file.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
+#include "util/text.hpp"
 #include "util/utf8.hpp"
 
 namespace sb::pip {
 
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
 
 std::vector<std::string> words(const std::string& s) {
   std::vector<std::string> out;

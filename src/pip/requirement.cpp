@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/text.hpp"
 
 namespace sb::pip {
 
@@ -16,6 +17,8 @@ struct Marker::Node {
 };
 
 namespace {
+
+constexpr std::string_view kBlanks = " \t";  // PEP 508's whitespace
 
 const std::set<std::string> kVariables = {
     "python_version", "python_full_version", "os_name", "sys_platform", "platform_release",
@@ -166,11 +169,6 @@ bool eval(const Marker::Node& n, const MarkerEnv& env, const std::set<std::strin
   return compare(n.op, get(n.lhs, n.lhs_var), get(n.rhs, n.rhs_var));
 }
 
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
 }  // namespace
 
 MarkerEnv MarkerEnv::linux_cpython(const std::string& python, const std::string& machine) {
@@ -192,7 +190,7 @@ MarkerEnv MarkerEnv::linux_cpython(const std::string& python, const std::string&
 
 Marker Marker::parse(const std::string& text) {
   Marker m;
-  m.text_ = trim(text);
+  m.text_ = trim(text, kBlanks);
   if (!m.text_.empty()) m.root_ = MarkerParser(m.text_).parse();
   return m;
 }
@@ -218,7 +216,7 @@ Requirement Requirement::parse(const std::string& text) {
     r.name = t.substr(b, p - b);
     if (r.name.empty()) throw Error("no project name");
     r.key = normalize_name(r.name);
-    std::string rest = trim(t.substr(p));
+    std::string rest = trim(t.substr(p), kBlanks);
     if (rest.starts_with("[")) {
       size_t e = rest.find(']');
       if (e == std::string::npos) throw Error("missing ']'");
@@ -226,19 +224,19 @@ Requirement Requirement::parse(const std::string& text) {
       for (size_t q = 0; q <= ex.size();) {
         size_t c = ex.find(',', q);
         if (c == std::string::npos) c = ex.size();
-        std::string one = trim(ex.substr(q, c - q));
+        std::string one = trim(ex.substr(q, c - q), kBlanks);
         if (!one.empty()) r.extras.insert(normalize_name(one));
         q = c + 1;
       }
-      rest = trim(rest.substr(e + 1));
+      rest = trim(rest.substr(e + 1), kBlanks);
     }
     if (rest.starts_with("@")) {
-      r.url = trim(rest.substr(1));
+      r.url = trim(rest.substr(1), kBlanks);
       return r;
     }
     if (rest.starts_with("(")) {
       if (!rest.ends_with(")")) throw Error("missing ')'");
-      rest = trim(rest.substr(1, rest.size() - 2));
+      rest = trim(rest.substr(1, rest.size() - 2), kBlanks);
     }
     r.specifier = SpecifierSet::parse(rest);
   } catch (Error& e) {

@@ -5,6 +5,7 @@
 
 #include "util/error.hpp"
 #include "util/number.hpp"
+#include "util/text.hpp"
 
 namespace sb::pip {
 
@@ -14,11 +15,6 @@ std::string lower(std::string_view s) {
   std::string out(s);
   for (auto& c : out) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
   return out;
-}
-
-std::string trim(std::string_view s) {
-  size_t b = s.find_first_not_of(" \t\r\n"), e = s.find_last_not_of(" \t\r\n");
-  return b == std::string_view::npos ? std::string() : std::string(s.substr(b, e - b + 1));
 }
 
 bool all_digits(const std::string& s) {

@@ -206,12 +206,6 @@ std::vector<std::string> wanted(const LayerSpec& spec, const std::vector<std::st
   return w;
 }
 
-fetch::FetchOptions fetch_options() {
-  fetch::FetchOptions o;
-  o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
-  return o;
-}
-
 // The repositories read and the packages of one layer resolved against them.
 struct Resolved {
   std::vector<apt::LoadedRepository> repos;
@@ -385,7 +379,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
       state = *s;
       break;
     }
-  auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
   Resolved r;
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
@@ -450,7 +444,7 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
                                const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, apt::Paragraph> below;  // by name: an upgrade replaces the record below
-  auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
     std::vector<apt::Paragraph> installed;
@@ -485,7 +479,7 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
   spec.recommends = o.recommends;
   spec.priority = o.priority;
   Recipe recipe;
-  auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
   Resolved r = resolve_layer(recipe, {distro, codename}, spec, {}, store, *fetcher, status);
   std::vector<std::string> out;
   for (const auto& p : r.packages) out.push_back(p.name + " " + p.version + " " + p.url + " " + p.sha256);

@@ -16,14 +16,11 @@
 #include "pipeline/redist_layer.hpp"
 #include "pipeline/step_layer.hpp"
 #include "util/error.hpp"
+#include "util/status.hpp"
 
 namespace sb {
 
 namespace {
-
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 // The entries of a layer made of `copy:` items. Sources are relative to the
 // directory of the recipe that wrote them (a parent's, under `extends:`); a
@@ -126,11 +123,11 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, cons
                          .finish();
   key_out = key;
   auto found = find_layers(store, key, spec.name, status);
-  if (found.hit) return layer_report(spec.name, *found.hit, true, since(start));
+  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
   check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
   auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
                             "layer " + spec.name, "by top-level path");
-  return layer_report(spec.name, parts, false, since(start));
+  return layer_report(spec.name, parts, false, seconds_since(start));
 }
 
 // One copy layer: from the cache when its key is there, else written now.
@@ -159,7 +156,7 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
     }
   }
   if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-  return LayerReport{spec.name, *hit, cached, since(start), {}};
+  return LayerReport{spec.name, *hit, cached, seconds_since(start), {}};
 }
 
 }  // namespace

@@ -11,16 +11,13 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/status.hpp"
 #include "util/interrupt.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
 
 namespace {
-
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
 
 std::string seconds_text(double s) {
   char buf[32];
@@ -76,7 +73,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
     report.error = e.what();
     failure = std::current_exception();
   }
-  report.seconds = since(start);
+  report.seconds = seconds_since(start);
   if (report.built) {
     st.message(Level::Info, "layers: " + std::to_string(report.layers_built + report.layers_reused) + " (" +
                                 std::to_string(report.layers_built) + " built, " +
@@ -146,7 +143,7 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
       result.failure = std::current_exception();
     }
   }
-  result.seconds = since(start);
+  result.seconds = seconds_since(start);
   return result;
 }
 

@@ -20,9 +20,8 @@ namespace sb {
 
 namespace {
 
-fetch::FetchOptions fetch_options(const pip::IndexConfig* c = nullptr) {
-  fetch::FetchOptions o;
-  o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+fetch::FetchOptions pip_fetch_options(const pip::IndexConfig* c = nullptr) {
+  fetch::FetchOptions o = fetch::fetch_options_from_env();
   if (c) o.client.ca_file = c->ca_file;
   return o;
 }
@@ -201,7 +200,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
                                           const std::vector<std::pair<std::string, std::string>>& constraints,
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
   pip::IndexConfig cfg = index_config(store, index_url);
-  auto fetcher = fetch::make_fetcher(store, fetch_options(&cfg), status);
+  auto fetcher = fetch::make_fetcher(store, pip_fetch_options(&cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
@@ -285,7 +284,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     auto found = find_layers(store, key, spec.name, status);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
-    auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+    auto fetcher = fetch::make_fetcher(store, pip_fetch_options(), status);
     const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
     int task = status.task_begin("install " + what, 0);
     pip::Installed inst;
@@ -357,7 +356,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       for (const auto& w : wheels)
         if (!w.size) unsized.push_back({w.url, w.sha256, std::nullopt, w.filename});
       if (!unsized.empty()) {
-        auto fetcher = fetch::make_fetcher(store, fetch_options(), status);
+        auto fetcher = fetch::make_fetcher(store, pip_fetch_options(), status);
         auto got = fetcher->fetch(unsized);
         size_t i = 0;
         for (auto& w : wheels)

@@ -169,8 +169,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                                Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   try {
-    fetch::FetchOptions fo;
-    fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+    fetch::FetchOptions fo = fetch::fetch_options_from_env();
     auto fetcher = fetch::make_fetcher(store, fo, status);
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
     LayerInputs in = lock.contains("redist") && lock["redist"].contains(spec.name)
@@ -226,8 +225,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
 nlohmann::json lock_redist_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
                                   const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
-  fetch::FetchOptions fo;
-  fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+  fetch::FetchOptions fo = fetch::fetch_options_from_env();
   auto fetcher = fetch::make_fetcher(store, fo, status);
   for (const auto& spec : recipe.layers) {
     if (!is_redist_layer(spec)) continue;

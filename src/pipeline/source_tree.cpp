@@ -191,9 +191,7 @@ std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& sp
 source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
                                       const Store& store, Status& status) {
   int task = status.task_begin("layer " + spec.name + ": source " + source.what, 0);
-  fetch::FetchOptions fo;
-  const char* offline = getenv("STACKBUILD_OFFLINE");
-  fo.offline = offline && std::string(offline) == "1";
+  fetch::FetchOptions fo = fetch::fetch_options_from_env();
   auto fetcher = fetch::make_fetcher(store, fo, status);
   source::SourceLock got = [&] {
     try {

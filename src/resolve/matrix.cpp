@@ -71,7 +71,7 @@ void apply_overrides(Matrix& m, const std::vector<Override>& sets, const std::ve
         size_t end = s.value.find_first_of(",;", start);
         if (end == std::string::npos) end = s.value.size();
         std::string cc = s.value.substr(start, end - start);
-        if (!detail::is_compute_capability(cc))
+        if (!sb::detail::is_compute_capability(cc))
           throw Error("--set arch: bad compute capability '" + cc + "' (write arch=8.0,9.0)", kExitUsage);
         v.items.push_back(cc);
         start = end + 1;

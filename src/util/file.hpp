@@ -14,6 +14,11 @@ namespace sb {
 
 namespace fs = std::filesystem;
 
+// Where a tree's absolute path `abs` is when the tree lies at `root`
+// ("/usr/lib" of a tree at "/img" is "/img/usr/lib"). Lookups take a root so
+// that tests point them at fake trees.
+inline fs::path under(const fs::path& root, const fs::path& abs) { return root / abs.relative_path(); }
+
 class UniqueFd {
  public:
   UniqueFd() = default;

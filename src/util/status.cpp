@@ -44,6 +44,8 @@ std::optional<uint64_t> parse_bytes(std::string_view text) {
   return static_cast<uint64_t>(bytes);
 }
 
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
 namespace {
 
 struct Task {
@@ -53,10 +55,6 @@ struct Task {
   Clock::time_point start = Clock::now();
   Clock::time_point last_line = start;  // plain mode: when a progress line was last printed
 };
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 class NullStatus final : public Status {
  public:

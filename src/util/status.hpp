@@ -3,6 +3,7 @@
 // JSON lines) is chosen once by the CLI. Stage code never prints.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -53,6 +54,9 @@ std::string human_bytes(double bytes);
 // A size from a human: "8GiB", "500M", "1.5G", "1000000" (bytes); K/M/G/T,
 // with or without "i" and "B", are powers of 1024. nullopt when malformed.
 std::optional<uint64_t> parse_bytes(std::string_view text);
+
+// Seconds from `t` to now, for timings in messages and reports.
+double seconds_since(std::chrono::steady_clock::time_point t);
 
 // "1 layer", "3 layers": a count and the noun that agrees with it, for messages.
 std::string counted(size_t n, std::string_view one, std::string_view many);

@@ -16,8 +16,6 @@ namespace sb::verify {
 
 namespace {
 
-fs::path under(const fs::path& root, const std::string& abs) { return root / fs::path(abs).relative_path(); }
-
 // Adds one containerEdits block (the spec's or a device's) to `g`.
 void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g) {
   if (!edits) return;

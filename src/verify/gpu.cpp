@@ -12,12 +12,6 @@
 
 namespace sb::verify {
 
-namespace {
-
-fs::path under(const fs::path& root, const std::string& abs) { return root / fs::path(abs).relative_path(); }
-
-}  // namespace
-
 std::string host_driver_version(const fs::path& root) {
   static const std::regex re(R"(Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?))");
   std::smatch m;

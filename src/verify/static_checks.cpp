@@ -16,10 +16,6 @@ namespace sb::verify {
 
 namespace {
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // Every regular ELF file of the image, in path order, with its parsed headers.
 std::vector<std::pair<fs::path, ElfInfo>> elf_files(const ImageRoot& root) {
   std::vector<std::pair<fs::path, ElfInfo>> out;
@@ -146,7 +142,7 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
       if (!ok) findings.add(self, "needs " + need + ", which is not in the image");
     }
   }
-  r.seconds = since(start);
+  r.seconds = seconds_since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
     r.message = counted(findings.failures(), "unresolved library", "unresolved libraries") + " in " +
@@ -189,7 +185,7 @@ TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>
         findings.add(root.image_path(file), "no code for sm_" + std::to_string(sm) + " (has " + have + ")");
       }
   }
-  r.seconds = since(start);
+  r.seconds = seconds_since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
     r.message = counted(findings.failures(), "gap", "gaps") + " in " + counted(binaries, "CUDA binary", "CUDA binaries");

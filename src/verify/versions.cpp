@@ -11,16 +11,12 @@
 
 #include "util/file.hpp"
 #include "util/number.hpp"
+#include "util/status.hpp"
+#include "util/text.hpp"
 
 namespace sb::verify {
 
 namespace {
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t\r");
-  if (b == std::string::npos) return "";
-  return s.substr(b, s.find_last_not_of(" \t\r") - b + 1);
-}
 
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
@@ -224,10 +220,6 @@ class Finder {
   std::set<std::string> seen_;
 };
 
-double since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 std::string join(const std::set<std::string>& s) {
   std::string out;
   for (const auto& x : s) out += (out.empty() ? "" : ", ") + x;
@@ -292,7 +284,7 @@ TestResult check_versions(const ImageRoot& root, const std::map<std::string, std
                           (f.compared != f.version ? " (compared as " + f.compared + ")" : "") + ", expected " +
                           it->second);
   }
-  r.seconds = since(start);
+  r.seconds = seconds_since(start);
   if (!r.details.empty()) {
     r.outcome = Outcome::Failed;
     r.message = std::to_string(r.details.size()) + " version mismatches";
