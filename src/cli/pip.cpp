@@ -88,12 +88,6 @@ InstallTarget install_target(const Args& args, const Store& store) {
   return t;
 }
 
-std::unique_ptr<fetch::Fetcher> cli_fetcher(const Store& store, Context& ctx) {
-  fetch::FetchOptions fo;
-  fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
-  return fetch::make_fetcher(store, fo, *ctx.status);
-}
-
 }  // namespace
 
 int cmd_pip(const std::vector<std::string>& argv) {
@@ -121,7 +115,7 @@ int cmd_pip(const std::vector<std::string>& argv) {
   if (!args.get("--target") && !args.has("--layer")) return kExitOk;
   InstallTarget target = install_target(args, store);
   const fs::path& dir = target.dir;
-  auto fetcher = cli_fetcher(store, ctx);
+  auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), *ctx.status);
   start = std::chrono::steady_clock::now();
   auto inst = pip::install_wheels(wheels, t, dir, store, *fetcher);
   secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -150,7 +144,7 @@ int cmd_redist(const std::vector<std::string>& argv) {
   Store store = ctx.store();
   InstallTarget target = install_target(args, store);
   const fs::path& dir = target.dir;
-  auto fetcher = cli_fetcher(store, ctx);
+  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), *ctx.status);
   auto got = redist::install_components(base, args.get("--product").value_or("cuda"), *version, args.positional(),
                                         redist::platform_for(args.get("--arch").value_or("amd64")), cuda, dir, store,
                                         *fetcher);

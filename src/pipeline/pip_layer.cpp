@@ -20,9 +20,9 @@ namespace sb {
 
 namespace {
 
-fetch::FetchOptions pip_fetch_options(const pip::IndexConfig* c = nullptr) {
+fetch::FetchOptions pip_fetch_options(const pip::IndexConfig& c) {
   fetch::FetchOptions o = fetch::fetch_options_from_env();
-  if (c) o.client.ca_file = c->ca_file;
+  o.client.ca_file = c.ca_file;
   return o;
 }
 
@@ -46,6 +46,7 @@ pip::IndexConfig index_config(const Store& store, const std::string& explicit_ur
   std::string setting = explicit_url.empty() ? env_or("STACKBUILD_PIP_INDEX_URL", "") : explicit_url;
   return pip::index_config(setting, "/", current_environment(), [&] { return pip::pip_default_index(store); });
 }
+
 
 // The listing of a layer built earlier, kept in the store by its blob's
 // digest (a blob never changes): listing the os and tools layers meant
@@ -105,6 +106,16 @@ void installed_projects(const pip::LayerListing& listing, const pip::Target& tar
 }
 
 }  // namespace
+
+fetch::FetchOptions wheel_fetch_options(const Store& store) {
+  pip::IndexConfig cfg;
+  try {
+    cfg = index_config(store);
+  } catch (const Error&) {
+    // No index configured anywhere: then there is no `cert` either.
+  }
+  return pip_fetch_options(cfg);
+}
 
 std::map<std::string, std::string> pip_index_environment(const Store& store) {
   std::map<std::string, std::string> env;
@@ -200,7 +211,7 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
                                           const std::vector<std::pair<std::string, std::string>>& constraints,
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
   pip::IndexConfig cfg = index_config(store, index_url);
-  auto fetcher = fetch::make_fetcher(store, pip_fetch_options(&cfg), status);
+  auto fetcher = fetch::make_fetcher(store, pip_fetch_options(cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
@@ -284,7 +295,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     auto found = find_layers(store, key, spec.name, status);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
-    auto fetcher = fetch::make_fetcher(store, pip_fetch_options(), status);
+    auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), status);
     const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
     int task = status.task_begin("install " + what, 0);
     pip::Installed inst;
@@ -356,7 +367,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       for (const auto& w : wheels)
         if (!w.size) unsized.push_back({w.url, w.sha256, std::nullopt, w.filename});
       if (!unsized.empty()) {
-        auto fetcher = fetch::make_fetcher(store, pip_fetch_options(), status);
+        auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), status);
         auto got = fetcher->fetch(unsized);
         size_t i = 0;
         for (auto& w : wheels)

@@ -75,6 +75,10 @@ std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
                               const std::map<std::string, std::string>& variables, const PointInputs& point,
                               const nlohmann::json& entry);
 
+// How wheels are fetched: STACKBUILD_OFFLINE, and pip's `cert` (a private
+// CA) trusted as pip trusts it, since wheels come from the index's hosts.
+fetch::FetchOptions wheel_fetch_options(const Store& store);
+
 // For `stackbuild pip`: resolves `requirements` for `target`.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,

@@ -172,18 +172,37 @@ cuda_root_of() {
   (cd "$top" 2>/dev/null && pwd -P)
 }
 
-# serve_dir DIR: serves DIR's files over HTTP on 127.0.0.1 until the test
-# ends; sets SERVED_URL (http://127.0.0.1:PORT).
+# make_ca DIR: a CA (DIR/ca.pem) and a server certificate for 127.0.0.1 signed by it.
+make_ca() {
+  local d=$1
+  mkdir -p "$d"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 2 \
+    -subj /CN=stackbuild-test-ca >/dev/null 2>&1 || fail "openssl: CA"
+  openssl req -newkey rsa:2048 -nodes -keyout "$d/server.key" -out "$d/server.csr" \
+    -subj /CN=127.0.0.1 >/dev/null 2>&1 || fail "openssl: CSR"
+  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/ext.cnf"
+  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
+    -out "$d/server.pem" -days 2 -extfile "$d/ext.cnf" >/dev/null 2>&1 || fail "openssl: sign"
+}
+
+# serve_dir DIR [CA_DIR]: serves DIR's files on 127.0.0.1 until the test
+# ends, over HTTPS with CA_DIR's server certificate (make_ca) when given;
+# sets SERVED_URL (http[s]://127.0.0.1:PORT).
 serve_dir() {
-  local port_file
+  local port_file scheme=http
   port_file=$(mktemp "$TMP/port.XXXXXX")
-  python3 - "$1" "$port_file" <<'PY' &
-import functools, http.server, sys
+  [[ -n ${2:-} ]] && scheme=https
+  python3 - "$1" "$port_file" "${2:-}" <<'PY' &
+import functools, http.server, ssl, sys
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a):
         pass
 h = functools.partial(Quiet, directory=sys.argv[1])
 s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), h)
+if sys.argv[3]:
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(sys.argv[3] + "/server.pem", sys.argv[3] + "/server.key")
+    s.socket = ctx.wrap_socket(s.socket, server_side=True)
 open(sys.argv[2], "w").write(str(s.server_address[1]))
 s.serve_forever()
 PY
@@ -191,7 +210,7 @@ PY
   for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
   [[ -s $port_file ]] || fail "the HTTP server for $1 did not start"
   # shellcheck disable=SC2034  # used by the scripts that source this file
-  SERVED_URL="http://127.0.0.1:$(cat "$port_file")"
+  SERVED_URL="$scheme://127.0.0.1:$(cat "$port_file")"
 }
 
 make_tree() { python3 "$HERE/make_tree.py" "$@"; }

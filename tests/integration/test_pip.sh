@@ -5,7 +5,9 @@
 # `pip list --path` lists the projects, `pip check` is clean, the console
 # script runs. The index URL also comes from PIP_INDEX_URL. A recipe's pip:
 # layer builds (the glibc from `platform:`), `lock` pins its wheels and
-# `build --locked` fetches exactly those, refusing a tampered or stale lock.
+# `build --locked` fetches exactly those, refusing a tampered or stale lock;
+# an index served over HTTPS by a private CA (pip.conf's `cert`) works for
+# lock and build --locked alike.
 source "$(dirname "$0")/lib.sh"
 python3 -m pip --version >/dev/null 2>&1 || skip "no pip for python3"
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -84,6 +86,30 @@ PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" --l
   --store "$TMP/s3" >"$TMP/build2.out" 2>&1 || fail "build --locked: $(cat "$TMP/build2.out")"
 [[ $(sed -n 's/^pt:t: //p' "$TMP/build2.out") == "$d1" && -n $d1 ]] || fail "the locked image differs: $(cat "$TMP/build2.out")"
 mv "$TMP/index/simple.away" "$TMP/index/simple"
+
+check "an index behind a private CA (pip.conf's cert): lock, then build --locked in a new store trusts it for the wheels too"
+if command -v openssl >/dev/null; then
+  make_ca "$TMP/ca"
+  serve_dir "$TMP/index" "$TMP/ca"
+  printf '[global]\nindex-url = %s/simple\ncert = %s\n' "$SERVED_URL" "$TMP/ca/ca.pem" >"$TMP/pip-tls.conf"
+  mkdir -p "$TMP/tls" && cp "$TMP/recipe/r.yaml" "$TMP/recipe/a" "$TMP/tls/"
+  tls_pip() { env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_CERT PIP_CONFIG_FILE="$TMP/pip-tls.conf" "$@"; }
+  # The HTML pages give no sizes, so lock fetches every wheel; build --locked
+  # in an empty store fetches them again.
+  tls_pip "$SB" lock "$TMP/tls/r.yaml" --store "$TMP/s-tls1" --progress plain >"$TMP/tls-lock.out" 2>&1 ||
+    fail "lock over TLS: $(cat "$TMP/tls-lock.out")"
+  grep -q "\"url\": \"https://127.0.0.1" "$TMP/tls/r.yaml.lock" || fail "the lock holds no https URL"
+  tls_pip "$SB" build "$TMP/tls/r.yaml" --locked -o "$TMP/layout-tls" --store "$TMP/s-tls2" --progress plain \
+    >"$TMP/tls-build.out" 2>&1 || fail "build --locked over TLS: $(cat "$TMP/tls-build.out")"
+  [[ $(sed -n 's/^pt:t: //p' "$TMP/tls-build.out") == "$d1" ]] || fail "the image differs: $(cat "$TMP/tls-build.out")"
+  check "without the cert the same build is refused, naming the certificate"
+  printf '[global]\nindex-url = %s/simple\n' "$SERVED_URL" >"$TMP/pip-tls.conf"
+  if tls_pip "$SB" build "$TMP/tls/r.yaml" --locked -o "$TMP/layout-tls2" --store "$TMP/s-tls3" --progress plain \
+    >"$TMP/tls-bad.out" 2>&1; then fail "a server signed by an unknown CA was trusted"; fi
+  grep -qi "certificate" "$TMP/tls-bad.out" || fail "the error: $(cat "$TMP/tls-bad.out")"
+else
+  say "skipped: no openssl"
+fi
 
 check "a tampered wheel sha256 in the lock is refused"
 cp "$TMP/recipe/r.yaml.lock" "$TMP/good.lock"

@@ -23,18 +23,7 @@ wait_port_file() {
   fail "no port in $1"
 }
 
-# make_ca DIR: a CA (DIR/ca.pem) and a server certificate for 127.0.0.1 signed by it.
-make_ca() {
-  local d=$1
-  mkdir -p "$d"
-  openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" -days 2 \
-    -subj /CN=stackbuild-test-ca >/dev/null 2>&1 || fail "openssl: CA"
-  openssl req -newkey rsa:2048 -nodes -keyout "$d/server.key" -out "$d/server.csr" \
-    -subj /CN=127.0.0.1 >/dev/null 2>&1 || fail "openssl: CSR"
-  printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >"$d/ext.cnf"
-  openssl x509 -req -in "$d/server.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial \
-    -out "$d/server.pem" -days 2 -extfile "$d/ext.cnf" >/dev/null 2>&1 || fail "openssl: sign"
-}
+# make_ca DIR is in ../lib.sh.
 
 # start_registry NAME [tls] [htpasswd USER PASS] [token REALM CERT]: starts a registry;
 # sets REG_PORT and REG_DIR (its data and config under $TMP/NAME).
