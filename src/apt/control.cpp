@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include "util/error.hpp"
+#include "util/text.hpp"
 
 namespace sb::apt {
 
@@ -15,14 +16,6 @@ bool iequal(std::string_view a, std::string_view b) {
 }
 
 }  // namespace
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\n' || s.front() == '\r'))
-    s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
 
 std::vector<std::string> split_words(std::string_view s) {
   std::vector<std::string> out;
@@ -85,7 +78,7 @@ void for_each_paragraph(std::string_view text, const std::function<void(const Pa
     std::string_view line = text.substr(pos, end - pos);
     while (!line.empty() && line.back() == '\r') line.remove_suffix(1);  // CRLF, or worse
     pos = end + 1;
-    if (trim(line).empty()) {
+    if (trim_view(line).empty()) {
       flush();
       continue;
     }
@@ -97,7 +90,7 @@ void for_each_paragraph(std::string_view text, const std::function<void(const Pa
     }
     auto colon = line.find(':');
     if (colon == std::string_view::npos) throw Error("control data: a line without ':': '" + std::string(line) + "'");
-    p.fields.emplace_back(std::string(line.substr(0, colon)), std::string(trim(line.substr(colon + 1))));
+    p.fields.emplace_back(std::string(line.substr(0, colon)), std::string(trim_view(line.substr(colon + 1))));
   }
   flush();
 }
@@ -121,13 +114,13 @@ std::string Atom::str() const {
 std::vector<Alternatives> parse_depends(std::string_view field, std::string_view arch) {
   std::vector<Alternatives> out;
   auto fail = [&](const std::string& why) -> Error {
-    return Error("malformed dependency field '" + std::string(trim(field)) + "': " + why);
+    return Error("malformed dependency field '" + std::string(trim_view(field)) + "': " + why);
   };
   size_t pos = 0;
   while (pos <= field.size()) {
     size_t comma = field.find(',', pos);
     if (comma == std::string_view::npos) comma = field.size();
-    std::string_view group = trim(field.substr(pos, comma - pos));
+    std::string_view group = trim_view(field.substr(pos, comma - pos));
     pos = comma + 1;
     if (group.empty()) {
       if (comma == field.size()) break;
@@ -138,7 +131,7 @@ std::vector<Alternatives> parse_depends(std::string_view field, std::string_view
     while (gpos <= group.size()) {
       size_t bar = group.find('|', gpos);
       if (bar == std::string_view::npos) bar = group.size();
-      std::string_view a = trim(group.substr(gpos, bar - gpos));
+      std::string_view a = trim_view(group.substr(gpos, bar - gpos));
       gpos = bar + 1;
       Atom atom;
       bool keep = true;
@@ -151,19 +144,19 @@ std::vector<Alternatives> parse_depends(std::string_view field, std::string_view
         bool listed = false;
         for (auto& x : archs) listed |= (neg ? x.substr(1) : x) == arch;
         if (!arch.empty()) keep = neg ? !listed : listed;
-        a = trim(a.substr(0, lb));
+        a = trim_view(a.substr(0, lb));
       }
-      if (auto lt = a.find('<'); lt != std::string_view::npos && a.find('(') > lt) a = trim(a.substr(0, lt));
+      if (auto lt = a.find('<'); lt != std::string_view::npos && a.find('(') > lt) a = trim_view(a.substr(0, lt));
       if (auto lp = a.find('('); lp != std::string_view::npos) {
         auto rp = a.find(')', lp);
         if (rp == std::string_view::npos) throw fail("unclosed '('");
-        std::string_view rel = trim(a.substr(lp + 1, rp - lp - 1));
+        std::string_view rel = trim_view(a.substr(lp + 1, rp - lp - 1));
         size_t k = 0;
         while (k < rel.size() && (rel[k] == '<' || rel[k] == '>' || rel[k] == '=')) ++k;
         if (k == 0) throw fail("no relation in '(" + std::string(rel) + ")'");
         atom.op = parse_relation(rel.substr(0, k));
-        atom.version = std::string(trim(rel.substr(k)));
-        a = trim(a.substr(0, lp));
+        atom.version = std::string(trim_view(rel.substr(k)));
+        a = trim_view(a.substr(0, lp));
       }
       if (auto colon = a.find(':'); colon != std::string_view::npos) {
         atom.arch = std::string(a.substr(colon + 1));

@@ -47,7 +47,6 @@ using Alternatives = std::vector<Atom>;
 // dropped unless they exclude `arch`. Throws sb::Error on a malformed field.
 std::vector<Alternatives> parse_depends(std::string_view field, std::string_view arch = "");
 
-std::string_view trim(std::string_view s);
 std::vector<std::string> split_words(std::string_view s);  // on any whitespace
 
 }  // namespace sb::apt

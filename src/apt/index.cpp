@@ -5,6 +5,7 @@
 
 #include "apt/version.hpp"
 #include "util/error.hpp"
+#include "util/text.hpp"
 
 namespace sb::apt {
 
@@ -41,7 +42,7 @@ void parse_package(std::string_view rec, Package& p) {
     last = nullptr;
     auto colon = line.find(':');
     if (colon == std::string_view::npos) continue;
-    std::string_view value = trim(line.substr(colon + 1));
+    std::string_view value = trim_view(line.substr(colon + 1));
     (void)line_start;
     switch (line[0]) {
       case 'P':

@@ -8,6 +8,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/number.hpp"
+#include "util/text.hpp"
 
 namespace sb::apt {
 
@@ -64,7 +65,7 @@ std::vector<Repository> parse_sources_list(const std::string& text, const std::s
     pos = end + 1;
     ++lineno;
     if (auto hash = line.find('#'); hash != std::string::npos) line.resize(hash);
-    if (trim(line).empty()) continue;
+    if (trim_view(line).empty()) continue;
     Repository base;
     base.where = where + ":" + std::to_string(lineno);
     // Options in brackets: "[ key=value key2=value ]".
@@ -83,7 +84,7 @@ std::vector<Repository> parse_sources_list(const std::string& text, const std::s
       throw Error(base.where + ": a sources line with options and nothing else ('deb [OPTIONS] URI SUITE COMPONENT...')");
     if (words[0] == "deb-src") continue;
     if (words[0] != "deb" || words.size() < 3)
-      throw Error(base.where + ": not a sources line ('deb URI SUITE COMPONENT...'): " + std::string(trim(line)));
+      throw Error(base.where + ": not a sources line ('deb URI SUITE COMPONENT...'): " + std::string(trim_view(line)));
     base.from_sources_file = true;
     base.uri = strip_slash(words[1]);
     base.suite = words[2];
@@ -99,7 +100,7 @@ std::vector<Repository> parse_sources_deb822(const std::string& text, const std:
   for (const auto& p : parse_paragraphs(text, true)) {
     ++n;
     std::string at = where + " (entry " + std::to_string(n) + ")";
-    if (p.has("Enabled") && !yes(std::string(trim(p.get("Enabled"))))) continue;
+    if (p.has("Enabled") && !yes(std::string(trim_view(p.get("Enabled"))))) continue;
     auto types = split_words(p.get("Types"));
     if (std::find(types.begin(), types.end(), "deb") == types.end()) continue;
     auto uris = split_words(p.get("URIs"));
@@ -111,7 +112,7 @@ std::vector<Repository> parse_sources_deb822(const std::string& text, const std:
     base.components = split_words(p.get("Components"));
     for (const auto& [k, v] : p.fields)
       if (k != "URIs" && k != "Suites" && k != "Components" && k != "Types")
-        apply_option(base, k, std::string(trim(v)));
+        apply_option(base, k, std::string(trim_view(v)));
     if (!base.signed_by.empty() && base.signed_by.string().find("-----BEGIN") != std::string::npos)
       throw Error(at + ": an inline Signed-By key is not supported; give the keyring's path");
     for (const auto& u : uris)

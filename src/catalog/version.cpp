@@ -3,15 +3,13 @@
 #include <algorithm>
 #include <charconv>
 
+#include "util/text.hpp"
+
 namespace sb::catalog {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+constexpr std::string_view kBlanks = " \t";
 
 bool set_error(std::string* error, std::string message) {
   if (error) *error = std::move(message);
@@ -114,12 +112,12 @@ bool VersionRange::contains(const Version& v) const {
 
 std::optional<VersionRange> VersionRange::parse(std::string_view text, std::string* error) {
   VersionRange range;
-  std::string_view whole = trim(text);
+  std::string_view whole = trim_view(text, kBlanks);
   if (whole.empty() || whole == "*") return range;
   range.text_ = std::string(whole);
 
   auto bound = [&](std::string_view s, Op op, std::vector<Term>& into) {
-    s = trim(s);
+    s = trim_view(s, kBlanks);
     std::string why;
     auto v = Version::parse(s, &why);
     if (!v) return set_error(error, "bad version range '" + range.text_ + "': " + why);
@@ -128,11 +126,11 @@ std::optional<VersionRange> VersionRange::parse(std::string_view text, std::stri
   };
 
   for (auto alternative : split(whole, "||")) {
-    alternative = trim(alternative);
+    alternative = trim_view(alternative, kBlanks);
     if (alternative == "*") return VersionRange{};  // one alternative admits everything
     std::vector<Term> terms;
     for (auto term : split(alternative, ",")) {
-      term = trim(term);
+      term = trim_view(term, kBlanks);
       if (auto dash = term.find(" - "); dash != std::string_view::npos) {
         if (!bound(term.substr(0, dash), Op::kGe, terms) ||
             !bound(term.substr(dash + 3), Op::kLe, terms))

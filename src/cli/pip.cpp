@@ -115,7 +115,7 @@ int cmd_pip(const std::vector<std::string>& argv) {
   if (!args.get("--target") && !args.has("--layer")) return kExitOk;
   InstallTarget target = install_target(args, store);
   const fs::path& dir = target.dir;
-  auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), *ctx.status);
+  auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), *ctx.status);
   start = std::chrono::steady_clock::now();
   auto inst = pip::install_wheels(wheels, t, dir, store, *fetcher);
   secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

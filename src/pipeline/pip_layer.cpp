@@ -47,7 +47,6 @@ pip::IndexConfig index_config(const Store& store, const std::string& explicit_ur
   return pip::index_config(setting, "/", current_environment(), [&] { return pip::pip_default_index(store); });
 }
 
-
 // The listing of a layer built earlier, kept in the store by its blob's
 // digest (a blob never changes): listing the os and tools layers meant
 // decompressing them again on every resolution.
@@ -107,14 +106,10 @@ void installed_projects(const pip::LayerListing& listing, const pip::Target& tar
 
 }  // namespace
 
-fetch::FetchOptions wheel_fetch_options(const Store& store) {
-  pip::IndexConfig cfg;
-  try {
-    cfg = index_config(store);
-  } catch (const Error&) {
-    // No index configured anywhere: then there is no `cert` either.
-  }
-  return pip_fetch_options(cfg);
+fetch::FetchOptions wheel_fetch_options() {
+  // Only pip's `cert` matters here, not which index: a stand-in default
+  // spares asking the machine's pip for its own.
+  return pip_fetch_options(pip::index_config("", "/", current_environment(), [] { return std::string("-"); }));
 }
 
 std::map<std::string, std::string> pip_index_environment(const Store& store) {
@@ -295,7 +290,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     auto found = find_layers(store, key, spec.name, status);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
-    auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), status);
+    auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), status);
     const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
     int task = status.task_begin("install " + what, 0);
     pip::Installed inst;
@@ -367,7 +362,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       for (const auto& w : wheels)
         if (!w.size) unsized.push_back({w.url, w.sha256, std::nullopt, w.filename});
       if (!unsized.empty()) {
-        auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(store), status);
+        auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), status);
         auto got = fetcher->fetch(unsized);
         size_t i = 0;
         for (auto& w : wheels)

@@ -77,7 +77,7 @@ std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
 
 // How wheels are fetched: STACKBUILD_OFFLINE, and pip's `cert` (a private
 // CA) trusted as pip trusts it, since wheels come from the index's hosts.
-fetch::FetchOptions wheel_fetch_options(const Store& store);
+fetch::FetchOptions wheel_fetch_options();
 
 // For `stackbuild pip`: resolves `requirements` for `target`.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,

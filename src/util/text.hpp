@@ -6,11 +6,15 @@
 
 namespace sb {
 
-// `s` without the leading and trailing characters that are in `chars`.
-inline std::string trim(std::string_view s, std::string_view chars = " \t\r\n") {
+// `s` without the leading and trailing characters that are in `chars`: a
+// view into `s` (for parsers that keep to views), or a string of its own.
+inline std::string_view trim_view(std::string_view s, std::string_view chars = " \t\r\n") {
   size_t b = s.find_first_not_of(chars);
   if (b == std::string_view::npos) return {};
-  return std::string(s.substr(b, s.find_last_not_of(chars) - b + 1));
+  return s.substr(b, s.find_last_not_of(chars) - b + 1);
+}
+inline std::string trim(std::string_view s, std::string_view chars = " \t\r\n") {
+  return std::string(trim_view(s, chars));
 }
 
 }  // namespace sb
