@@ -308,20 +308,36 @@ Response Client::perform(const Request& req) {
   curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
   curl_easy_setopt(c, CURLOPT_XFERINFODATA, &t);
   curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, impl_->options.verify_tls ? 1L : 0L);
-  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, impl_->options.verify_tls ? 2L : 0L);
-  if (impl_->options.verify_tls && !curl_uses_openssl()) {
-    if (!impl_->options.ca_file.empty()) {  // the private CA, and the system store beside it
-      curl_easy_setopt(c, CURLOPT_CAINFO, impl_->options.ca_file.c_str());
+  Route route;
+  if (impl_->options.route) {
+    try {
+      route = impl_->options.route(req.url);
+    } catch (const Error& e) {
+      throw HttpError(req.method + " " + req.url, e.what(), false, HttpError::Kind::Other);
+    }
+  } else {
+    route.ca_file = impl_->options.ca_file;
+    route.verify_peer = route.verify_host = impl_->options.verify_tls;
+  }
+  if (route.proxy) curl_easy_setopt(c, CURLOPT_PROXY, route.proxy->c_str());  // "": none, whatever the environment says
+  if (!route.username.empty() || !route.password.empty()) {
+    curl_easy_setopt(c, CURLOPT_USERNAME, route.username.c_str());
+    curl_easy_setopt(c, CURLOPT_PASSWORD, route.password.c_str());
+  }
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, route.verify_peer ? 1L : 0L);
+  curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, route.verify_host ? 2L : 0L);
+  if (route.verify_peer && !curl_uses_openssl()) {
+    if (!route.ca_file.empty()) {  // the private CA, and the system store beside it
+      curl_easy_setopt(c, CURLOPT_CAINFO, route.ca_file.c_str());
       curl_easy_setopt(c, CURLOPT_CAPATH, "/etc/ssl/certs");
     }
-  } else if (impl_->options.verify_tls) {
+  } else if (route.verify_peer) {
     // The trusted certificates come from one store per process, not from
     // curl, which parses the whole bundle again for every new handle (that
     // was a third of a cached rebuild's CPU).
     X509_STORE* store = nullptr;
     try {
-      store = trust_store(c, impl_->options.ca_file);
+      store = trust_store(c, route.ca_file);
     } catch (const Error& e) {
       throw HttpError(req.method + " " + req.url, e.what(), false, HttpError::Kind::Other);
     }
@@ -384,6 +400,25 @@ Response Client::perform(const Request& req) {
   curl_easy_getinfo(c, CURLINFO_EFFECTIVE_URL, &eff);
   if (eff) resp.effective_url = eff;
   return resp;
+}
+
+UrlParts split_url(const std::string& url) {
+  global_init();
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, url.c_str(), 0) != CURLUE_OK)
+    throw Error("'" + url + "' is not a URL");
+  auto part = [&](CURLUPart what) {
+    char* v = nullptr;
+    std::string out;
+    if (curl_url_get(u.get(), what, &v, 0) == CURLUE_OK && v) out = v;
+    curl_free(v);
+    return out;
+  };
+  UrlParts p{part(CURLUPART_SCHEME), part(CURLUPART_USER), part(CURLUPART_HOST), part(CURLUPART_PORT),
+             part(CURLUPART_PATH)};
+  std::transform(p.scheme.begin(), p.scheme.end(), p.scheme.begin(), ::tolower);
+  std::transform(p.host.begin(), p.host.end(), p.host.begin(), ::tolower);
+  return p;
 }
 
 bool transient_status(long s) { return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }

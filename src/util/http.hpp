@@ -69,11 +69,34 @@ class HttpError : public Error {
   Kind kind_;
 };
 
+// Where one request goes and what it trusts, when that depends on its URL
+// (apt's per-host proxies and CAs).
+struct Route {
+  std::optional<std::string> proxy;  // unset: libcurl's proxy variables; "": no proxy at all
+  std::filesystem::path ca_file;     // a private CA, trusted besides the system store
+  bool verify_peer = true;
+  bool verify_host = true;
+  std::string username;              // HTTP basic login (never printed)
+  std::string password;
+};
+
 struct ClientOptions {
   std::filesystem::path ca_file;  // a private CA, trusted besides the system store
   bool verify_tls = true;
   std::string user_agent = "stackbuild/0.1";
+  // When set, gives each request's Route from its URL, and `ca_file` and
+  // `verify_tls` are not used. May throw sb::Error (the request then fails
+  // with it, not retried).
+  std::function<Route(const std::string& url)> route;
 };
+
+// The parts of an absolute URL, as libcurl's parser reads them (lower-case
+// scheme and host; port "" when the URL gives none).
+struct UrlParts {
+  std::string scheme, user, host, port, path;
+};
+// Throws sb::Error for a URL libcurl cannot parse.
+UrlParts split_url(const std::string& url);
 
 class Client {
  public:
