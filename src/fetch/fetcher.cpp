@@ -207,15 +207,19 @@ class HttpFetcher final : public Fetcher {
         status_.message(Level::Info, "fetch " + label_of(item) + ": " + why);
       });
     } catch (const http::HttpError& e) {
-      throw FetchError(item.url, 0, std::string(e.what()) + expectation(item) +
+      std::string hint;
+      if (e.kind() == http::HttpError::Kind::TlsUntrusted && !o_.untrusted_hint.empty())
+        hint = " (" + o_.untrusted_hint + ")";
+      throw FetchError(item.url, 0, std::string(e.what()) + expectation(item) + hint +
                                         (e.transient() ? " (gave up after " + std::to_string(o_.retry.attempts) +
                                                              " attempts)" : ""));
     }
     if (last.status < 200 || last.status >= 300) {
       ::unlink(partial.c_str());
       std::string body = last.body.substr(0, 200);
+      std::string hint = last.status == 401 && !o_.unauthorized_hint.empty() ? " (" + o_.unauthorized_hint + ")" : "";
       throw FetchError(item.url, last.status,
-                       "GET " + item.url + ": HTTP " + std::to_string(last.status) + expectation(item) +
+                       "GET " + item.url + ": HTTP " + std::to_string(last.status) + expectation(item) + hint +
                            (body.empty() ? "" : ": " + body));
     }
   }

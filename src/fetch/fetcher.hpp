@@ -66,6 +66,10 @@ struct FetchOptions {
   bool offline = false;            // use only the store; a missing file is an error
   http::RetryPolicy retry;
   http::ClientOptions client;
+  // Said after a certificate that is not trusted: where the stage's own CA
+  // setting goes ("a private CA goes in apt.conf's Acquire::https::CaInfo").
+  std::string untrusted_hint;
+  std::string unauthorized_hint;  // the same after an HTTP 401: where its logins go
 };
 
 // The defaults, with STACKBUILD_OFFLINE=1 turning on `offline`: what every

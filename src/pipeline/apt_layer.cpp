@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 
+#include "apt/config.hpp"
 #include "apt/install.hpp"
 #include "apt/repository.hpp"
 #include "apt/solver.hpp"
@@ -92,6 +93,18 @@ std::vector<apt::Repository> public_repositories(const Distro& d) {
     add(security, d.codename + "-security");
   }
   return out;
+}
+
+// What the apt stage fetches with: the defaults, and the machine's apt
+// network settings (proxies, CA files, TLS checks, logins: apt/config.hpp)
+// for each URL, read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG.
+fetch::FetchOptions apt_fetch_options() {
+  fetch::FetchOptions o = fetch::fetch_options_from_env();
+  std::shared_ptr<const apt::AptNetwork> net = apt::machine_network(env_or("STACKBUILD_APT_ROOT", "/"));
+  o.client.route = [net](const std::string& url) { return net->route(url); };
+  o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
+  o.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
+  return o;
 }
 
 // The default repositories of a release: STACKBUILD_APT_SOURCES, else the
@@ -379,7 +392,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
       state = *s;
       break;
     }
-  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
+  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
   Resolved r;
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
@@ -444,7 +457,7 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
                                const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, apt::Paragraph> below;  // by name: an upgrade replaces the record below
-  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
+  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
     std::vector<apt::Paragraph> installed;
@@ -479,7 +492,7 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
   spec.recommends = o.recommends;
   spec.priority = o.priority;
   Recipe recipe;
-  auto fetcher = fetch::make_fetcher(store, fetch::fetch_options_from_env(), status);
+  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
   Resolved r = resolve_layer(recipe, {distro, codename}, spec, {}, store, *fetcher, status);
   std::vector<std::string> out;
   for (const auto& p : r.packages) out.push_back(p.name + " " + p.version + " " + p.url + " " + p.sha256);
