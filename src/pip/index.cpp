@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <ctime>
 
 #include <mutex>
@@ -147,7 +148,7 @@ IndexConfig index_config(const std::string& setting, const fs::path& root,
     auto it = env.find(k);
     return it == env.end() ? std::string() : it->second;
   };
-  std::string index, extra, cert, index_from;
+  std::string index, extra, cert, index_from, proxy, trusted;
   std::vector<fs::path> files = {"/etc/xdg/pip/pip.conf", "/etc/pip.conf"};
   std::string home = get("HOME");
   if (!home.empty()) files.push_back(fs::path(home) / ".pip/pip.conf");
@@ -168,11 +169,15 @@ IndexConfig index_config(const std::string& setting, const fs::path& root,
       if (s.count("index-url")) index = s["index-url"], index_from = p.string();
       if (s.count("extra-index-url")) extra = s["extra-index-url"];
       if (s.count("cert")) cert = s["cert"];
+      if (s.count("proxy")) proxy = s["proxy"];
+      if (s.count("trusted-host")) trusted = s["trusted-host"];
     }
   }
   if (!get("PIP_INDEX_URL").empty()) index = get("PIP_INDEX_URL"), index_from = "PIP_INDEX_URL";
   if (!get("PIP_EXTRA_INDEX_URL").empty()) extra = get("PIP_EXTRA_INDEX_URL");
   if (!get("PIP_CERT").empty()) cert = get("PIP_CERT");
+  if (!get("PIP_PROXY").empty()) proxy = get("PIP_PROXY");
+  if (!get("PIP_TRUSTED_HOST").empty()) trusted = get("PIP_TRUSTED_HOST");
   if (!setting.empty()) index = setting, index_from = "the stackbuild setting";
   if (index.empty() && default_index) index = default_index(), index_from = "pip's default index";
   if (index.empty())
@@ -182,9 +187,55 @@ IndexConfig index_config(const std::string& setting, const fs::path& root,
   for (const auto& w : words(extra)) c.urls.push_back(w);
   if (!cert.empty()) c.ca_file = cert;
   c.origin = index_from;
+  c.proxy = trim(proxy);
+  for (auto& w : words(trusted)) {
+    std::transform(w.begin(), w.end(), w.begin(), ::tolower);
+    c.trusted_hosts.push_back(w);
+  }
   for (auto& u : c.urls)
     if (!u.ends_with("/")) u += "/";
   return c;
+}
+
+namespace {
+
+// pip's trusted-host match: HOST is any port of it, HOST:PORT that port
+// (the scheme's own when the URL names none).
+bool trusted_host(const std::string& entry, const http::UrlParts& u) {
+  std::string host = entry, port;
+  if (size_t colon = entry.rfind(':'); colon != std::string::npos && entry.find(']') == std::string::npos) {
+    host = entry.substr(0, colon);
+    port = entry.substr(colon + 1);
+  }
+  if (host.starts_with('[') && host.ends_with(']')) host = host.substr(1, host.size() - 2);
+  if (host != u.host) return false;
+  if (port.empty()) return true;
+  std::string url_port = !u.port.empty() ? u.port : u.scheme == "https" ? "443" : "80";
+  return port == url_port;
+}
+
+}  // namespace
+
+http::ClientOptions client_options(const IndexConfig& c) {
+  http::ClientOptions o;
+  o.ca_file = c.ca_file;
+  if (c.proxy.empty() && c.trusted_hosts.empty()) return o;
+  o.route = [ca = c.ca_file, proxy = c.proxy, trusted = c.trusted_hosts](const std::string& url) {
+    http::Route r;
+    r.ca_file = ca;
+    if (!proxy.empty()) r.proxy = proxy;
+    if (trusted.empty()) return r;
+    http::UrlParts u;
+    try {
+      u = http::split_url(url);
+    } catch (const Error&) {
+      return r;  // the transfer says what is wrong with the URL
+    }
+    for (const auto& t : trusted)
+      if (trusted_host(t, u)) r.verify_peer = r.verify_host = false;
+    return r;
+  };
+  return o;
 }
 
 std::string pip_default_index() {

@@ -15,6 +15,7 @@
 
 #include "fetch/fetcher.hpp"
 #include "util/digest.hpp"
+#include "util/http.hpp"
 
 namespace sb::pip {
 
@@ -24,14 +25,22 @@ struct IndexConfig {
   std::vector<std::string> urls;  // the index first, then extra indexes
   fs::path ca_file;               // pip's `cert`, trusted besides the system store
   std::string origin;             // where the index came from, for messages
+  std::string proxy;              // pip's `proxy`: every request goes through it
+  std::vector<std::string> trusted_hosts;  // pip's `trusted-host`: HOST or HOST:PORT, TLS not checked
 };
+
+// The HTTP settings pip's configuration asks for, for the index pages and
+// the wheels alike: `cert`, `proxy` (else libcurl's proxy variables, as
+// pip's), and no certificate check for a `trusted-host`.
+http::ClientOptions client_options(const IndexConfig& c);
 
 // The index to use. `setting` (STACKBUILD_PIP_INDEX_URL, --index-url) wins;
 // else pip's configuration as pip reads it, files under `root` ("/" on a real
 // machine): /etc/xdg/pip/pip.conf, /etc/pip.conf, ~/.pip/pip.conf,
 // ~/.config/pip/pip.conf ($XDG_CONFIG_HOME), $VIRTUAL_ENV/pip.conf,
-// $PIP_CONFIG_FILE, then PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / PIP_CERT from
-// `env`; keys `index-url`, `extra-index-url`, `cert` of [global], then
+// $PIP_CONFIG_FILE, then PIP_INDEX_URL / PIP_EXTRA_INDEX_URL / PIP_CERT /
+// PIP_PROXY / PIP_TRUSTED_HOST from `env`; keys `index-url`,
+// `extra-index-url`, `cert`, `proxy`, `trusted-host` of [global], then
 // [install]/[download]. Without any, `default_index()` (e.g. pip_default_index).
 IndexConfig index_config(const std::string& setting, const fs::path& root,
                          const std::map<std::string, std::string>& env,

@@ -350,12 +350,6 @@ class HttpIndex : public Index {
   static constexpr const char* kAccept =
       "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, text/html;q=0.01";
 
-  static http::ClientOptions client_options(const IndexConfig& c) {
-    http::ClientOptions o;
-    o.ca_file = c.ca_file;
-    return o;
-  }
-
   IndexConfig config_;
   const Store& store_;
   fetch::Fetcher& fetcher_;

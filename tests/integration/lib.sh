@@ -213,6 +213,23 @@ PY
   SERVED_URL="$scheme://127.0.0.1:$(cat "$port_file")"
 }
 
+# net_server login DIR USER:PASSWORD | net_server proxy LOG: net_servers.py
+# (a file server behind a basic login, or a logging forward proxy) until the
+# test ends; sets NET_URL (http://127.0.0.1:PORT).
+net_server() {
+  local mode=$1 port_file
+  shift
+  port_file=$(mktemp "$TMP/port.XXXXXX")
+  if [[ $mode == login ]]; then
+    python3 "$HERE/net_servers.py" login "$1" "$port_file" "$2" &
+  else
+    python3 "$HERE/net_servers.py" proxy "$port_file" "$1" &
+  fi
+  SERVERS+=($!)
+  for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
+  [[ -s $port_file ]] || fail "net_servers.py $mode did not start"
+  NET_URL="http://127.0.0.1:$(cat "$port_file")"
+}
 make_tree() { python3 "$HERE/make_tree.py" "$@"; }
 
 # expected_copy SRC DST: copies SRC's contents to DST the way a copy layer normalises

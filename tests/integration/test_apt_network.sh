@@ -24,21 +24,6 @@ https_url=$SERVED_URL
 serve_dir "$www"
 http_url=$SERVED_URL
 
-# net_server MODE ARGS...: net_servers.py in the background; sets NET_URL.
-net_server() {
-  local mode=$1 port_file
-  shift
-  port_file=$(mktemp "$TMP/port.XXXXXX")
-  if [[ $mode == login ]]; then
-    python3 "$HERE/net_servers.py" login "$1" "$port_file" "$2" &
-  else
-    python3 "$HERE/net_servers.py" proxy "$port_file" "$1" &
-  fi
-  SERVERS+=($!)
-  for _ in $(seq 50); do [[ -s $port_file ]] && break; sleep 0.1; done
-  [[ -s $port_file ]] || fail "net_servers.py $mode did not start"
-  NET_URL="http://127.0.0.1:$(cat "$port_file")"
-}
 net_server login "$www" "apt:s3cret-pw"
 login_url=$NET_URL
 : >"$TMP/proxy.log"

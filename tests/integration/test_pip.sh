@@ -6,8 +6,9 @@
 # script runs. The index URL also comes from PIP_INDEX_URL. A recipe's pip:
 # layer builds (the glibc from `platform:`), `lock` pins its wheels and
 # `build --locked` fetches exactly those, refusing a tampered or stale lock;
-# an index served over HTTPS by a private CA (pip.conf's `cert`) works for
-# lock and build --locked alike.
+# an index served over HTTPS by a private CA (pip.conf's `cert`, or its
+# `trusted-host`) works for lock and build --locked alike, and pip.conf's
+# `proxy` carries every request.
 source "$(dirname "$0")/lib.sh"
 python3 -m pip --version >/dev/null 2>&1 || skip "no pip for python3"
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -107,9 +108,31 @@ if command -v openssl >/dev/null; then
   if tls_pip "$SB" build "$TMP/tls/r.yaml" --locked -o "$TMP/layout-tls2" --store "$TMP/s-tls3" --progress plain \
     >"$TMP/tls-bad.out" 2>&1; then fail "a server signed by an unknown CA was trusted"; fi
   grep -qi "certificate" "$TMP/tls-bad.out" || fail "the error: $(cat "$TMP/tls-bad.out")"
+  grep -q "pip's \`cert\` (pip.conf or PIP_CERT)" "$TMP/tls-bad.out" ||
+    fail "the error does not say where the CA goes: $(cat "$TMP/tls-bad.out")"
+  check "trusted-host 127.0.0.1 instead of the cert: the same locked build succeeds"
+  printf '[global]\nindex-url = %s/simple\ntrusted-host = 127.0.0.1\n' "$SERVED_URL" >"$TMP/pip-tls.conf"
+  tls_pip "$SB" build "$TMP/tls/r.yaml" --locked -o "$TMP/layout-tls3" --store "$TMP/s-tls4" --progress plain \
+    >"$TMP/tls-trusted.out" 2>&1 || fail "build --locked with trusted-host: $(cat "$TMP/tls-trusted.out")"
+  [[ $(sed -n 's/^pt:t: //p' "$TMP/tls-trusted.out") == "$d1" ]] || fail "the image differs: $(cat "$TMP/tls-trusted.out")"
 else
   say "skipped: no openssl"
 fi
+
+check "pip.conf's proxy: lock and build --locked send the pages and the wheels through it, the same image"
+: >"$TMP/proxy.log"
+net_server proxy "$TMP/proxy.log"
+printf '[global]\nindex-url = %s\nproxy = %s\n' "$index" "$NET_URL" >"$TMP/pip-proxy.conf"
+mkdir -p "$TMP/proxied" && cp "$TMP/recipe/r.yaml" "$TMP/recipe/a" "$TMP/proxied/"
+proxy_pip() { env -u PIP_INDEX_URL -u PIP_EXTRA_INDEX_URL -u PIP_PROXY PIP_CONFIG_FILE="$TMP/pip-proxy.conf" "$@"; }
+proxy_pip "$SB" lock "$TMP/proxied/r.yaml" --store "$TMP/s-proxy1" --progress plain >"$TMP/proxy-lock.out" 2>&1 ||
+  fail "lock through the proxy: $(cat "$TMP/proxy-lock.out")"
+grep -q "^$index/torchy/" "$TMP/proxy.log" || fail "no index page went through the proxy: $(cat "$TMP/proxy.log")"
+: >"$TMP/proxy.log"
+proxy_pip "$SB" build "$TMP/proxied/r.yaml" --locked -o "$TMP/layout-proxy" --store "$TMP/s-proxy2" --progress plain \
+  >"$TMP/proxy-build.out" 2>&1 || fail "build --locked through the proxy: $(cat "$TMP/proxy-build.out")"
+grep -q '\.whl$' "$TMP/proxy.log" || fail "no wheel went through the proxy: $(cat "$TMP/proxy.log")"
+[[ $(sed -n 's/^pt:t: //p' "$TMP/proxy-build.out") == "$d1" ]] || fail "the image differs: $(cat "$TMP/proxy-build.out")"
 
 check "a tampered wheel sha256 in the lock is refused"
 cp "$TMP/recipe/r.yaml.lock" "$TMP/good.lock"

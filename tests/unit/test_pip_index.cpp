@@ -231,6 +231,25 @@ TEST_CASE("pip index: pip configuration is read from a root directory", "[pip]")
   CHECK(index_config("", d.path() / "empty", {}, [] { return std::string("http://default.invalid/simple/"); }).origin ==
         "pip's default index");
   CHECK_THROWS_WITH(index_config("", d.path() / "empty", {}, {}), Catch::Contains("no Python package index"));
+  // proxy and trusted-host, from the files and then the environment.
+  test::write(d.path() / "etc/xdg/pip/pip.conf",
+              "[global]\nproxy = http://proxy.invalid:3128\ntrusted-host = Mirror.invalid\n  other.invalid:8443\n");
+  auto t = index_config("", d.path(), {{"HOME", "/home/u"}}, {});
+  CHECK(t.proxy == "http://proxy.invalid:3128");
+  CHECK(t.trusted_hosts == std::vector<std::string>{"mirror.invalid", "other.invalid:8443"});
+  auto te = index_config("", d.path(), {{"PIP_PROXY", "socks5h://127.0.0.1:9050"}, {"PIP_TRUSTED_HOST", "env.invalid"}},
+                         {});
+  CHECK(te.proxy == "socks5h://127.0.0.1:9050");
+  CHECK(te.trusted_hosts == std::vector<std::string>{"env.invalid"});
+  auto o = client_options(t);
+  REQUIRE(o.route);
+  CHECK(o.route("https://pypi.invalid/simple/x/").proxy == std::optional<std::string>("http://proxy.invalid:3128"));
+  CHECK(o.route("https://pypi.invalid/simple/x/").verify_peer);
+  CHECK(o.route("https://pypi.invalid/simple/x/").ca_file == "/etc/ca.pem");
+  CHECK_FALSE(o.route("https://mirror.invalid:9999/simple/x/").verify_peer);  // HOST: any port
+  CHECK_FALSE(o.route("https://other.invalid:8443/x.whl").verify_host);
+  CHECK(o.route("https://other.invalid/x.whl").verify_peer);  // HOST:PORT: that port only
+  CHECK_FALSE(client_options(index_config("", d.path() / "empty", {}, [] { return std::string("http://i/"); })).route);
   CHECK(join_url("https://h/simple/torch/", "../../packages/a/b.whl") == "https://h/packages/a/b.whl");
   CHECK(join_url("https://h/simple/torch/", "/x.whl") == "https://h/x.whl");
   CHECK(join_url("https://h/simple/torch/", "https://o/y.whl") == "https://o/y.whl");
