@@ -396,6 +396,38 @@ std::pair<std::string, std::string> AptNetwork::first(const std::vector<std::str
   return {};
 }
 
+std::optional<AuthEntry> take_url_login(std::string& uri) {
+  size_t begin = uri.find("://");
+  if (begin == std::string::npos) return std::nullopt;
+  begin += 3;
+  size_t end = std::min(uri.find_first_of("/?#", begin), uri.size());
+  size_t at = uri.rfind('@', end - 1);
+  if (at == std::string::npos || at < begin || end == begin) return std::nullopt;
+  std::string userinfo = uri.substr(begin, at - begin);
+  std::string without = uri.substr(0, begin) + uri.substr(at + 1);
+  http::UrlParts u = http::split_url(without);
+  AuthEntry e;
+  e.scheme = u.scheme;
+  e.host = u.host;
+  e.port = u.port;
+  e.path = u.path.ends_with('/') ? u.path : u.path + "/";
+  size_t colon = userinfo.find(':');
+  e.login = http::url_decode(userinfo.substr(0, colon));
+  if (colon != std::string::npos) e.password = http::url_decode(userinfo.substr(colon + 1));
+  e.where = "the repository URL";
+  uri = without;
+  return e;
+}
+
+void AptNetwork::add_login(AuthEntry login) {
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto& e : url_logins_)
+    if (e.scheme == login.scheme && e.host == login.host && e.port == login.port && e.path == login.path &&
+        e.login == login.login && e.password == login.password)
+      return;
+  url_logins_.push_back(std::move(login));
+}
+
 http::Route AptNetwork::route(const std::string& url) const {
   http::Route r;
   http::UrlParts u;
@@ -431,19 +463,24 @@ http::Route AptNetwork::route(const std::string& url) const {
     r.verify_peer = check("Verify-Peer");
     r.verify_host = check("Verify-Host");
   }
-  if (u.user.empty())
-    for (const auto& e : logins_) {
-      if (e.scheme.empty() ? u.scheme != "https" : e.scheme != u.scheme) continue;
-      if (e.host != u.host || (!e.port.empty() && e.port != u.port)) continue;
-      if (!e.path.empty() && !u.path.starts_with(e.path)) continue;
-      r.username = e.login;
-      r.password = e.password;
-      break;
-    }
+  if (!u.user.empty()) return r;  // the URL's own login
+  auto matches = [&](const AuthEntry& e) {
+    if (e.scheme.empty() ? u.scheme != "https" : e.scheme != u.scheme) return false;
+    if (e.host != u.host || (!e.port.empty() && e.port != u.port)) return false;
+    return e.path.empty() || u.path.starts_with(e.path);
+  };
+  std::lock_guard<std::mutex> g(mu_);
+  for (const auto* list : {&url_logins_, &logins_})
+    for (const auto& e : *list)
+      if (matches(e)) {
+        r.username = e.login;
+        r.password = e.password;
+        return r;
+      }
   return r;
 }
 
-std::shared_ptr<const AptNetwork> machine_network(const fs::path& root) {
+std::shared_ptr<AptNetwork> machine_network(const fs::path& root) {
   AptConfig config = machine_apt_config(root);
   auto logins = machine_auth_entries(config, root);
   return std::make_shared<AptNetwork>(std::move(config), std::move(logins));

@@ -10,6 +10,8 @@
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,10 +82,20 @@ std::vector<AuthEntry> parse_auth_conf(std::string_view text, const std::string&
 // (or where `config`'s Dir::Etc::netrcparts and Dir::Etc::netrc say).
 std::vector<AuthEntry> machine_auth_entries(const AptConfig& config, const fs::path& root = "/");
 
+// A login written into a repository URL (https://user:secret@host/path):
+// taken out of `uri`, which then names none (for the lockfile, the image's
+// sources list and every message), as an entry for URLs below that one.
+// Nothing when the URL holds no login.
+std::optional<AuthEntry> take_url_login(std::string& uri);
+
 // What apt's http and https methods would use for a URL.
 class AptNetwork {
  public:
   AptNetwork(AptConfig config, std::vector<AuthEntry> logins);
+  // A login taken from a repository URL (take_url_login): it wins over
+  // auth.conf's, as the login in a URL does in apt. Safe while routes are
+  // asked for on other threads.
+  void add_login(AuthEntry login);
   // The proxy (unset: libcurl's http_proxy/https_proxy/no_proxy; "": none,
   // as "DIRECT"), CA file, checks and login for `url`. Throws sb::Error when
   // a CaInfo file named for it does not exist, naming the setting.
@@ -94,10 +106,12 @@ class AptNetwork {
   std::pair<std::string, std::string> first(const std::vector<std::string>& names) const;
   AptConfig config_;
   std::vector<AuthEntry> logins_;
+  mutable std::mutex mu_;
+  std::vector<AuthEntry> url_logins_;  // guarded by mu_
 };
 
 // The machine's apt network settings under `root`, for the fetcher of the apt
 // stage (http::ClientOptions::route).
-std::shared_ptr<const AptNetwork> machine_network(const fs::path& root = "/");
+std::shared_ptr<AptNetwork> machine_network(const fs::path& root = "/");
 
 }  // namespace sb::apt

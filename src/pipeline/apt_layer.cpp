@@ -97,14 +97,22 @@ std::vector<apt::Repository> public_repositories(const Distro& d) {
 
 // What the apt stage fetches with: the defaults, and the machine's apt
 // network settings (proxies, CA files, TLS checks, logins: apt/config.hpp)
-// for each URL, read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG.
-fetch::FetchOptions apt_fetch_options() {
+// for each URL, read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG;
+// `net` also takes the logins of repository URLs as they are read.
+struct AptFetcher {
+  std::shared_ptr<apt::AptNetwork> net;
+  std::unique_ptr<fetch::Fetcher> fetcher;
+};
+
+AptFetcher apt_fetcher(const Store& store, Status& status) {
+  AptFetcher f;
+  f.net = apt::machine_network(env_or("STACKBUILD_APT_ROOT", "/"));
   fetch::FetchOptions o = fetch::fetch_options_from_env();
-  std::shared_ptr<const apt::AptNetwork> net = apt::machine_network(env_or("STACKBUILD_APT_ROOT", "/"));
-  o.client.route = [net](const std::string& url) { return net->route(url); };
+  o.client.route = [net = f.net](const std::string& url) { return net->route(url); };
   o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
   o.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
-  return o;
+  f.fetcher = fetch::make_fetcher(store, std::move(o), status);
+  return f;
 }
 
 // The default repositories of a release: STACKBUILD_APT_SOURCES, else the
@@ -139,8 +147,21 @@ std::vector<apt::Repository> default_repositories(const Distro& d, const std::st
 
 // The repositories of one apt layer: its own `repositories:`, else the
 // recipe's, else the defaults; `default` among them stands for the defaults.
+std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe, const LayerSpec& spec,
+                                                            const Distro& d, Status& status);
+
+// The same, each login written into a URL taken out of it (so that no
+// lockfile, image or message holds it) and handed to `net` for the fetches.
 std::vector<apt::Repository> layer_repositories(const Recipe& recipe, const LayerSpec& spec, const Distro& d,
-                                                Status& status) {
+                                                Status& status, apt::AptNetwork& net) {
+  auto repos = layer_repositories_with_logins(recipe, spec, d, status);
+  for (auto& r : repos)
+    if (auto login = apt::take_url_login(r.uri)) net.add_login(std::move(*login));
+  return repos;
+}
+
+std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe, const LayerSpec& spec,
+                                                            const Distro& d, Status& status) {
   const auto& specs = spec.repositories.empty() ? recipe.repositories : spec.repositories;
   if (specs.empty()) return default_repositories(d, spec.name, status);
   std::vector<apt::Repository> out;
@@ -228,9 +249,10 @@ struct Resolved {
 };
 
 Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& spec,
-                       const std::vector<apt::Paragraph>& installed, const Store& store, fetch::Fetcher& fetcher,
+                       const std::vector<apt::Paragraph>& installed, const Store& store, AptFetcher& f,
                        Status& status, const std::vector<std::string>& from_catalog = {}) {
-  auto repos = layer_repositories(recipe, spec, d, status);
+  fetch::Fetcher& fetcher = *f.fetcher;
+  auto repos = layer_repositories(recipe, spec, d, status, *f.net);
   apt::LoadOptions lo;
   lo.default_keyring = apt::default_keyring(d.name, env_or("STACKBUILD_APT_ROOT", "/"));
   lo.origin_pins = layer_pins(recipe, spec);
@@ -276,14 +298,26 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
 
 // What the recipe asks of an apt layer, as the lockfile records it: a
 // --locked build refuses when this changed since `stackbuild lock`.
+// A request's repositories without the logins written into their URLs: the
+// lockfile is no place for a password, and a new password is no change.
+nlohmann::json without_logins(nlohmann::json request) {
+  for (auto& r : request["repositories"])
+    if (r.is_object() && r.contains("url") && r["url"].is_string()) {
+      std::string url = r["url"].get<std::string>();
+      apt::take_url_login(url);
+      r["url"] = url;
+    }
+  return request;
+}
+
 nlohmann::json request_of(const Recipe& recipe, const LayerSpec& spec) {
   const auto& repos = spec.repositories.empty() ? recipe.repositories : spec.repositories;
   nlohmann::json pins = nlohmann::json::object();
   for (const auto* list : {&recipe.pins, &spec.pins})
     for (const auto& p : *list) pins[p.origin] = p.priority;
-  return {{"packages", wanted(spec)},    {"repositories", repos}, {"pins", pins},
-          {"recommends", spec.recommends}, {"base", spec.base},   {"priority", spec.priority},
-          {"release", spec.version.value}};
+  return without_logins({{"packages", wanted(spec)},    {"repositories", repos}, {"pins", pins},
+                         {"recommends", spec.recommends}, {"base", spec.base},   {"priority", spec.priority},
+                         {"release", spec.version.value}});
 }
 
 // The differences between two requests, in words ("" when the same).
@@ -392,16 +426,24 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
       state = *s;
       break;
     }
-  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
+  AptFetcher f = apt_fetcher(store, status);
   Resolved r;
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
     r.packages = lock[spec.name].at("packages").get<std::vector<apt::LockedPackage>>();
     for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array()))
       r.repos.push_back({j.get<apt::Repository>(), {}, j.value("keyring", std::string())});
+    // The logins of the repository URLs, which the lockfile does not hold.
+    // Working the repositories out reads only local files; when it cannot
+    // be done now, the lockfile still says what to fetch, and a login that
+    // is missing shows as HTTP 401 naming the URL.
+    try {
+      layer_repositories(recipe, spec, distro_of(recipe, spec, options.variables), null_status(), *f.net);
+    } catch (const Error&) {
+    }
   } else {
     Distro d = distro_of(recipe, spec, options.variables);
-    r = resolve_layer(recipe, d, spec, state.status, store, *fetcher, status,
+    r = resolve_layer(recipe, d, spec, state.status, store, f, status,
                       component_packages(recipe, spec, options.variables, options.point));
   }
   if (!r.upgraded.empty()) {
@@ -435,7 +477,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   int task = status.task_begin("install " + what, 0);
   apt::Installed inst;
   try {
-    inst = apt::install_packages(r.packages, state, io, store, *fetcher);
+    inst = apt::install_packages(r.packages, state, io, store, *f.fetcher);
   } catch (...) {
     status.task_end(task, "failed");
     throw;
@@ -457,14 +499,14 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
                                const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, apt::Paragraph> below;  // by name: an upgrade replaces the record below
-  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
+  AptFetcher f = apt_fetcher(store, status);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
     std::vector<apt::Paragraph> installed;
     for (const auto& [name, p] : below) installed.push_back(p);
     Resolved r;
     try {
-      r = resolve_layer(recipe, distro_of(recipe, spec, variables), spec, installed, store, *fetcher, status,
+      r = resolve_layer(recipe, distro_of(recipe, spec, variables), spec, installed, store, f, status,
                         component_packages(recipe, spec, variables, point));
     } catch (Error& e) {
       e.add_trace("while locking apt layer '" + spec.name + "'");
@@ -492,8 +534,8 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
   spec.recommends = o.recommends;
   spec.priority = o.priority;
   Recipe recipe;
-  auto fetcher = fetch::make_fetcher(store, apt_fetch_options(), status);
-  Resolved r = resolve_layer(recipe, {distro, codename}, spec, {}, store, *fetcher, status);
+  AptFetcher f = apt_fetcher(store, status);
+  Resolved r = resolve_layer(recipe, {distro, codename}, spec, {}, store, f, status);
   std::vector<std::string> out;
   for (const auto& p : r.packages) out.push_back(p.name + " " + p.version + " " + p.url + " " + p.sha256);
   return out;
@@ -503,7 +545,7 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   if (!entry.is_object() || !entry.contains("packages")) return "the entry has no packages";
   if (!entry.contains("request"))
     return "the lockfile does not record what it asked for (written by an older stackbuild)";
-  return request_changes(entry["request"], request_of(recipe, spec));
+  return request_changes(without_logins(entry["request"]), request_of(recipe, spec));
 }
 
 }  // namespace sb

@@ -421,6 +421,16 @@ UrlParts split_url(const std::string& url) {
   return p;
 }
 
+std::string url_decode(std::string_view text) {
+  global_init();
+  int n = 0;
+  char* d = curl_easy_unescape(nullptr, text.data(), static_cast<int>(text.size()), &n);
+  if (!d) throw Error("cannot decode '" + std::string(text) + "'");
+  std::string out(d, static_cast<size_t>(n));
+  curl_free(d);
+  return out;
+}
+
 bool transient_status(long s) { return s == 408 || s == 429 || s == 500 || s == 502 || s == 503 || s == 504; }
 
 std::optional<double> retry_after(const Response& r) {

@@ -97,6 +97,8 @@ struct UrlParts {
 };
 // Throws sb::Error for a URL libcurl cannot parse.
 UrlParts split_url(const std::string& url);
+// %XX escapes decoded (libcurl's curl_easy_unescape).
+std::string url_decode(std::string_view text);
 
 class Client {
  public:

@@ -6,7 +6,8 @@
 #   Acquire::https::CaInfo names the CA; a CaInfo that is not there is an
 #   error naming the setting and its file and line;
 # - behind a login it fails with 401 until auth.conf.d holds the login, and
-#   the password is in no output and not in the lockfile;
+#   the password is in no output and not in the lockfile; a login written
+#   into the recipe's URL works too and stays out of the lockfile and image;
 # - Acquire::http::Proxy sends every request through a logging forward proxy
 #   (the image the same), and Proxy::127.0.0.1 "DIRECT" sends none.
 source "$(dirname "$0")/lib.sh"
@@ -92,6 +93,24 @@ expect_ok locked sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout-locked" 
   fail "the locked build behind the login differs"
 if grep -rl "s3cret-pw" "$TMP"/*.out "$TMP"/*.err "$TMP/recipe" "$TMP/layout-login"; then
   fail "the password is in the output, the lockfile or the image (files above)"
+fi
+
+check "a login written into the repository URL: it builds, and neither the lockfile nor the image holds it"
+rm "$TMP/root/etc/apt/auth.conf.d/fixture.conf"
+mkdir -p "$TMP/url-recipe"
+sed "s|url: \"http://|url: \"http://apt:s3cret-pw@|" "$TMP/recipe/r.yaml" >"$TMP/url-recipe/r.yaml"
+grep -q "apt:s3cret-pw@127.0.0.1" "$TMP/url-recipe/r.yaml" || fail "the recipe has no login in its URL"
+expect_ok url-login sb build "$TMP/url-recipe/r.yaml" -o "$TMP/layout-url" --store "$TMP/store-url"
+[[ $(manifest_digest "$TMP/layout-login" t) == $(manifest_digest "$TMP/layout-url" t) ]] ||
+  fail "the image differs from the one built with auth.conf's login"
+expect_ok url-lock sb lock "$TMP/url-recipe/r.yaml" --store "$TMP/store-url"
+expect_ok url-locked sb build "$TMP/url-recipe/r.yaml" --locked -o "$TMP/layout-url-locked" --store "$TMP/store-url2"
+expect_ok url-unpack sb unpack "$TMP/layout-url:t" "$TMP/url-unpacked" --store "$TMP/store-url"
+grep -q "URIs: $login_url/repo" "$TMP/url-unpacked/etc/apt/sources.list.d/stackbuild.sources" ||
+  fail "the image's sources list does not name the repository without its login"
+if grep -rl "s3cret-pw" "$TMP"/url-*.out "$TMP"/url-*.err "$TMP/url-recipe/r.yaml.lock" "$TMP/url-unpacked" \
+  "$TMP/layout-url"; then
+  fail "the URL's password is in the output, the lockfile or the image (files above)"
 fi
 
 check "Acquire::http::Proxy: every request goes through the proxy, and the image is the same"

@@ -339,8 +339,32 @@ TEST_CASE("apt config: auth.conf logins match as apt_auth.conf(5) says", "[apt][
   CHECK(all[1].login == "main");
 }
 
-TEST_CASE("http: a route's proxy, DIRECT and login reach the requests libcurl sends",
-          "[apt][config][http]") {
+TEST_CASE("apt config: a login in a repository URL is taken out of it and used below it", "[apt][config]") {
+  std::string uri = "https://me%40corp:p%3Ass@Mirror.example:8443/debian";
+  auto login = apt::take_url_login(uri);
+  REQUIRE(login);
+  CHECK(uri == "https://Mirror.example:8443/debian");
+  CHECK(login->login == "me@corp");
+  CHECK(login->password == "p:ss");
+  CHECK(login->host == "mirror.example");
+  CHECK(login->port == "8443");
+  CHECK(login->path == "/debian/");
+  std::string plain = "http://deb.example/debian", at_in_path = "http://deb.example/a@b";
+  CHECK_FALSE(apt::take_url_login(plain));
+  CHECK_FALSE(apt::take_url_login(at_in_path));
+  CHECK(at_in_path == "http://deb.example/a@b");
+
+  auto net = network_of("", "machine mirror.example login from-auth-conf password x\n");
+  CHECK(net.route("https://mirror.example:8443/debian/dists/x/InRelease").username == "from-auth-conf");
+  net.add_login(*login);
+  auto r = net.route("https://mirror.example:8443/debian/dists/x/InRelease");
+  CHECK(r.username == "me@corp");  // the URL's login wins, as in apt
+  CHECK(r.password == "p:ss");
+  CHECK(net.route("https://mirror.example:8443/debian-security/x").username == "from-auth-conf");  // not below it
+  CHECK(net.route("https://mirror.example/debian/x").username == "from-auth-conf");                // another port
+}
+
+TEST_CASE("http: a route's proxy, DIRECT and login reach the requests libcurl sends", "[apt][config][http]") {
   std::mutex m;
   std::vector<std::string> at_proxy, at_origin;
   test::HttpServer origin([&](const test::HttpRequest& r) {
@@ -354,10 +378,10 @@ TEST_CASE("http: a route's proxy, DIRECT and login reach the requests libcurl se
     at_proxy.push_back(r.path);  // a forward proxy gets the absolute URL
     return test::http_response(200, "proxy");
   });
+  AptConfig conf;
+  conf.parse("Acquire::http::Proxy \"" + proxy.url() + "\";\nAcquire::http::Proxy::localhost \"DIRECT\";\n", "c");
   auto net = std::make_shared<apt::AptNetwork>(
-      network_of("Acquire::http::Proxy \"" + proxy.url() +
-                     "\";\nAcquire::http::Proxy::localhost \"DIRECT\";\n",
-                 "machine http://localhost/secret login apt password debian\n"));
+      std::move(conf), apt::parse_auth_conf("machine http://localhost/secret login apt password debian\n", "a"));
   http::ClientOptions o;
   o.route = [net](const std::string& url) { return net->route(url); };
   http::Client client(o);
