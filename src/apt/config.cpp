@@ -1,6 +1,7 @@
 #include "apt/config.hpp"
 
 #include <strings.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -376,6 +377,9 @@ std::vector<AuthEntry> parse_auth_conf(std::string_view text, const std::string&
 std::vector<AuthEntry> machine_auth_entries(const AptConfig& config, const fs::path& root) {
   std::vector<AuthEntry> out;
   auto add = [&](const fs::path& f) {
+    // Logins are kept from other users (mode 0600, root's): a run that may
+    // not read them goes without.
+    if (::access(f.c_str(), R_OK) != 0) return;
     auto e = parse_auth_conf(read_file(f), f.string());
     out.insert(out.end(), e.begin(), e.end());
   };

@@ -79,7 +79,8 @@ struct AuthEntry {
 
 std::vector<AuthEntry> parse_auth_conf(std::string_view text, const std::string& where);
 // <root>/etc/apt/auth.conf.d/*.conf in name order, then <root>/etc/apt/auth.conf
-// (or where `config`'s Dir::Etc::netrcparts and Dir::Etc::netrc say).
+// (or where `config`'s Dir::Etc::netrcparts and Dir::Etc::netrc say); a file
+// this user may not read is left out.
 std::vector<AuthEntry> machine_auth_entries(const AptConfig& config, const fs::path& root = "/");
 
 // A login written into a repository URL (https://user:secret@host/path):

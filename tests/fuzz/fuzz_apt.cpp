@@ -1,5 +1,6 @@
 // What an apt archive (a mirror, a snapshot, a file:// repository) or a
 // sources list hands us: Release, Packages, control fields, versions.
+#include "apt/config.hpp"
 #include "apt/control.hpp"
 #include "apt/index.hpp"
 #include "apt/repository.hpp"
@@ -72,6 +73,73 @@ SB_FUZZ_TARGET(apt) {
       int bc = sign(compare_versions(b, c)), ac = sign(compare_versions(a, c));
       if (ab <= 0 && bc <= 0) sb::fuzz::check(ac <= 0, "version order is not transitive");
       sb::fuzz::expect_errors([&] { (void)parse_relation(a); });
+      break;
+    }
+  }
+}
+
+namespace {
+
+// A dump that reads back as the same tree: no quotes, blanks, braces, ';'
+// or comment starts in a name, and no list item with names below it
+// ("T::::a", "::a"), which apt's syntax cannot say again (each "::" makes a
+// new item).
+bool plain_dump(const std::string& dump) {
+  for (size_t pos = 0; pos < dump.size();) {
+    size_t nl = dump.find('\n', pos);
+    std::string_view line = std::string_view(dump).substr(pos, nl - pos);
+    pos = nl == std::string::npos ? dump.size() : nl + 1;
+    std::string_view name = line.substr(0, line.find(" \""));
+    if (name.empty() || name.find_first_of(" \t\r\"{};#") != std::string_view::npos ||
+        name.find("//") != std::string_view::npos || name.find("/*") != std::string_view::npos ||
+        name.starts_with("::") || name.find("::::") != std::string_view::npos)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// apt's own configuration files on the machine (apt.conf, apt.conf.d,
+// auth.conf) and logins in repository URLs.
+SB_FUZZ_TARGET(apt_config) {
+  if (size == 0) return;
+  const uint8_t kind = data[0] % 3;
+  std::string text(sb::fuzz::text(data + 1, size - 1));
+  using namespace sb::apt;
+  switch (kind) {
+    case 0: {  // apt.conf: what dump() prints reads back to the same tree
+      if (text.find("#include") != std::string::npos) return;  // would read the machine's files
+      sb::fuzz::expect_errors([&] {
+        AptConfig c;
+        c.parse(text, "fuzz.conf");
+        std::string dump = c.dump();
+        if (plain_dump(dump)) {
+          AptConfig again;
+          again.parse(dump, "dump");
+          sb::fuzz::check(again.dump() == dump, "apt.conf: a dump does not read back as the same tree");
+        }
+        AptNetwork net(std::move(c), {});
+        for (const char* url : {"https://deb.example/debian/x", "http://deb.example:8080/x"})
+          sb::fuzz::expect_errors([&] { (void)net.route(url); });
+      });
+      break;
+    }
+    case 1: {  // auth.conf, and the login a URL gets from it
+      auto entries = parse_auth_conf(text, "fuzz-auth.conf");
+      AptNetwork net(AptConfig(), entries);
+      for (const auto& e : entries)
+        sb::fuzz::expect_errors([&] { (void)net.route("https://" + e.host + e.path + "/x"); });
+      break;
+    }
+    case 2: {  // a login in a repository URL: taken out once and for all
+      sb::fuzz::expect_errors([&] {
+        std::string uri = text;
+        if (take_url_login(uri)) {
+          std::string again = uri;
+          sb::fuzz::check(!take_url_login(again) && again == uri, "a URL still holds a login once it was taken out");
+        }
+      });
       break;
     }
   }
