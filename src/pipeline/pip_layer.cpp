@@ -126,6 +126,10 @@ std::map<std::string, std::string> pip_index_environment(const Store& store) {
   std::string extra;
   for (size_t i = 1; i < cfg.urls.size(); ++i) extra += (extra.empty() ? "" : " ") + cfg.urls[i];
   if (!extra.empty()) env["PIP_EXTRA_INDEX_URL"] = extra;
+  if (!cfg.proxy.empty()) env["PIP_PROXY"] = cfg.proxy;
+  std::string trusted;
+  for (const auto& h : cfg.trusted_hosts) trusted += (trusted.empty() ? "" : " ") + h;
+  if (!trusted.empty()) env["PIP_TRUSTED_HOST"] = trusted;
   return env;
 }
 

@@ -145,6 +145,14 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   // machines with different mirrors share the layer.
   if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
     for (const auto& [k, v] : pip_index_environment(store)) in.env[k] = v;
+  // And the machine's proxy, as BuildKit passes its predefined proxy ARGs to
+  // RUN: the step's curl, pip, git and apt-get go the way stackbuild's own
+  // downloads do. Not in the key and not in the image's config, for the
+  // same reason; the recipe's own value of a name wins.
+  if (spec.build.network)
+    for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ftp_proxy", "FTP_PROXY",
+                             "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"})
+      if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
   SandboxChoice sbx = choose_sandbox(spec.name, options, status);
   in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, below, status);

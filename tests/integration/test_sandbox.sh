@@ -65,6 +65,7 @@ layers:
           id -u >\$r/uid
           tail -n +2 /proc/sysvipc/shm | wc -l >\$r/shm
           echo "\$\${PIP_INDEX_URL:-unset}" >\$r/pip_off
+          echo "\$\${https_proxy:-unset}" >\$r/proxy_off
           echo scratch >/tmp/left-behind
           echo changed >/etc/base.conf
         - [/bin/sh, -c, 'echo argv-form >/results/argv']
@@ -75,11 +76,12 @@ layers:
         if nc -w 2 127.0.0.1 $PORT </dev/null >/dev/null 2>&1; then echo reached; else echo unreachable; fi >/results/net_on
         if test -s /etc/resolv.conf; then echo present; else echo missing; fi >/results/resolv
         echo "\$\${PIP_INDEX_URL:-unset}" >/results/pip_on
+        echo "\$\${https_proxy:-unset} \$\${NO_PROXY:-unset} \$\${PIP_PROXY:-unset}" >/results/proxy_on
   - name: own-index
     build:
       network: true
-      env: {PIP_INDEX_URL: "http://127.0.0.1:9/mine/"}
-      run: 'echo "\$PIP_INDEX_URL" >/results/pip_own'
+      env: {PIP_INDEX_URL: "http://127.0.0.1:9/mine/", https_proxy: "http://recipe-proxy:1"}
+      run: 'echo "\$PIP_INDEX_URL \$https_proxy" >/results/pip_own'
 tags: ["probe:1"]
 EOF
 
@@ -92,7 +94,11 @@ awk -v id="$SHMID" '$2 == id {found = 1} END {exit !found}' /proc/sysvipc/shm ||
   fail "the host's /proc/sysvipc/shm does not list segment $SHMID"
 
 check "a recipe with build steps builds"
-STACKBUILD_PIP_INDEX_URL=http://127.0.0.1:9/simple expect_ok build sb build probe.yaml -o out --store "$STORE"
+# The proxy is one nothing listens on: the steps only print it, and the
+# build's own downloads are all file:// or local.
+STACKBUILD_PIP_INDEX_URL=http://127.0.0.1:9/simple https_proxy=http://127.0.0.1:9/ NO_PROXY=127.0.0.1 \
+  PIP_PROXY=http://127.0.0.1:9/pip \
+  expect_ok build sb build probe.yaml -o out --store "$STORE"
 ipcrm -m "$SHMID"
 grep -q "probe | " "$TMP/build.err" || { show_output build; fail "the steps' output did not stream under the layer's name"; }
 expect_ok unpack sb unpack out:1 rootfs --store "$STORE"
@@ -118,7 +124,10 @@ want resolv present
 check "a step with the network gets stackbuild's Python index as PIP_INDEX_URL, unless the recipe names one"
 want pip_on http://127.0.0.1:9/simple/
 want pip_off unset
-want pip_own http://127.0.0.1:9/mine/
+want pip_own "http://127.0.0.1:9/mine/ http://recipe-proxy:1"
+check "a step with the network gets the machine's proxy variables, as BuildKit's RUN does, and pip's proxy; one without, none"
+want proxy_on "http://127.0.0.1:9/ 127.0.0.1 http://127.0.0.1:9/pip"
+want proxy_off unset
 check "argv commands run without a shell"
 want argv argv-form
 check "own IPC namespace: the host's shared memory segment is not there"
