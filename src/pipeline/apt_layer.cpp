@@ -147,19 +147,7 @@ std::vector<apt::Repository> default_repositories(const Distro& d, const std::st
 
 // The repositories of one apt layer: its own `repositories:`, else the
 // recipe's, else the defaults; `default` among them stands for the defaults.
-std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe, const LayerSpec& spec,
-                                                            const Distro& d, Status& status);
-
-// The same, each login written into a URL taken out of it (so that no
-// lockfile, image or message holds it) and handed to `net` for the fetches.
-std::vector<apt::Repository> layer_repositories(const Recipe& recipe, const LayerSpec& spec, const Distro& d,
-                                                Status& status, apt::AptNetwork& net) {
-  auto repos = layer_repositories_with_logins(recipe, spec, d, status);
-  for (auto& r : repos)
-    if (auto login = apt::take_url_login(r.uri)) net.add_login(std::move(*login));
-  return repos;
-}
-
+// Their URLs still hold any login written into them (layer_repositories).
 std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe, const LayerSpec& spec,
                                                             const Distro& d, Status& status) {
   const auto& specs = spec.repositories.empty() ? recipe.repositories : spec.repositories;
@@ -187,6 +175,16 @@ std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe
     }
   }
   return out;
+}
+
+// The same, each login written into a URL taken out of it (so that no
+// lockfile, image or message holds it) and handed to `net` for the fetches.
+std::vector<apt::Repository> layer_repositories(const Recipe& recipe, const LayerSpec& spec, const Distro& d,
+                                                Status& status, apt::AptNetwork& net) {
+  auto repos = layer_repositories_with_logins(recipe, spec, d, status);
+  for (auto& r : repos)
+    if (auto login = apt::take_url_login(r.uri)) net.add_login(std::move(*login));
+  return repos;
 }
 
 // Pins by origin: STACKBUILD_APT_PINS, then the recipe's `pins:`, then the layer's.
@@ -296,8 +294,6 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   return r;
 }
 
-// What the recipe asks of an apt layer, as the lockfile records it: a
-// --locked build refuses when this changed since `stackbuild lock`.
 // A request's repositories without the logins written into their URLs: the
 // lockfile is no place for a password, and a new password is no change.
 nlohmann::json without_logins(nlohmann::json request) {
@@ -310,6 +306,8 @@ nlohmann::json without_logins(nlohmann::json request) {
   return request;
 }
 
+// What the recipe asks of an apt layer, as the lockfile records it: a
+// --locked build refuses when this changed since `stackbuild lock`.
 nlohmann::json request_of(const Recipe& recipe, const LayerSpec& spec) {
   const auto& repos = spec.repositories.empty() ? recipe.repositories : spec.repositories;
   nlohmann::json pins = nlohmann::json::object();
