@@ -9,6 +9,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/process.hpp"
 #include "util/text.hpp"
 
 namespace sb::apt {
@@ -400,6 +401,29 @@ std::pair<std::string, std::string> AptNetwork::first(const std::vector<std::str
   return {};
 }
 
+std::string AptNetwork::auto_detected(const std::string& command, const std::string& setting,
+                                      const std::string& site) const {
+  std::lock_guard<std::mutex> g(detect_mu_);
+  const std::string key = command + '\n' + site;
+  if (auto it = detected_.find(key); it != detected_.end()) return it->second;
+  ProcessSpec spec;
+  spec.argv = {command, site};
+  spec.env = current_environment();
+  spec.capture_stdout = true;
+  ProcessResult r;
+  try {
+    r = run_process(spec);
+  } catch (const Error& e) {
+    throw Error(setting + " (" + config_.where(setting) + "): " + e.what());
+  }
+  if (r.exit_status != 0)
+    throw Error(setting + " (" + config_.where(setting) + "): '" + command + " " + site + "' exited with status " +
+                std::to_string(r.exit_status));
+  std::string line = trim(r.output.substr(0, r.output.find('\n')));
+  detected_[key] = line;
+  return line;
+}
+
 std::optional<AuthEntry> take_url_login(std::string& uri) {
   size_t begin = uri.find("://");
   if (begin == std::string::npos) return std::nullopt;
@@ -450,7 +474,15 @@ http::Route AptNetwork::route(const std::string& url) const {
       for (const auto& f : forms) out.push_back("Acquire::" + m + "::" + f);
     return out;
   };
+  // A host's own setting, else what Proxy-Auto-Detect says for the host,
+  // else the method's proxy (apt's order).
   auto proxy = first(names({"Proxy::" + u.host}));
+  if (proxy.first.empty()) {
+    auto detect = first(names({"Proxy-Auto-Detect", "ProxyAutoDetect"}));
+    if (!detect.first.empty())
+      proxy.first = auto_detected(detect.first, detect.second,
+                                  u.scheme + "://" + u.host + (u.port.empty() ? "" : ":" + u.port));
+  }
   if (proxy.first.empty()) proxy = first(names({"Proxy"}));
   if (!proxy.first.empty()) r.proxy = proxy.first == "DIRECT" ? "" : proxy.first;
   if (u.scheme == "https") {

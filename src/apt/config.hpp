@@ -3,12 +3,13 @@
 // entries of apt_auth.conf(5) (/etc/apt/auth.conf.d/*.conf, /etc/apt/auth.conf).
 // The apt stage takes from them what apt's http and https methods would use
 // for a URL (network_from): the proxy (Acquire::http[s]::Proxy[::HOST],
-// DIRECT), the CA file (Acquire::https[::HOST]::CaInfo), Verify-Peer and
-// Verify-Host, and a login. Like everything that reads the host, it takes
+// DIRECT, Proxy-Auto-Detect), the CA file (Acquire::https[::HOST]::CaInfo),
+// Verify-Peer and Verify-Host, and a login. Like everything that reads the host, it takes
 // a root directory, so tests use a fake tree.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -99,16 +100,22 @@ class AptNetwork {
   void add_login(AuthEntry login);
   // The proxy (unset: libcurl's http_proxy/https_proxy/no_proxy; "": none,
   // as "DIRECT"), CA file, checks and login for `url`. Throws sb::Error when
-  // a CaInfo file named for it does not exist, naming the setting.
+  // a CaInfo file named for it does not exist, naming the setting, or when
+  // the Proxy-Auto-Detect command fails.
   http::Route route(const std::string& url) const;
 
  private:
   // The first of `names` that is set, and the name it was.
   std::pair<std::string, std::string> first(const std::vector<std::string>& names) const;
+  // What Proxy-Auto-Detect's `command` prints for `site` ("http://host"):
+  // a proxy, "DIRECT" or nothing; asked once per command and site.
+  std::string auto_detected(const std::string& command, const std::string& setting, const std::string& site) const;
   AptConfig config_;
   std::vector<AuthEntry> logins_;
   mutable std::mutex mu_;
   std::vector<AuthEntry> url_logins_;  // guarded by mu_
+  mutable std::mutex detect_mu_;
+  mutable std::map<std::string, std::string> detected_;  // command + site -> output; guarded by detect_mu_
 };
 
 // The machine's apt network settings under `root`, for the fetcher of the apt

@@ -9,7 +9,8 @@
 #   the password is in no output and not in the lockfile; a login written
 #   into the recipe's URL works too and stays out of the lockfile and image;
 # - Acquire::http::Proxy sends every request through a logging forward proxy
-#   (the image the same), and Proxy::127.0.0.1 "DIRECT" sends none.
+#   (the image the same), Proxy::127.0.0.1 "DIRECT" sends none, and
+#   Proxy-Auto-Detect's command, asked once for the host, sends them again.
 source "$(dirname "$0")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=apt_lib.sh
 source "$HERE/apt_lib.sh"
@@ -129,4 +130,18 @@ check "Acquire::http::Proxy::127.0.0.1 \"DIRECT\": no request goes through the p
 printf 'Acquire::http::Proxy::127.0.0.1 "DIRECT";\n' >>"$conf/80proxy"
 expect_ok bypass build bypass
 [[ ! -s $TMP/proxy.log ]] || fail "requests went through the proxy despite DIRECT: $(cat "$TMP/proxy.log")"
+
+check "Acquire::http::Proxy-Auto-Detect: the proxy the command prints is used, the command asked once for the host"
+: >"$TMP/proxy.log"
+printf '#!/bin/sh
+echo "$1" >>%s
+echo %s
+' "$TMP/detect.calls" "$proxy_url" >"$TMP/detect"
+chmod +x "$TMP/detect"
+printf 'Acquire::http::Proxy-Auto-Detect "%s";
+' "$TMP/detect" >"$conf/80proxy"
+expect_ok detected build detected
+grep -qF "$http_url/repo/pool/tool_1.0_amd64.deb" "$TMP/proxy.log" ||
+  fail "the package did not go through the detected proxy: $(cat "$TMP/proxy.log")"
+[[ $(cat "$TMP/detect.calls") == "$http_url" ]] || fail "the command was asked: $(cat "$TMP/detect.calls")"
 pass

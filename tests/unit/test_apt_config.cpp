@@ -397,3 +397,35 @@ TEST_CASE("http: a route's proxy, DIRECT and login reach the requests libcurl se
   CHECK(at_origin[0] == "/secret/file Basic YXB0OmRlYmlhbg==");  // apt:debian
   CHECK(at_proxy.size() == 1);
 }
+
+TEST_CASE("apt config: Proxy-Auto-Detect is asked once per host, after the host's own setting", "[apt][config]") {
+  TempDir tmp;
+  fs::path calls = tmp.path() / "calls";
+  fs::path detect = tmp.path() / "detect";
+  test::write(detect,
+              "#!/bin/sh\necho \"$1\" >>" + calls.string() +
+                  "\ncase \"$1\" in\n"
+                  "  http://cached.example) echo http://apt-cacher:3142 ;;\n"
+                  "  https://direct.example:8443) echo DIRECT ;;\n"
+                  "  http://broken.example) exit 3 ;;\n"
+                  "esac\n",
+              0755);
+  auto net = network_of("Acquire::http::Proxy-Auto-Detect \"" + detect.string() +
+                        "\";\nAcquire::http::Proxy \"http://generic:1\";\n"
+                        "Acquire::http::Proxy::own.example \"http://own:2\";\n");
+  CHECK(net.route("http://cached.example/debian/x").proxy == std::optional<std::string>("http://apt-cacher:3142"));
+  CHECK(net.route("http://cached.example/debian/y").proxy == std::optional<std::string>("http://apt-cacher:3142"));
+  // https asks with the https URL and falls back to http's command.
+  CHECK(net.route("https://direct.example:8443/x").proxy == std::optional<std::string>(""));
+  // Nothing printed: the method's proxy.
+  CHECK(net.route("http://quiet.example/x").proxy == std::optional<std::string>("http://generic:1"));
+  // The host's own setting: the command is not asked.
+  CHECK(net.route("http://own.example/x").proxy == std::optional<std::string>("http://own:2"));
+  CHECK(test::slurp(calls) == "http://cached.example\nhttps://direct.example:8443\nhttp://quiet.example\n");
+  CHECK_THROWS_WITH(net.route("http://broken.example/x"),
+                    "Acquire::http::Proxy-Auto-Detect (net.conf:1): '" + detect.string() +
+                        " http://broken.example' exited with status 3");
+  auto missing = network_of("Acquire::http::ProxyAutoDetect \"/nonexistent/detect\";");
+  CHECK_THROWS_WITH(missing.route("http://a.example/x"), Catch::Contains("cannot run '/nonexistent/detect'") &&
+                                                             Catch::Contains("Acquire::http::ProxyAutoDetect"));
+}
