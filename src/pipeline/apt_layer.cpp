@@ -95,10 +95,24 @@ std::vector<apt::Repository> public_repositories(const Distro& d) {
   return out;
 }
 
-// What the apt stage fetches with: the defaults, and the machine's apt
-// network settings (proxies, CA files, TLS checks, logins: apt/config.hpp)
-// for each URL, read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG;
-// `net` also takes the logins of repository URLs as they are read.
+// The machine's apt network settings (proxies, CA files, TLS checks, logins:
+// apt/config.hpp), read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG
+// once a run: every apt layer of every point shares them, so apt.conf is read
+// and a Proxy-Auto-Detect command asked about a host once, not per layer.
+std::shared_ptr<apt::AptNetwork> run_network() {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<apt::AptNetwork>> networks;
+  const std::string root = env_or("STACKBUILD_APT_ROOT", "/");
+  const std::string key = root + '\n' + env_or("APT_CONFIG", "");
+  std::lock_guard<std::mutex> g(mu);
+  auto& net = networks[key];
+  if (!net) net = apt::machine_network(root);
+  return net;
+}
+
+// What the apt stage fetches with: the defaults and the run's apt network
+// settings for each URL; `net` also takes the logins of repository URLs as
+// they are read.
 struct AptFetcher {
   std::shared_ptr<apt::AptNetwork> net;
   std::unique_ptr<fetch::Fetcher> fetcher;
@@ -106,7 +120,7 @@ struct AptFetcher {
 
 AptFetcher apt_fetcher(const Store& store, Status& status) {
   AptFetcher f;
-  f.net = apt::machine_network(env_or("STACKBUILD_APT_ROOT", "/"));
+  f.net = run_network();
   fetch::FetchOptions o = fetch::fetch_options_from_env();
   o.client.route = [net = f.net](const std::string& url) { return net->route(url); };
   o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";

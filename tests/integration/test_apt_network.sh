@@ -10,7 +10,8 @@
 #   into the recipe's URL works too and stays out of the lockfile and image;
 # - Acquire::http::Proxy sends every request through a logging forward proxy
 #   (the image the same), Proxy::127.0.0.1 "DIRECT" sends none, and
-#   Proxy-Auto-Detect's command, asked once for the host, sends them again.
+#   Proxy-Auto-Detect's command, asked once a run for the host (two layers),
+#   sends them through it again.
 source "$(dirname "$0")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=apt_lib.sh
 source "$HERE/apt_lib.sh"
@@ -19,6 +20,7 @@ unset APT_CONFIG http_proxy https_proxy all_proxy HTTP_PROXY ALL_PROXY no_proxy 
 
 www="$TMP/www"
 mkdeb repo tool 1.0 "" usr/bin/tool
+mkdeb repo other 1.0 "" usr/bin/other
 publish repo unsigned
 make_ca "$TMP/ca"
 serve_dir "$www" "$TMP/ca"
@@ -131,17 +133,28 @@ printf 'Acquire::http::Proxy::127.0.0.1 "DIRECT";\n' >>"$conf/80proxy"
 expect_ok bypass build bypass
 [[ ! -s $TMP/proxy.log ]] || fail "requests went through the proxy despite DIRECT: $(cat "$TMP/proxy.log")"
 
-check "Acquire::http::Proxy-Auto-Detect: the proxy the command prints is used, the command asked once for the host"
+check "Acquire::http::Proxy-Auto-Detect: the proxy the command prints is used, asked once a run for the host"
 : >"$TMP/proxy.log"
-printf '#!/bin/sh
-echo "$1" >>%s
-echo %s
-' "$TMP/detect.calls" "$proxy_url" >"$TMP/detect"
+cat >"$TMP/detect" <<SH
+#!/bin/sh
+echo "\$1" >>"$TMP/detect.calls"
+echo "$proxy_url"
+SH
 chmod +x "$TMP/detect"
-printf 'Acquire::http::Proxy-Auto-Detect "%s";
-' "$TMP/detect" >"$conf/80proxy"
-expect_ok detected build detected
-grep -qF "$http_url/repo/pool/tool_1.0_amd64.deb" "$TMP/proxy.log" ||
-  fail "the package did not go through the detected proxy: $(cat "$TMP/proxy.log")"
-[[ $(cat "$TMP/detect.calls") == "$http_url" ]] || fail "the command was asked: $(cat "$TMP/detect.calls")"
+printf 'Acquire::http::Proxy-Auto-Detect "%s";\n' "$TMP/detect" >"$conf/80proxy"
+cat >"$TMP/recipe/two.yaml" <<YAML
+stack: net
+repositories: [{url: "$http_url/repo", suites: [test], trusted: true}]
+layers:
+  - {name: t, apt: [tool]}
+  - {name: u, apt: [other]}
+tags: ["net:t"]
+YAML
+expect_ok detected sb build "$TMP/recipe/two.yaml" -o "$TMP/layout-detected" --store "$TMP/store-detected"
+for deb in tool other; do
+  grep -qF "$http_url/repo/pool/${deb}_1.0_amd64.deb" "$TMP/proxy.log" ||
+    fail "$deb did not go through the detected proxy: $(cat "$TMP/proxy.log")"
+done
+[[ $(cat "$TMP/detect.calls") == "$http_url" ]] ||
+  fail "the command was not asked exactly once for two layers: $(cat "$TMP/detect.calls")"
 pass
