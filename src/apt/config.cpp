@@ -491,7 +491,7 @@ http::Route AptNetwork::route(const std::string& url) const {
       if (!fs::exists(ca.first))
         throw Error(ca.second + " (" + config_.where(ca.second) + ") names " + ca.first +
                     ", which does not exist");
-      r.ca_file = ca.first;
+      r.ca_files = {ca.first};
     }
     auto check = [&](const std::string& what) {
       return apt_bool(first(names({u.host + "::" + what, what + "::" + u.host, what})).first, true);

@@ -215,14 +215,16 @@ std::string openssl_error() {
 }
 
 // The certificates TLS peers are checked against, parsed once per process
-// for each `ca_file`: that file (a private CA) and the system's store beside
-// it, or, without one, curl's own default bundle and directory. Kept for the
-// life of the process.
-X509_STORE* trust_store(CURL* c, const std::filesystem::path& ca_file) {
+// for each list of `ca_files`: those files (private CAs) and the system's
+// store beside them, or, without any, curl's own default bundle and
+// directory. Kept for the life of the process.
+X509_STORE* trust_store(CURL* c, const std::vector<std::filesystem::path>& ca_files) {
   static std::mutex mu;
   static std::map<std::string, X509_STORE*> stores;
+  std::string key;
+  for (const auto& f : ca_files) key += f.string() + '\n';
   std::lock_guard<std::mutex> g(mu);
-  auto it = stores.find(ca_file.string());
+  auto it = stores.find(key);
   if (it != stores.end()) return it->second;
   char* builtin_file = nullptr;
   char* builtin_dir = nullptr;
@@ -237,15 +239,15 @@ X509_STORE* trust_store(CURL* c, const std::filesystem::path& ca_file) {
       throw Error("cannot read the CA certificates in " + f + ": " + why);
     }
   };
-  if (!ca_file.empty()) {
-    load_file(ca_file.string());
+  if (!ca_files.empty()) {
+    for (const auto& f : ca_files) load_file(f.string());
     X509_STORE_load_path(st, "/etc/ssl/certs");  // the system's, looked up by hash when needed
   } else {
     if (builtin_file && ::access(builtin_file, R_OK) == 0) load_file(builtin_file);
     if (builtin_dir) X509_STORE_load_path(st, builtin_dir);
   }
   ERR_clear_error();
-  stores.emplace(ca_file.string(), st);
+  stores.emplace(key, st);
   return st;
 }
 
@@ -316,7 +318,9 @@ Response Client::perform(const Request& req) {
       throw HttpError(req.method + " " + req.url, e.what(), false, HttpError::Kind::Other);
     }
   } else {
-    route.ca_file = impl_->options.ca_file;
+    route.ca_files = impl_->options.ca_files;
+    route.client_cert = impl_->options.client_cert;
+    route.client_key = impl_->options.client_key;
     route.verify_peer = route.verify_host = impl_->options.verify_tls;
   }
   if (route.proxy) curl_easy_setopt(c, CURLOPT_PROXY, route.proxy->c_str());  // "": none, whatever the environment says
@@ -326,9 +330,19 @@ Response Client::perform(const Request& req) {
   }
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, route.verify_peer ? 1L : 0L);
   curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, route.verify_host ? 2L : 0L);
+  if (!route.client_cert.empty()) {
+    curl_easy_setopt(c, CURLOPT_SSLCERT, route.client_cert.c_str());
+    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
+    if (!route.client_key.empty()) curl_easy_setopt(c, CURLOPT_SSLKEY, route.client_key.c_str());
+  }
   if (route.verify_peer && !curl_uses_openssl()) {
-    if (!route.ca_file.empty()) {  // the private CA, and the system store beside it
-      curl_easy_setopt(c, CURLOPT_CAINFO, route.ca_file.c_str());
+    if (route.ca_files.size() > 1)
+      throw HttpError(req.method + " " + req.url,
+                      "this libcurl is not built on OpenSSL and takes one private CA file, not " +
+                          std::to_string(route.ca_files.size()),
+                      false, HttpError::Kind::Other);
+    if (!route.ca_files.empty()) {  // the private CA, and the system store beside it
+      curl_easy_setopt(c, CURLOPT_CAINFO, route.ca_files.front().c_str());
       curl_easy_setopt(c, CURLOPT_CAPATH, "/etc/ssl/certs");
     }
   } else if (route.verify_peer) {
@@ -337,7 +351,7 @@ Response Client::perform(const Request& req) {
     // was a third of a cached rebuild's CPU).
     X509_STORE* store = nullptr;
     try {
-      store = trust_store(c, route.ca_file);
+      store = trust_store(c, route.ca_files);
     } catch (const Error& e) {
       throw HttpError(req.method + " " + req.url, e.what(), false, HttpError::Kind::Other);
     }

@@ -73,7 +73,9 @@ class HttpError : public Error {
 // (apt's per-host proxies and CAs).
 struct Route {
   std::optional<std::string> proxy;  // unset: libcurl's proxy variables; "": no proxy at all
-  std::filesystem::path ca_file;     // a private CA, trusted besides the system store
+  std::vector<std::filesystem::path> ca_files;  // private CAs (PEM), trusted besides the system store
+  std::filesystem::path client_cert;  // a TLS client certificate (PEM) and its key, sent when
+  std::filesystem::path client_key;   // the server asks for one
   bool verify_peer = true;
   bool verify_host = true;
   std::string username;              // HTTP basic login (never printed)
@@ -81,11 +83,12 @@ struct Route {
 };
 
 struct ClientOptions {
-  std::filesystem::path ca_file;  // a private CA, trusted besides the system store
+  std::vector<std::filesystem::path> ca_files;  // private CAs, trusted besides the system store
+  std::filesystem::path client_cert, client_key;  // a TLS client certificate and its key
   bool verify_tls = true;
   std::string user_agent = "stackbuild/0.1";
-  // When set, gives each request's Route from its URL, and `ca_file` and
-  // `verify_tls` are not used. May throw sb::Error (the request then fails
+  // When set, gives each request's Route from its URL, and `ca_files`, the
+  // client certificate and `verify_tls` are not used. May throw sb::Error (the request then fails
   // with it, not retried).
   std::function<Route(const std::string& url)> route;
 };

@@ -254,7 +254,7 @@ TEST_CASE("apt config: the proxy, CA and checks apt's methods would use for a UR
       "Acquire::https::Verify-Host::named.example \"no\";\n");
   auto r = net.route("http://deb.example/debian/dists/x/InRelease");
   CHECK(r.proxy == std::optional<std::string>("http://proxy:3128"));
-  CHECK(r.ca_file.empty());  // a CA is for https
+  CHECK(r.ca_files.empty());  // a CA is for https
   CHECK(net.route("http://direct.example/x").proxy ==
         std::optional<std::string>(""));  // DIRECT: none at all
   CHECK(net.route("http://OTHER.example:8000/x").proxy ==
@@ -262,7 +262,7 @@ TEST_CASE("apt config: the proxy, CA and checks apt's methods would use for a UR
   // https falls back to the http method's settings, host first.
   auto s = net.route("https://direct.example/x");
   CHECK(s.proxy == std::optional<std::string>(""));
-  CHECK(s.ca_file == ca);
+  CHECK(s.ca_files == std::vector<fs::path>{ca});
   CHECK(s.verify_peer);
   CHECK(s.verify_host);
   CHECK_FALSE(net.route("https://lax.example/x").verify_peer);

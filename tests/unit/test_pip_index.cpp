@@ -245,7 +245,7 @@ TEST_CASE("pip index: pip configuration is read from a root directory", "[pip]")
   REQUIRE(o.route);
   CHECK(o.route("https://pypi.invalid/simple/x/").proxy == std::optional<std::string>("http://proxy.invalid:3128"));
   CHECK(o.route("https://pypi.invalid/simple/x/").verify_peer);
-  CHECK(o.route("https://pypi.invalid/simple/x/").ca_file == "/etc/ca.pem");
+  CHECK(o.route("https://pypi.invalid/simple/x/").ca_files == std::vector<fs::path>{"/etc/ca.pem"});
   CHECK_FALSE(o.route("https://mirror.invalid:9999/simple/x/").verify_peer);  // HOST: any port
   CHECK_FALSE(o.route("https://other.invalid:8443/x.whl").verify_host);
   CHECK(o.route("https://other.invalid/x.whl").verify_peer);  // HOST:PORT: that port only
