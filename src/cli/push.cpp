@@ -18,6 +18,8 @@ const char* const kPushHelp =
     "registry has are skipped (HEAD), blobs known to be in another repository of the same\n"
     "registry are mounted, small blobs go in one request and large ones in chunks that resume\n"
     "where the registry says the upload stands; the manifest goes last, with its exact bytes.\n"
+    "The machine's registries.conf (insecure and blocked registries) and certs.d are read as\n"
+    "skopeo reads them (docs/registry.md).\n"
     "\n"
     "  LAYOUT:REF REG/REPO:TAG   the image named REF, tagged TAG (default: REF)\n"
     "  LAYOUT REG/REPO           every image of the layout, each tagged with its ref name\n"
@@ -26,9 +28,9 @@ const char* const kPushHelp =
     "\n"
     "options:\n"
     "  --creds USER:PASSWORD     credentials (default: $STACKBUILD_REGISTRY_USER and\n"
-    "                            $STACKBUILD_REGISTRY_PASSWORD, else ~/.docker/config.json,\n"
-    "                            its credsStore and credHelpers)\n"
-    "  --ca-cert FILE            trust this CA (PEM) besides the system store\n"
+    "                            $STACKBUILD_REGISTRY_PASSWORD, else the auth files of skopeo\n"
+    "                            login and docker login, and their credential helpers)\n"
+    "  --ca-cert FILE            trust this CA (PEM) besides the system store and certs.d\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable;\n"
     "                            localhost and 127.0.0.1 may always use plain HTTP)\n"
     "  -j, --jobs N              blobs sent at once (default 3, at most 256; fewer when the\n"
@@ -46,6 +48,9 @@ registry::SessionOptions registry_session_options(const Args& args) {
     o.ca_file = fs::absolute(*ca);
   }
   o.insecure = args.all("--insecure-registry");
+  // The machine's registries.conf, certs.d and auth files, as skopeo reads them.
+  o.machine = registry::machine_registries(o.credentials.env);
+  o.credentials.root = o.machine->paths().root;
   return o;
 }
 

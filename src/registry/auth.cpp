@@ -104,21 +104,28 @@ std::filesystem::path docker_config_path(const std::map<std::string, std::string
   return {};
 }
 
-// "https://index.docker.io/v1/" and "docker.io" name the same registry as
-// "registry-1.docker.io"; other keys may carry a scheme or a path.
-static std::string normalize_key(std::string k) {
-  if (auto p = k.find("://"); p != std::string::npos) k = k.substr(p + 3);
-  k = k.substr(0, k.find('/'));
-  if (k == "index.docker.io" || k == "docker.io") k = "registry-1.docker.io";
-  return k;
+namespace {
+
+// An auth file's key as a name to match: "https://index.docker.io/v1/" (a
+// URL, as docker login writes them) is its host; "docker.io",
+// "index.docker.io" and "registry-1.docker.io" are all Docker Hub, "docker.io".
+std::string normalize_key(std::string k) {
+  if (auto p = k.find("://"); p != std::string::npos) {
+    k = k.substr(p + 3);
+    k = k.substr(0, k.find('/'));
+  }
+  while (!k.empty() && k.back() == '/') k.pop_back();
+  std::string host = k.substr(0, k.find('/')), rest = k.substr(host.size());
+  if (host == "index.docker.io" || host == "registry-1.docker.io") host = "docker.io";
+  return host + rest;
 }
 
-static std::string helper_server(const std::string& registry) {
+std::string helper_server(const std::string& registry) {
   return registry == "registry-1.docker.io" ? "https://index.docker.io/v1/" : registry;
 }
 
 // Runs docker-credential-NAME get; none when it knows nothing for `registry`.
-static std::optional<Credentials> from_helper(const std::string& name, const std::string& registry,
+std::optional<Credentials> from_helper(const std::string& name, const std::string& registry,
                                               const CredentialOptions& o) {
   std::string program = "docker-credential-" + name;
   TempDir dir;
@@ -147,7 +154,89 @@ static std::optional<Credentials> from_helper(const std::string& name, const std
   }
 }
 
-std::optional<Credentials> find_credentials(const std::string& registry, const CredentialOptions& o) {
+// An auths entry's login: "auth" (base64 USER:PASSWORD) or username and password.
+std::optional<Credentials> entry_login(const json& entry, const std::string& key, const std::string& shown) {
+  if (!entry.is_object()) return std::nullopt;
+  if (entry.contains("auth") && entry["auth"].is_string() && !entry["auth"].get<std::string>().empty()) {
+    std::string plain;
+    try {
+      plain = base64_decode(entry["auth"].get<std::string>());
+    } catch (const Error&) {
+      throw Error(shown + ": the auth entry for " + key + " is not base64");
+    }
+    auto colon = plain.find(':');
+    if (colon == std::string::npos) throw Error(shown + ": the auth entry for " + key + " is not USER:PASSWORD");
+    return Credentials{plain.substr(0, colon), plain.substr(colon + 1), shown};
+  }
+  if (entry.contains("username") && entry.contains("password") && entry["username"].is_string() &&
+      entry["password"].is_string())
+    return Credentials{entry["username"].get<std::string>(), entry["password"].get<std::string>(), shown};
+  return std::nullopt;
+}
+
+// What one auth file says for `registry`, `names` being its keys to try,
+// most specific first ("docker.io/library/debian", "docker.io/library", "docker.io").
+std::optional<Credentials> from_file(const AuthFile& f, const std::string& registry, const std::vector<std::string>& names,
+                                     const CredentialOptions& o) {
+  if (::access(f.path.c_str(), R_OK) != 0) return std::nullopt;  // missing, or another user's
+  json cfg;
+  try {
+    cfg = json::parse(read_file(f.path));
+  } catch (const json::exception& e) {
+    throw Error(f.shown + " is not valid JSON: " + e.what());
+  }
+  if (!cfg.is_object()) throw Error(f.shown + " is not a JSON object");
+  const std::string& host = names.back();
+  if (!f.legacy) {
+    json helpers = cfg.value("credHelpers", json::object());
+    if (helpers.is_object())
+      for (const auto& [key, helper] : helpers.items())
+        if (normalize_key(key) == host && helper.is_string()) return from_helper(helper.get<std::string>(), registry, o);
+    if (f.docker && cfg.contains("credsStore") && cfg["credsStore"].is_string())
+      if (auto c = from_helper(cfg["credsStore"].get<std::string>(), registry, o)) return c;
+  }
+  json auths = f.legacy ? cfg : cfg.value("auths", json::object());
+  if (!auths.is_object()) return std::nullopt;
+  for (const auto& want : names)
+    for (const auto& [key, entry] : auths.items())
+      if (normalize_key(key) == want)
+        if (auto c = entry_login(entry, key, f.shown)) return c;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<AuthFile> auth_files(const CredentialOptions& o) {
+  auto get = [&](const char* k) {
+    auto it = o.env.find(k);
+    return it == o.env.end() ? std::string() : it->second;
+  };
+  std::string home = get("HOME");
+  auto shown = [&](const std::filesystem::path& p) {
+    std::string s = p.string();
+    return !home.empty() && s.starts_with(home + "/") ? "~" + s.substr(home.size()) : s;
+  };
+  std::vector<AuthFile> out;
+  if (!get("REGISTRY_AUTH_FILE").empty()) {
+    out.push_back({get("REGISTRY_AUTH_FILE"), get("REGISTRY_AUTH_FILE")});
+  } else {
+    std::filesystem::path p = !get("XDG_RUNTIME_DIR").empty()
+                                  ? std::filesystem::path(get("XDG_RUNTIME_DIR")) / "containers/auth.json"
+                                  : o.root / ("run/containers/" + std::to_string(::getuid())) / "auth.json";
+    out.push_back({p, shown(p)});
+  }
+  std::filesystem::path config = !get("XDG_CONFIG_HOME").empty() ? std::filesystem::path(get("XDG_CONFIG_HOME"))
+                                 : !home.empty()                  ? std::filesystem::path(home) / ".config"
+                                                                  : std::filesystem::path();
+  if (!config.empty()) out.push_back({config / "containers/auth.json", shown(config / "containers/auth.json")});
+  if (auto d = docker_config_path(o.env); !d.empty())
+    out.push_back({d, get("DOCKER_CONFIG").empty() ? "~/.docker/config.json" : d.string(), true});
+  if (!home.empty()) out.push_back({std::filesystem::path(home) / ".dockercfg", "~/.dockercfg", false, true});
+  return out;
+}
+
+std::optional<Credentials> find_credentials(const std::string& registry, const std::string& repository,
+                                            const CredentialOptions& o) {
   auto get = [&](const char* k) {
     auto it = o.env.find(k);
     return it == o.env.end() ? std::string() : it->second;
@@ -162,37 +251,24 @@ std::optional<Credentials> find_credentials(const std::string& registry, const C
     return Credentials{get("STACKBUILD_REGISTRY_USER"), get("STACKBUILD_REGISTRY_PASSWORD"),
                        "STACKBUILD_REGISTRY_USER/STACKBUILD_REGISTRY_PASSWORD"};
 
-  std::filesystem::path path = docker_config_path(o.env);
-  if (path.empty() || ::access(path.c_str(), R_OK) != 0) return std::nullopt;
-  std::string shown = get("DOCKER_CONFIG").empty() ? "~/.docker/config.json" : path.string();
-  json cfg;
-  try {
-    cfg = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    throw Error(path.string() + " is not valid JSON: " + e.what());
+  // The keys to try, most specific first.
+  std::string host = normalize_key(registry);
+  std::vector<std::string> names;
+  std::string path = repository;
+  while (!path.empty()) {
+    names.push_back(host + "/" + path);
+    auto slash = path.rfind('/');
+    path = slash == std::string::npos ? "" : path.substr(0, slash);
   }
-  std::string want = normalize_key(registry);
-  json helpers = cfg.value("credHelpers", json::object()), auths = cfg.value("auths", json::object());
-  for (const auto& [key, helper] : helpers.items())
-    if (normalize_key(key) == want && helper.is_string()) return from_helper(helper.get<std::string>(), registry, o);
-  if (cfg.contains("credsStore") && cfg["credsStore"].is_string()) {
-    if (auto c = from_helper(cfg["credsStore"].get<std::string>(), registry, o)) return c;
-  }
-  for (const auto& [key, entry] : auths.items()) {
-    if (normalize_key(key) != want || !entry.is_object()) continue;
-    if (entry.contains("auth") && entry["auth"].is_string() && !entry["auth"].get<std::string>().empty()) {
-      std::string plain;
-      try {
-        plain = base64_decode(entry["auth"].get<std::string>());
-      } catch (const Error&) {
-        throw Error(shown + ": the auth entry for " + key + " is not base64");
-      }
-      auto colon = plain.find(':');
-      if (colon == std::string::npos) throw Error(shown + ": the auth entry for " + key + " is not USER:PASSWORD");
-      return Credentials{plain.substr(0, colon), plain.substr(colon + 1), shown};
+  names.push_back(host);
+  std::vector<std::string> helpers = o.helpers.empty() ? std::vector<std::string>{"containers-auth.json"} : o.helpers;
+  for (const auto& h : helpers) {
+    if (h != "containers-auth.json") {
+      if (auto c = from_helper(h, registry, o)) return c;
+      continue;
     }
-    if (entry.contains("username") && entry.contains("password"))
-      return Credentials{entry.value("username", ""), entry.value("password", ""), shown};
+    for (const auto& f : auth_files(o))
+      if (auto c = from_file(f, registry, names, o)) return c;
   }
   return std::nullopt;
 }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace sb::registry {
 
@@ -20,13 +21,35 @@ struct Credentials {
 
 struct CredentialOptions {
   std::optional<std::string> creds;           // --creds USER:PASS
-  std::map<std::string, std::string> env;     // the environment to read (STACKBUILD_REGISTRY_*, HOME, DOCKER_CONFIG, PATH)
+  std::map<std::string, std::string> env;     // the environment to read (STACKBUILD_REGISTRY_*, HOME, XDG_*,
+                                              // REGISTRY_AUTH_FILE, DOCKER_CONFIG, PATH)
+  // registries.conf's credential-helpers: helpers asked in order, where
+  // "containers-auth.json" is the auth files. Empty: the auth files only.
+  std::vector<std::string> helpers;
+  std::filesystem::path root = "/";           // prefixes /run/containers/UID (tests)
 };
 
-// The credentials for `registry` (HOST[:PORT]), first found: --creds, then
-// STACKBUILD_REGISTRY_USER/_PASSWORD, then the docker config's credHelpers,
-// credsStore and auths. None: anonymous.
-std::optional<Credentials> find_credentials(const std::string& registry, const CredentialOptions& options);
+// The auth files of containers-auth.json(5), in the order they are read:
+// $REGISTRY_AUTH_FILE, else $XDG_RUNTIME_DIR/containers/auth.json (for root
+// without XDG_RUNTIME_DIR, /run/containers/0/auth.json), where `skopeo login`
+// and `podman login` write; $XDG_CONFIG_HOME/containers/auth.json (default
+// ~/.config); $DOCKER_CONFIG/config.json, else ~/.docker/config.json, where
+// `docker login` writes; ~/.dockercfg (the old docker format).
+struct AuthFile {
+  std::filesystem::path path;
+  std::string shown;    // for messages: "~/.docker/config.json"
+  bool docker = false;  // docker's config.json: its credsStore is asked too
+  bool legacy = false;  // ~/.dockercfg: the hosts at the top level
+};
+std::vector<AuthFile> auth_files(const CredentialOptions& options);
+
+// The credentials for `repository` on `registry` (HOST[:PORT]), first found:
+// --creds, then STACKBUILD_REGISTRY_USER/_PASSWORD, then the credential
+// helpers and auth files. In an auth file, a helper named for the registry in
+// credHelpers, else (docker's file) its credsStore, else the most specific
+// auths key: HOST/NAMESPACE/REPO, then HOST/NAMESPACE, then HOST. None: anonymous.
+std::optional<Credentials> find_credentials(const std::string& registry, const std::string& repository,
+                                            const CredentialOptions& options);
 
 // $DOCKER_CONFIG/config.json, else $HOME/.docker/config.json.
 std::filesystem::path docker_config_path(const std::map<std::string, std::string>& env);

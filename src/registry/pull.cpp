@@ -3,6 +3,7 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -117,24 +118,17 @@ bool platform_matches(const json& p, const PullOptions& o) {
 
 }  // namespace
 
-Digest resolve_digest(const Reference& ref, const SessionOptions& options, Status& status) {
-  Session s(ref.registry, "pull from " + ref.name(), options, status);
-  s.add_scope(ref.repository, "pull");
-  try {
-    auto client = s.make_client();
-    return get_manifest(s, *client, ref.repository, ref.selector(), ref.digest).digest;
-  } catch (const http::HttpError& e) {
-    throw Error(s.op() + ": " + e.what());
-  }
-}
+namespace {
 
-PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& o, Status& status) {
-  Session s(ref.registry, "pull from " + ref.name(), o.session, status);
-  s.add_scope(ref.repository, "pull");
+// The pull from one place, `ref` naming the image there; sets `found` once
+// the manifest is there.
+PullResult pull_from(Session& s, const Reference& ref, const Store& store, const PullOptions& o, Status& status,
+                     bool& found) {
   const std::string& repo = ref.repository;
-  try {
+  {
     auto client = s.make_client();
     Fetched top = get_manifest(s, *client, repo, ref.selector(), ref.digest);
+    found = true;
     Fetched m = top;
     if (top.media_type == kMediaTypeIndex || top.media_type == kDockerManifestList) {
       json idx = json::parse(top.bytes);
@@ -203,11 +197,60 @@ PullResult pull_image(const Reference& ref, const Store& store, const PullOption
       result.image.layers.push_back(Layer{diff, blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")});
     }
     return result;
-  } catch (const http::HttpError& e) {
-    throw Error(s.op() + ": " + e.what());
-  } catch (const json::exception& e) {
-    throw Error(s.op() + ": a malformed manifest: " + e.what());
   }
+}
+
+// Runs `attempt` on each place `ref` may be pulled from (pull_targets()) until
+// one finds the manifest: `attempt` sets `found` once it has it, and what
+// fails after that is not tried elsewhere. With one place its error is the
+// error; with several, the primary's, with what each mirror said.
+template <class T>
+T from_each_target(const Reference& ref, const SessionOptions& options, Status& status,
+                   const std::function<T(Session&, const Reference&, bool& found)>& attempt) {
+  std::vector<PullTarget> targets = pull_targets(ref, options);
+  std::string mirrors_said;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const PullTarget& t = targets[i];
+    Session s(t.ref.registry, t.op, t.options, status, t.ref.repository);
+    s.add_scope(t.ref.repository, "pull");
+    if (t.mirror) status.message(Level::Info, t.op + ": trying the mirror");
+    else if (t.ref.name() != ref.name()) status.message(Level::Info, t.op + ": the location registries.conf gives");
+    bool found = false;
+    try {
+      try {
+        return attempt(s, t.ref, found);
+      } catch (const http::HttpError& e) {
+        throw Error(s.op() + ": " + e.what());
+      } catch (const json::exception& e) {
+        throw Error(s.op() + ": a malformed manifest: " + e.what());
+      }
+    } catch (const Error& e) {
+      if (found || i + 1 == targets.size()) {
+        if (found || mirrors_said.empty()) throw;
+        throw Error(std::string(e.what()) + " (the mirrors failed too: " + mirrors_said + ")");
+      }
+      status.message(Level::Info, std::string(e.what()) + "; trying the next place");
+      mirrors_said += (mirrors_said.empty() ? "" : "; ") + std::string(e.what());
+    }
+  }
+  throw Error("pull from " + ref.name() + ": nowhere to pull it from");  // not reached: the primary is always last
+}
+
+}  // namespace
+
+Digest resolve_digest(const Reference& ref, const SessionOptions& options, Status& status) {
+  return from_each_target<Digest>(ref, options, status, [](Session& s, const Reference& at, bool& found) {
+    auto client = s.make_client();
+    Digest d = get_manifest(s, *client, at.repository, at.selector(), at.digest).digest;
+    found = true;
+    return d;
+  });
+}
+
+PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& o, Status& status) {
+  return from_each_target<PullResult>(ref, o.session, status, [&](Session& s, const Reference& at, bool& found) {
+    return pull_from(s, at, store, o, status, found);
+  });
 }
 
 }  // namespace sb::registry

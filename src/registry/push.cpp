@@ -135,7 +135,8 @@ static void put_manifest(Session& s, http::Client& c, const std::string& repo, c
 
 PushReport push_images(const Reference& target, const std::vector<TaggedManifest>& images, const PushOptions& o,
                        Status& status) {
-  Session session(target.registry, "push to " + target.name(), o.session, status);
+  std::string op = "push to " + target.name();
+  Session session(target.registry, op, push_session_options(target, o.session, op), status, target.repository);
   const std::string& repo = target.repository;
   std::map<Digest, const BlobRef*> unique;
   for (const auto& i : images) collect(i.manifest, unique);

@@ -42,7 +42,8 @@ std::string add_referrer(const std::string& index, const std::string& manifest) 
 AttachResult attach_artifact(const Reference& target, const Subject& subject, const std::string& artifact_type,
                              const std::string& bytes, const std::map<std::string, std::string>& annotations,
                              const PushOptions& o, Status& status) {
-  Session session(target.registry, "attach to " + target.name(), o.session, status);
+  std::string op = "attach to " + target.name();
+  Session session(target.registry, op, push_session_options(target, o.session, op), status, target.repository);
   const std::string& repo = target.repository;
   session.add_scope(repo, "pull,push");
   BlobRef file{Digest::of_bytes(bytes), bytes.size(), artifact_type, {}, bytes};

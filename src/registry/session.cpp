@@ -63,17 +63,71 @@ int connections_within(long limit, long open, int wanted) {
   return static_cast<int>(std::clamp<long>(spare / kDescriptorsPerTransfer, 1, std::max(1, wanted)));
 }
 
-Session::Session(std::string registry, std::string op, SessionOptions options, Status& status)
-    : registry_(std::move(registry)), op_(std::move(op)), options_(std::move(options)), status_(status) {}
+Session::Session(std::string registry, std::string op, SessionOptions options, Status& status, std::string repository)
+    : registry_(std::move(registry)),
+      op_(std::move(op)),
+      repository_(std::move(repository)),
+      options_(std::move(options)),
+      status_(status) {}
 
 void Session::add_scope(const std::string& repository, const std::string& actions) {
   std::lock_guard lk(mu_);
   if (scopes_.insert("repository:" + repository + ":" + actions).second) scopes_changed_ = true;
 }
 
+std::vector<PullTarget> pull_targets(const Reference& ref, const SessionOptions& o) {
+  std::string op = "pull from " + ref.name();
+  if (!o.machine) return {PullTarget{ref, op, o, false}};
+  std::vector<PullSource> sources;
+  try {
+    sources = o.machine->conf().pull_sources(ref);
+  } catch (const Error& e) {
+    throw Error(op + ": " + e.what());
+  }
+  std::vector<PullTarget> out;
+  for (const auto& src : sources) {
+    PullTarget t{src.ref, op, o, src.mirror};
+    if (src.insecure) t.options.insecure.push_back(src.ref.registry);
+    if (src.ref.registry != ref.registry) {  // credentials given for the named registry stay with it
+      t.options.credentials.creds.reset();
+      t.options.credentials.env.erase("STACKBUILD_REGISTRY_USER");
+      t.options.credentials.env.erase("STACKBUILD_REGISTRY_PASSWORD");
+    }
+    // A mirror that does not answer is passed over for the next place after one
+    // more try, not after the primary's backoff of half a minute.
+    if (src.mirror && &src != &sources.back()) t.options.retry.attempts = std::min(t.options.retry.attempts, 2);
+    if (src.mirror) t.op = "pull from " + src.ref.name() + " (a mirror of " + ref.name() + ")";
+    else if (src.ref.name() != ref.name()) t.op = "pull from " + src.ref.name() + " (for " + ref.name() + ")";
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+SessionOptions push_session_options(const Reference& ref, const SessionOptions& o, const std::string& op) {
+  SessionOptions out = o;
+  if (!o.machine) return out;
+  try {
+    if (o.machine->conf().push_insecure(ref)) out.insecure.push_back(ref.registry);
+  } catch (const Error& e) {
+    throw Error(op + ": " + e.what());
+  }
+  return out;
+}
+
 std::unique_ptr<http::Client> Session::make_client() const {
   http::ClientOptions o;
-  o.ca_file = options_.ca_file;
+  if (!options_.ca_file.empty()) o.ca_files.push_back(options_.ca_file);
+  if (options_.machine) {  // certs.d: the registry's CAs and client certificate
+    TlsFiles t;
+    try {
+      t = options_.machine->tls(registry_);
+    } catch (const Error& e) {
+      throw Error(op_ + ": " + e.what());
+    }
+    o.ca_files.insert(o.ca_files.end(), t.ca_files.begin(), t.ca_files.end());
+    o.client_cert = t.client_cert;
+    o.client_key = t.client_key;
+  }
   o.verify_tls = !listed(registry_, options_.insecure);
   return std::make_unique<http::Client>(o);
 }
@@ -89,6 +143,17 @@ void Session::note_retry(const std::string& why) {
     while (i + 1 < why.size() && why[i + 1] != ' ' && !(why[i + 1] == ':' && i + 2 < why.size() && why[i + 2] == ' ')) ++i;
   }
   status_.message(Level::Info, op_ + ": " + out);
+}
+
+// What to say when the registry refused the connection for want of a TLS
+// client certificate (certs.d).
+std::string Session::client_certificate_error(const http::HttpError& e) const {
+  TlsFiles t = options_.machine ? options_.machine->tls(registry_) : TlsFiles{};
+  return op_ + ": " + registry_ + " refused the TLS connection for want of a client certificate it accepts (" +
+         e.what() + "); " +
+         (t.client_cert.empty()
+              ? "put one and its key in /etc/containers/certs.d/" + registry_ + "/ as client.cert and client.key"
+              : "it did not accept " + t.client_cert.string());
 }
 
 // Finds the endpoint: https first. A local or --insecure-registry registry
@@ -125,9 +190,12 @@ void Session::probe() {
             throw Error(op_ + ": " + registry_ + " answers neither https (" + e.what() + ") nor plain http (" +
                         e2.what() + ")");
           }
+        } else if (e.kind() == Kind::TlsClientCertificate) {
+          throw Error(client_certificate_error(e));
         } else if (e.kind() == Kind::TlsUntrusted) {
           throw Error(op_ + ": the TLS certificate of " + registry_ + " is not trusted (" + e.what() +
-                      "); give the CA that signed it with --ca-cert FILE");
+                      "); give the CA that signed it with --ca-cert FILE, or put it in /etc/containers/certs.d/" +
+                      registry_ + "/ca.crt");
         } else if (e.transient()) {
           r = ping(base_);
         } else {
@@ -136,6 +204,8 @@ void Session::probe() {
       }
     }
   } catch (const http::HttpError& e) {
+    // TLS 1.3 may show the refusal only on a later try, after a reset.
+    if (e.kind() == Kind::TlsClientCertificate) throw Error(client_certificate_error(e));
     std::string hint = !http_ok && e.kind() == Kind::TlsHandshake
                            ? " (plain http is tried only for localhost and --insecure-registry registries)"
                            : "";
@@ -150,7 +220,16 @@ void Session::probe() {
                             describe_error(r) + ")",
                         r.status);
   }
-  creds_ = find_credentials(registry_, options_.credentials);
+  CredentialOptions co = options_.credentials;
+  if (options_.machine) {
+    try {
+      co.helpers = options_.machine->conf().credential_helpers;
+      for (const auto& w : options_.machine->take_warnings()) status_.message(Level::Warning, w);
+    } catch (const Error& e) {
+      throw Error(op_ + ": " + e.what());
+    }
+  }
+  creds_ = find_credentials(registry_, repository_, co);
   probed_ = true;
 }
 
@@ -187,7 +266,7 @@ void Session::fetch_token() {
   status_.message(Level::Debug, "GET " + without_query(url) + " (token) -> " + std::to_string(r.status));
   if (r.status != 200) {
     std::string where = creds_ ? " (credentials from " + creds_->source + ")"
-                               : " (no credentials: give --creds USER:PASSWORD or run docker login)";
+                               : " (no credentials: give --creds USER:PASSWORD, or log in with skopeo login or docker login)";
     throw RegistryError(op_ + ": " + describe_error(r) + where, r.status);
   }
   std::string token;
@@ -278,7 +357,7 @@ void Session::fail(const http::Response& r, const std::string& doing) const {
   std::string msg = op_ + ": " + describe_error(r);
   if (r.status == 401 || r.status == 403) {
     msg += creds_ ? " (credentials from " + creds_->source + ")"
-                  : " (no credentials: give --creds USER:PASSWORD or run docker login)";
+                  : " (no credentials: give --creds USER:PASSWORD, or log in with skopeo login or docker login)";
   }
   RegistryError e(msg, r.status);
   if (!doing.empty()) e.add_trace("while " + doing);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "registry/auth.hpp"
+#include "registry/machine.hpp"
 #include "util/error.hpp"
 #include "util/http.hpp"
 #include "util/status.hpp"
@@ -32,6 +33,8 @@ struct SessionOptions {
   http::RetryPolicy retry;
   bool plain_http = false;            // skip the https probe (tests, and registries known to be plain)
   long probe_timeout_seconds = 10;    // for the first https attempt (its connection and handshake)
+  // The machine's registries.conf, certs.d and credential helpers; none: not read.
+  std::shared_ptr<const MachineRegistries> machine;
 };
 
 // A registry answered with an error status.
@@ -66,10 +69,27 @@ int connections_within(long limit, long open, int wanted);
 // soft value to the hard one, and the descriptors open now.
 int usable_connections(int wanted);
 
+// One place a pull may go: registries.conf's mirrors that take the
+// reference, then its primary location (remapped when a table says so). The
+// options are those for that place: insecure as its table says, and --creds
+// or STACKBUILD_REGISTRY_* only for the registry they were given for.
+struct PullTarget {
+  Reference ref;  // where it goes
+  std::string op;  // "pull from HOST/REPO", "pull from MIRROR/REPO (a mirror of HOST/REPO)"
+  SessionOptions options;
+  bool mirror = false;
+};
+// Throws sb::Error when the reference is blocked or registries.conf is broken.
+std::vector<PullTarget> pull_targets(const Reference& ref, const SessionOptions& options);
+// The options for a push (or attach) to `ref`: registries.conf's insecure
+// setting for it; throws sb::Error (starting with `op`) when it is blocked.
+SessionOptions push_session_options(const Reference& ref, const SessionOptions& options, const std::string& op);
+
 class Session {
  public:
-  // `op` starts every message: "push to 127.0.0.1:5000/app".
-  Session(std::string registry, std::string op, SessionOptions options, Status& status);
+  // `op` starts every message: "push to 127.0.0.1:5000/app". `repository`
+  // picks the credentials of auth files that keep them per repository.
+  Session(std::string registry, std::string op, SessionOptions options, Status& status, std::string repository = {});
 
   const std::string& registry() const { return registry_; }
   const std::string& op() const { return op_; }
@@ -97,11 +117,12 @@ class Session {
 
  private:
   void probe();  // under mu_
+  std::string client_certificate_error(const http::HttpError& e) const;
   std::pair<std::string, int> current_auth();
   bool authenticate(int seen_generation, const std::optional<Challenge>& challenge);
   void fetch_token();  // under mu_
 
-  std::string registry_, op_;
+  std::string registry_, op_, repository_;
   SessionOptions options_;
   Status& status_;
 

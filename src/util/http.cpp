@@ -402,6 +402,12 @@ Response Client::perform(const Request& req) {
       throw HttpError(req.method + " " + req.url, msg + " (" + descriptors_note() + ")", true,
                       HttpError::Kind::NoDescriptors);
     }
+    // The server's TLS alert when it wants a client certificate it did not
+    // get (TLS 1.3 sends it after the handshake: curl reads it as a receive error).
+    if (msg.find("alert bad certificate") != std::string::npos ||
+        msg.find("alert certificate required") != std::string::npos ||
+        msg.find("alert unknown ca") != std::string::npos)
+      throw HttpError(req.method + " " + req.url, msg, false, HttpError::Kind::TlsClientCertificate);
     auto kind = rc == CURLE_SSL_CONNECT_ERROR ? HttpError::Kind::TlsHandshake
                 : rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CACERT_BADFILE ? HttpError::Kind::TlsUntrusted
                 : rc == CURLE_COULDNT_CONNECT && os_errno == ECONNREFUSED              ? HttpError::Kind::Refused

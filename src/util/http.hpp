@@ -56,7 +56,9 @@ class HttpError : public Error {
   // NoDescriptors: the process had no file descriptor free for the socket,
   // its TLS setup or curl's own (EMFILE/ENFILE), which is transient: other
   // transfers give theirs back as they end.
-  enum class Kind { Other, TlsHandshake, TlsUntrusted, Refused, Timeout, NoDescriptors };
+  // TlsClientCertificate: the server refused the connection for want of a
+  // (good) TLS client certificate.
+  enum class Kind { Other, TlsHandshake, TlsUntrusted, TlsClientCertificate, Refused, Timeout, NoDescriptors };
   HttpError(const std::string& url, const std::string& what, bool transient, Kind kind = Kind::Other)
       : Error(url + ": " + what), url_(url), transient_(transient), kind_(kind) {}
   const std::string& url() const { return url_; }

@@ -53,10 +53,10 @@ TEST_CASE("registry: credentials from --creds - the environment - docker config 
   TempDir home;
   CredentialOptions o;
   o.env = {{"HOME", home.path().string()}, {"PATH", (home.path() / "bin").string() + ":/usr/bin:/bin"}};
-  CHECK_FALSE(find_credentials("reg.io", o));
+  CHECK_FALSE(find_credentials("reg.io", "", o));
   test::write(home.path() / ".docker/config.json",
               R"({"auths":{"https://reg.io/v1/":{"auth":")" + base64_encode("bob:hunter2") + R"("}}})");
-  auto c = find_credentials("reg.io", o);
+  auto c = find_credentials("reg.io", "", o);
   REQUIRE(c);
   CHECK(c->username == "bob");
   CHECK(c->password == "hunter2");
@@ -66,17 +66,17 @@ TEST_CASE("registry: credentials from --creds - the environment - docker config 
               "echo '{\"Username\":\"eve\",\"Secret\":\"s3\"}'\n",
               0755);
   test::write(home.path() / ".docker/config.json", R"({"credHelpers":{"other.io":"fake"}})");
-  c = find_credentials("other.io", o);
+  c = find_credentials("other.io", "", o);
   REQUIRE(c);
   CHECK(c->username == "eve");
   CHECK(c->source == "docker-credential-fake");
   o.env["STACKBUILD_REGISTRY_USER"] = "ci";
   o.env["STACKBUILD_REGISTRY_PASSWORD"] = "pw";
-  CHECK(find_credentials("other.io", o)->username == "ci");
+  CHECK(find_credentials("other.io", "", o)->username == "ci");
   o.creds = "flag:pw";
-  CHECK(find_credentials("other.io", o)->username == "flag");
+  CHECK(find_credentials("other.io", "", o)->username == "flag");
   o.creds = "nocolon";
-  CHECK_THROWS_AS(find_credentials("other.io", o), Error);
+  CHECK_THROWS_AS(find_credentials("other.io", "", o), Error);
 }
 
 // A fake registry with a token server: tokens are good for `good` requests,

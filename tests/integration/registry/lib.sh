@@ -25,7 +25,7 @@ wait_port_file() {
 
 # make_ca DIR is in ../lib.sh.
 
-# start_registry NAME [tls] [htpasswd USER PASS] [token REALM CERT]: starts a registry;
+# start_registry NAME [tls|mtls] [htpasswd USER PASS] [token REALM CERT]: starts a registry;
 # sets REG_PORT and REG_DIR (its data and config under $TMP/NAME).
 start_registry() {
   local name=$1
@@ -39,6 +39,11 @@ start_registry() {
       tls)
         make_ca "$REG_DIR/ca"
         tls="  tls: {certificate: $REG_DIR/ca/server.pem, key: $REG_DIR/ca/server.key}"
+        scheme=https
+        shift ;;
+      mtls)  # TLS that also wants a client certificate signed by the same CA (make_client_cert)
+        make_ca "$REG_DIR/ca"
+        tls="  tls: {certificate: $REG_DIR/ca/server.pem, key: $REG_DIR/ca/server.key, clientcas: [$REG_DIR/ca/ca.pem]}"
         scheme=https
         shift ;;
       htpasswd)
@@ -70,10 +75,25 @@ YAML
   local i
   for i in $(seq 100); do
     if curl -sk -o /dev/null "$scheme://127.0.0.1:$REG_PORT/v2/"; then return 0; fi
+    # A registry that wants a client certificate refuses curl's handshake once it listens.
+    if [[ -n $tls && $tls == *clientcas* ]] && grep -q "listening on" "$REG_DIR/log" 2>/dev/null; then return 0; fi
     sleep 0.1
   done
   cat "$REG_DIR/log" >&2
   fail "the registry did not start"
+}
+
+# make_client_cert CA_DIR OUT_DIR: a TLS client certificate (OUT_DIR/client.cert,
+# OUT_DIR/client.key) signed by make_ca's CA in CA_DIR.
+make_client_cert() {
+  local ca=$1 out=$2
+  mkdir -p "$out"
+  openssl req -newkey rsa:2048 -nodes -keyout "$out/client.key" -out "$out/client.csr" \
+    -subj /CN=stackbuild-test-client >/dev/null 2>&1 || fail "openssl: client CSR"
+  printf 'extendedKeyUsage=clientAuth\n' >"$out/client.cnf"
+  openssl x509 -req -in "$out/client.csr" -CA "$ca/ca.pem" -CAkey "$ca/ca.key" -CAcreateserial \
+    -out "$out/client.cert" -days 2 -extfile "$out/client.cnf" >/dev/null 2>&1 || fail "openssl: client certificate"
+  rm -f "$out/client.csr" "$out/client.cnf"
 }
 
 # start_token_server USER PASS TTL: sets TOKEN_PORT, TOKEN_CERT, TOKEN_LOG.
