@@ -1,9 +1,11 @@
 // What a registry or a user's command line hands the registry client:
 // references, WWW-Authenticate challenges, base64, digests, NVIDIA redist
-// manifests, and the test report label of a pulled image.
+// manifests, the test report label of a pulled image, and the machine's
+// registries.conf.
 #include "fuzz.hpp"
 #include "redist/manifest.hpp"
 #include "registry/auth.hpp"
+#include "registry/machine.hpp"
 #include "registry/reference.hpp"
 #include "util/digest.hpp"
 #include "verify/image_tests.hpp"
@@ -40,5 +42,33 @@ SB_FUZZ_TARGET(registry) {
     case 4:
       sb::fuzz::expect_errors([&] { (void)sb::verify::parse_tests_label(text); });
       break;
+  }
+}
+
+// registries.conf (any TOML): read as a main file or a drop-in; then the
+// places a few names would be pulled from. Each list ends with the primary
+// location, and nothing but sb::Error comes out.
+SB_FUZZ_TARGET(registries_conf) {
+  if (size == 0) return;
+  const bool drop_in = data[0] & 1;
+  std::string text(sb::fuzz::text(data + 1, size - 1));
+  sb::registry::RegistriesConf conf;
+  bool read = false;
+  sb::fuzz::expect_errors([&] {
+    conf.add(text, "fuzz.conf", drop_in);
+    read = true;
+  });
+  if (!read) return;
+  std::vector<std::string> names = {"debian:12", "docker.io/library/debian@sha256:" + std::string(64, 'a'),
+                                    "example.com/foo/image:latest", "a.b.example.com:5000/x/y:1"};
+  for (const auto& t : conf.tables())
+    if (names.size() < 12) names.push_back(t.prefix.starts_with("*.") ? "x" + t.prefix.substr(1) + "/r:1" : t.prefix + "/r:1");
+  for (const auto& n : names) {
+    sb::fuzz::expect_errors([&] {
+      auto ref = sb::registry::Reference::parse(n);
+      auto sources = conf.pull_sources(ref);
+      sb::fuzz::check(!sources.empty() && !sources.back().mirror, "the pull sources of " + n + " do not end with the primary");
+      (void)conf.push_insecure(ref);
+    });
   }
 }

@@ -65,7 +65,7 @@ location = "mirror.registry.com"
   CHECK(sources(c, "example.com/foo/image@" + d).back() == "internal.example.net/bar/image@" + d);
 }
 
-TEST_CASE("registries.conf: the longest prefix wins; docker.io names are docker.io/library/...", "[registry][machine]") {
+TEST_CASE("registries.conf: the longest prefix wins - docker.io names are docker.io/library/...", "[registry][machine]") {
   auto c = conf_of(R"(
 [[registry]]
 prefix = "docker.io"
@@ -258,7 +258,7 @@ TEST_CASE("certs.d: a registry's CAs and client certificate, first directory fou
   CHECK_THROWS_WITH(certs_dir("reg.io:5000", p), Catch::Contains("lonely.key is a client key without its certificate"));
 }
 
-TEST_CASE("auth files: skopeo login's, then the user's, then docker's; the most specific key first", "[registry][machine]") {
+TEST_CASE("auth files: skopeo login's, then the user's, then docker's - the most specific key first", "[registry][machine]") {
   TempDir t;
   CredentialOptions o;
   o.root = t.path() / "root";
