@@ -19,6 +19,10 @@ namespace sb::fetch {
 FetchOptions fetch_options_from_env() {
   FetchOptions o;
   o.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
+  // Stages with a CA setting of their own (apt, pip) replace this.
+  o.untrusted_hint =
+      "trust a private CA by adding it to the system store (update-ca-certificates), or name a bundle "
+      "with SSL_CERT_FILE";
   return o;
 }
 

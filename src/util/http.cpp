@@ -216,8 +216,9 @@ std::string openssl_error() {
 
 // The certificates TLS peers are checked against, parsed once per process
 // for each list of `ca_files`: those files (private CAs) and the system's
-// store beside them, or, without any, curl's own default bundle and
-// directory. Kept for the life of the process.
+// store beside them (curl's own default bundle and directory), or, when they
+// are set, SSL_CERT_FILE and SSL_CERT_DIR in its place, as OpenSSL and the
+// curl tool read them. Kept for the life of the process.
 X509_STORE* trust_store(CURL* c, const std::vector<std::filesystem::path>& ca_files) {
   static std::mutex mu;
   static std::map<std::string, X509_STORE*> stores;
@@ -239,13 +240,31 @@ X509_STORE* trust_store(CURL* c, const std::vector<std::filesystem::path>& ca_fi
       throw Error("cannot read the CA certificates in " + f + ": " + why);
     }
   };
-  if (!ca_files.empty()) {
-    for (const auto& f : ca_files) load_file(f.string());
-    X509_STORE_load_path(st, "/etc/ssl/certs");  // the system's, looked up by hash when needed
-  } else {
-    if (builtin_file && ::access(builtin_file, R_OK) == 0) load_file(builtin_file);
-    if (builtin_dir) X509_STORE_load_path(st, builtin_dir);
+  // The system's store, or what OpenSSL's own variables put in its place
+  // (SSL_CERT_FILE: a bundle; SSL_CERT_DIR: hashed directories, ':' between).
+  const char* env_file = ::getenv(X509_get_default_cert_file_env());
+  const char* env_dir = ::getenv(X509_get_default_cert_dir_env());
+  auto load_dirs = [&](const std::string& dirs) {
+    for (size_t i = 0; i <= dirs.size();) {
+      size_t e = dirs.find(':', i);
+      if (e == std::string::npos) e = dirs.size();
+      if (e > i) X509_STORE_load_path(st, dirs.substr(i, e - i).c_str());
+      i = e + 1;
+    }
+  };
+  for (const auto& f : ca_files) load_file(f.string());
+  if (env_file && *env_file) {
+    try {
+      load_file(env_file);
+    } catch (const Error& e) {
+      throw Error(std::string(e.what()) + " (" + X509_get_default_cert_file_env() + ")");
+    }
+  } else if (ca_files.empty() && builtin_file && ::access(builtin_file, R_OK) == 0) {
+    load_file(builtin_file);
   }
+  if (env_dir && *env_dir) load_dirs(env_dir);
+  else if (!ca_files.empty()) X509_STORE_load_path(st, "/etc/ssl/certs");  // looked up by hash when needed
+  else if (builtin_dir) X509_STORE_load_path(st, builtin_dir);
   ERR_clear_error();
   stores.emplace(key, st);
   return st;

@@ -143,6 +143,17 @@ if sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" -o "$TMP/l4" --loc
 fi
 grep -q "layer 'cuda'.*requests" "$TMP/b4" || fail "the error does not name the layer: $(cat "$TMP/b4")"
 
+check "an https mirror with a private CA: untrusted, with a hint; SSL_CERT_FILE names the CA"
+make_ca "$TMP/ca"
+serve_dir "$TMP/mirror" "$TMP/ca"
+if sb redist --store "$TMP/store6" --base-url "$SERVED_URL" --version "$cudav" --target "$TMP/tls1" cudart 2>"$TMP/tls1.err"; then
+  fail "a certificate from an unknown CA was accepted"
+fi
+grep -q "certificate.*name a bundle with SSL_CERT_FILE" "$TMP/tls1.err" || fail "no hint for an untrusted certificate: $(cat "$TMP/tls1.err")"
+SSL_CERT_FILE="$TMP/ca/ca.pem" sb redist --store "$TMP/store6" --base-url "$SERVED_URL" --version "$cudav" --target "$TMP/tls2" \
+  cudart >/dev/null 2>"$TMP/tls2.err" || fail "SSL_CERT_FILE was not trusted: $(cat "$TMP/tls2.err")"
+[[ -e "$TMP/tls2/usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}" ]] || fail "nothing unpacked over https"
+
 check "a wrong sha256 in the manifest fails and unpacks nothing"
 m="$TMP/mirror/cuda/redist/redistrib_$cudav.json"
 python3 -c "import json,sys; m=json.load(open('$m')); m['cuda_cudart']['linux-x86_64']['sha256']='0'*64; json.dump(m, open('$m','w'))"
