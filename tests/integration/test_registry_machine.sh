@@ -76,6 +76,25 @@ grep -q "error: pull from $P/team/app (for registry.invalid/team/app): 404 manif
   "$TMP/nowhere.err" || { show_output nowhere; fail "no clear error when no place has the image"; }
 [[ ! -e "$TMP/nowhere" ]] || fail "a failed pull left its layout behind"
 
+check "registries.conf: a recipe from: the remapped name builds through the mirror; the lock keeps the name"
+mkdir -p "$TMP/app/files"
+echo app >"$TMP/app/files/app.txt"
+cat >"$TMP/app/recipe.yaml" <<YAML
+stack: app
+from: registry.invalid/team/app:1
+source_date_epoch: 2000
+layers:
+  - {name: app, copy: [{src: files/app.txt, dst: /app/app.txt}]}
+tags: ["app:1"]
+YAML
+expect_ok frombuild sb build "$TMP/app/recipe.yaml" -o "$TMP/app/out" --store "$TMP/s9" --compression gzip --level 1
+grep -q "base: registry.invalid/team/app@sha256:$M" "$TMP/frombuild.err" || { show_output frombuild; fail "the base was not pulled by its name"; }
+expect_ok fromlock sb lock "$TMP/app/recipe.yaml" --store "$TMP/s9"
+[[ "$(json "$TMP/app/recipe.yaml.lock" 'j["points"][0]["base"]["digest"]')" == "sha256:$M" ]] ||
+  { cat "$TMP/app/recipe.yaml.lock" >&2; fail "the lock does not pin the base's digest"; }
+grep -q "registry.invalid/team/app" "$TMP/app/recipe.yaml.lock" || fail "the lock does not keep the base's name"
+! grep -q "127.0.0.1" "$TMP/app/recipe.yaml.lock" || fail "the lock names the mirror"
+
 check "registries.conf: a blocked name is refused for pull and push, as skopeo refuses it"
 expect_ok seed3 sb push "$LAYOUT:1" "$MI/open/app:1" --store "$STORE"
 ! digest_of "$MI/blocked/app:1" >/dev/null 2>"$TMP/skopeo-blocked.err" || fail "skopeo pulled a blocked name"
