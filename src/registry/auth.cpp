@@ -148,6 +148,7 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
     json j = json::parse(r.output);
     Credentials c{j.value("Username", ""), j.value("Secret", ""), program};
     if (c.password.empty()) return std::nullopt;
+    if (c.username == "<token>") c.identity_token = c.password, c.username.clear(), c.password.clear();
     return c;
   } catch (const json::exception&) {
     throw Error("credential helper " + program + " for " + registry + " did not print JSON credentials");
@@ -157,6 +158,18 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
 // An auths entry's login: "auth" (base64 USER:PASSWORD) or username and password.
 std::optional<Credentials> entry_login(const json& entry, const std::string& key, const std::string& shown) {
   if (!entry.is_object()) return std::nullopt;
+  if (entry.contains("identitytoken") && entry["identitytoken"].is_string() &&
+      !entry["identitytoken"].get<std::string>().empty()) {
+    Credentials c{"", "", shown, entry["identitytoken"].get<std::string>()};
+    if (entry.contains("auth") && entry["auth"].is_string()) {  // "USER:" beside it, kept for the user name only
+      try {
+        std::string plain = base64_decode(entry["auth"].get<std::string>());
+        c.username = plain.substr(0, plain.find(':'));
+      } catch (const Error&) {
+      }
+    }
+    return c;
+  }
   if (entry.contains("auth") && entry["auth"].is_string() && !entry["auth"].get<std::string>().empty()) {
     std::string plain;
     try {

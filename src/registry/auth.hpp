@@ -17,6 +17,10 @@ struct Credentials {
   std::string username;
   std::string password;
   std::string source;  // where they came from, for messages: "--creds", "~/.docker/config.json", ...
+  // An OAuth2 refresh token (docker config's `identitytoken`, or a helper's
+  // Secret when its Username is "<token>"), traded for bearer tokens with a
+  // POST to the token server instead of sending a password.
+  std::string identity_token;
 };
 
 struct CredentialOptions {

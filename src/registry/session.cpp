@@ -254,7 +254,21 @@ void Session::fetch_token() {
   if (p.count("service")) url += sep + std::string("service=") + url_encode(p.at("service")), sep = '&';
   for (const auto& s : scopes_) url += sep + std::string("scope=") + url_encode(s), sep = '&';
   http::Request req{.url = url};
-  if (creds_) req.headers.push_back("Authorization: Basic " + base64_encode(creds_->username + ":" + creds_->password));
+  bool oauth = creds_ && !creds_->identity_token.empty();
+  if (oauth) {
+    // A refresh token is traded with a POST (distribution's OAuth2 token
+    // endpoint), the scopes space-separated in one field.
+    std::string scope;
+    for (const auto& sc : scopes_) scope += (scope.empty() ? "" : " ") + sc;
+    req.url = realm->second;
+    req.method = "POST";
+    req.headers.push_back("Content-Type: application/x-www-form-urlencoded");
+    req.body = "grant_type=refresh_token&client_id=stackbuild&refresh_token=" + url_encode(creds_->identity_token);
+    if (p.count("service")) req.body += "&service=" + url_encode(p.at("service"));
+    if (!scope.empty()) req.body += "&scope=" + url_encode(scope);
+  } else if (creds_) {
+    req.headers.push_back("Authorization: Basic " + base64_encode(creds_->username + ":" + creds_->password));
+  }
   auto client = make_client();
   http::Response r;
   try {
@@ -263,7 +277,8 @@ void Session::fetch_token() {
   } catch (const http::HttpError& e) {
     throw Error(op_ + ": token server: " + e.what());
   }
-  status_.message(Level::Debug, "GET " + without_query(url) + " (token) -> " + std::to_string(r.status));
+  status_.message(Level::Debug, req.method + " " + without_query(req.url) + " (token" + (oauth ? ", OAuth2 refresh token" : "") +
+                                    ") -> " + std::to_string(r.status));
   if (r.status != 200) {
     std::string where = creds_ ? " (credentials from " + creds_->source + ")"
                                : " (no credentials: give --creds USER:PASSWORD, or log in with skopeo login or docker login)";
@@ -274,6 +289,10 @@ void Session::fetch_token() {
   try {
     json j = json::parse(r.body);
     token = j.value("token", j.value("access_token", ""));
+    // A token server may hand a new refresh token with each answer.
+    if (oauth && j.contains("refresh_token") && j["refresh_token"].is_string() &&
+        !j["refresh_token"].get<std::string>().empty())
+      creds_->identity_token = j["refresh_token"].get<std::string>();
     if (j.contains("expires_in") && j["expires_in"].is_number()) expires_in = j["expires_in"].get<double>();
   } catch (const json::exception&) {
   }
@@ -300,7 +319,7 @@ bool Session::authenticate(int seen, const std::optional<Challenge>& challenge) 
   }
   if (!challenge_) return false;
   if (challenge_->scheme == "basic") {
-    if (!creds_) return false;
+    if (!creds_ || !creds_->identity_token.empty()) return false;  // a refresh token is for bearer tokens only
     auth_header_ = "Basic " + base64_encode(creds_->username + ":" + creds_->password);
   } else if (challenge_->scheme == "bearer") {
     fetch_token();

@@ -84,4 +84,39 @@ expect_rc 1 tokwrong sb push "$LAYOUT:1" "$K/team/app:1" --store "$STORE" --cred
 grep -q "error: push to $K/team/app: 401 unauthorized: invalid username or password (credentials from --creds)" \
   "$TMP/tokwrong.err" || { show_output tokwrong; fail "no clear error for wrong credentials at the token server"; }
 no_password tok1 tok2 tokwrong
+
+check "identity tokens: docker config's identitytoken and a helper's <token> go to the token server's OAuth2 POST"
+REFRESH="refresh-$RANDOM-$RANDOM-token"
+start_token_server alice "$PASS_WORD" 300 --refresh-token "$REFRESH"
+start_registry oauth token "http://127.0.0.1:$TOKEN_PORT/token" "$TOKEN_CERT"
+O="127.0.0.1:$REG_PORT"
+mkdir -p "$TMP/ohome/.docker"
+identity_config() {  # identity_config TOKEN: a docker config as `docker login` writes it for an identity token
+  printf '{"auths":{"%s":{"auth":"%s","identitytoken":"%s"}}}\n' "$O" \
+    "$(printf '00000000-0000-0000-0000-000000000000:' | base64 -w0)" "$1" >"$TMP/ohome/.docker/config.json"
+}
+identity_config "$REFRESH"
+HOME="$TMP/ohome" expect_ok oauth1 sb push "$LAYOUT:1" "$O/team/app:1" --store "$STORE" -v
+grep -q "POST http://127.0.0.1:$TOKEN_PORT/token (token, OAuth2 refresh token) -> 200" "$TMP/oauth1.err" ||
+  { show_output oauth1; fail "the identity token was not traded with a POST"; }
+grep -q '"event": "oauth", "client_id": "stackbuild"' "$TOKEN_LOG" || fail "the token server saw no OAuth2 request"
+# containers/image reads the same file the same way: skopeo sees the pushed image.
+[[ "$(skopeo inspect --authfile "$TMP/ohome/.docker/config.json" --tls-verify=false --format '{{.Digest}}' \
+  "docker://$O/team/app:1" 2>"$TMP/skopeo-oauth.err")" == "sha256:$M" ]] ||
+  fail "skopeo with the same identity token sees another digest: $(cat "$TMP/skopeo-oauth.err"; tail -3 "$TOKEN_LOG")"
+cat >"$TMP/bin/docker-credential-sboauth" <<SH
+#!/bin/sh
+read -r server
+printf '{"ServerURL":"%s","Username":"<token>","Secret":"%s"}\n' "\$server" "$REFRESH"
+SH
+chmod +x "$TMP/bin/docker-credential-sboauth"
+printf '{"credsStore":"sboauth"}\n' >"$TMP/ohome/.docker/config.json"
+HOME="$TMP/ohome" PATH="$TMP/bin:$PATH" expect_ok oauth2 sb pull "$O/team/app:1" "$TMP/opulled" --store "$TMP/s9"
+identity_config "wrong-$REFRESH"
+HOME="$TMP/ohome" expect_rc 1 oauthwrong sb push "$LAYOUT:1" "$O/team/app:2" --store "$STORE"
+grep -q "error: push to $O/team/app: 401 unauthorized: invalid refresh token (credentials from ~/.docker/config.json)" \
+  "$TMP/oauthwrong.err" || { show_output oauthwrong; fail "no clear error for a refused identity token"; }
+for n in oauth1 oauth2 oauthwrong; do
+  ! grep -q "$REFRESH" "$TMP/$n.out" "$TMP/$n.err" || fail "$n printed the identity token"
+done
 pass

@@ -96,17 +96,18 @@ make_client_cert() {
   rm -f "$out/client.csr" "$out/client.cnf"
 }
 
-# start_token_server USER PASS TTL: sets TOKEN_PORT, TOKEN_CERT, TOKEN_LOG.
+# start_token_server USER PASS TTL [token_server.py options]: sets TOKEN_PORT, TOKEN_CERT, TOKEN_LOG.
+TOKEN_SERVERS=0
 start_token_server() {
   require_python_module cryptography
-  local d="$TMP/token"
+  local d="$TMP/token.$((++TOKEN_SERVERS))"  # one directory each: its port file, key and log
   mkdir -p "$d"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout "$d/key.pem" -out "$d/cert.pem" -days 2 \
     -subj /CN=stackbuild-test-token >/dev/null 2>&1 || fail "openssl: token key"
   TOKEN_CERT="$d/cert.pem"
   TOKEN_LOG="$d/log.jsonl"
   python3 "$REG_HERE/token_server.py" --port-file "$d/port" --key "$d/key.pem" --cert "$d/cert.pem" \
-    --user "$1" --password "$2" --ttl "$3" --log "$TOKEN_LOG" 2>"$d/stderr" &
+    --user "$1" --password "$2" --ttl "$3" --log "$TOKEN_LOG" "${@:4}" 2>"$d/stderr" &
   REG_PIDS+=($!)
   TOKEN_PORT=$(wait_port_file "$d/port")
 }
