@@ -305,6 +305,23 @@ TEST_CASE("auth files: skopeo login's, then the user's, then docker's - the most
   CHECK(who("reg.io", "team/app") == "vault-reg.io from docker-credential-vault");
   o.helpers = {"vault", "containers-auth.json"};
   CHECK(who("other.io", "x") == "vault-other.io from docker-credential-vault");
+  // An identity token is kept apart: never a password.
+  test::write(t.path() / "home/.config/containers/auth.json",
+              R"({"auths": {"oauth.io": {"auth": ")" + base64_encode("00000000-0000-0000-0000-000000000000:") +
+                  R"(", "identitytoken": "refresh-1"}}})");
+  o.helpers = {};
+  auto id = find_credentials("oauth.io", "x", o);
+  REQUIRE(id);
+  CHECK(id->identity_token == "refresh-1");
+  CHECK(id->password.empty());
+  test::write(t.path() / "home/bin/docker-credential-tok",
+              "#!/bin/sh\nread s\necho '{\"Username\":\"<token>\",\"Secret\":\"refresh-2\"}'\n", 0755);
+  o.helpers = {"tok"};
+  id = find_credentials("oauth.io", "x", o);
+  REQUIRE(id);
+  CHECK(id->identity_token == "refresh-2");
+  CHECK(id->username.empty());
+  CHECK(id->password.empty());
   test::write(t.path() / "home/.config/containers/auth.json", "{not json");
   o.helpers = {};
   CHECK_THROWS_WITH(find_credentials("reg.io", "x", o), Catch::Contains("~/.config/containers/auth.json is not valid JSON"));
