@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include <nlohmann/json.hpp>
 #include <toml++/toml.h>
 
 #include "util/error.hpp"
@@ -400,6 +401,120 @@ TlsFiles certs_dir(const std::string& host_port, const MachinePaths& paths) {
     }
   }
   return out;
+}
+
+Policy Policy::parse(std::string_view text, const std::string& file) {
+  using json = nlohmann::json;
+  Policy p;
+  p.file_ = file;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw Error("policy.json " + file + " is not valid JSON: " + e.what());
+  }
+  auto fail = [&](const std::string& what) { throw Error("policy.json " + file + ": " + what); };
+  if (!j.is_object()) fail("not a JSON object");
+  auto requirements = [&](const json& list, const std::string& where) {
+    if (!list.is_array() || list.empty()) fail(where + " must be a non-empty list of requirements");
+    std::vector<std::string> types;
+    for (const auto& r : list) {
+      if (!r.is_object() || !r.contains("type") || !r["type"].is_string()) fail(where + ": a requirement without a type");
+      std::string t = r["type"].get<std::string>();
+      if (t != "insecureAcceptAnything" && t != "reject" && t != "signedBy" && t != "sigstoreSigned")
+        fail(where + ": unknown requirement type '" + t + "'");
+      if ((t == "insecureAcceptAnything" || t == "reject") && r.size() != 1)
+        fail(where + ": a " + t + " requirement takes no other field");
+      types.push_back(t);
+    }
+    return types;
+  };
+  for (const auto& [key, value] : j.items()) {
+    if (key == "default") {
+      p.default_ = requirements(value, "default");
+    } else if (key == "transports") {
+      if (!value.is_object()) fail("transports must be an object");
+      for (const auto& [transport, scopes] : value.items()) {
+        if (!scopes.is_object()) fail("transports." + transport + " must be an object of scopes");
+        for (const auto& [scope, list] : scopes.items()) {
+          auto types = requirements(list, "transports." + transport + " \"" + scope + "\"");
+          if (transport == "docker") p.docker_[scope] = types;
+        }
+      }
+    } else {
+      fail("unknown field '" + key + "'");
+    }
+  }
+  if (p.default_.empty()) fail("the default requirements are missing");
+  return p;
+}
+
+std::optional<Policy> Policy::load(const MachinePaths& paths) {
+  std::vector<fs::path> candidates;
+  if (!paths.config_home().empty()) candidates.push_back(paths.config_home() / "containers/policy.json");
+  candidates.push_back(paths.root / "etc/containers/policy.json");
+  for (const auto& f : candidates) {
+    std::error_code ec;
+    if (!fs::exists(f, ec)) continue;
+    std::string text;
+    try {
+      text = read_file(f);
+    } catch (const Error& e) {
+      throw Error("policy.json " + f.string() + ": " + e.what());
+    }
+    return parse(text, f.string());
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> Policy::scope_for(const Reference& ref) const {
+  // The image itself, its repository, each namespace above it, its host,
+  // then *.DOMAIN for each domain above the host (containers/image's order).
+  std::vector<std::string> scopes;
+  std::string name = logical_name(ref);
+  if (ref.digest) scopes.push_back(name + "@" + ref.digest->str());
+  else scopes.push_back(name + ":" + (ref.tag.empty() ? std::string("latest") : ref.tag));
+  for (std::string s = name; !s.empty();) {
+    scopes.push_back(s);
+    auto slash = s.rfind('/');
+    s = slash == std::string::npos ? "" : s.substr(0, slash);
+  }
+  std::string host = name.substr(0, name.find('/'));
+  host = host.substr(0, host.find(':'));
+  for (size_t dot = host.find('.'); dot != std::string::npos; dot = host.find('.', dot + 1))
+    scopes.push_back("*" + host.substr(dot));
+  for (const auto& s : scopes)
+    if (docker_.count(s)) return s;
+  if (docker_.count("")) return std::string();
+  return std::nullopt;
+}
+
+void Policy::check(const Reference& ref) const {
+  std::optional<std::string> scope = scope_for(ref);
+  const auto& types = scope ? docker_.at(*scope) : default_;
+  std::string where = !scope ? "its default" : scope->empty() ? "its docker default \"\"" : "scope \"" + *scope + "\"";
+  for (const auto& t : types) {
+    if (t == "reject")
+      throw Error("policy.json " + file_ + " rejects " + logical_name(ref, true) + " (" + where + ": reject)");
+    if (t == "signedBy" || t == "sigstoreSigned")
+      throw Error("policy.json " + file_ + " wants " + logical_name(ref, true) + " signed (" + where + ": " + t +
+                  "), and stackbuild does not verify image signatures; copy it with skopeo copy docker://" +
+                  logical_name(ref, true) + " oci:DIR:TAG, which checks them, and build from: oci:DIR:TAG");
+  }
+}
+
+const std::optional<Policy>& MachineRegistries::policy() const {
+  std::lock_guard<std::mutex> g(mu_);
+  if (!policy_error_.empty()) throw Error(policy_error_);
+  if (!policy_) {
+    try {
+      policy_ = Policy::load(paths_);
+    } catch (const Error& e) {
+      policy_error_ = e.what();
+      throw;
+    }
+  }
+  return *policy_;
 }
 
 const RegistriesConf& MachineRegistries::conf() const {

@@ -114,6 +114,31 @@ struct TlsFiles {
 // Throws sb::Error for a .cert without its .key or a .key without its .cert.
 TlsFiles certs_dir(const std::string& host_port, const MachinePaths& paths);
 
+// containers-policy.json(5), for images pulled from registries (the docker
+// transport): the requirements of the most specific scope that matches, else
+// the transport's default "", else the global default. stackbuild does not
+// verify signatures: an image whose requirements ask for one (signedBy,
+// sigstoreSigned) is refused, saying how to pull it with skopeo instead.
+class Policy {
+ public:
+  // $HOME/.config/containers/policy.json when it exists, else
+  // /etc/containers/policy.json; none when neither exists (nothing is refused).
+  static std::optional<Policy> load(const MachinePaths& paths);
+  // Parses strictly, as containers/image does: an unknown field or
+  // requirement type, or an empty requirement list, is an error naming `file`.
+  static Policy parse(std::string_view json, const std::string& file);
+  // Throws sb::Error saying why when `ref` may not be pulled.
+  void check(const Reference& ref) const;
+  // The scope whose requirements apply to `ref`: "" for the docker
+  // transport's default, none for the global default.
+  std::optional<std::string> scope_for(const Reference& ref) const;
+
+ private:
+  std::string file_;
+  std::vector<std::string> default_;                          // requirement types
+  std::map<std::string, std::vector<std::string>> docker_;   // scope -> requirement types
+};
+
 // All of it for one process, read when first asked for: a command that never
 // reaches a registry does not read, or fail on, a broken registries.conf.
 class MachineRegistries {
@@ -123,6 +148,8 @@ class MachineRegistries {
   // Loads on the first call; a load that failed throws the same error on every call.
   const RegistriesConf& conf() const;
   TlsFiles tls(const std::string& host_port) const;  // certs_dir(), once per host
+  // Policy::load() once; throws its error on every call.
+  const std::optional<Policy>& policy() const;
   // conf()'s warnings the first time they are asked for, then none.
   std::vector<std::string> take_warnings() const;
 
@@ -133,6 +160,8 @@ class MachineRegistries {
   mutable std::string error_;
   mutable std::map<std::string, TlsFiles> tls_;
   mutable bool warned_ = false;
+  mutable std::optional<std::optional<Policy>> policy_;
+  mutable std::string policy_error_;
 };
 
 // The machine's settings as the environment `env` finds them, with

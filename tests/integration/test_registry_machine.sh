@@ -3,6 +3,7 @@
 # read, against real registries (distribution 2.8) and skopeo on the same files:
 #  - registries.conf: a name remapped to another registry, mirrors tried in
 #    order (a dead one skipped), blocked names, a broken file named with its line;
+#  - policy.json: a rejected name, and one that wants a signature;
 #  - the auth file `skopeo login` writes, used for push and pull;
 #  - certs.d: a registry's CA and the client certificate it demands.
 set -euo pipefail
@@ -114,6 +115,26 @@ grep -q "error: pull from $MI/open/app: registries.conf .*/50-bad.conf:3: insecu
 # A build that pulls nothing does not read it.
 expect_ok nopull sb build "$TMP/img/src/recipe.yaml" -o "$TMP/rebuilt" --store "$STORE" --compression gzip --level 1
 rm "$STACKBUILD_CONTAINERS_ROOT/etc/containers/registries.conf.d/50-bad.conf"
+
+check "policy.json: a rejected name is refused, as skopeo copy refuses it; one that wants a signature says what to do"
+POLICY="$STACKBUILD_CONTAINERS_ROOT/etc/containers/policy.json"
+cat >"$POLICY" <<JSON
+{"default": [{"type": "insecureAcceptAnything"}],
+ "transports": {"docker": {"$MI/open": [{"type": "reject"}],
+                           "$MI/signed": [{"type": "sigstoreSigned", "keyPath": "$TMP/cosign.pub"}]}}}
+JSON
+! skopeo --policy "$POLICY" --registries-conf "$CONF" copy --src-tls-verify=false "docker://$MI/open/app:1" "oci:$TMP/sk-open:1" \
+  >/dev/null 2>&1 || fail "skopeo copied a rejected name"
+expect_rc 1 rejected sb pull "$MI/open/app:1" "$TMP/rejected" --store "$TMP/s10"
+grep -q "error: pull from $MI/open/app: policy.json $POLICY rejects $MI/open/app:1 (scope \"$MI/open\": reject)" \
+  "$TMP/rejected.err" || { show_output rejected; fail "no clear error for a name policy.json rejects"; }
+skopeo --policy "$POLICY" --registries-conf "$CONF" copy --src-tls-verify=false "docker://$MI/cache/team/app:1" \
+  "oci:$TMP/sk-ok:1" >/dev/null 2>&1 || fail "skopeo refused a name the policy accepts"
+expect_ok accepted sb pull "$MI/cache/team/app:1" "$TMP/accepted" --store "$TMP/s10"
+expect_rc 1 unsigned sb pull "$MI/signed/app:1" "$TMP/unsigned" --store "$TMP/s10"
+grep -q "wants $MI/signed/app:1 signed (scope \"$MI/signed\": sigstoreSigned), and stackbuild does not verify image signatures; copy it with skopeo copy docker://$MI/signed/app:1 oci:DIR:TAG" \
+  "$TMP/unsigned.err" || { show_output unsigned; fail "no clear error for a name policy.json wants signed"; }
+rm "$POLICY"
 unset CONTAINERS_REGISTRIES_CONF
 
 check "auth files: what skopeo login wrote is used for push and pull; no password in any output"

@@ -326,3 +326,70 @@ TEST_CASE("auth files: skopeo login's, then the user's, then docker's - the most
   o.helpers = {};
   CHECK_THROWS_WITH(find_credentials("reg.io", "x", o), Catch::Contains("~/.config/containers/auth.json is not valid JSON"));
 }
+
+TEST_CASE("policy.json: the most specific docker scope decides - signatures asked for are refused", "[registry][machine]") {
+  auto p = Policy::parse(R"({
+    "default": [{"type": "reject"}],
+    "transports": {
+      "docker": {
+        "docker.io/openshift": [{"type": "insecureAcceptAnything"}],
+        "docker.io/library/busybox": [{"type": "insecureAcceptAnything"}],
+        "docker.io/library/alpine": [{"type": "insecureAcceptAnything"}],
+        "docker.io/library/alpine:3.19": [{"type": "reject"}],
+        "*.temporary-project.example.com": [{"type": "insecureAcceptAnything"}],
+        "hostname:5000/myns/signed": [{"type": "sigstoreSigned", "keyPath": "/etc/pki/cosign.pub"}]
+      },
+      "dir": {"": [{"type": "insecureAcceptAnything"}]}
+    }
+  })",
+                         "policy.json");
+  auto scope = [&](const std::string& r) { return p.scope_for(Reference::parse(r)).value_or("<default>"); };
+  CHECK(scope("busybox") == "docker.io/library/busybox");
+  CHECK(scope("openshift/origin:4") == "docker.io/openshift");
+  CHECK(scope("alpine:3.19") == "docker.io/library/alpine:3.19");
+  CHECK(scope("alpine:3.18") == "docker.io/library/alpine");
+  CHECK(scope("a.b.temporary-project.example.com:5000/x/y:1") == "*.temporary-project.example.com");
+  CHECK(scope("temporary-project.example.com/x") == "<default>");
+  CHECK(scope("debian:12") == "<default>");
+  CHECK_NOTHROW(p.check(Reference::parse("busybox")));
+  CHECK_NOTHROW(p.check(Reference::parse("alpine:3.18")));
+  CHECK_THROWS_WITH(p.check(Reference::parse("alpine:3.19")),
+                    Catch::Equals("policy.json policy.json rejects docker.io/library/alpine:3.19 (scope \"docker.io/library/alpine:3.19\": reject)"));
+  CHECK_THROWS_WITH(p.check(Reference::parse("debian:12")), Catch::Contains("rejects docker.io/library/debian:12 (its default: reject)"));
+  CHECK_THROWS_WITH(p.check(Reference::parse("hostname:5000/myns/signed/app:1")),
+                    Catch::Contains("wants hostname:5000/myns/signed/app:1 signed (scope \"hostname:5000/myns/signed\": "
+                                    "sigstoreSigned), and stackbuild does not verify image signatures; copy it with skopeo copy"));
+  // The docker transport's own default comes before the global one.
+  auto open = Policy::parse(R"({"default": [{"type": "reject"}], "transports": {"docker": {"": [{"type": "insecureAcceptAnything"}]}}})",
+                            "p.json");
+  CHECK(open.scope_for(Reference::parse("debian")) == std::optional<std::string>(""));
+  CHECK_NOTHROW(open.check(Reference::parse("debian")));
+  CHECK_NOTHROW(Policy::parse(R"({"default": [{"type": "insecureAcceptAnything"}]})", "p.json").check(Reference::parse("x.io/y")));
+  // Parsed strictly, as containers/image does.
+  auto bad = [](const std::string& text) {
+    try {
+      Policy::parse(text, "p.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK_THAT(bad(R"({"defualt": [{"type": "reject"}]})"), Catch::Contains("policy.json p.json: unknown field 'defualt'"));
+  CHECK_THAT(bad(R"({"transports": {}})"), Catch::Contains("the default requirements are missing"));
+  CHECK_THAT(bad(R"({"default": []})"), Catch::Contains("default must be a non-empty list"));
+  CHECK_THAT(bad(R"({"default": [{"type": "acceptAll"}]})"), Catch::Contains("unknown requirement type 'acceptAll'"));
+  CHECK_THAT(bad(R"({"default": [{"type": "reject", "why": 1}]})"), Catch::Contains("a reject requirement takes no other field"));
+  CHECK_THAT(bad(R"({"default": [{"type": "reject"}], "transports": {"docker": {"x.io": []}}})"),
+             Catch::Contains("transports.docker \"x.io\" must be a non-empty list"));
+  CHECK_THAT(bad("{"), Catch::Contains("is not valid JSON"));
+  // The user's file first, then the system's; neither: no policy.
+  TempDir t;
+  MachinePaths m;
+  m.root = t.path() / "root";
+  m.env = {{"HOME", (t.path() / "home").string()}};
+  CHECK_FALSE(Policy::load(m));
+  test::write(m.root / "etc/containers/policy.json", R"({"default": [{"type": "reject"}]})");
+  CHECK_THROWS_WITH(Policy::load(m)->check(Reference::parse("x.io/y")), Catch::Contains("etc/containers/policy.json rejects"));
+  test::write(t.path() / "home/.config/containers/policy.json", R"({"default": [{"type": "insecureAcceptAnything"}]})");
+  CHECK_NOTHROW(Policy::load(m)->check(Reference::parse("x.io/y")));
+}
