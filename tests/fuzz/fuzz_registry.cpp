@@ -45,13 +45,22 @@ SB_FUZZ_TARGET(registry) {
   }
 }
 
-// registries.conf (any TOML): read as a main file or a drop-in; then the
+// registries.conf (any TOML): read as a main file or a drop-in (or, with bit
+// 2 of the first byte, a policy.json); then the
 // places a few names would be pulled from. Each list ends with the primary
 // location, and nothing but sb::Error comes out.
 SB_FUZZ_TARGET(registries_conf) {
   if (size == 0) return;
   const bool drop_in = data[0] & 1;
   std::string text(sb::fuzz::text(data + 1, size - 1));
+  if (data[0] & 2) {  // policy.json instead: parsed, then asked about a few names
+    sb::fuzz::expect_errors([&] {
+      auto policy = sb::registry::Policy::parse(text, "fuzz.json");
+      for (const char* n : {"debian:12", "a.b.example.com:5000/x/y:1", "x.io/y@sha256:" "0000000000000000000000000000000000000000000000000000000000000000"})
+        sb::fuzz::expect_errors([&] { policy.check(sb::registry::Reference::parse(n)); });
+    });
+    return;
+  }
   sb::registry::RegistriesConf conf;
   bool read = false;
   sb::fuzz::expect_errors([&] {
