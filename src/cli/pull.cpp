@@ -7,6 +7,7 @@ namespace sb::cli {
 
 const char* const kPullHelp =
     "usage: stackbuild pull REGISTRY/REPO[:TAG|@DIGEST] LAYOUT[:REF] [options]\n"
+    "       stackbuild pull REGISTRY/REPO[:TAG|@DIGEST] --dry-run\n"
     "\n"
     "Pulls an image into the store and writes it into the OCI layout LAYOUT under the ref\n"
     "name REF (default: TAG, else latest). Reads OCI and Docker v2 manifests and indexes\n"
@@ -24,13 +25,55 @@ const char* const kPullHelp =
     "  --ca-cert FILE            trust this CA (PEM) besides the system store and certs.d\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable)\n"
     "  -j, --jobs N              blobs fetched at once (default 3, at most 256)\n"
+    "  --dry-run                 fetch nothing (LAYOUT may be left out): print where the pull\n"
+    "                            would go, in order (mirrors, the location), with the TLS\n"
+    "                            files, the source of the credentials (never the secret) and\n"
+    "                            the policy.json scope for each; a refused name fails as a pull would\n"
     "Also takes the options of every command (stackbuild --help).\n";
+
+// pull --dry-run: what the machine's settings make of a pull of `ref`.
+static int dry_run(const registry::Reference& ref, const registry::SessionOptions& session) {
+  const auto& machine = *session.machine;
+  const auto& conf = machine.conf();
+  std::string files;
+  for (const auto& f : conf.files()) files += (files.empty() ? "" : ", ") + f;
+  printf("registries.conf: %s\n", files.empty() ? "none" : files.c_str());
+  if (const auto& policy = machine.policy()) {
+    auto scope = policy->scope_for(ref);
+    printf("policy.json: %s\n", (!scope ? "its default" : scope->empty() ? "its docker default \"\"" : "scope \"" + *scope + "\"").c_str());
+  } else {
+    printf("policy.json: none\n");
+  }
+  auto targets = registry::pull_targets(ref, session);  // throws as a pull would for a refused name
+  int n = 0;
+  for (const auto& t : targets) {
+    bool insecure = registry::listed(t.ref.registry, t.options.insecure);
+    printf("%d. %s%s%s\n", ++n, t.ref.str().c_str(), t.mirror ? " (mirror)" : "", insecure ? " (insecure)" : "");
+    registry::TlsFiles tls = machine.tls(t.ref.registry);
+    std::string trust = tls.dir.empty() ? "the system store" : "certs.d " + tls.dir.string() + ": " +
+                                                                   std::to_string(tls.ca_files.size()) + " CA file(s)" +
+                                                                   (tls.client_cert.empty() ? "" : ", client certificate " +
+                                                                                                       tls.client_cert.filename().string());
+    if (!session.ca_file.empty()) trust += ", --ca-cert " + session.ca_file.string();
+    printf("   TLS: %s\n", insecure ? "not verified" : trust.c_str());
+    registry::CredentialOptions co = t.options.credentials;
+    co.helpers = conf.credential_helpers;
+    auto creds = registry::find_credentials(t.ref.registry, t.ref.repository, co);
+    printf("   credentials: %s\n", creds ? ("from " + creds->source + (creds->identity_token.empty() ? "" : " (an identity token)")).c_str()
+                                         : "none (anonymous)");
+  }
+  return kExitOk;
+}
 
 int cmd_pull(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--platform"});
-  Args args(argv, kCommonFlags, options, {"--insecure-registry"});
+  std::vector<std::string> flags = kCommonFlags;
+  flags.push_back("--dry-run");
+  Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kPullHelp)) return kExitOk;
+  if (args.has("--dry-run") && args.positional().size() == 1)
+    return dry_run(registry::Reference::parse(args.positional()[0]), registry_session_options(args));
   if (args.positional().size() != 2) throw Error("pull wants REGISTRY/REPO[:TAG|@DIGEST] and LAYOUT[:REF]", kExitUsage);
   auto ref = registry::Reference::parse(args.positional()[0]);
   std::string dest = args.positional()[1];
@@ -46,6 +89,7 @@ int cmd_pull(const std::vector<std::string>& argv) {
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
   if (jobs) o.jobs = static_cast<int>(*jobs);
 
+  if (args.has("--dry-run")) return dry_run(ref, o.session);
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto r = registry::pull_image(ref, store, o, *ctx.status);

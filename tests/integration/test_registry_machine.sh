@@ -71,6 +71,22 @@ grep -q '"/v2/team/app/manifests' "$TMP/primary/log" 2>/dev/null && fail "the pr
 expect_ok remapped sb pull registry.invalid/team/app:2 "$TMP/remapped" --store "$TMP/s2"
 grep -q "pull from $P/team/app (for registry.invalid/team/app)" "$TMP/remapped.err" ||
   { show_output remapped; fail "the remapped pull did not go to $P"; }
+# --dry-run says the same without fetching.
+expect_ok dry sb pull registry.invalid/team/app:1 --dry-run
+cat >"$TMP/dry.want" <<TXT
+registries.conf: $CONF
+policy.json: none
+1. $DEAD/cache/app:1 (mirror) (insecure)
+   TLS: not verified
+   credentials: none (anonymous)
+2. $MI/cache/team/app:1 (mirror) (insecure)
+   TLS: not verified
+   credentials: none (anonymous)
+3. $P/team/app:1 (insecure)
+   TLS: not verified
+   credentials: none (anonymous)
+TXT
+diff "$TMP/dry.want" "$TMP/dry.out" || { show_output dry; fail "pull --dry-run does not list the places in order"; }
 # No place has it: the primary's error, with what the mirrors said.
 expect_rc 1 nowhere sb pull registry.invalid/team/app:3 "$TMP/nowhere" --store "$TMP/s3"
 grep -q "error: pull from $P/team/app (for registry.invalid/team/app): 404 manifest unknown.*(the mirrors failed too: pull from $DEAD/cache/app" \
@@ -145,13 +161,15 @@ expect_rc 1 noauth sb push "$LAYOUT:1" "$B/app:1" --store "$STORE"
 skopeo login --tls-verify=false -u alice -p "$PASS_WORD" "$B" >"$TMP/login.out" 2>&1 || { cat "$TMP/login.out"; fail "skopeo login"; }
 [[ -s "$XDG_RUNTIME_DIR/containers/auth.json" ]] || fail "skopeo login wrote no $XDG_RUNTIME_DIR/containers/auth.json"
 expect_ok authpush sb push "$LAYOUT:1" "$B/app:1" --store "$STORE" -v
+expect_ok authdry sb pull "$B/app:1" --dry-run
+grep -qx "   credentials: from $XDG_RUNTIME_DIR/containers/auth.json" "$TMP/authdry.out" || { show_output authdry; fail "--dry-run does not name the auth file"; }
 expect_ok authpull sb pull "$B/app:1" "$TMP/authpulled" --store "$TMP/s6"
 # REGISTRY_AUTH_FILE takes that file's place; a wrong login there is named in the 401.
 printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$B" "$(printf 'alice:wrong' | base64 -w0)" >"$TMP/ci-auth.json"
 REGISTRY_AUTH_FILE="$TMP/ci-auth.json" expect_rc 1 wrongfile sb push "$LAYOUT:1" "$B/app:2" --store "$STORE"
 grep -q "401 unauthorized.*(credentials from $TMP/ci-auth.json)" "$TMP/wrongfile.err" ||
   { show_output wrongfile; fail "the 401 does not name the auth file"; }
-for n in noauth authpush authpull wrongfile; do
+for n in noauth authpush authdry authpull wrongfile; do
   ! grep -q "$PASS_WORD" "$TMP/$n.out" "$TMP/$n.err" || fail "$n printed the password"
 done
 
@@ -169,6 +187,9 @@ expect_ok certpush sb push "$LAYOUT:1" "$T/app:1" --store "$STORE"
 [[ "$(skopeo inspect --cert-dir "$CERTS" --format '{{.Digest}}' "docker://$T/app:1")" == "sha256:$M" ]] ||
   fail "skopeo with the same certs.d sees another digest"
 expect_ok certpull sb pull "$T/app:1" "$TMP/certpulled" --store "$TMP/s7"
+expect_ok certdry sb pull "$T/app:1" --dry-run
+grep -qx "   TLS: certs.d $CERTS: 1 CA file(s), client certificate client.cert" "$TMP/certdry.out" ||
+  { show_output certdry; fail "--dry-run does not show the certs.d files"; }
 # A certificate from another CA is refused, and the error names it.
 make_ca "$TMP/otherca"
 make_client_cert "$TMP/otherca" "$TMP/othercert"
