@@ -74,7 +74,8 @@ const char* const kBuildHelp =
     "image and the test; nothing is pushed. After the push, each image's report is attached to\n"
     "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
     "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
-    "as for push); --locked builds from the digest 'stackbuild lock' recorded.\n"
+    "as for push, --insecure-policy as for pull); --locked builds from the digest 'stackbuild\n"
+    "lock' recorded.\n"
     "A shared library a layer holds while a layer below has the same soname (libcublas.so.12 from\n"
     "a CUDA layer and from a wheel) is reported: a warning per copy, with paths, layers, versions\n"
     "and sizes, and a summary line. A layer's duplicates: key (else $STACKBUILD_DUPLICATE_LIBRARIES)\n"
@@ -111,6 +112,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
+  flags.push_back("--insecure-policy");  // from: a base image
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});

@@ -50,7 +50,8 @@ const char* const kLockHelp =
     "                     beside the recipe or above it, else the built-in one)\n"
     "  --strict           exit 4, writing nothing, when any point is unsatisfiable\n"
     "  --creds USER:PASSWORD, --ca-cert FILE, --insecure-registry HOST[:PORT]\n"
-    "                     for looking up a base image (as for push)\n";
+    "                     for looking up a base image (as for push)\n"
+    "  --insecure-policy  look it up whatever policy.json says (as for pull)\n";
 
 const std::vector<std::string> kPlanOptions = {"--catalog"};
 
@@ -137,7 +138,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
 int cmd_lock(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
-  flags.push_back("--strict");
+  flags.insert(flags.end(), {"--strict", "--insecure-policy"});
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
   options.insert(options.end(), {"--creds", "--ca-cert"});  // from: looking up a base image

@@ -25,6 +25,7 @@ const char* const kPullHelp =
     "  --ca-cert FILE            trust this CA (PEM) besides the system store and certs.d\n"
     "  --insecure-registry HOST[:PORT]  allow plain HTTP and unverified TLS for HOST (repeatable)\n"
     "  -j, --jobs N              blobs fetched at once (default 3, at most 256)\n"
+    "  --insecure-policy         pull whatever policy.json says (as skopeo's --insecure-policy)\n"
     "  --dry-run                 fetch nothing (LAYOUT may be left out): print where the pull\n"
     "                            would go, in order (mirrors, the location), with the TLS\n"
     "                            files, the source of the credentials (never the secret) and\n"
@@ -38,7 +39,9 @@ static int dry_run(const registry::Reference& ref, const registry::SessionOption
   std::string files;
   for (const auto& f : conf.files()) files += (files.empty() ? "" : ", ") + f;
   printf("registries.conf: %s\n", files.empty() ? "none" : files.c_str());
-  if (const auto& policy = machine.policy()) {
+  if (!session.check_policy) {
+    printf("policy.json: not checked (--insecure-policy)\n");
+  } else if (const auto& policy = machine.policy()) {
     auto scope = policy->scope_for(ref);
     printf("policy.json: %s\n", (!scope ? "its default" : scope->empty() ? "its docker default \"\"" : "scope \"" + *scope + "\"").c_str());
   } else {
@@ -69,7 +72,7 @@ int cmd_pull(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--platform"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.push_back("--dry-run");
+  flags.insert(flags.end(), {"--dry-run", "--insecure-policy"});
   Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kPullHelp)) return kExitOk;
   if (args.has("--dry-run") && args.positional().size() == 1)

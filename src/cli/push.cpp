@@ -51,6 +51,7 @@ registry::SessionOptions registry_session_options(const Args& args) {
   // The machine's registries.conf, certs.d and auth files, as skopeo reads them.
   o.machine = registry::machine_registries(o.credentials.env);
   o.credentials.root = o.machine->paths().root;
+  o.check_policy = !args.has("--insecure-policy");  // a flag of the commands that pull
   return o;
 }
 

@@ -61,7 +61,8 @@ const char* const kTestHelp =
     "                         tested image (which must be in that repository); see docs/testing.md\n"
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
-    "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n";
+    "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
+    "  --insecure-policy    pull REF whatever policy.json says (as for pull)\n";
 
 namespace {
 
@@ -239,7 +240,7 @@ int cmd_test(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
                                  "--catalog", "--creds", "--ca-cert"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.push_back("--compile-builtins");
+  flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy"});
   Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});
   if (maybe_help(args, kTestHelp)) return kExitOk;
   if (args.positional().size() != 1)

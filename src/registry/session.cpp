@@ -80,7 +80,8 @@ std::vector<PullTarget> pull_targets(const Reference& ref, const SessionOptions&
   if (!o.machine) return {PullTarget{ref, op, o, false}};
   std::vector<PullSource> sources;
   try {
-    if (const auto& policy = o.machine->policy()) policy->check(ref);
+    if (o.check_policy)
+      if (const auto& policy = o.machine->policy()) policy->check(ref);
     sources = o.machine->conf().pull_sources(ref);
   } catch (const Error& e) {
     throw Error(op + ": " + e.what());

@@ -35,6 +35,7 @@ struct SessionOptions {
   long probe_timeout_seconds = 10;    // for the first https attempt (its connection and handshake)
   // The machine's registries.conf, certs.d and credential helpers; none: not read.
   std::shared_ptr<const MachineRegistries> machine;
+  bool check_policy = true;  // false: --insecure-policy, pulls ignore policy.json (as skopeo's)
 };
 
 // A registry answered with an error status.

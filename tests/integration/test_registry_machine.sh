@@ -144,6 +144,10 @@ JSON
 expect_rc 1 rejected sb pull "$MI/open/app:1" "$TMP/rejected" --store "$TMP/s10"
 grep -q "error: pull from $MI/open/app: policy.json $POLICY rejects $MI/open/app:1 (scope \"$MI/open\": reject)" \
   "$TMP/rejected.err" || { show_output rejected; fail "no clear error for a name policy.json rejects"; }
+# --insecure-policy, as skopeo's, pulls it anyway.
+skopeo --insecure-policy --registries-conf "$CONF" copy --src-tls-verify=false "docker://$MI/open/app:1" "oci:$TMP/sk-open:1" \
+  >/dev/null 2>&1 || fail "skopeo --insecure-policy refused"
+expect_ok insecurepolicy sb pull "$MI/open/app:1" "$TMP/insecure-policy" --store "$TMP/s10" --insecure-policy
 skopeo --policy "$POLICY" --registries-conf "$CONF" copy --src-tls-verify=false "docker://$MI/cache/team/app:1" \
   "oci:$TMP/sk-ok:1" >/dev/null 2>&1 || fail "skopeo refused a name the policy accepts"
 expect_ok accepted sb pull "$MI/cache/team/app:1" "$TMP/accepted" --store "$TMP/s10"
