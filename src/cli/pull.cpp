@@ -34,6 +34,7 @@ const char* const kPullHelp =
 
 // pull --dry-run: what the machine's settings make of a pull of `ref`.
 static int dry_run(const registry::Reference& ref, const registry::SessionOptions& session) {
+  auto targets = registry::pull_targets(ref, session);  // fails as a pull would: a refused name, a broken file
   const auto& machine = *session.machine;
   const auto& conf = machine.conf();
   std::string files;
@@ -47,7 +48,6 @@ static int dry_run(const registry::Reference& ref, const registry::SessionOption
   } else {
     printf("policy.json: none\n");
   }
-  auto targets = registry::pull_targets(ref, session);  // throws as a pull would for a refused name
   int n = 0;
   for (const auto& t : targets) {
     bool insecure = registry::listed(t.ref.registry, t.options.insecure);

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "registry/machine.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/process.hpp"
@@ -155,36 +156,29 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
   }
 }
 
-// An auths entry's login: "auth" (base64 USER:PASSWORD) or username and password.
+// An auths entry's login: "auth" (base64 USER:PASSWORD) or username and
+// password; with an "identitytoken", that token in place of the password.
 std::optional<Credentials> entry_login(const json& entry, const std::string& key, const std::string& shown) {
   if (!entry.is_object()) return std::nullopt;
-  if (entry.contains("identitytoken") && entry["identitytoken"].is_string() &&
-      !entry["identitytoken"].get<std::string>().empty()) {
-    Credentials c{"", "", shown, entry["identitytoken"].get<std::string>()};
-    if (entry.contains("auth") && entry["auth"].is_string()) {  // "USER:" beside it, kept for the user name only
-      try {
-        std::string plain = base64_decode(entry["auth"].get<std::string>());
-        c.username = plain.substr(0, plain.find(':'));
-      } catch (const Error&) {
-      }
-    }
-    return c;
-  }
-  if (entry.contains("auth") && entry["auth"].is_string() && !entry["auth"].get<std::string>().empty()) {
+  auto text = [&](const char* k) { return entry.contains(k) && entry[k].is_string() ? entry[k].get<std::string>() : ""; };
+  Credentials c{"", "", shown, text("identitytoken")};
+  if (!text("auth").empty()) {
     std::string plain;
     try {
-      plain = base64_decode(entry["auth"].get<std::string>());
+      plain = base64_decode(text("auth"));
     } catch (const Error&) {
       throw Error(shown + ": the auth entry for " + key + " is not base64");
     }
     auto colon = plain.find(':');
     if (colon == std::string::npos) throw Error(shown + ": the auth entry for " + key + " is not USER:PASSWORD");
-    return Credentials{plain.substr(0, colon), plain.substr(colon + 1), shown};
+    c.username = plain.substr(0, colon), c.password = plain.substr(colon + 1);
+  } else if (entry.contains("username") && entry.contains("password")) {
+    c.username = text("username"), c.password = text("password");
+  } else if (c.identity_token.empty()) {
+    return std::nullopt;
   }
-  if (entry.contains("username") && entry.contains("password") && entry["username"].is_string() &&
-      entry["password"].is_string())
-    return Credentials{entry["username"].get<std::string>(), entry["password"].get<std::string>(), shown};
-  return std::nullopt;
+  if (!c.identity_token.empty()) c.password.clear();  // docker writes "USER:" beside the token
+  return c;
 }
 
 // What one auth file says for `registry`, `names` being its keys to try,
@@ -224,7 +218,8 @@ std::vector<AuthFile> auth_files(const CredentialOptions& o) {
     auto it = o.env.find(k);
     return it == o.env.end() ? std::string() : it->second;
   };
-  std::string home = get("HOME");
+  MachinePaths paths{o.root, o.env};
+  std::string home = paths.home().string();
   auto shown = [&](const std::filesystem::path& p) {
     std::string s = p.string();
     return !home.empty() && s.starts_with(home + "/") ? "~" + s.substr(home.size()) : s;
@@ -238,9 +233,7 @@ std::vector<AuthFile> auth_files(const CredentialOptions& o) {
                                   : o.root / ("run/containers/" + std::to_string(::getuid())) / "auth.json";
     out.push_back({p, shown(p)});
   }
-  std::filesystem::path config = !get("XDG_CONFIG_HOME").empty() ? std::filesystem::path(get("XDG_CONFIG_HOME"))
-                                 : !home.empty()                  ? std::filesystem::path(home) / ".config"
-                                                                  : std::filesystem::path();
+  std::filesystem::path config = paths.config_home();
   if (!config.empty()) out.push_back({config / "containers/auth.json", shown(config / "containers/auth.json")});
   if (auto d = docker_config_path(o.env); !d.empty())
     out.push_back({d, get("DOCKER_CONFIG").empty() ? "~/.docker/config.json" : d.string(), true});

@@ -56,16 +56,19 @@ size_t prefix_match(const std::string& name, const std::string& prefix) {
 }
 
 // A location or prefix as containers/image takes it: trailing slashes off;
-// not empty, no URL scheme.
-std::string location_of(const std::string& text, const std::string& what, const std::string& file) {
+// not empty, no URL scheme; a wildcard only for a prefix, as *.DOMAIN.
+std::string location_of(const std::string& text, const std::string& what, const std::string& file,
+                        bool prefix = false) {
   std::string s = text;
   while (!s.empty() && s.back() == '/') s.pop_back();
   if (s.empty()) throw Error("registries.conf " + file + ": " + what + " is empty");
   if (s.starts_with("http://") || s.starts_with("https://"))
     throw Error("registries.conf " + file + ": " + what + " '" + text +
                 "' has a URL scheme; write HOST[:PORT][/PATH] (use insecure = true for plain HTTP)");
-  if (s.find('*') != std::string::npos &&
-      (what.starts_with("location") || !s.starts_with("*.") || s.find_first_of("/:@*", 2) != std::string::npos))
+  if (s.find('*') != std::string::npos && !prefix)
+    throw Error("registries.conf " + file + ": " + what + " '" + text +
+                "': a wildcard is allowed only in a [[registry]] prefix");
+  if (s.find('*') != std::string::npos && (!s.starts_with("*.") || s.find_first_of("/:@*", 2) != std::string::npos))
     throw Error("registries.conf " + file + ": " + what + " '" + text +
                 "': a wildcard is allowed only at the start of a prefix, as *.example.com");
   return s;
@@ -235,7 +238,7 @@ void RegistriesConf::add(std::string_view text, const std::string& file, bool dr
         if (r.mirror_by_digest_only && per_mirror_use)
           throw Error("registries.conf " + where(entry, file) +
                       ": mirror-by-digest-only and a mirror's pull-from-mirror cannot be set together");
-        if (prefix && !prefix->empty()) r.prefix = location_of(*prefix, "prefix", file);
+        if (prefix && !prefix->empty()) r.prefix = location_of(*prefix, "prefix", file, true);
         if (location && !location->empty()) r.primary.location = location_of(*location, "location", file);
         if (r.prefix.empty()) {
           if (r.primary.location.empty())
@@ -493,42 +496,44 @@ void Policy::check(const Reference& ref) const {
   std::optional<std::string> scope = scope_for(ref);
   const auto& types = scope ? docker_.at(*scope) : default_;
   std::string where = !scope ? "its default" : scope->empty() ? "its docker default \"\"" : "scope \"" + *scope + "\"";
+  std::string name = logical_name(ref, true);
   for (const auto& t : types) {
-    if (t == "reject")
-      throw Error("policy.json " + file_ + " rejects " + logical_name(ref, true) + " (" + where + ": reject)");
+    if (t == "reject") throw Error("policy.json " + file_ + " rejects " + name + " (" + where + ": reject)");
     if (t == "signedBy" || t == "sigstoreSigned")
-      throw Error("policy.json " + file_ + " wants " + logical_name(ref, true) + " signed (" + where + ": " + t +
-                  "), and stackbuild does not verify image signatures; copy it with skopeo copy docker://" +
-                  logical_name(ref, true) + " oci:DIR:TAG, which checks them, and build from: oci:DIR:TAG");
+      throw Error("policy.json " + file_ + " wants " + name + " signed (" + where + ": " + t +
+                  "), and stackbuild does not verify image signatures; copy it with skopeo copy docker://" + name +
+                  " oci:DIR:TAG, which checks them, and build from: oci:DIR:TAG");
   }
 }
 
-const std::optional<Policy>& MachineRegistries::policy() const {
-  std::lock_guard<std::mutex> g(mu_);
-  if (!policy_error_.empty()) throw Error(policy_error_);
-  if (!policy_) {
+namespace {
+
+// `slot`'s value, loaded by `load` the first time; a load that failed
+// throws the same error every time. Called under the owner's mutex.
+template <class T, class Load>
+const T& load_once(MachineRegistries::Loaded<T>& slot, Load load) {
+  if (!slot.error.empty()) throw Error(slot.error);
+  if (!slot.value) {
     try {
-      policy_ = Policy::load(paths_);
+      slot.value = load();
     } catch (const Error& e) {
-      policy_error_ = e.what();
+      slot.error = e.what();
       throw;
     }
   }
-  return *policy_;
+  return *slot.value;
+}
+
+}  // namespace
+
+const std::optional<Policy>& MachineRegistries::policy() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return load_once(policy_, [&] { return Policy::load(paths_); });
 }
 
 const RegistriesConf& MachineRegistries::conf() const {
   std::lock_guard<std::mutex> g(mu_);
-  if (!error_.empty()) throw Error(error_);
-  if (!conf_) {
-    try {
-      conf_ = RegistriesConf::load(paths_);
-    } catch (const Error& e) {
-      error_ = e.what();
-      throw;
-    }
-  }
-  return *conf_;
+  return load_once(conf_, [&] { return RegistriesConf::load(paths_); });
 }
 
 std::vector<std::string> MachineRegistries::take_warnings() const {

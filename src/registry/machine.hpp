@@ -143,6 +143,12 @@ class Policy {
 // reaches a registry does not read, or fail on, a broken registries.conf.
 class MachineRegistries {
  public:
+  template <class T>
+  struct Loaded {  // a value read once, or the error reading it gave
+    std::optional<T> value;
+    std::string error;
+  };
+
   explicit MachineRegistries(MachinePaths paths) : paths_(std::move(paths)) {}
   const MachinePaths& paths() const { return paths_; }
   // Loads on the first call; a load that failed throws the same error on every call.
@@ -155,13 +161,11 @@ class MachineRegistries {
 
  private:
   MachinePaths paths_;
-  mutable std::mutex mu_;
-  mutable std::optional<RegistriesConf> conf_;
-  mutable std::string error_;
+  mutable std::mutex mu_;  // guards all of the below
+  mutable Loaded<RegistriesConf> conf_;
+  mutable Loaded<std::optional<Policy>> policy_;
   mutable std::map<std::string, TlsFiles> tls_;
   mutable bool warned_ = false;
-  mutable std::optional<std::optional<Policy>> policy_;
-  mutable std::string policy_error_;
 };
 
 // The machine's settings as the environment `env` finds them, with

@@ -216,9 +216,9 @@ std::string openssl_error() {
 
 // The certificates TLS peers are checked against, parsed once per process
 // for each list of `ca_files`: those files (private CAs) and the system's
-// store beside them (curl's own default bundle and directory), or, when they
-// are set, SSL_CERT_FILE and SSL_CERT_DIR in its place, as OpenSSL and the
-// curl tool read them. Kept for the life of the process.
+// store beside them (curl's own default bundle and directory), where
+// SSL_CERT_FILE, when set, takes the bundle's place and SSL_CERT_DIR the
+// directory's, as in OpenSSL. Kept for the life of the process.
 X509_STORE* trust_store(CURL* c, const std::vector<std::filesystem::path>& ca_files) {
   static std::mutex mu;
   static std::map<std::string, X509_STORE*> stores;

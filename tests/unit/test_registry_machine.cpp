@@ -175,6 +175,8 @@ TEST_CASE("registries.conf: what is wrong says which file, line and setting", "[
   CHECK_THAT(bad("[[registry]]\nprefix = \"*.a.io/foo\"\nlocation = \"b.io\"\n"),
              Catch::Contains("a wildcard is allowed only at the start of a prefix"));
   CHECK_THAT(bad("[[registry]]\nprefix = \"a.*.io\"\nlocation = \"b.io\"\n"), Catch::Contains("a wildcard"));
+  CHECK_THAT(bad("[[registry]]\nlocation = \"*.a.io\"\n"), Catch::Contains("allowed only in a [[registry]] prefix"));
+  CHECK_THAT(bad("[registries.block]\nregistries = ['*.a.io']\n"), Catch::Contains("allowed only in a [[registry]] prefix"));
   CHECK_THAT(bad("[[registry]]\nlocation = \"a.io\"\n[[registry.mirror]]\ninsecure = true\n"),
              Catch::Contains("a mirror without a location"));
   CHECK_THAT(bad("[[registry]]\nlocation = \"a.io\"\n[[registry.mirror]]\nlocation = \"m.io\"\npull-from-mirror = \"some\"\n"),
