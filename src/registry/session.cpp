@@ -222,16 +222,18 @@ void Session::probe() {
                             describe_error(r) + ")",
                         r.status);
   }
-  CredentialOptions co = options_.credentials;
-  if (options_.machine) {
-    try {
+  // The credentials: a broken auth file or registries.conf, or a helper that
+  // fails, is named after the operation it stopped.
+  try {
+    CredentialOptions co = options_.credentials;
+    if (options_.machine) {
       co.helpers = options_.machine->conf().credential_helpers;
       for (const auto& w : options_.machine->take_warnings()) status_.message(Level::Warning, w);
-    } catch (const Error& e) {
-      throw Error(op_ + ": " + e.what());
     }
+    creds_ = find_credentials(registry_, repository_, co);
+  } catch (const Error& e) {
+    throw Error(op_ + ": " + e.what(), e.exit_code());
   }
-  creds_ = find_credentials(registry_, repository_, co);
   probed_ = true;
 }
 

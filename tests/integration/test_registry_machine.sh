@@ -173,6 +173,13 @@ printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$B" "$(printf 'alice:wrong' | base64 
 REGISTRY_AUTH_FILE="$TMP/ci-auth.json" expect_rc 1 wrongfile sb push "$LAYOUT:1" "$B/app:2" --store "$STORE"
 grep -q "401 unauthorized.*(credentials from $TMP/ci-auth.json)" "$TMP/wrongfile.err" ||
   { show_output wrongfile; fail "the 401 does not name the auth file"; }
+# A broken auth file is an error naming it and the push it stopped.
+mkdir -p "$HOME/.config/containers"
+echo '{"auths": ' >"$HOME/.config/containers/auth.json"
+REGISTRY_AUTH_FILE="$TMP/none.json" expect_rc 1 brokenauth sb push "$LAYOUT:1" "$B/app:3" --store "$STORE"
+grep -q "error: push to $B/app: ~/.config/containers/auth.json is not valid JSON" "$TMP/brokenauth.err" ||
+  { show_output brokenauth; fail "no clear error for a broken auth file"; }
+rm "$HOME/.config/containers/auth.json"
 for n in noauth authpush authdry authpull wrongfile; do
   ! grep -q "$PASS_WORD" "$TMP/$n.out" "$TMP/$n.err" || fail "$n printed the password"
 done
