@@ -62,6 +62,7 @@ struct Image {
 constexpr const char* kMediaTypeConfig = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kMediaTypeManifest = "application/vnd.oci.image.manifest.v1+json";
 constexpr const char* kMediaTypeIndex = "application/vnd.oci.image.index.v1+json";
+constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";  // an artifact's config
 
 // RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z".
 std::string rfc3339(int64_t epoch);

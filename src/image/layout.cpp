@@ -24,6 +24,8 @@ std::string layout_ref_name(const std::string& tag) {
   return tag.substr(colon + 1);
 }
 
+static fs::path checked_blob(const fs::path& layout, const json& desc);
+
 // Puts a store blob into the layout: a hardlink where the filesystem allows,
 // else a checked copy. Skips blobs already present.
 static void place_blob(const fs::path& blobs, const Store& store, const Digest& d) {
@@ -108,6 +110,90 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
   write_file_atomic(index_file, index.dump(2) + "\n");
 }
 
+std::string artifact_manifest_json(const std::string& artifact_type, const Descriptor& file, const Descriptor& subject,
+                                   const std::map<std::string, std::string>& annotations) {
+  json m{{"schemaVersion", 2},
+         {"mediaType", kMediaTypeManifest},
+         {"artifactType", artifact_type},
+         {"config", {{"mediaType", kMediaTypeEmpty}, {"digest", Digest::of_bytes("{}").str()}, {"size", 2}}},
+         {"layers", json::array({{{"mediaType", file.media_type}, {"digest", file.digest.str()}, {"size", file.size}}})},
+         {"subject", {{"mediaType", subject.media_type}, {"digest", subject.digest.str()}, {"size", subject.size}}}};
+  if (!annotations.empty()) m["annotations"] = annotations;
+  return m.dump();
+}
+
+// The subject of the artifact manifest a layout entry names, if it is one.
+static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json = nullptr) {
+  if (!entry.is_object() || !entry.contains("artifactType")) return std::nullopt;
+  try {
+    std::string bytes = read_file(checked_blob(dir, entry));
+    json m = json::parse(bytes);
+    if (!m.contains("subject")) return std::nullopt;
+    if (manifest_json) *manifest_json = bytes;
+    return Digest::parse(m["subject"].at("digest").get<std::string>());
+  } catch (const json::exception& e) {
+    throw Error("a malformed artifact manifest in " + dir.string() + ": " + e.what());
+  }
+}
+
+Digest add_layout_artifact(const fs::path& dir, const std::string& artifact_type, const std::string& bytes,
+                           const Descriptor& subject, const std::map<std::string, std::string>& annotations) {
+  fs::path blobs = dir / "blobs" / "sha256";
+  if (::access((blobs / subject.digest.hex()).c_str(), F_OK) != 0)
+    throw Error("layout " + dir.string() + " lacks the image " + subject.digest.str() + " to attach an artifact to");
+  FileLock lock(dir / ".stackbuild.lock");
+  Descriptor file{artifact_type, Digest::of_bytes(bytes), bytes.size(), {}, {}};
+  std::string manifest = artifact_manifest_json(artifact_type, file, subject, annotations);
+  Digest digest = Digest::of_bytes(manifest);
+  place_bytes(blobs, "{}", Digest::of_bytes("{}"));
+  place_bytes(blobs, bytes, file.digest);
+  place_bytes(blobs, manifest, digest);
+
+  fs::path index_file = dir / "index.json";
+  json index;
+  try {
+    index = json::parse(read_file(index_file));
+  } catch (const json::exception& e) {
+    throw Error(index_file.string() + " is not valid JSON: " + e.what());
+  }
+  json list = json::array();
+  for (const auto& m : index.value("manifests", json::array())) {
+    bool same = m.is_object() && m.value("artifactType", "") == artifact_type && subject_of(dir, m) == subject.digest;
+    if (!same) list.push_back(m);
+  }
+  json d{{"mediaType", kMediaTypeManifest}, {"digest", digest.str()}, {"size", manifest.size()},
+         {"artifactType", artifact_type}};
+  if (!annotations.empty()) d["annotations"] = annotations;
+  list.push_back(d);
+  index["manifests"] = list;
+  write_file_atomic(index_file, index.dump(2) + "\n");
+  return digest;
+}
+
+std::vector<LayoutArtifact> layout_referrers(const fs::path& dir, const Digest& subject) {
+  std::vector<LayoutArtifact> out;
+  json index;
+  try {
+    index = json::parse(read_file(dir / "index.json"));
+  } catch (const json::exception& e) {
+    throw Error((dir / "index.json").string() + ": " + e.what());
+  }
+  for (const auto& m : index.value("manifests", json::array())) {
+    std::string manifest_json;
+    if (subject_of(dir, m, &manifest_json) != subject) continue;
+    try {
+      json a = json::parse(manifest_json);
+      const json& layers = a.at("layers");
+      if (layers.size() != 1) continue;  // not one of the one-file artifacts written here
+      out.push_back({m.at("artifactType").get<std::string>(), Digest::parse(m.at("digest").get<std::string>()),
+                     manifest_json, subject, checked_blob(dir, layers[0])});
+    } catch (const json::exception& e) {
+      throw Error("a malformed artifact manifest in " + dir.string() + ": " + e.what());
+    }
+  }
+  return out;
+}
+
 void write_docker_archive(const fs::path& out, const Store& store, const std::vector<TaggedImage>& images) {
   auto scratch = store.temp_dir();
   std::vector<TarMember> members;
@@ -183,7 +269,13 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref) {
     for (const auto& m : manifests) {
       std::string r = m.is_object() ? m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "") : "";
       refs.push_back(r);
-      if (ref.empty() ? manifests.size() == 1 : r == ref) chosen = &m;
+      if (!ref.empty() && r == ref) chosen = &m;
+    }
+    if (ref.empty()) {  // the one image, artifacts aside
+      std::vector<const json*> images;
+      for (const auto& m : manifests)
+        if (m.is_object() && !m.contains("artifactType")) images.push_back(&m);
+      if (images.size() == 1) chosen = images.front();
     }
   } catch (const json::exception& e) {
     throw Error((layout / "index.json").string() + ": " + e.what());

@@ -47,6 +47,32 @@ struct LayoutImage {
   std::vector<fs::path> layer_blobs;    // in order, bottom first
 };
 
+// Artifacts that refer to an image of a layout (OCI 1.1: a manifest whose
+// `subject` is the image's): their manifest and one blob in blobs/, listed in
+// index.json by artifactType without a ref name, as `oras attach
+// --oci-layout` lists one. Readers of images (open_layout_image, push) pass
+// over them.
+struct LayoutArtifact {
+  std::string artifact_type;
+  Digest manifest;
+  std::string manifest_json;
+  Digest subject;
+  fs::path file;  // the blob
+};
+
+// The manifest of an artifact: the empty config, `file` as its one layer, `subject`.
+std::string artifact_manifest_json(const std::string& artifact_type, const Descriptor& file, const Descriptor& subject,
+                                   const std::map<std::string, std::string>& annotations);
+
+// Adds `bytes` to the layout as an artifact of `artifact_type` referring to
+// `subject`, which the layout must hold; one of the same type for the same
+// subject is replaced. Returns the artifact's manifest digest.
+Digest add_layout_artifact(const fs::path& dir, const std::string& artifact_type, const std::string& bytes,
+                           const Descriptor& subject, const std::map<std::string, std::string>& annotations);
+
+// The layout's artifacts that refer to `subject`.
+std::vector<LayoutArtifact> layout_referrers(const fs::path& dir, const Digest& subject);
+
 // "DIR[:REF]" -> (DIR, REF): DIR as a whole when it is a directory.
 std::pair<fs::path, std::string> split_layout_ref(const std::string& arg);
 

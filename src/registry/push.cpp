@@ -27,6 +27,7 @@ std::vector<LayoutEntry> layout_entries(const fs::path& dir) {
   try {
     json j = json::parse(read_file(index));
     for (const auto& m : j.at("manifests")) {
+      if (m.contains("artifactType")) continue;  // refers to an image (image/layout.hpp); pushed with it
       std::string ref = m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
       out.push_back({ref, m.value("mediaType", kMediaTypeManifest), Digest::parse(m.at("digest").get<std::string>())});
     }

@@ -39,7 +39,8 @@ struct ManifestRef {
 // Reads a manifest or index (recursively) from the OCI layout `dir`, by descriptor.
 ManifestRef manifest_from_layout(const std::filesystem::path& dir, const std::string& media_type,
                                  const Digest& digest);
-// The ref names of a layout's index.json, with their descriptors (ref "" when unnamed).
+// The ref names of a layout's index.json, with their descriptors (ref "" when unnamed);
+// artifacts that refer to an image (image/layout.hpp) are not among them.
 struct LayoutEntry {
   std::string ref;
   std::string media_type;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "image/image.hpp"
+#include "image/layout.hpp"
 
 namespace sb::registry {
 
@@ -10,14 +11,8 @@ using json = nlohmann::json;
 
 std::string artifact_manifest(const std::string& artifact_type, const BlobRef& file, const Subject& subject,
                               const std::map<std::string, std::string>& annotations) {
-  json m{{"schemaVersion", 2},
-         {"mediaType", kMediaTypeManifest},
-         {"artifactType", artifact_type},
-         {"config", {{"mediaType", kMediaTypeEmpty}, {"digest", Digest::of_bytes("{}").str()}, {"size", 2}}},
-         {"layers", json::array({{{"mediaType", file.media_type}, {"digest", file.digest.str()}, {"size", file.size}}})},
-         {"subject", {{"mediaType", subject.media_type}, {"digest", subject.digest.str()}, {"size", subject.size}}}};
-  if (!annotations.empty()) m["annotations"] = annotations;
-  return m.dump();
+  return artifact_manifest_json(artifact_type, {file.media_type, file.digest, file.size, {}, {}},
+                                {subject.media_type, subject.digest, subject.size, {}, {}}, annotations);
 }
 
 std::string referrers_tag(const Digest& subject) { return "sha256-" + subject.hex(); }

@@ -14,7 +14,6 @@
 
 namespace sb::registry {
 
-constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";
 constexpr const char* kTestReportType = "application/vnd.stackbuild.test-report.v1+json";
 
 struct Subject {

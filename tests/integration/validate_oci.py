@@ -7,7 +7,8 @@ Checks: oci-layout against image-layout-schema.json; index.json against
 image-index-schema.json; then every descriptor reachable from index.json, recursively:
 the blob exists, its size and sha256 match the descriptor, and a manifest, nested
 index or config blob validates against its schema (and its mediaType field, where it
-has one, agrees with the descriptor). Layer blobs are checked for digest and size.
+has one, agrees with the descriptor). An artifact (a manifest with artifactType or
+subject, OCI 1.1) may have the empty config; its subject's blob must be in the layout. Layer blobs are checked for digest and size.
 $refs between the schemas are resolved from SCHEMA_DIR only (never the network).
 Prints one line per document checked; exits 1 with the reasons on any failure.
 """
@@ -22,6 +23,8 @@ import jsonschema
 MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 INDEX = "application/vnd.oci.image.index.v1+json"
 CONFIG = "application/vnd.oci.image.config.v1+json"
+EMPTY = "application/vnd.oci.empty.v1+json"  # an artifact's config
+EMPTY_DIGEST = "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
 SCHEMA_OF = {
     MANIFEST: "image-manifest-schema.json",
     INDEX: "image-index-schema.json",
@@ -113,10 +116,23 @@ class Validator:
         if mt != CONFIG and doc.get("mediaType") not in (None, mt):
             self.errors.append(f"{what}: mediaType {doc.get('mediaType')!r} but the descriptor says {mt!r}")
         if mt == MANIFEST:
+            artifact = "artifactType" in doc or "subject" in doc
             if isinstance(doc.get("config"), dict):
-                if doc["config"].get("mediaType") != CONFIG:
-                    self.errors.append(f"{what}: config mediaType is {doc['config'].get('mediaType')!r}")
+                cmt = doc["config"].get("mediaType")
+                if artifact and cmt == EMPTY:
+                    # OCI 1.1's artifact guidance: the empty descriptor, whose blob is "{}".
+                    if doc["config"].get("digest") != EMPTY_DIGEST or doc["config"].get("size") != 2:
+                        self.errors.append(f"{what}: the empty config is not the 2-byte blob '{{}}'")
+                elif cmt != CONFIG:
+                    self.errors.append(f"{what}: config mediaType is {cmt!r}")
                 self.walk(layout, doc["config"], what + " config", seen)
+            if artifact:
+                # An artifact's subject is an image of the same layout.
+                subject = doc.get("subject") or {}
+                if subject.get("mediaType") not in (MANIFEST, INDEX):
+                    self.errors.append(f"{what}: subject mediaType is {subject.get('mediaType')!r}")
+                else:
+                    self.read_blob(layout, subject, what + " subject")
             for i, layer in enumerate(doc.get("layers") or []):
                 self.walk(layout, layer, f"{what} layer {i}", seen)
         elif mt == INDEX:
