@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cctype>
 #include <ctime>
 
 #include <mutex>
@@ -370,8 +371,14 @@ ProjectPage parse_html_page(const std::string& body, const std::string& page_url
   return page;
 }
 
-std::multimap<std::string, std::string> parse_metadata(const std::string& text) {
-  std::multimap<std::string, std::string> out;
+bool FieldLess::operator()(std::string_view a, std::string_view b) const {
+  return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
+    return std::tolower(static_cast<unsigned char>(x)) < std::tolower(static_cast<unsigned char>(y));
+  });
+}
+
+Metadata parse_metadata(const std::string& text) {
+  Metadata out;
   std::string last;
   for (size_t pos = 0; pos < text.size();) {
     size_t e = text.find('\n', pos);

@@ -133,8 +133,16 @@ struct CacheDirective {
 };
 CacheDirective cache_directive(const std::string& cache_control);
 
+// Field names of core metadata compare without case, as in the email headers
+// they are ("Author-Email", "requires-dist" are what some backends write).
+struct FieldLess {
+  bool operator()(std::string_view a, std::string_view b) const;
+  using is_transparent = void;
+};
+using Metadata = std::multimap<std::string, std::string, FieldLess>;
+
 // METADATA ("Name: x", "Requires-Dist: y") -> field -> values, in order.
-std::multimap<std::string, std::string> parse_metadata(const std::string& text);
+Metadata parse_metadata(const std::string& text);
 
 // The file `name` (e.g. "*.dist-info/METADATA") inside a zip; "" if absent.
 std::string read_zip_member(const fs::path& zip, const std::string& suffix);

@@ -575,3 +575,14 @@ TEST_CASE("pip index: character references in HTML pages decode to UTF-8 - a bad
   CHECK(name_of("a&#xD800;") == "a&#xD800;");
   CHECK(name_of("a&#0;") == "a&#0;");
 }
+
+TEST_CASE("pip metadata: field names compare without case, as email headers do", "[pip]") {
+  // meson-python writes Author-Email; a backend may write requires-dist.
+  auto m = pip::parse_metadata("Metadata-Version: 2.4\nName: x\nAuthor-Email: A <a@x.org>\nrequires-dist: numpy>=2\n"
+                               "Requires-Dist: six\n\nRequires-Dist: not a header (the description)\n");
+  std::vector<std::string> deps;
+  for (auto [it, end] = m.equal_range("Requires-Dist"); it != end; ++it) deps.push_back(it->second);
+  CHECK(deps == std::vector<std::string>{"numpy>=2", "six"});  // in the order written
+  CHECK(m.count("author-email") == 1);
+  CHECK(m.find("Author-email")->second == "A <a@x.org>");
+}
