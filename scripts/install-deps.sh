@@ -12,6 +12,21 @@ test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zst
 test_deps+=(apache2-utils openssl curl python3-cryptography)  # registry tests: bcrypt htpasswd, CA, token signing
 test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 
+# The SPDX project's validator (spdx-tools) and the NTIA minimum-elements
+# checker, which test_sbom_validators.sh runs on stackbuild's SBOMs. They are
+# not Debian packages: a venv from the Python index, through the machine's
+# pip configuration, after the Debian packages; without them that test is
+# skipped, never passed.
+spdx_venv=${STACKBUILD_SPDX_VENV:-/opt/stackbuild-spdx-venv}
+spdx_tools() {
+  [ "${1:-}" = "--with-tests" ] || return 0
+  [ -x "$spdx_venv/bin/pyspdxtools" ] && [ -x "$spdx_venv/bin/ntia-checker" ] && return 0
+  echo "install-deps: spdx-tools and ntia-conformance-checker into $spdx_venv"
+  { python3 -m venv "$spdx_venv" &&
+    "$spdx_venv/bin/pip" install -q spdx-tools==0.8.5 ntia-conformance-checker==6.0.0; } ||
+    echo "install-deps: warning: could not install them; test_sbom_validators will be skipped"
+}
+
 want=("${build_deps[@]}")
 [ "${1:-}" = "--with-tests" ] && want+=("${test_deps[@]}")
 
@@ -21,9 +36,11 @@ for p in "${want[@]}"; do
 done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#want[@]} packages present"
+  spdx_tools "${1:-}"
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
+spdx_tools "${1:-}"

@@ -73,6 +73,9 @@ const char* const kBuildHelp =
     "skipped, never passed, without a GPU). A failure stops the build there (exit 1), naming the\n"
     "image and the test; nothing is pushed. After the push, each image's report is attached to\n"
     "it as an OCI artifact (see 'stackbuild test --help' and docs/testing.md).\n"
+    "--sbom adds each image's software bill of materials (SPDX 2.3 JSON; 'stackbuild sbom\n"
+    "--help' says what it lists) to the layout as an artifact that refers to the image, and\n"
+    "with --push attaches it to the pushed image.\n"
     "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
     "as for push, --insecure-policy as for pull); --locked builds from the digest 'stackbuild\n"
     "lock' recorded.\n"
@@ -115,6 +118,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   flags.push_back("--insecure-policy");  // from: a base image
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
+  flags.push_back("--sbom");  // cli/sbom.cpp
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
   Args args(argv, flags, options, {"--tag", "--set", "--only", "--push-to", "--insecure-registry"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
@@ -215,6 +219,10 @@ int cmd_build(const std::vector<std::string>& argv) {
     }
   }
   if (o.format == OutputFormat::OciLayout) check_ref_names(points, mo.index_ref);
+  if (args.has("--sbom") && o.format != OutputFormat::OciLayout)
+    throw Error("--sbom goes into an OCI layout, and --format docker-archive writes none; build a layout, or run "
+                "'stackbuild sbom' on one",
+                kExitUsage);
 
   Store store = ctx.store();
   if (points.size() > 1)
@@ -246,6 +254,10 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (r.index) ctx.status->result(r.index->ref + " (matrix index)", r.index->digest.str());
   ctx.status->result("output", o.output.string());
 
+  // --sbom: each image's SBOM into the layout, beside the image it refers to.
+  std::vector<std::vector<SbomOf>> sboms(r.points.size());
+  if (args.has("--sbom")) sboms = add_built_sboms(r, o.output, store, ctx);
+
   // build --push: the finished images go to the registry (registry/).
   if (args.has("--push") || args.has("--push-to")) {
     std::map<std::string, std::string> index_tags;  // REGISTRY/REPO -> the index's tag there
@@ -268,6 +280,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
     push_built_images(r, push_of, index_tags, args, ctx);
     attach_built_reports(r, reports, push_of, args, ctx);  // the reports refer to the images
+    attach_built_sboms(sboms, push_of, args, ctx);
   }
   return kExitOk;
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "image/image.hpp"
 #include "pipeline/plan.hpp"
 #include "store/store.hpp"
 #include "util/status.hpp"
@@ -54,6 +55,7 @@ int cmd_pip(const std::vector<std::string>& argv);     // cli/pip.cpp (issue 5)
 int cmd_redist(const std::vector<std::string>& argv);  // cli/pip.cpp (issue 5)
 int cmd_gc(const std::vector<std::string>& argv);      // cli/gc.cpp
 int cmd_cuda_code(const std::vector<std::string>& argv);  // cli/cuda_code.cpp
+int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -71,6 +73,7 @@ extern const char* const kPipHelp;
 extern const char* const kRedistHelp;
 extern const char* const kGcHelp;
 extern const char* const kCudaCodeHelp;
+extern const char* const kSbomHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);
@@ -108,6 +111,19 @@ std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& 
 // point's targets (targets[i] for point i).
 void attach_built_reports(const MatrixResult& built, const std::vector<std::vector<verify::VerifyReport>>& reports,
                           const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx);
+// SBOMs (cli/sbom.cpp). The SPDX document of an image built under `tag`, from its layers in the store.
+std::string built_image_sbom(const Store& store, const std::string& tag, const Image& image);
+struct SbomOf {
+  std::string name;
+  Descriptor image;
+  std::string document;
+};
+// build --sbom: each distinct image's SBOM added to `layout` (point i's in
+// the i-th list); then, with --push, attached to the pushed images.
+std::vector<std::vector<SbomOf>> add_built_sboms(const MatrixResult& built, const fs::path& layout, const Store& store,
+                                                 Context& ctx);
+void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
+                        const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx);
 struct AttachSubject {
   std::string media_type;
   Digest digest;

@@ -6,6 +6,7 @@
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
 #include "util/utf8.hpp"
+#include "util/version.hpp"
 
 namespace sb::cli {
 
@@ -50,6 +51,7 @@ const std::vector<Command>& commands() {
       {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
       {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
+      {"sbom", "write an image's software bill of materials (SPDX 2.3 JSON)", kSbomHelp, cmd_sbom},
       {"run", "run a command inside an image, in the sandbox, optionally with GPUs", kRunHelp, cmd_run},
       {"cuda-code", "list the GPU code (sm_XY SASS, compute_XY PTX) CUDA binaries carry", kCudaCodeHelp,
        cmd_cuda_code},
@@ -104,7 +106,7 @@ Store Context::store() const {
 int cmd_version(const std::vector<std::string>& argv) {
   Args args(argv, kCommonFlags, kCommonOptions);
   if (maybe_help(args, kVersionHelp)) return kExitOk;
-  printf("stackbuild 0.1.0\n");
+  printf("stackbuild %s\n", kStackbuildVersion);
   return kExitOk;
 }
 

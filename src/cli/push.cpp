@@ -1,10 +1,14 @@
 #include <chrono>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/cli.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "registry/push.hpp"
+#include "registry/referrers.hpp"
 #include "util/error.hpp"
+#include "util/file.hpp"
 #include "util/process.hpp"
 
 namespace sb::cli {
@@ -19,7 +23,9 @@ const char* const kPushHelp =
     "registry are mounted, small blobs go in one request and large ones in chunks that resume\n"
     "where the registry says the upload stands; the manifest goes last, with its exact bytes.\n"
     "The machine's registries.conf (insecure and blocked registries) and certs.d are read as\n"
-    "skopeo reads them (docs/registry.md).\n"
+    "skopeo reads them (docs/registry.md). Artifacts in the layout that refer to a pushed\n"
+    "image (the SBOMs of build --sbom and sbom --add-to-layout) are pushed after it, as\n"
+    "artifacts referring to it there (the referrers API, else the referrers tag).\n"
     "\n"
     "  LAYOUT:REF REG/REPO:TAG   the image named REF, tagged TAG (default: REF)\n"
     "  LAYOUT REG/REPO           every image of the layout, each tagged with its ref name\n"
@@ -118,8 +124,24 @@ int cmd_push(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto start = std::chrono::steady_clock::now();
-  auto r = registry::push_images(target, images, push_options(args, store), *ctx.status);
+  auto po = push_options(args, store);
+  auto r = registry::push_images(target, images, po, *ctx.status);
   report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+
+  // The layout's artifacts that refer to a pushed image (build --sbom's SBOMs)
+  // go along, with the same manifests.
+  for (const auto& e : entries)
+    for (const auto& a : layout_referrers(layout, e.digest)) {
+      auto m = nlohmann::json::parse(a.manifest_json);
+      std::map<std::string, std::string> annotations;
+      if (m.contains("annotations")) annotations = m["annotations"].get<std::map<std::string, std::string>>();
+      std::string subject_json = read_file(layout / "blobs" / "sha256" / e.digest.hex());
+      registry::Subject subject{e.media_type, e.digest, subject_json.size()};
+      auto at = registry::attach_artifact(target, subject, a.artifact_type, read_file(a.file), annotations, po,
+                                          *ctx.status);
+      ctx.status->message(Level::Info, a.artifact_type + " artifact " + at.artifact.str() + " refers to " +
+                                           e.digest.str() + " (" + at.how + ")");
+    }
   return kExitOk;
 }
 

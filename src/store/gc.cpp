@@ -71,7 +71,10 @@ void read_record(std::string_view kind, std::string_view text, Item& item) {
       while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
       return s;
     };
-    if (kind == "layer") {
+    if (kind == "sbom-layer") {  // what a layer holds for SBOMs (image/sbom.hpp): lives while the layer does
+      item.refs.clear();
+      item.needs.push_back(Digest::parse(json::parse(text).at("layer").get<std::string>()));
+    } else if (kind == "layer") {
       item.needs.push_back(Digest::parse(json::parse(text).at("digest").get<std::string>()));
     } else if (kind == "layer-parts") {
       json j = json::parse(text);

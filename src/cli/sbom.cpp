@@ -1,0 +1,195 @@
+// stackbuild sbom: an image's software bill of materials (image/sbom.hpp),
+// written out, added to its layout, or attached to it in a registry.
+#include <cstdio>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/cli.hpp"
+#include "image/layout.hpp"
+#include "image/sbom.hpp"
+#include "pipeline/matrix_build.hpp"
+#include "registry/pull.hpp"
+#include "registry/referrers.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+
+namespace sb::cli {
+
+using json = nlohmann::json;
+
+const char* const kSbomHelp =
+    "usage: stackbuild sbom LAYOUT[:TAG]|REGISTRY/REPO[:TAG|@DIGEST] [options]\n"
+    "\n"
+    "Writes an image's software bill of materials as an SPDX 2.3 JSON document: the image\n"
+    "(its manifest digest and a pkg:oci Package URL) and every package found in it, each with\n"
+    "its version, supplier, declared license (where the package states an SPDX one) and\n"
+    "Package URL:\n"
+    "  - Debian and Ubuntu packages, from dpkg's status (and distroless' status.d/);\n"
+    "  - Alpine packages, from apk's database;\n"
+    "  - Python projects, from *.dist-info and *.egg-info in site- and dist-packages (wheels\n"
+    "    such as torch and NVIDIA's nvidia-cudnn-cu12 among them);\n"
+    "  - CUDA toolkit components, from /usr/local/cuda*/version.json;\n"
+    "with DEPENDS_ON between packages whose Depends or Requires-Dist name others of the image.\n"
+    "The layers are read, not unpacked, with their whiteouts; what each holds is kept in the\n"
+    "store, so a layer is read once. The same image always gives the same document, wherever\n"
+    "it is read from: its time is the image's created time, and the image is named TITLE:TAG\n"
+    "(its org.opencontainers.image.title annotation, the recipe's stack, and the tag or ref\n"
+    "name it is read under), else as given.\n"
+    "A REGISTRY/REPO reference is pulled into the store first.\n"
+    "\n"
+    "options:\n"
+    "  -o, --output FILE      write the document to FILE (default: standard output)\n"
+    "  --add-to-layout        with LAYOUT: also add it there as an artifact that refers to the\n"
+    "                         image (artifactType application/spdx+json, as `build --sbom` does);\n"
+    "                         `stackbuild push` sends such artifacts along with their image\n"
+    "  --attach REGISTRY/REPO push it there as an OCI artifact whose subject is the image (which\n"
+    "                         must be in that repository), as test --attach does for reports\n"
+    "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
+    "  --insecure-policy      pull REF whatever policy.json says (as for pull)\n";
+
+namespace {
+
+const std::map<std::string, std::string> kSbomAnnotations{{"org.opencontainers.image.title", "SBOM (SPDX 2.3)"}};
+
+struct SbomTarget {
+  std::string name;
+  Digest manifest;
+  std::string manifest_json;
+  std::string config_json;
+  std::vector<std::pair<Digest, fs::path>> layers;
+};
+
+// The name an SBOM gives its image: TITLE:TAG, from the manifest's
+// org.opencontainers.image.title (stackbuild writes the recipe's stack
+// there), so that an image has the same SBOM wherever it is read from: its
+// build, its layout, a registry it was pushed to. `fallback` without a title.
+std::string sbom_name(const std::string& manifest_json, const std::string& tag, const std::string& fallback) {
+  json m = json::parse(manifest_json, nullptr, false);
+  std::string title;
+  if (m.is_object() && m.contains("annotations") && m["annotations"].is_object())
+    title = m["annotations"].value("org.opencontainers.image.title", "");
+  if (title.empty()) return fallback;
+  return tag.empty() ? title : title + ":" + tag;
+}
+
+}  // namespace
+
+std::string built_image_sbom(const Store& store, const std::string& tag, const Image& image) {
+  std::vector<std::pair<Digest, fs::path>> layers;
+  for (const auto& l : image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
+  return sbom::image_sbom(store, sbom_name(image.manifest_json, layout_ref_name(tag), tag), image.manifest.digest,
+                          image.config_json, layers);
+}
+
+std::vector<std::vector<SbomOf>> add_built_sboms(const MatrixResult& built, const fs::path& layout, const Store& store,
+                                                 Context& ctx) {
+  std::vector<std::vector<SbomOf>> out(built.points.size());
+  for (size_t i = 0; i < built.points.size(); ++i) {
+    const auto& p = built.points[i];
+    if (!p.built) continue;
+    std::set<Digest> seen;  // one image under several tags has one SBOM
+    for (const auto& ti : p.built->images) {
+      if (!seen.insert(ti.image.manifest.digest).second) continue;
+      SbomOf s{ti.tag, ti.image.manifest, built_image_sbom(store, ti.tag, ti.image)};
+      Digest d = add_layout_artifact(layout, sbom::kSpdxMediaType, s.document, s.image, kSbomAnnotations);
+      ctx.status->result("sbom of " + ti.tag, d.str());
+      out[i].push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
+                        const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx) {
+  Store store = ctx.store();
+  for (size_t i = 0; i < sboms.size() && i < targets.size(); ++i)
+    for (const auto& t : targets[i]) {
+      auto ref = registry::Reference::parse(t);
+      registry::PushOptions o;
+      o.session = registry_session_options(args);
+      o.store = &store;
+      for (const auto& s : sboms[i]) {
+        auto r = registry::attach_artifact(ref, {s.image.media_type, s.image.digest, s.image.size}, sbom::kSpdxMediaType,
+                                           s.document, kSbomAnnotations, o, *ctx.status);
+        ctx.status->message(Level::Info, "SBOM of " + s.name + " attached to " + ref.name() + "@" +
+                                             s.image.digest.str() + " as " + r.artifact.str() + " (" + r.how + ")");
+      }
+    }
+}
+
+int cmd_sbom(const std::vector<std::string>& argv) {
+  std::vector<std::string> options = kCommonOptions;
+  options.insert(options.end(), {"-o", "--output", "--attach", "--creds", "--ca-cert"});
+  std::vector<std::string> flags = kCommonFlags;
+  flags.insert(flags.end(), {"--add-to-layout", "--insecure-policy"});
+  Args args(argv, flags, options, {"--insecure-registry"});
+  if (maybe_help(args, kSbomHelp)) return kExitOk;
+  if (args.positional().size() != 1) throw Error("sbom wants one LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", kExitUsage);
+  auto out = args.get("-o") ? args.get("-o") : args.get("--output");
+  if (!out && (args.has("--json") || args.get("--progress") == "json"))
+    throw Error("JSON progress goes to standard output; give -o FILE for the SBOM", kExitUsage);
+  Context ctx = make_context(args);
+  Store store = ctx.store();
+
+  const std::string& what = args.positional()[0];
+  std::optional<fs::path> layout;
+  SbomTarget t = [&]() -> SbomTarget {
+    if (fs::is_directory(split_layout_ref(what).first)) {
+      auto [dir, ref] = split_layout_ref(what);
+      LayoutImage img = open_layout_image(dir, ref);
+      layout = dir;
+      std::vector<std::pair<Digest, fs::path>> layers;
+      json m = json::parse(img.manifest_json);
+      for (size_t i = 0; i < img.layer_blobs.size(); ++i)
+        layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
+      return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
+              layers};
+    }
+    if (what.find('/') != std::string::npos && !fs::exists(what)) {
+      if (args.has("--add-to-layout")) throw Error("--add-to-layout wants a LAYOUT, not a registry reference", kExitUsage);
+      auto ref = registry::Reference::parse(what);
+      registry::PullOptions o;
+      o.session = registry_session_options(args);
+      auto pulled = registry::pull_image(ref, store, o, *ctx.status);
+      std::vector<std::pair<Digest, fs::path>> layers;
+      for (const auto& l : pulled.image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
+      return {sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
+              pulled.image.manifest_json, pulled.image.config_json, layers};
+    }
+    throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", kExitUsage);
+  }();
+
+  std::string doc;
+  try {
+    doc = sbom::image_sbom(store, t.name, t.manifest, t.config_json, t.layers);
+  } catch (Error& e) {
+    e.add_trace("while reading the SBOM of " + t.name);
+    throw;
+  }
+  std::string media_type = json::parse(t.manifest_json).value("mediaType", kMediaTypeManifest);
+  Descriptor subject{media_type, t.manifest, t.manifest_json.size(), {}, {}};
+  if (out) {
+    write_file_atomic(*out, doc);
+    ctx.status->result("sbom", *out);
+  } else {
+    fputs(doc.c_str(), stdout);
+  }
+  if (args.has("--add-to-layout")) {
+    Digest d = add_layout_artifact(*layout, sbom::kSpdxMediaType, doc, subject, kSbomAnnotations);
+    ctx.status->result("sbom artifact", d.str());
+  }
+  if (auto target = args.get("--attach")) {
+    auto ref = registry::Reference::parse(*target);
+    registry::PushOptions o;
+    o.session = registry_session_options(args);
+    o.store = &store;
+    auto r = registry::attach_artifact(ref, {media_type, t.manifest, t.manifest_json.size()}, sbom::kSpdxMediaType,
+                                       doc, kSbomAnnotations, o, *ctx.status);
+    ctx.status->message(Level::Info, "SBOM of " + t.name + " attached to " + ref.name() + "@" + t.manifest.str() +
+                                         " as " + r.artifact.str() + " (" + r.how + ")");
+  }
+  return kExitOk;
+}
+
+}  // namespace sb::cli

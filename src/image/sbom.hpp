@@ -1,0 +1,118 @@
+// An image's software bill of materials: the packages it holds, read off its
+// layers the way a scanner (syft, trivy) reads an unpacked image, but without
+// unpacking it. Each layer is read once for the few files that record what is
+// installed (dpkg's and apk's databases, Python's *.dist-info, the CUDA
+// toolkit's version.json, os-release); the layers are then stacked with their
+// whiteouts, and the packages read off the result. Written as an SPDX 2.3 JSON
+// document (image/sbom_spdx.cpp).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "store/store.hpp"
+#include "util/digest.hpp"
+
+namespace sb::sbom {
+
+namespace fs = std::filesystem;
+
+// What one layer holds of those files, and what it removes from the layers below.
+struct LayerFiles {
+  std::map<std::string, std::string> files;  // image path without the leading '/' -> content
+  std::vector<std::string> removed;           // paths it whites out or replaces with a non-file
+  std::vector<std::string> opaque;            // directories whose lower contents it hides
+};
+
+// Whether `path` (an archive path, no leading '/') is a file the SBOM reads.
+bool wanted_path(std::string_view path);
+
+// Reads a layer blob (tar, gzip or zstd). Throws sb::Error naming the blob.
+LayerFiles scan_layer(const fs::path& blob);
+
+nlohmann::json layer_files_json(const LayerFiles& l);
+LayerFiles layer_files_from_json(const nlohmann::json& j);  // throws on a malformed record
+
+// The files an unpacked image would have, the layers stacked bottom first.
+std::map<std::string, std::string> stack_layers(const std::vector<LayerFiles>& layers);
+
+// stack_layers() of an image's layer blobs (digest and path, bottom first).
+// Each layer is read once per store: the record sbom-layer/<digest> keeps
+// what it held, so a layer shared by many images or rebuilt unchanged is not
+// read again.
+std::map<std::string, std::string> image_files(const Store& store,
+                                               const std::vector<std::pair<Digest, fs::path>>& layers);
+
+struct Package {
+  std::string id;        // unique in the document: "deb-libc6-2.36-9-<hash>"
+  std::string type;      // "deb", "apk", "python", "cuda"
+  std::string name;
+  std::string version;
+  std::string arch;      // deb/apk architecture
+  std::string source;    // the source package (deb Source, apk origin) when it differs
+  std::string supplier;  // "Name <email>" as the package says it
+  std::string license;   // an SPDX license expression, "" when none is stated as one
+  std::string license_text;  // what the package says of its license otherwise
+  std::string homepage;
+  std::string summary;
+  std::string file;      // the image file that records it ("/var/lib/dpkg/status")
+  std::string purl;
+  std::vector<std::string> depends;  // ids of the packages (of this image) it depends on
+};
+
+struct Contents {
+  std::string os_id;          // os-release ID: "debian"
+  std::string os_version_id;  // "12"
+  std::string os_name;        // PRETTY_NAME
+  std::vector<Package> packages;  // sorted by type, name, version, file
+};
+
+// The packages of an image's files. `machine` is the image's CPU in
+// Python's terms ("x86_64", "aarch64"), for the markers of Requires-Dist.
+Contents read_contents(const std::map<std::string, std::string>& files, const std::string& machine);
+
+// "amd64" -> "x86_64", "arm64" -> "aarch64"; others as they are.
+std::string python_machine(const std::string& oci_architecture);
+
+// What the document says of the image itself.
+struct ImageInfo {
+  std::string name;        // "pytorch:26.11-2.7.0-cuda12.6", or a registry reference
+  std::string manifest_digest;  // "sha256:..."
+  std::string architecture;     // the config's
+  std::string created;          // the config's created (RFC 3339); the document's time
+  std::map<std::string, std::string> labels;  // the config's labels
+  std::string tool;             // "stackbuild-0.1.0"
+};
+
+// The SPDX 2.3 JSON document: the image as the package the document
+// describes, which CONTAINS every package found; DEPENDS_ON between them.
+// Deterministic: the same image gives the same bytes.
+std::string spdx_json(const Contents& contents, const ImageInfo& image);
+
+// An image's ImageInfo, from its config (architecture, created, labels).
+ImageInfo image_info(const std::string& name, const Digest& manifest, const std::string& config_json);
+
+// "2024-05-01T12:00:00.123+02:00" -> "2024-05-01T10:00:00Z", as SPDX writes a
+// time; "" for a time it cannot read.
+std::string spdx_time(const std::string& rfc3339);
+
+// The SPDX document of an image: its layers (bottom first) read through
+// image_files(), their packages, and what its config says.
+std::string image_sbom(const Store& store, const std::string& name, const Digest& manifest,
+                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers);
+
+constexpr const char* kSpdxMediaType = "application/spdx+json";
+
+// Whether `expr` is an SPDX license expression of identifiers on SPDX's list
+// (the common ones stackbuild knows; others read as unknown).
+bool license_expression_known(std::string_view expr);
+
+// A Package URL component: percent-encoded as the purl spec says (':' kept).
+std::string purl_encode(std::string_view s);
+
+}  // namespace sb::sbom

@@ -1,0 +1,373 @@
+// The packages an image's files record: dpkg's status (and distroless'
+// status.d), apk's installed database, Python's *.dist-info and *.egg-info,
+// and the CUDA toolkit's version.json.
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "apt/control.hpp"
+#include "image/sbom.hpp"
+#include "pip/index.hpp"
+#include "pip/requirement.hpp"
+#include "pip/version.hpp"
+#include "util/digest.hpp"
+#include "util/error.hpp"
+#include "util/text.hpp"
+
+namespace sb::sbom {
+
+namespace {
+
+std::string id_part(std::string_view s) {
+  std::string out;
+  for (char c : s) out += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-') ? c : '-';
+  return out;
+}
+
+void set_id(Package& p) {
+  std::string key = p.type + '\0' + p.name + '\0' + p.version + '\0' + p.arch + '\0' + p.file;
+  p.id = id_part(p.type + "-" + p.name + "-" + p.version) + "-" + Digest::of_bytes(key).hex().substr(0, 8);
+}
+
+std::string first_line(const std::string& s) { return trim(s.substr(0, s.find('\n'))); }
+
+// os-release: KEY=value lines, the value maybe quoted.
+std::map<std::string, std::string> os_release(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string line = trim(text.substr(pos, end - pos));
+    pos = end + 1;
+    size_t eq = line.find('=');
+    if (line.empty() || line[0] == '#' || eq == std::string::npos) continue;
+    std::string v = line.substr(eq + 1);
+    if (v.size() >= 2 && (v[0] == '"' || v[0] == '\'') && v.back() == v[0]) v = v.substr(1, v.size() - 2);
+    out[line.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+std::string purl(const std::string& type, const std::string& ns, const std::string& name, const std::string& version,
+                 const std::vector<std::pair<std::string, std::string>>& qualifiers) {
+  std::string s = "pkg:" + type + "/" + (ns.empty() ? "" : purl_encode(ns) + "/") + purl_encode(name);
+  if (!version.empty()) s += "@" + purl_encode(version);
+  char sep = '?';
+  for (const auto& [k, v] : qualifiers) {  // the caller gives them sorted by key
+    if (v.empty()) continue;
+    s += sep + k + "=" + purl_encode(v);
+    sep = '&';
+  }
+  return s;
+}
+
+// ---- dpkg ----------------------------------------------------------------
+
+void read_dpkg(const std::string& file, const std::string& text, const Contents& c, std::vector<Package>& out,
+               std::map<std::string, std::string>& depends_field, std::map<std::string, std::string>& provides) {
+  std::string distro = c.os_id.empty() ? "" : c.os_id + (c.os_version_id.empty() ? "" : "-" + c.os_version_id);
+  apt::for_each_paragraph(text, [&](const apt::Paragraph& para) {
+    if (para.get("Package").empty()) return;
+    // dpkg's status keeps removed packages' configuration: only installed ones count.
+    if (para.has("Status")) {
+      auto words = apt::split_words(para.get("Status"));
+      if (words.size() < 3 || (words[2] != "installed")) return;
+    }
+    Package p;
+    p.type = "deb";
+    p.name = para.get("Package");
+    p.version = para.get("Version");
+    p.arch = para.get("Architecture");
+    std::string source = apt::split_words(para.get("Source")).empty() ? "" : apt::split_words(para.get("Source"))[0];
+    if (source != p.name) p.source = source;
+    p.supplier = para.get("Maintainer");
+    p.homepage = para.get("Homepage");
+    p.summary = first_line(para.get("Description"));
+    p.file = "/" + file;
+    p.purl = purl("deb", c.os_id.empty() ? "debian" : c.os_id, p.name, p.version,
+                  {{"arch", p.arch}, {"distro", distro}, {"upstream", p.source}});
+    set_id(p);
+    std::string deps = para.get("Pre-Depends");
+    if (!para.get("Depends").empty()) deps += (deps.empty() ? "" : ", ") + para.get("Depends");
+    depends_field[p.id] = deps;
+    provides[p.id] = para.get("Provides");
+    out.push_back(std::move(p));
+  });
+}
+
+// Each group of alternatives becomes the first alternative that is installed.
+void link_debs(std::vector<Package>& debs, const std::map<std::string, std::string>& depends_field,
+               const std::map<std::string, std::string>& provides) {
+  std::map<std::string, std::vector<const Package*>> by_name;
+  for (const auto& p : debs) {
+    by_name[p.name].push_back(&p);
+    try {
+      for (const auto& alts : apt::parse_depends(provides.at(p.id)))
+        for (const auto& a : alts) by_name[a.name].push_back(&p);
+    } catch (const Error&) {  // a malformed Provides provides nothing
+    }
+  }
+  for (auto& p : debs) {
+    std::vector<apt::Alternatives> groups;
+    try {
+      groups = apt::parse_depends(depends_field.at(p.id), p.arch);
+    } catch (const Error&) {
+      continue;  // the package's own field is broken: no relationships for it
+    }
+    std::set<std::string> seen;
+    for (const auto& alts : groups)
+      for (const auto& a : alts) {
+        auto it = by_name.find(a.name);
+        if (it == by_name.end()) continue;
+        const Package* best = it->second.front();
+        for (const Package* q : it->second)
+          if (q->arch == p.arch) best = q;
+        if (best != &p && seen.insert(best->id).second) p.depends.push_back(best->id);
+        break;
+      }
+  }
+}
+
+// ---- apk -----------------------------------------------------------------
+
+void read_apk(const std::string& file, const std::string& text, const Contents& c, std::vector<Package>& out) {
+  std::string distro = "alpine" + (c.os_version_id.empty() ? "" : "-" + c.os_version_id);
+  Package p;
+  auto flush = [&] {
+    if (!p.name.empty()) {
+      if (p.source == p.name) p.source.clear();
+      p.type = "apk";
+      p.file = "/" + file;
+      p.purl = purl("apk", c.os_id.empty() ? "alpine" : c.os_id, p.name, p.version,
+                    {{"arch", p.arch}, {"distro", distro}, {"upstream", p.source}});
+      set_id(p);
+      out.push_back(std::move(p));
+    }
+    p = Package{};
+  };
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    pos = end + 1;
+    if (line.empty()) {
+      flush();
+      if (end == text.size()) break;
+      continue;
+    }
+    if (line.size() < 2 || line[1] != ':') continue;
+    std::string v(line.substr(2));
+    switch (line[0]) {
+      case 'P': p.name = v; break;
+      case 'V': p.version = v; break;
+      case 'A': p.arch = v; break;
+      case 'L': p.license_text = v; break;
+      case 'm': p.supplier = v; break;
+      case 'o': p.source = v; break;
+      case 'U': p.homepage = v; break;
+      case 'T': p.summary = v; break;
+    }
+  }
+  flush();
+}
+
+// ---- Python --------------------------------------------------------------
+
+// License-Expression (PEP 639); else a License: that is an SPDX expression;
+// else the one license the classifiers name, where they name exactly one.
+// What the package says otherwise goes to `text`.
+std::string python_license(const pip::Metadata& m, std::string& text) {
+  auto one = [&](const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
+  if (auto e = one("License-Expression"); !e.empty()) return e;
+  static const std::map<std::string, std::string> classifiers = {
+      {"License :: OSI Approved :: MIT License", "MIT"},
+      {"License :: OSI Approved :: ISC License (ISCL)", "ISC"},
+      {"License :: OSI Approved :: Python Software Foundation License", "PSF-2.0"},
+      {"License :: OSI Approved :: Mozilla Public License 2.0 (MPL 2.0)", "MPL-2.0"},
+      {"License :: OSI Approved :: The Unlicense (Unlicense)", "Unlicense"},
+  };
+  std::vector<std::string> named;
+  for (auto [it, end] = m.equal_range("Classifier"); it != end; ++it)
+    if (it->second.starts_with("License ::")) named.push_back(it->second);
+  std::string lic = trim(one("License"));
+  if (!lic.empty() && license_expression_known(lic)) return lic;
+  if (!lic.empty()) text = lic.find('\n') == std::string::npos ? lic : first_line(lic) + " ...";
+  for (const auto& n : named) text += (text.empty() ? "" : "; ") + n;
+  if (named.size() == 1)
+    if (auto it = classifiers.find(named[0]); it != classifiers.end()) return it->second;
+  return "";
+}
+
+// The directory a project's *.dist-info or *.egg-info is in.
+std::string site_of(const std::string& file) {
+  for (const char* s : {".dist-info/", ".egg-info/"})
+    if (size_t at = file.find(s); at != std::string::npos) return file.substr(0, file.rfind('/', at));
+  return file.substr(0, file.rfind('/'));
+}
+
+std::string python_version_of(std::string_view site_dir) {
+  // usr/lib/python3.11/site-packages, usr/local/lib/python3.12/dist-packages
+  size_t at = site_dir.rfind("/python");
+  if (at == std::string_view::npos) return "";
+  std::string_view rest = site_dir.substr(at + 7);
+  rest = rest.substr(0, rest.find('/'));
+  if (rest.find('.') == std::string_view::npos || rest.find_first_not_of("0123456789.") != std::string_view::npos)
+    return "";
+  return std::string(rest);
+}
+
+struct PythonDeps {
+  std::string site;                 // the directory the project is installed in
+  std::vector<std::string> requires_dist;
+};
+
+void read_python(const std::string& file, const std::string& text, std::vector<Package>& out,
+                 std::map<std::string, PythonDeps>& deps) {
+  auto m = pip::parse_metadata(text);
+  auto one = [&](const char* k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
+  Package p;
+  p.type = "python";
+  p.name = one("Name");
+  p.version = one("Version");
+  if (p.name.empty()) return;  // not a project's metadata
+  p.summary = one("Summary");
+  p.homepage = one("Home-page");
+  for (auto [it, end] = m.equal_range("Project-URL"); it != end && p.homepage.empty(); ++it) {
+    size_t comma = it->second.find(',');
+    std::string label = pip::normalize_name(trim(it->second.substr(0, comma)));
+    if (comma != std::string::npos && (label == "homepage" || label == "home"))
+      p.homepage = trim(it->second.substr(comma + 1));
+  }
+  for (const char* k : {"Author-email", "Author", "Maintainer-email", "Maintainer"})
+    if (p.supplier.empty()) p.supplier = first_line(one(k));
+  p.license = python_license(m, p.license_text);
+  p.file = "/" + file;
+  p.purl = purl("pypi", "", pip::normalize_name(p.name), p.version, {});
+  set_id(p);
+  PythonDeps d{site_of(file), {}};
+  for (auto [it, end] = m.equal_range("Requires-Dist"); it != end; ++it) d.requires_dist.push_back(it->second);
+  deps[p.id] = std::move(d);
+  out.push_back(std::move(p));
+}
+
+void link_python(std::vector<Package>& pys, const std::map<std::string, PythonDeps>& deps, const std::string& machine) {
+  std::map<std::pair<std::string, std::string>, std::string> installed;  // (site, key) -> id
+  for (const auto& p : pys) installed[{deps.at(p.id).site, pip::normalize_name(p.name)}] = p.id;
+  for (auto& p : pys) {
+    const auto& d = deps.at(p.id);
+    std::string py = python_version_of(d.site);
+    auto env = pip::MarkerEnv::linux_cpython(py.empty() ? "3" : py, machine);
+    std::set<std::string> seen;
+    for (const auto& text : d.requires_dist) {
+      try {
+        auto r = pip::Requirement::parse(text);
+        if (!r.marker.empty()) {
+          // Without the site's Python version, only markers on extras are read as false.
+          bool applies = py.empty() ? r.marker.str().find("extra") == std::string::npos : r.applies(env);
+          if (!applies) continue;
+        }
+        auto it = installed.find({d.site, r.key});
+        if (it != installed.end() && it->second != p.id && seen.insert(it->second).second) p.depends.push_back(it->second);
+      } catch (const Error&) {  // a requirement pip could not read either
+      }
+    }
+  }
+}
+
+// ---- the CUDA toolkit ----------------------------------------------------
+
+void read_cuda(const std::string& file, const std::string& text, std::vector<Package>& out) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (!j.is_object()) return;
+  for (const auto& [key, v] : j.items()) {
+    if (!v.is_object() || !v.contains("version") || !v["version"].is_string()) continue;
+    Package p;
+    p.type = "cuda";
+    p.name = key;
+    p.version = v["version"].get<std::string>();
+    if (v.contains("name") && v["name"].is_string()) p.summary = v["name"].get<std::string>();
+    p.supplier = "NVIDIA Corporation";
+    p.file = "/" + file;
+    p.purl = purl("generic", "nvidia", key, p.version, {});
+    set_id(p);
+    out.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+std::string purl_encode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~' || c == ':') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+std::string python_machine(const std::string& arch) {
+  if (arch == "amd64") return "x86_64";
+  if (arch == "arm64") return "aarch64";
+  if (arch == "ppc64le" || arch == "s390x") return arch;
+  return arch;
+}
+
+Contents read_contents(const std::map<std::string, std::string>& files, const std::string& machine) {
+  Contents c;
+  auto os = files.find("etc/os-release");
+  if (os == files.end()) os = files.find("usr/lib/os-release");
+  if (os != files.end()) {
+    auto kv = os_release(os->second);
+    c.os_id = kv["ID"];
+    c.os_version_id = kv["VERSION_ID"];
+    c.os_name = kv["PRETTY_NAME"];
+  }
+  std::vector<Package> debs, apks, pys, cuda;
+  std::map<std::string, std::string> deb_depends, deb_provides;
+  std::map<std::string, PythonDeps> py_deps;
+  for (const auto& [path, text] : files) {
+    try {
+      if (path == "var/lib/dpkg/status" || path.starts_with("var/lib/dpkg/status.d/"))
+        read_dpkg(path, text, c, debs, deb_depends, deb_provides);
+      else if (path == "lib/apk/db/installed")
+        read_apk(path, text, c, apks);
+      else if (path.ends_with("version.json"))
+        read_cuda(path, text, cuda);
+      else if (path != "etc/os-release" && path != "usr/lib/os-release")
+        read_python(path, text, pys, py_deps);
+    } catch (Error& e) {
+      e.add_trace("while reading /" + path + " for the SBOM");
+      throw;
+    }
+  }
+  link_debs(debs, deb_depends, deb_provides);
+  link_python(pys, py_deps, machine);
+  for (auto* list : {&debs, &apks, &pys, &cuda})
+    for (auto& p : *list) c.packages.push_back(std::move(p));
+  std::sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
+    return std::tie(a.type, a.name, a.version, a.file, a.arch) < std::tie(b.type, b.name, b.version, b.file, b.arch);
+  });
+  // The same record twice (a status.d file and the status, say) is one package.
+  c.packages.erase(std::unique(c.packages.begin(), c.packages.end(),
+                               [](const Package& a, const Package& b) { return a.id == b.id; }),
+                   c.packages.end());
+  return c;
+}
+
+}  // namespace sb::sbom

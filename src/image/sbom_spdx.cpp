@@ -1,0 +1,264 @@
+// An image's SBOM as an SPDX 2.3 JSON document: the image is the package the
+// document DESCRIBES; it CONTAINS every package found in it; packages that
+// depend on others of the image say so (DEPENDS_ON). Nothing in it comes from
+// the clock: the document's time is the image's own created time.
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "image/sbom.hpp"
+#include "util/digest.hpp"
+#include "util/error.hpp"
+#include "util/text.hpp"
+#include "util/version.hpp"
+
+namespace sb::sbom {
+
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// SPDX license list identifiers a package here commonly states. An identifier
+// that is not among them is passed on as the package's own words
+// (licenseComments), not guessed.
+const std::set<std::string, std::less<>>& known_licenses() {
+  static const std::set<std::string, std::less<>> ids = {
+      "0BSD", "AFL-2.1", "AGPL-3.0-only", "AGPL-3.0-or-later", "Apache-1.1", "Apache-2.0", "Artistic-1.0",
+      "Artistic-1.0-Perl", "Artistic-2.0", "BSD-1-Clause", "BSD-2-Clause", "BSD-3-Clause", "BSD-3-Clause-Clear",
+      "BSD-4-Clause", "BSL-1.0", "bzip2-1.0.6", "CC-BY-3.0", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0", "CDDL-1.0",
+      "curl", "EPL-1.0", "EPL-2.0", "FTL", "GFDL-1.3-or-later", "GPL-1.0-or-later", "GPL-2.0-only",
+      "GPL-2.0-or-later", "GPL-3.0-only", "GPL-3.0-or-later", "HPND", "ICU", "IJG", "ISC", "LGPL-2.0-only",
+      "LGPL-2.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "libpng-2.0",
+      "MIT", "MIT-0", "MPL-1.1", "MPL-2.0", "NCSA", "OpenSSL", "PostgreSQL", "PSF-2.0", "Python-2.0", "Ruby",
+      "Unicode-3.0", "Unicode-DFS-2016", "Unlicense", "Vim", "W3C", "X11", "Zlib", "ZPL-2.1"};
+  return ids;
+}
+
+const std::set<std::string, std::less<>>& known_exceptions() {
+  static const std::set<std::string, std::less<>> ids = {
+      "Autoconf-exception-3.0", "Bison-exception-2.2", "Classpath-exception-2.0", "GCC-exception-3.1",
+      "LLVM-exception", "Linux-syscall-note", "OpenSSL-exception"};
+  return ids;
+}
+
+std::string spdx_id(const std::string& id) { return "SPDXRef-" + id; }
+
+// "Name <email>" -> "Person: Name (email)", as SPDX writes a supplier.
+std::string supplier_of(const std::string& s, const char* kind) {
+  std::string t = trim(s);
+  if (t.empty()) return "NOASSERTION";
+  size_t lt = t.find('<'), gt = t.rfind('>');
+  if (lt != std::string::npos && gt != std::string::npos && gt > lt) {
+    std::string name = trim(t.substr(0, lt)), email = trim(t.substr(lt + 1, gt - lt - 1));
+    if (name.empty()) name = email;
+    return std::string(kind) + ": " + name + " (" + email + ")";
+  }
+  return std::string(kind) + ": " + t;
+}
+
+std::string image_purl(const ImageInfo& image) {
+  // pkg:oci/NAME@sha256:HEX?arch=..&tag=..: NAME is the repository's last
+  // component, lowercased; no namespace (the purl spec's oci type).
+  std::string name = image.name, tag;
+  size_t at = name.find('@');
+  if (at != std::string::npos) name.resize(at);
+  size_t colon = name.rfind(':');
+  if (colon != std::string::npos && name.find('/', colon) == std::string::npos) {
+    tag = name.substr(colon + 1);
+    name.resize(colon);
+  }
+  name = name.substr(name.rfind('/') == std::string::npos ? 0 : name.rfind('/') + 1);
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::string s = "pkg:oci/" + purl_encode(name.empty() ? "image" : name) + "@" + purl_encode(image.manifest_digest);
+  char sep = '?';
+  if (!image.architecture.empty()) s += std::string(1, sep) + "arch=" + purl_encode(image.architecture), sep = '&';
+  if (!tag.empty()) s += std::string(1, sep) + "tag=" + purl_encode(tag);
+  return s;
+}
+
+ojson package_json(const Package& p) {
+  ojson j;
+  j["name"] = p.name;
+  j["SPDXID"] = spdx_id(p.id);
+  if (!p.version.empty()) j["versionInfo"] = p.version;
+  j["supplier"] = supplier_of(p.supplier, p.type == "cuda" ? "Organization" : "Person");
+  j["downloadLocation"] = "NOASSERTION";
+  j["filesAnalyzed"] = false;
+  if (!p.homepage.empty() && (p.homepage.starts_with("http://") || p.homepage.starts_with("https://")))
+    j["homepage"] = p.homepage;
+  if (!p.source.empty()) j["sourceInfo"] = "built from the source package " + p.source;
+  j["licenseConcluded"] = "NOASSERTION";
+  bool known = !p.license.empty() && license_expression_known(p.license);
+  j["licenseDeclared"] = known ? p.license : "NOASSERTION";
+  std::string words = p.license_text.empty() && !known ? p.license : p.license_text;
+  if (!words.empty()) j["licenseComments"] = "the package states: " + words;
+  j["copyrightText"] = "NOASSERTION";
+  if (!p.summary.empty()) j["summary"] = p.summary;
+  j["comment"] = "found in " + p.file;
+  j["externalRefs"] = ojson::array(
+      {{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", p.purl}}});
+  j["primaryPackagePurpose"] = p.type == "python" ? "LIBRARY" : (p.type == "cuda" ? "LIBRARY" : "INSTALL");
+  return j;
+}
+
+}  // namespace
+
+std::string spdx_time(const std::string& t) {
+  int y, mo, d, h, mi, sec, n = 0;
+  if (t.size() < 19 || sscanf(t.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &n) != 6 || n != 19)
+    return "";
+  size_t i = 19;
+  if (i < t.size() && t[i] == '.')
+    while (++i < t.size() && std::isdigit(static_cast<unsigned char>(t[i]))) {
+    }
+  long offset = 0;
+  std::string zone = t.substr(i);
+  if (zone.size() == 6 && (zone[0] == '+' || zone[0] == '-') && zone[3] == ':') {
+    offset = (std::stol(zone.substr(1, 2)) * 60 + std::stol(zone.substr(4, 2))) * 60 * (zone[0] == '-' ? -1 : 1);
+  } else if (zone != "Z" && zone != "z") {
+    return "";
+  }
+  struct tm tm = {};
+  tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
+  time_t utc = timegm(&tm) - offset;
+  struct tm out;
+  gmtime_r(&utc, &out);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &out);
+  return buf;
+}
+
+ImageInfo image_info(const std::string& name, const Digest& manifest, const std::string& config_json) {
+  ImageInfo info;
+  info.name = name;
+  info.manifest_digest = manifest.str();
+  info.tool = std::string("stackbuild-") + kStackbuildVersion;
+  try {
+    auto cfg = nlohmann::json::parse(config_json);
+    info.architecture = cfg.value("architecture", "");
+    info.created = spdx_time(cfg.value("created", ""));
+    if (cfg.contains("config") && cfg["config"].is_object() && cfg["config"].contains("Labels") &&
+        cfg["config"]["Labels"].is_object())
+      for (const auto& [k, v] : cfg["config"]["Labels"].items())
+        if (v.is_string()) info.labels[k] = v.get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw Error("the config of " + name + " is not valid JSON: " + e.what());
+  }
+  return info;
+}
+
+std::string image_sbom(const Store& store, const std::string& name, const Digest& manifest,
+                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers) {
+  ImageInfo info = image_info(name, manifest, config_json);
+  Contents c = read_contents(image_files(store, layers), python_machine(info.architecture));
+  return spdx_json(c, info);
+}
+
+bool license_expression_known(std::string_view expr) {
+  // Tokens: identifiers (with an optional '+'), AND, OR, WITH, '(' and ')'.
+  std::vector<std::string> tokens;
+  std::string cur;
+  for (char c : expr) {
+    if (c == '(' || c == ')' || c == ' ' || c == '\t') {
+      if (!cur.empty()) tokens.push_back(cur), cur.clear();
+      if (c == '(' || c == ')') tokens.emplace_back(1, c);
+    } else {
+      cur += c;
+    }
+  }
+  if (!cur.empty()) tokens.push_back(cur);
+  // expr := term ((AND|OR) term)*; term := '(' expr ')' | ID ['+'] [WITH EXC]
+  size_t i = 0;
+  std::function<bool()> expression;
+  auto term = [&]() -> bool {
+    if (i >= tokens.size()) return false;
+    if (tokens[i] == "(") {
+      ++i;
+      if (!expression() || i >= tokens.size() || tokens[i] != ")") return false;
+      ++i;
+      return true;
+    }
+    std::string id = tokens[i++];
+    if (id.ends_with("+")) id.pop_back();
+    if (!known_licenses().count(id)) return false;
+    if (i < tokens.size() && tokens[i] == "WITH") {
+      if (++i >= tokens.size() || !known_exceptions().count(tokens[i])) return false;
+      ++i;
+    }
+    return true;
+  };
+  expression = [&]() -> bool {
+    if (!term()) return false;
+    while (i < tokens.size() && (tokens[i] == "AND" || tokens[i] == "OR")) {
+      ++i;
+      if (!term()) return false;
+    }
+    return true;
+  };
+  return expression() && i == tokens.size();
+}
+
+std::string spdx_json(const Contents& contents, const ImageInfo& image) {
+  ojson doc;
+  doc["spdxVersion"] = "SPDX-2.3";
+  doc["dataLicense"] = "CC0-1.0";
+  doc["SPDXID"] = "SPDXRef-DOCUMENT";
+  doc["name"] = image.name;
+  // A URI unique to this image: a name-based UUID of its manifest digest.
+  std::string h = Digest::of_bytes("stackbuild sbom\n" + image.manifest_digest).hex();
+  h[12] = '5';
+  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
+  doc["documentNamespace"] = "urn:uuid:" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
+                             h.substr(16, 4) + "-" + h.substr(20, 12);
+  ojson creators = ojson::array({"Tool: " + image.tool});
+  doc["creationInfo"] = {{"created", image.created.empty() ? "1970-01-01T00:00:00Z" : image.created},
+                         {"creators", creators}};
+  if (!contents.os_name.empty())
+    doc["comment"] = "the image's operating system: " + contents.os_name;
+
+  ojson packages = ojson::array();
+  ojson img;
+  img["name"] = image.name;
+  img["SPDXID"] = "SPDXRef-Image";
+  img["versionInfo"] = image.manifest_digest;
+  // The image's own supplier: its org.opencontainers.image.vendor label ("the
+  // distributing entity"), which a recipe sets in config.labels.
+  auto vendor = image.labels.find("org.opencontainers.image.vendor");
+  img["supplier"] = vendor == image.labels.end() ? "NOASSERTION" : supplier_of(vendor->second, "Organization");
+  img["downloadLocation"] = "NOASSERTION";
+  img["filesAnalyzed"] = false;
+  img["licenseConcluded"] = "NOASSERTION";
+  img["licenseDeclared"] = "NOASSERTION";
+  img["copyrightText"] = "NOASSERTION";
+  img["checksums"] = ojson::array({{{"algorithm", "SHA256"}, {"checksumValue", image.manifest_digest.substr(7)}}});
+  std::string components;
+  for (const auto& [k, v] : image.labels)
+    if (k.starts_with("dev.stackbuild.version."))
+      components += (components.empty() ? "" : ", ") + k.substr(23) + " " + v;
+  img["comment"] = "the OCI image manifest " + image.manifest_digest +
+                   (components.empty() ? "" : "; its stack's components: " + components);
+  img["externalRefs"] = ojson::array(
+      {{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", image_purl(image)}}});
+  img["primaryPackagePurpose"] = "CONTAINER";
+  packages.push_back(img);
+  for (const auto& p : contents.packages) packages.push_back(package_json(p));
+  doc["packages"] = packages;
+
+  ojson rels = ojson::array();
+  auto rel = [&](const std::string& a, const char* type, const std::string& b) {
+    rels.push_back({{"spdxElementId", a}, {"relationshipType", type}, {"relatedSpdxElement", b}});
+  };
+  rel("SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image");
+  for (const auto& p : contents.packages) rel("SPDXRef-Image", "CONTAINS", spdx_id(p.id));
+  for (const auto& p : contents.packages)
+    for (const auto& d : p.depends) rel(spdx_id(p.id), "DEPENDS_ON", spdx_id(d));
+  doc["relationships"] = rels;
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace sb::sbom

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# stackbuild's SBOMs read by tools nobody here wrote: the SPDX project's own
+# validator (pyspdxtools, from spdx-tools) finds nothing wrong with them, and
+# the NTIA minimum-elements checker (ntia-conformance-checker) finds every
+# element where the image's packages state them (names, versions, purls,
+# suppliers, author, time, relationships). The image: Debian packages of a
+# fixture repository (made with dpkg-deb), Python projects' metadata in the
+# forms found in the wild (License-Expression, a License that is no SPDX
+# identifier, classifiers, Requires-Dist with markers and extras, an
+# egg-info file), a CUDA version.json, and a vendor label.
+# The tools come from scripts/install-deps.sh --with-tests ($STACKBUILD_SPDX_VENV,
+# default /opt/stackbuild-spdx-venv); without them the test is skipped.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=apt_lib.sh
+source "$HERE/apt_lib.sh"
+venv=${STACKBUILD_SPDX_VENV:-/opt/stackbuild-spdx-venv}
+[[ -x "$venv/bin/pyspdxtools" && -x "$venv/bin/ntia-checker" ]] ||
+  skip "spdx-tools and ntia-conformance-checker are not in $venv (scripts/install-deps.sh --with-tests)"
+require_tool dpkg-deb gzip sha256sum
+cd "$TMP"
+
+www="$TMP/www"
+mkdeb main libgreet 1:1.0+dfsg-1 "" usr/lib/libgreet.so.1
+mkdeb main hello 2.10-3 "libother | libgreet (>= 1:1.0)" usr/bin/hello
+publish main unsigned
+serve_dir "$www"
+
+site=site
+meta() {  # $1: dir, then the METADATA lines
+  local d=$site/$1
+  shift
+  mkdir -p "$d"
+  printf '%s\n' "Metadata-Version: 2.1" "$@" "" "A description." >"$d/METADATA"
+}
+meta torch-2.7.0+cu126.dist-info "Name: torch" "Version: 2.7.0+cu126" "Author-email: PyTorch Team <packages@pytorch.org>" \
+  "License: BSD-3-Clause" "Requires-Dist: filelock" "Requires-Dist: nvidia-cudnn-cu12==9.5.1.17; platform_system == \"Linux\"" \
+  "Requires-Dist: opt-einsum>=3.3; extra == \"opt-einsum\"" "Project-URL: Homepage, https://pytorch.org/"
+meta filelock-3.16.1.dist-info "Name: filelock" "Version: 3.16.1" "License-Expression: Unlicense" \
+  "Author-email: Bernát Gábor <gaborjbernat@gmail.com>"
+meta nvidia_cudnn_cu12-9.5.1.17.dist-info "Name: nvidia-cudnn-cu12" "Version: 9.5.1.17" \
+  "License: NVIDIA Proprietary Software" "Author: Nvidia CUDA Installer Team"
+meta typing_extensions-4.12.2.dist-info "Name: typing_extensions" "Version: 4.12.2" \
+  "Classifier: License :: OSI Approved :: Python Software Foundation License" "Author: Guido van Rossum"
+printf 'Metadata-Version: 1.1\nName: oldstyle\nVersion: 0.9\nAuthor: Someone\nLicense: Apache-2.0 OR MIT\n' >"$site/oldstyle-0.9.egg-info"
+mkdir -p cuda
+printf '{"cuda": {"name": "CUDA SDK", "version": "12.6.3"}, "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.6.77"}}\n' \
+  >cuda/version.json
+printf 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Fixture 12"\n' >os-release
+cat >r.yaml <<EOF
+stack: sbomv
+source_date_epoch: 1700000000
+repositories:
+  - {url: "$SERVED_URL/main", suites: [test], trusted: true}
+layers:
+  - {name: base, apt: [hello]}
+  - name: more
+    copy:
+      - {src: site/, dst: /usr/local/lib/python3.11/site-packages/}
+      - {src: cuda/, dst: /usr/local/cuda-12.6/}
+      - {src: os-release, dst: /etc/os-release}
+config:
+  labels: {org.opencontainers.image.vendor: "Example Corp"}
+tags: ["sbomv:1"]
+EOF
+expect_ok build sb build r.yaml -o "$TMP/L" --store "$STORE"
+expect_ok sbom sb sbom "$TMP/L:1" --store "$STORE" -o "$TMP/doc.json"
+
+check "pyspdxtools reads and validates the document"
+expect_ok spdx "$venv/bin/pyspdxtools" -i "$TMP/doc.json"
+grep -qi "error\|invalid" "$TMP/spdx.out" "$TMP/spdx.err" && { show_output spdx; fail "pyspdxtools reports a problem"; }
+
+check "the NTIA checker finds every minimum element"
+expect_ok ntia "$venv/bin/ntia-checker" "$TMP/doc.json"
+grep -q "Conformant: True" "$TMP/ntia.out" || { show_output ntia; fail "not NTIA conformant"; }
+
+check "the packages the tools read are the image's"
+python3 - "$TMP/doc.json" <<'PY' || fail "the document does not list the image's packages"
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = sorted(p["name"] for p in d["packages"][1:])
+assert names == ["cuda", "cuda_cudart", "filelock", "hello", "libgreet", "nvidia-cudnn-cu12", "oldstyle", "torch",
+                 "typing_extensions"], names
+lic = {p["name"]: p["licenseDeclared"] for p in d["packages"]}
+assert lic["oldstyle"] == "Apache-2.0 OR MIT" and lic["typing_extensions"] == "PSF-2.0", lic
+assert lic["nvidia-cudnn-cu12"] == "NOASSERTION", lic
+PY
+pass

@@ -1,0 +1,376 @@
+// The SBOM: what layers hold (whiteouts honoured), the packages read from
+// it, the SPDX document, and SBOMs as artifacts of an OCI layout.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <set>
+
+#include "helpers.hpp"
+#include "image/layout.hpp"
+#include "image/sbom.hpp"
+#include "registry/push.hpp"
+#include "store/gc.hpp"
+#include "tar_fixture.hpp"
+
+using namespace sb;
+using namespace sb::sbom;
+using json = nlohmann::json;
+using sb::test::RawEntry;
+
+namespace {
+
+const char* kStatus =
+    "Package: libc6\n"
+    "Status: install ok installed\n"
+    "Architecture: amd64\n"
+    "Source: glibc\n"
+    "Version: 2.36-9+deb12u4\n"
+    "Maintainer: GNU Libc Maintainers <debian-glibc@lists.debian.org>\n"
+    "Depends: libgcc-s1\n"
+    "Description: GNU C Library: Shared libraries\n"
+    " Contains the standard libraries.\n"
+    "Homepage: https://www.gnu.org/software/libc/libc.html\n"
+    "\n"
+    "Package: libgcc-s1\n"
+    "Status: install ok installed\n"
+    "Architecture: amd64\n"
+    "Source: gcc-12 (12.2.0-14)\n"
+    "Version: 12.2.0-14\n"
+    "Provides: libgcc1 (= 1:12.2.0-14)\n"
+    "Maintainer: Debian GCC Maintainers <debian-gcc@lists.debian.org>\n"
+    "Depends: gcc-12-base (= 12.2.0-14), libc6 (>= 2.35)\n"
+    "Description: GCC support library\n"
+    "\n"
+    "Package: old-tool\n"
+    "Status: deinstall ok config-files\n"
+    "Architecture: amd64\n"
+    "Version: 1.0\n"
+    "\n"
+    "Package: gzip\n"
+    "Status: install ok installed\n"
+    "Architecture: amd64\n"
+    "Version: 1:1.12-1\n"
+    "Pre-Depends: libc6 (>= 2.34)\n"
+    "Depends: missing-thing | libgcc1\n"
+    "Maintainer: Milan Kupcevic <milan@debian.org>\n"
+    "Description: GNU compression utilities\n"
+    "\n";
+
+std::string metadata(const std::string& name, const std::string& version, const std::string& extra = "") {
+  return "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n" + extra +
+         "\nA long description that is not kept.\n";
+}
+
+const std::string kSite = "usr/local/lib/python3.11/site-packages/";
+
+struct Fixture {
+  TempDir dir;
+  fs::path layer(const std::string& name, const std::vector<RawEntry>& entries) {
+    fs::path p = dir.path() / name;
+    sb::test::make_tar(p, entries, true);
+    return p;
+  }
+};
+
+const Package* find(const Contents& c, const std::string& type, const std::string& name) {
+  for (const auto& p : c.packages)
+    if (p.type == type && p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("sbom: a layer's files of interest, its whiteouts and opaque directories", "[sbom]") {
+  CHECK(wanted_path("var/lib/dpkg/status"));
+  CHECK(wanted_path("var/lib/dpkg/status.d/libc6"));
+  CHECK_FALSE(wanted_path("var/lib/dpkg/status.d/libc6.md5sums"));
+  CHECK(wanted_path(kSite + "torch-2.7.0.dist-info/METADATA"));
+  CHECK(wanted_path("usr/lib/python3/dist-packages/six-1.16.0.egg-info/PKG-INFO"));
+  CHECK(wanted_path("usr/lib/python3/dist-packages/foo-1.0.egg-info"));
+  CHECK_FALSE(wanted_path("opt/x/torch-2.7.0.dist-info/METADATA"));  // not in a site directory
+  CHECK_FALSE(wanted_path(kSite + "torch-2.7.0.dist-info/RECORD"));
+  CHECK(wanted_path("usr/local/cuda-12.6/version.json"));
+  CHECK_FALSE(wanted_path("usr/local/lib/version.json"));
+  CHECK(wanted_path("etc/os-release"));
+
+  Fixture f;
+  auto lower = f.layer("lower.tgz", {{"etc/os-release", 'f', "ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian 12\"\n"},
+                                     {"var/lib/dpkg/status", 'f', kStatus},
+                                     {kSite + "numpy-2.1.0.dist-info/METADATA", 'f', metadata("numpy", "2.1.0")},
+                                     {kSite + "six-1.16.0.dist-info/METADATA", 'f', metadata("six", "1.16.0")},
+                                     {"opt/env/lib/python3.11/site-packages/a-1.dist-info/METADATA", 'f',
+                                      metadata("a", "1")},
+                                     {"usr/bin/gzip", 'f', "binary"}});
+  auto upper = f.layer("upper.tgz", {{kSite + ".wh.six-1.16.0.dist-info", 'f', ""},
+                                     {"opt/env/lib/python3.11/site-packages/.wh..wh..opq", 'f', ""},
+                                     {kSite + "torch-2.7.0.dist-info/METADATA", 'f', metadata("torch", "2.7.0")},
+                                     {kSite + "numpy-2.1.0.dist-info/METADATA", 'l', "elsewhere"}});
+  LayerFiles l = scan_layer(lower);
+  CHECK(l.files.size() == 5);  // gzip is no file of interest
+  CHECK(l.files.at(kSite + "numpy-2.1.0.dist-info/METADATA").find("long description") == std::string::npos);
+  LayerFiles u = scan_layer(upper);
+  CHECK(u.removed == std::vector<std::string>{kSite + "six-1.16.0.dist-info", kSite + "numpy-2.1.0.dist-info/METADATA"});
+  CHECK(u.opaque == std::vector<std::string>{"opt/env/lib/python3.11/site-packages"});
+
+  auto files = stack_layers({l, u});
+  std::set<std::string> paths;
+  for (const auto& [p, text] : files) paths.insert(p);
+  CHECK(paths == std::set<std::string>{"etc/os-release", "var/lib/dpkg/status", kSite + "torch-2.7.0.dist-info/METADATA"});
+  // A layer's whiteouts hide only what is below it.
+  CHECK(stack_layers({u, l}).count(kSite + "six-1.16.0.dist-info/METADATA") == 1);
+
+  // The record round-trips.
+  auto back = layer_files_from_json(layer_files_json(u));
+  CHECK(back.files == u.files);
+  CHECK(back.removed == u.removed);
+  CHECK(back.opaque == u.opaque);
+}
+
+TEST_CASE("sbom: a layer is read once per store", "[sbom]") {
+  Fixture f;
+  Store store(f.dir.path() / "store");
+  auto blob = f.layer("l.tgz", {{"var/lib/dpkg/status", 'f', kStatus}});
+  Digest d = Digest::of_file(blob);
+  auto first = image_files(store, {{d, blob}});
+  REQUIRE(first.count("var/lib/dpkg/status"));
+  fs::remove(blob);  // gone: the record answers
+  CHECK(image_files(store, {{d, blob}}) == first);
+  // The record lives while its layer does: gc reads what it needs.
+  gc::Item item;
+  gc::read_record("sbom-layer", *store.get_record("sbom-layer", d), item);
+  CHECK(item.needs == std::vector<Digest>{d});
+  CHECK(item.refs.empty());  // the files' own text names no blob of the store
+  // A damaged record is read again from the layer (here: gone, so an error naming it).
+  store.put_record("sbom-layer", d, "{not json");
+  CHECK_THROWS_WITH(image_files(store, {{d, blob}}), Catch::Contains(blob.string()));
+}
+
+TEST_CASE("sbom: packages of dpkg, Python and the CUDA toolkit, with their dependencies", "[sbom]") {
+  std::map<std::string, std::string> files{
+      {"usr/lib/os-release", "ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"},
+      {"var/lib/dpkg/status", kStatus},
+      {"var/lib/dpkg/status.d/base-files", "Package: base-files\nVersion: 12.4\nArchitecture: amd64\n"},
+      {kSite + "torch-2.7.0.dist-info/METADATA",
+       metadata("torch", "2.7.0+cu126",
+                "Summary: Tensors and Dynamic neural networks\nAuthor-email: PyTorch Team <packages@pytorch.org>\n"
+                "License: BSD-3-Clause\nRequires-Dist: filelock\nRequires-Dist: typing_extensions>=4.10.0\n"
+                "Requires-Dist: nvidia-cudnn-cu12==9.5.1.17; platform_system == \"Linux\" and platform_machine == "
+                "\"x86_64\"\nRequires-Dist: triton==3.3.0; platform_machine == \"aarch64\"\n"
+                "Requires-Dist: opt-einsum>=3.3; extra == \"opt-einsum\"\n")},
+      {kSite + "filelock-3.16.1.dist-info/METADATA",
+       metadata("filelock", "3.16.1", "License-Expression: Unlicense\n")},
+      {kSite + "typing_extensions-4.12.2.dist-info/METADATA",
+       metadata("typing_extensions", "4.12.2",
+                "Classifier: License :: OSI Approved :: Python Software Foundation License\n")},
+      {kSite + "nvidia_cudnn_cu12-9.5.1.17.dist-info/METADATA",
+       metadata("nvidia-cudnn-cu12", "9.5.1.17", "License: NVIDIA Proprietary Software\nAuthor: Nvidia CUDA Installer Team\n")},
+      {kSite + "triton-3.3.0.dist-info/METADATA", metadata("triton", "3.3.0")},
+      {kSite + "opt_einsum-3.4.0.dist-info/METADATA", metadata("opt_einsum", "3.4.0")},
+      {"usr/local/cuda-12.6/version.json",
+       R"j({"cuda": {"name": "CUDA SDK", "version": "12.6.3"}, "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.6.77"}})j"},
+  };
+  Contents c = read_contents(files, "x86_64");
+  CHECK(c.os_id == "debian");
+  CHECK(c.os_version_id == "12");
+  CHECK(c.os_name == "Debian GNU/Linux 12 (bookworm)");
+  CHECK(find(c, "deb", "old-tool") == nullptr);  // removed, its configuration kept: not installed
+  REQUIRE(find(c, "deb", "base-files"));        // distroless' status.d: no Status field
+  const Package* libc = find(c, "deb", "libc6");
+  const Package* gcc = find(c, "deb", "libgcc-s1");
+  const Package* gz = find(c, "deb", "gzip");
+  REQUIRE((libc && gcc && gz));
+  CHECK(libc->purl == "pkg:deb/debian/libc6@2.36-9%2Bdeb12u4?arch=amd64&distro=debian-12&upstream=glibc");
+  CHECK(gz->purl == "pkg:deb/debian/gzip@1:1.12-1?arch=amd64&distro=debian-12");  // ':' stays, as the purl spec says
+  CHECK(gcc->source == "gcc-12");
+  CHECK(libc->summary == "GNU C Library: Shared libraries");
+  CHECK(libc->supplier == "GNU Libc Maintainers <debian-glibc@lists.debian.org>");
+  CHECK(libc->depends == std::vector<std::string>{gcc->id});
+  CHECK(gcc->depends == std::vector<std::string>{libc->id});  // gcc-12-base is not installed
+  // Pre-Depends, and an alternative found through Provides.
+  CHECK(gz->depends == std::vector<std::string>{libc->id, gcc->id});
+
+  const Package* torch = find(c, "python", "torch");
+  REQUIRE(torch);
+  CHECK(torch->purl == "pkg:pypi/torch@2.7.0%2Bcu126");
+  CHECK(torch->license == "BSD-3-Clause");
+  CHECK(torch->supplier == "PyTorch Team <packages@pytorch.org>");
+  std::set<std::string> deps(torch->depends.begin(), torch->depends.end());
+  // Markers read for this image's Python (3.11 from the path) and CPU; extras not asked for are out.
+  CHECK(deps == std::set<std::string>{find(c, "python", "filelock")->id, find(c, "python", "typing_extensions")->id,
+                                      find(c, "python", "nvidia-cudnn-cu12")->id});
+  CHECK(find(c, "python", "filelock")->license == "Unlicense");
+  CHECK(find(c, "python", "typing_extensions")->license == "PSF-2.0");
+  const Package* cudnn = find(c, "python", "nvidia-cudnn-cu12");
+  CHECK(cudnn->license.empty());
+  CHECK(cudnn->license_text == "NVIDIA Proprietary Software");
+  CHECK(cudnn->purl == "pkg:pypi/nvidia-cudnn-cu12@9.5.1.17");
+  // The same wheels on an aarch64 image: triton, not cuDNN.
+  Contents arm = read_contents(files, "aarch64");
+  std::set<std::string> arm_deps;
+  for (const auto& d : find(arm, "python", "torch")->depends) arm_deps.insert(d);
+  CHECK(arm_deps.count(find(arm, "python", "triton")->id));
+  CHECK_FALSE(arm_deps.count(find(arm, "python", "nvidia-cudnn-cu12")->id));
+
+  const Package* cudart = find(c, "cuda", "cuda_cudart");
+  REQUIRE(cudart);
+  CHECK(cudart->version == "12.6.77");
+  CHECK(cudart->purl == "pkg:generic/nvidia/cuda_cudart@12.6.77");
+  CHECK(find(c, "cuda", "cuda")->version == "12.6.3");
+
+  std::set<std::string> ids;
+  for (const auto& p : c.packages) CHECK(ids.insert(p.id).second);  // unique
+  CHECK(std::is_sorted(c.packages.begin(), c.packages.end(),
+                       [](const Package& a, const Package& b) { return std::tie(a.type, a.name) < std::tie(b.type, b.name); }));
+}
+
+TEST_CASE("sbom: apk's database", "[sbom]") {
+  std::map<std::string, std::string> files{
+      {"etc/os-release", "ID=alpine\nVERSION_ID=3.20.3\n"},
+      {"lib/apk/db/installed",
+       "C:Q1abc=\nP:musl\nV:1.2.5-r0\nA:x86_64\nL:MIT\nT:the musl c library\no:musl\nm:Natanael Copa <ncopa@alpinelinux.org>\n"
+       "U:https://musl.libc.org/\n\nP:busybox\nV:1.36.1-r29\nA:x86_64\nL:GPL-2.0-only\no:busybox-src\n\n"}};
+  Contents c = read_contents(files, "x86_64");
+  REQUIRE(c.packages.size() == 2);
+  const Package* musl = find(c, "apk", "musl");
+  REQUIRE(musl);
+  CHECK(musl->source.empty());  // its own origin
+  CHECK(musl->purl == "pkg:apk/alpine/musl@1.2.5-r0?arch=x86_64&distro=alpine-3.20.3");
+  CHECK(find(c, "apk", "busybox")->purl ==
+        "pkg:apk/alpine/busybox@1.36.1-r29?arch=x86_64&distro=alpine-3.20.3&upstream=busybox-src");
+}
+
+TEST_CASE("sbom: license expressions, times, Package URLs", "[sbom]") {
+  CHECK(license_expression_known("MIT"));
+  CHECK(license_expression_known("Apache-2.0 OR MIT"));
+  CHECK(license_expression_known("(MIT AND BSD-3-Clause) OR GPL-2.0-or-later WITH Classpath-exception-2.0"));
+  CHECK(license_expression_known("MPL-1.1+"));
+  CHECK_FALSE(license_expression_known("GPL-2.0+"));  // a deprecated identifier: GPL-2.0-or-later
+  CHECK_FALSE(license_expression_known("BSD License"));
+  CHECK_FALSE(license_expression_known("MIT AND"));
+  CHECK_FALSE(license_expression_known("(MIT"));
+  CHECK_FALSE(license_expression_known("MIT WITH MIT"));
+  CHECK_FALSE(license_expression_known(""));
+  CHECK_FALSE(license_expression_known("LicenseRef-NVIDIA"));
+
+  CHECK(spdx_time("2026-11-01T00:00:00Z") == "2026-11-01T00:00:00Z");
+  CHECK(spdx_time("2024-05-01T12:00:00.123456789Z") == "2024-05-01T12:00:00Z");
+  CHECK(spdx_time("2024-05-01T01:30:00+02:00") == "2024-04-30T23:30:00Z");
+  CHECK(spdx_time("yesterday").empty());
+  CHECK(spdx_time("2024-05-01T01:30:00").empty());  // no zone: no time
+
+  CHECK(purl_encode("2.7.0+cu126") == "2.7.0%2Bcu126");
+  CHECK(purl_encode("1:2.3~rc1") == "1:2.3~rc1");
+  CHECK(purl_encode("a b/c") == "a%20b%2Fc");
+}
+
+TEST_CASE("sbom: the SPDX document", "[sbom]") {
+  std::map<std::string, std::string> files{
+      {"etc/os-release", "ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian 12\"\n"},
+      {"var/lib/dpkg/status", kStatus},
+      {kSite + "nvidia_cudnn_cu12-9.5.1.17.dist-info/METADATA",
+       metadata("nvidia-cudnn-cu12", "9.5.1.17", "License: NVIDIA Proprietary Software\n")},
+  };
+  Contents c = read_contents(files, "x86_64");
+  Digest manifest = Digest::of_bytes("manifest");
+  std::string config = R"({"architecture": "amd64", "os": "linux", "created": "2026-11-01T00:00:00Z",
+                           "config": {"Labels": {"dev.stackbuild.version.cuda": "12.6.3",
+                                                 "org.opencontainers.image.vendor": "Example Corp"}}})";
+  ImageInfo info = image_info("pytorch:26.11-cuda12.6", manifest, config);
+  CHECK(info.architecture == "amd64");
+  CHECK(info.labels.size() == 2);
+  std::string doc = spdx_json(c, info);
+  CHECK(doc == spdx_json(c, info));  // the same bytes every time
+  json j = json::parse(doc);
+  CHECK(j["spdxVersion"] == "SPDX-2.3");
+  CHECK(j["dataLicense"] == "CC0-1.0");
+  CHECK(j["creationInfo"]["created"] == "2026-11-01T00:00:00Z");
+  CHECK(j["creationInfo"]["creators"][0].get<std::string>().starts_with("Tool: stackbuild-"));
+  std::string ns = j["documentNamespace"];
+  CHECK(ns.starts_with("urn:uuid:"));
+  CHECK(ns.size() == 9 + 36);
+  CHECK(ns[9 + 14] == '5');  // a name-based UUID
+  // Another image, another namespace.
+  CHECK(json::parse(spdx_json(c, image_info("x", Digest::of_bytes("other"), config)))["documentNamespace"] != ns);
+
+  std::map<std::string, json> by_id;
+  for (const auto& p : j["packages"]) by_id[p["SPDXID"]] = p;
+  REQUIRE(by_id.size() == j["packages"].size());
+  REQUIRE(by_id.size() == c.packages.size() + 1);
+  const json& img = by_id.at("SPDXRef-Image");
+  CHECK(img["primaryPackagePurpose"] == "CONTAINER");
+  CHECK(img["supplier"] == "Organization: Example Corp");  // its vendor label
+  CHECK(img["versionInfo"] == manifest.str());
+  CHECK(img["externalRefs"][0]["referenceLocator"] ==
+        "pkg:oci/pytorch@sha256:" + manifest.hex() + "?arch=amd64&tag=26.11-cuda12.6");
+  CHECK(img["comment"].get<std::string>().find("cuda 12.6.3") != std::string::npos);
+
+  const Package* libc = find(c, "deb", "libc6");
+  const json& lp = by_id.at("SPDXRef-" + libc->id);
+  CHECK(lp["supplier"] == "Person: GNU Libc Maintainers (debian-glibc@lists.debian.org)");
+  CHECK(lp["licenseDeclared"] == "NOASSERTION");
+  CHECK(lp["homepage"] == "https://www.gnu.org/software/libc/libc.html");
+  const json& cudnn = by_id.at("SPDXRef-" + find(c, "python", "nvidia-cudnn-cu12")->id);
+  CHECK(cudnn["licenseDeclared"] == "NOASSERTION");  // not an SPDX expression: said in words
+  CHECK(cudnn["licenseComments"] == "the package states: NVIDIA Proprietary Software");
+  CHECK(cudnn["supplier"] == "NOASSERTION");
+
+  size_t describes = 0, contains = 0, depends = 0;
+  for (const auto& r : j["relationships"]) {
+    CHECK(by_id.count(r["relatedSpdxElement"]));
+    if (r["relationshipType"] == "DESCRIBES") ++describes;
+    if (r["relationshipType"] == "CONTAINS") ++contains;
+    if (r["relationshipType"] == "DEPENDS_ON") ++depends;
+  }
+  CHECK(describes == 1);
+  CHECK(contains == c.packages.size());
+  CHECK(depends == 4);  // libc6 -> libgcc-s1 -> libc6; gzip -> libc6, libgcc-s1
+}
+
+TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
+  TempDir dir;
+  fs::path layout = dir.path() / "layout";
+  fs::create_directories(layout / "blobs" / "sha256");
+  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+  // An image with no layers.
+  std::string config = R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
+  Digest cd = Digest::of_bytes(config);
+  std::string manifest = R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+                         cd.str() + R"(","size":)" + std::to_string(config.size()) + R"(},"layers":[]})";
+  Digest md = Digest::of_bytes(manifest);
+  write_file_atomic(layout / "blobs" / "sha256" / cd.hex(), config);
+  write_file_atomic(layout / "blobs" / "sha256" / md.hex(), manifest);
+  json index{{"schemaVersion", 2},
+             {"manifests", json::array({{{"mediaType", kMediaTypeManifest},
+                                         {"digest", md.str()},
+                                         {"size", manifest.size()},
+                                         {"annotations", {{"org.opencontainers.image.ref.name", "t"}}}}})}};
+  write_file_atomic(layout / "index.json", index.dump());
+  Descriptor subject{kMediaTypeManifest, md, manifest.size(), {}, {}};
+
+  Digest a1 = add_layout_artifact(layout, kSpdxMediaType, "{\"v\":1}", subject, {{"k", "v"}});
+  Digest a2 = add_layout_artifact(layout, kSpdxMediaType, "{\"v\":2}", subject, {{"k", "v"}});
+  CHECK(a1 != a2);
+  json idx = json::parse(read_file(layout / "index.json"));
+  CHECK(idx["manifests"].size() == 2);  // the second replaced the first
+  CHECK(idx["manifests"][1]["artifactType"] == kSpdxMediaType);
+  CHECK(idx["manifests"][1]["digest"] == a2.str());
+
+  // Readers of images pass over it.
+  CHECK(open_layout_image(layout, "").manifest_digest == md);
+  auto entries = registry::layout_entries(layout);
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].ref == "t");
+
+  auto refs = layout_referrers(layout, md);
+  REQUIRE(refs.size() == 1);
+  CHECK(refs[0].manifest == a2);
+  CHECK(read_file(refs[0].file) == "{\"v\":2}");
+  json m = json::parse(refs[0].manifest_json);
+  CHECK(m["subject"]["digest"] == md.str());
+  CHECK(m["config"]["mediaType"] == kMediaTypeEmpty);
+  CHECK(layout_referrers(layout, Digest::of_bytes("no such image")).empty());
+
+  CHECK_THROWS_WITH(add_layout_artifact(layout, kSpdxMediaType, "{}",
+                                        {kMediaTypeManifest, Digest::of_bytes("x"), 1, {}, {}}, {}),
+                    Catch::Contains("lacks the image"));
+}
