@@ -1,9 +1,14 @@
 // Images from outside: ELF files and fat binaries the static checks read in
-// every image (a base image can come from any registry), and OCI layouts.
+// every image (a base image can come from any registry), OCI layouts, and
+// the package databases an SBOM reads.
+#include <map>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "fuzz.hpp"
 #include "image/layout.hpp"
+#include "image/sbom.hpp"
 #include "util/digest.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
@@ -54,4 +59,32 @@ SB_FUZZ_TARGET(layout) {
   sb::fuzz::write_file(layout / "index.json", index);
   for (std::string ref : {"", "fuzz:1", "1"})
     sb::fuzz::expect_errors([&] { (void)sb::open_layout_image(layout, ref); });
+}
+
+// What an SBOM reads in an image's layers: dpkg's status, apk's database, a
+// Python project's METADATA, a CUDA version.json and os-release, cut at
+// "----" lines. Properties: the SPDX document is JSON whose relationships
+// name only its own packages, and it is the same bytes when written twice.
+SB_FUZZ_TARGET(sbom) {
+  auto parts = sb::fuzz::split(sb::fuzz::text(data, size), 5);
+  std::map<std::string, std::string> files{
+      {"var/lib/dpkg/status", parts[0]},
+      {"lib/apk/db/installed", parts[1]},
+      {"usr/lib/python3.11/site-packages/x-1.dist-info/METADATA", parts[2]},
+      {"usr/local/cuda-12.6/version.json", parts[3]},
+      {"etc/os-release", parts[4]}};
+  sb::sbom::Contents c;
+  if (!sb::fuzz::expect_errors([&] { c = sb::sbom::read_contents(files, "x86_64"); })) return;
+  sb::sbom::ImageInfo info{"fuzz:1", sb::Digest::of_bytes("m").str(), "amd64", "", {}, "stackbuild-fuzz"};
+  std::string doc = sb::sbom::spdx_json(c, info);
+  sb::fuzz::check(doc == sb::sbom::spdx_json(c, info), "the SPDX document differs when written again");
+  auto j = nlohmann::json::parse(doc);  // a json exception here is a finding
+  std::set<std::string> ids{"SPDXRef-DOCUMENT"};
+  for (const auto& p : j.at("packages")) ids.insert(p.at("SPDXID").get<std::string>());
+  sb::fuzz::check(ids.size() == c.packages.size() + 2, "two packages share an SPDXID");
+  for (const auto& r : j.at("relationships"))
+    sb::fuzz::check(ids.count(r.at("spdxElementId").get<std::string>()) &&
+                        ids.count(r.at("relatedSpdxElement").get<std::string>()),
+                    "a relationship names no package of the document");
+  for (const auto& p : c.packages) (void)sb::sbom::license_expression_known(p.license);
 }
