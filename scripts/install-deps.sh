@@ -12,18 +12,21 @@ test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zst
 test_deps+=(apache2-utils openssl curl python3-cryptography)  # registry tests: bcrypt htpasswd, CA, token signing
 test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 
-# The SPDX project's validator (spdx-tools) and the NTIA minimum-elements
-# checker, which test_sbom_validators.sh runs on stackbuild's SBOMs. They are
+# The SPDX project's validator (spdx-tools), the NTIA minimum-elements
+# checker and CycloneDX's own library with its JSON schemas, which
+# test_sbom_validators.sh runs on stackbuild's SBOMs. They are
 # not Debian packages: a venv from the Python index, through the machine's
 # pip configuration, after the Debian packages; without them that test is
 # skipped, never passed.
 spdx_venv=${STACKBUILD_SPDX_VENV:-/opt/stackbuild-spdx-venv}
 spdx_tools() {
   [ "${1:-}" = "--with-tests" ] || return 0
-  [ -x "$spdx_venv/bin/pyspdxtools" ] && [ -x "$spdx_venv/bin/ntia-checker" ] && return 0
-  echo "install-deps: spdx-tools and ntia-conformance-checker into $spdx_venv"
+  [ -x "$spdx_venv/bin/pyspdxtools" ] && [ -x "$spdx_venv/bin/ntia-checker" ] &&
+    "$spdx_venv/bin/python" -c 'import cyclonedx.validation.json' 2>/dev/null && return 0
+  echo "install-deps: spdx-tools, ntia-conformance-checker and cyclonedx-python-lib into $spdx_venv"
   { python3 -m venv "$spdx_venv" &&
-    "$spdx_venv/bin/pip" install -q spdx-tools==0.8.5 ntia-conformance-checker==6.0.0; } ||
+    "$spdx_venv/bin/pip" install -q spdx-tools==0.8.5 ntia-conformance-checker==6.0.0 \
+      "cyclonedx-python-lib[json-validation]==11.12.0"; } ||
     echo "install-deps: warning: could not install them; test_sbom_validators will be skipped"
 }
 

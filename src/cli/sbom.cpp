@@ -21,10 +21,10 @@ using json = nlohmann::json;
 const char* const kSbomHelp =
     "usage: stackbuild sbom LAYOUT[:TAG]|REGISTRY/REPO[:TAG|@DIGEST] [options]\n"
     "\n"
-    "Writes an image's software bill of materials as an SPDX 2.3 JSON document: the image\n"
-    "(its manifest digest and a pkg:oci Package URL) and every package found in it, each with\n"
-    "its version, supplier, declared license (where the package states an SPDX one) and\n"
-    "Package URL:\n"
+    "Writes an image's software bill of materials, an SPDX 2.3 JSON document (or CycloneDX 1.5\n"
+    "with --format cyclonedx): the image (its manifest digest and a pkg:oci Package URL) and\n"
+    "every package found in it, each with its version, supplier, declared license (where the\n"
+    "package states an SPDX one) and Package URL:\n"
     "  - Debian and Ubuntu packages, from dpkg's status (and distroless' status.d/);\n"
     "  - Alpine packages, from apk's database;\n"
     "  - Python projects, from *.dist-info and *.egg-info in site- and dist-packages (wheels\n"
@@ -39,9 +39,13 @@ const char* const kSbomHelp =
     "A REGISTRY/REPO reference is pulled into the store first.\n"
     "\n"
     "options:\n"
+    "  --format spdx|cyclonedx  SPDX 2.3 JSON (default), or CycloneDX 1.5 JSON: the image as\n"
+    "                         metadata.component, the packages as components with the same\n"
+    "                         purls, suppliers and licenses, and the same graph as dependencies\n"
     "  -o, --output FILE      write the document to FILE (default: standard output)\n"
     "  --add-to-layout        with LAYOUT: also add it there as an artifact that refers to the\n"
-    "                         image (artifactType application/spdx+json, as `build --sbom` does);\n"
+    "                         image (artifactType application/spdx+json, as `build --sbom` does,\n"
+    "                         or application/vnd.cyclonedx+json; one of each per image);\n"
     "                         `stackbuild push` sends such artifacts along with their image\n"
     "  --attach REGISTRY/REPO push it there as an OCI artifact whose subject is the image (which\n"
     "                         must be in that repository), as test --attach does for reports\n"
@@ -51,6 +55,8 @@ const char* const kSbomHelp =
 namespace {
 
 const std::map<std::string, std::string> kSbomAnnotations{{"org.opencontainers.image.title", "SBOM (SPDX 2.3)"}};
+const std::map<std::string, std::string> kCycloneDxAnnotations{
+    {"org.opencontainers.image.title", "SBOM (CycloneDX 1.5)"}};
 
 struct SbomTarget {
   std::string name;
@@ -120,12 +126,17 @@ void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
 
 int cmd_sbom(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"-o", "--output", "--attach", "--creds", "--ca-cert"});
+  options.insert(options.end(), {"-o", "--output", "--attach", "--creds", "--ca-cert", "--format"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--add-to-layout", "--insecure-policy"});
   Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kSbomHelp)) return kExitOk;
   if (args.positional().size() != 1) throw Error("sbom wants one LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", kExitUsage);
+  std::string fmt = args.get("--format").value_or("spdx");
+  if (fmt != "spdx" && fmt != "cyclonedx")
+    throw Error("--format wants spdx or cyclonedx, not '" + fmt + "'", kExitUsage);
+  const auto format = fmt == "spdx" ? sbom::Format::Spdx : sbom::Format::CycloneDx;
+  const char* artifact_type = fmt == "spdx" ? sbom::kSpdxMediaType : sbom::kCycloneDxMediaType;
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   if (!out && (args.has("--json") || args.get("--progress") == "json"))
     throw Error("JSON progress goes to standard output; give -o FILE for the SBOM", kExitUsage);
@@ -162,13 +173,14 @@ int cmd_sbom(const std::vector<std::string>& argv) {
 
   std::string doc;
   try {
-    doc = sbom::image_sbom(store, t.name, t.manifest, t.config_json, t.layers);
+    doc = sbom::image_sbom(store, t.name, t.manifest, t.config_json, t.layers, format);
   } catch (Error& e) {
     e.add_trace("while reading the SBOM of " + t.name);
     throw;
   }
   std::string media_type = json::parse(t.manifest_json).value("mediaType", kMediaTypeManifest);
   Descriptor subject{media_type, t.manifest, t.manifest_json.size(), {}, {}};
+  const auto& annotations = format == sbom::Format::Spdx ? kSbomAnnotations : kCycloneDxAnnotations;
   if (out) {
     write_file_atomic(*out, doc);
     ctx.status->result("sbom", *out);
@@ -176,7 +188,7 @@ int cmd_sbom(const std::vector<std::string>& argv) {
     fputs(doc.c_str(), stdout);
   }
   if (args.has("--add-to-layout")) {
-    Digest d = add_layout_artifact(*layout, sbom::kSpdxMediaType, doc, subject, kSbomAnnotations);
+    Digest d = add_layout_artifact(*layout, artifact_type, doc, subject, annotations);
     ctx.status->result("sbom artifact", d.str());
   }
   if (auto target = args.get("--attach")) {
@@ -184,8 +196,8 @@ int cmd_sbom(const std::vector<std::string>& argv) {
     registry::PushOptions o;
     o.session = registry_session_options(args);
     o.store = &store;
-    auto r = registry::attach_artifact(ref, {media_type, t.manifest, t.manifest_json.size()}, sbom::kSpdxMediaType,
-                                       doc, kSbomAnnotations, o, *ctx.status);
+    auto r = registry::attach_artifact(ref, {media_type, t.manifest, t.manifest_json.size()}, artifact_type, doc,
+                                       annotations, o, *ctx.status);
     ctx.status->message(Level::Info, "SBOM of " + t.name + " attached to " + ref.name() + "@" + t.manifest.str() +
                                          " as " + r.artifact.str() + " (" + r.how + ")");
   }

@@ -101,12 +101,28 @@ ImageInfo image_info(const std::string& name, const Digest& manifest, const std:
 // time; "" for a time it cannot read.
 std::string spdx_time(const std::string& rfc3339);
 
-// The SPDX document of an image: its layers (bottom first) read through
-// image_files(), their packages, and what its config says.
+enum class Format { Spdx, CycloneDx };
+
+// The SBOM of an image: its layers (bottom first) read through image_files(),
+// their packages, and what its config says; SPDX or CycloneDX.
 std::string image_sbom(const Store& store, const std::string& name, const Digest& manifest,
-                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers);
+                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers,
+                       Format format = Format::Spdx);
+
+// The CycloneDX 1.5 JSON document of the same: the image as metadata.component
+// (type container), every package a component with its purl, supplier and
+// licenses, and `dependencies` from what each depends on. Deterministic too.
+std::string cyclonedx_json(const Contents& contents, const ImageInfo& image);
+
+// Shared by both formats: the image's pkg:oci purl; a UUID of its manifest
+// digest (the SPDX namespace, the CycloneDX serial number); "Name <email>"
+// -> (Name, email).
+std::string image_purl(const ImageInfo& image);
+std::string image_uuid(const ImageInfo& image);
+std::pair<std::string, std::string> split_contact(const std::string& s);
 
 constexpr const char* kSpdxMediaType = "application/spdx+json";
+constexpr const char* kCycloneDxMediaType = "application/vnd.cyclonedx+json";
 
 // Whether `expr` is an SPDX license expression of identifiers on SPDX's list
 // (the common ones stackbuild knows; others read as unknown).

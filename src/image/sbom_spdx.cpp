@@ -50,15 +50,27 @@ std::string spdx_id(const std::string& id) { return "SPDXRef-" + id; }
 
 // "Name <email>" -> "Person: Name (email)", as SPDX writes a supplier.
 std::string supplier_of(const std::string& s, const char* kind) {
+  auto [name, email] = split_contact(s);
+  if (name.empty()) return "NOASSERTION";
+  return std::string(kind) + ": " + name + (email.empty() ? "" : " (" + email + ")");
+}
+
+}  // namespace
+
+std::pair<std::string, std::string> split_contact(const std::string& s) {
   std::string t = trim(s);
-  if (t.empty()) return "NOASSERTION";
   size_t lt = t.find('<'), gt = t.rfind('>');
-  if (lt != std::string::npos && gt != std::string::npos && gt > lt) {
-    std::string name = trim(t.substr(0, lt)), email = trim(t.substr(lt + 1, gt - lt - 1));
-    if (name.empty()) name = email;
-    return std::string(kind) + ": " + name + " (" + email + ")";
-  }
-  return std::string(kind) + ": " + t;
+  if (lt == std::string::npos || gt == std::string::npos || gt < lt) return {t, ""};
+  std::string name = trim(t.substr(0, lt)), email = trim(t.substr(lt + 1, gt - lt - 1));
+  return {name.empty() ? email : name, email};
+}
+
+std::string image_uuid(const ImageInfo& image) {
+  // A name-based UUID (version 5's layout, from SHA-256) of the manifest digest.
+  std::string h = Digest::of_bytes("stackbuild sbom\n" + image.manifest_digest).hex();
+  h[12] = '5';
+  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
+  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
 }
 
 std::string image_purl(const ImageInfo& image) {
@@ -80,6 +92,8 @@ std::string image_purl(const ImageInfo& image) {
   if (!tag.empty()) s += std::string(1, sep) + "tag=" + purl_encode(tag);
   return s;
 }
+
+namespace {
 
 ojson package_json(const Package& p) {
   ojson j;
@@ -153,10 +167,11 @@ ImageInfo image_info(const std::string& name, const Digest& manifest, const std:
 }
 
 std::string image_sbom(const Store& store, const std::string& name, const Digest& manifest,
-                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers) {
+                       const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers,
+                       Format format) {
   ImageInfo info = image_info(name, manifest, config_json);
   Contents c = read_contents(image_files(store, layers), python_machine(info.architecture));
-  return spdx_json(c, info);
+  return format == Format::Spdx ? spdx_json(c, info) : cyclonedx_json(c, info);
 }
 
 bool license_expression_known(std::string_view expr) {
@@ -209,12 +224,7 @@ std::string spdx_json(const Contents& contents, const ImageInfo& image) {
   doc["dataLicense"] = "CC0-1.0";
   doc["SPDXID"] = "SPDXRef-DOCUMENT";
   doc["name"] = image.name;
-  // A URI unique to this image: a name-based UUID of its manifest digest.
-  std::string h = Digest::of_bytes("stackbuild sbom\n" + image.manifest_digest).hex();
-  h[12] = '5';
-  h[16] = "89ab"[std::stoi(h.substr(16, 1), nullptr, 16) & 3];
-  doc["documentNamespace"] = "urn:uuid:" + h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" +
-                             h.substr(16, 4) + "-" + h.substr(20, 12);
+  doc["documentNamespace"] = "urn:uuid:" + image_uuid(image);  // a URI unique to this image
   ojson creators = ojson::array({"Tool: " + image.tool});
   doc["creationInfo"] = {{"created", image.created.empty() ? "1970-01-01T00:00:00Z" : image.created},
                          {"creators", creators}};

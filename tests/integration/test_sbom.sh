@@ -11,6 +11,7 @@
 #     image, with their versions, and hello DEPENDS_ON libgreet;
 #   - `push` sends the SBOM along: the registry (distribution 2.8, no
 #     referrers API) lists it under the referrers tag, with the same bytes;
+#   - `--format cyclonedx --add-to-layout` adds the CycloneDX form beside it;
 #   - bad uses are clear errors.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -131,7 +132,18 @@ expect_ok sbomref sb sbom "$R/sbomt:1" --store "$TMP/store3" -o "$TMP/ref.json"
 cmp -s "$TMP/doc.json" "$TMP/ref.json" || fail "sbom REF differs from the layout's SBOM"
 [[ "$(json "$TMP/ref.json" 'j["name"]')" == "sbomt:1" ]] || fail "the document does not name the image sbomt:1"
 
-check "bad uses: docker-archive with --sbom, JSON progress without -o, a path that is neither"
+check "the CycloneDX form goes into the layout beside the SPDX one; readers still see one image"
+expect_ok cdx sb sbom "$TMP/L:1" --store "$STORE" --format cyclonedx --add-to-layout -o "$TMP/cdx.json"
+[[ "$(json "$TMP/cdx.json" 'j["bomFormat"] + " " + j["specVersion"]')" == "CycloneDX 1.5" ]] || fail "not CycloneDX 1.5"
+[[ "$(json "$TMP/L/index.json" 'sorted(m.get("artifactType", "-") for m in j["manifests"])')" == \
+   "['-', 'application/spdx+json', 'application/vnd.cyclonedx+json']" ]] || fail "the layout's index: $(cat "$TMP/L/index.json")"
+expect_ok umoci2 umoci ls --layout "$TMP/L"
+[[ "$(cat "$TMP/umoci2.out")" == "1" ]] || { show_output umoci2; fail "umoci ls lists more than the image"; }
+expect_ok single sb unpack "$TMP/L" "$TMP/root2" --store "$STORE"  # the one image, no ref needed
+
+check "bad uses: an unknown --format, docker-archive with --sbom, JSON progress without -o, a path that is neither"
+expect_rc 2 badformat sb sbom "$TMP/L:1" --store "$STORE" --format xml
+grep -q "wants spdx or cyclonedx" "$TMP/badformat.err" || { show_output badformat; fail "no clear error for --format"; }
 expect_rc 2 dockerarch sb build r.yaml --format docker-archive -o "$TMP/x.tar" --store "$STORE" --sbom
 grep -q -- "--sbom goes into an OCI layout" "$TMP/dockerarch.err" || { show_output dockerarch; fail "no clear error"; }
 [[ ! -e "$TMP/x.tar" ]] || fail "a docker-archive was written"

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # stackbuild's SBOMs read by tools nobody here wrote: the SPDX project's own
-# validator (pyspdxtools, from spdx-tools) finds nothing wrong with them, and
-# the NTIA minimum-elements checker (ntia-conformance-checker) finds every
+# validator (pyspdxtools, from spdx-tools) finds nothing wrong with them, the
+# NTIA minimum-elements checker (ntia-conformance-checker) finds every
 # element where the image's packages state them (names, versions, purls,
-# suppliers, author, time, relationships). The image: Debian packages of a
+# suppliers, author, time, relationships), and CycloneDX's own library
+# (cyclonedx-python-lib) validates the CycloneDX form against the 1.5 JSON
+# schema, strictly (no property the schema does not name). The image: Debian packages of a
 # fixture repository (made with dpkg-deb), Python projects' metadata in the
 # forms found in the wild (License-Expression, a License that is no SPDX
 # identifier, classifiers, Requires-Dist with markers and extras, an
@@ -15,8 +17,9 @@ source "$(dirname "$0")/lib.sh"
 # shellcheck source-path=SCRIPTDIR source=apt_lib.sh
 source "$HERE/apt_lib.sh"
 venv=${STACKBUILD_SPDX_VENV:-/opt/stackbuild-spdx-venv}
-[[ -x "$venv/bin/pyspdxtools" && -x "$venv/bin/ntia-checker" ]] ||
-  skip "spdx-tools and ntia-conformance-checker are not in $venv (scripts/install-deps.sh --with-tests)"
+[[ -x "$venv/bin/pyspdxtools" && -x "$venv/bin/ntia-checker" ]] &&
+  "$venv/bin/python" -c 'import cyclonedx.validation.json, jsonschema' 2>/dev/null ||
+  skip "spdx-tools, ntia-conformance-checker and cyclonedx-python-lib are not in $venv (scripts/install-deps.sh --with-tests)"
 require_tool dpkg-deb gzip sha256sum
 cd "$TMP"
 
@@ -73,6 +76,28 @@ grep -qi "error\|invalid" "$TMP/spdx.out" "$TMP/spdx.err" && { show_output spdx;
 check "the NTIA checker finds every minimum element"
 expect_ok ntia "$venv/bin/ntia-checker" "$TMP/doc.json"
 grep -q "Conformant: True" "$TMP/ntia.out" || { show_output ntia; fail "not NTIA conformant"; }
+
+check "CycloneDX's library validates the CycloneDX form against the 1.5 schema, strictly"
+expect_ok cdx sb sbom "$TMP/L:1" --store "$STORE" --format cyclonedx -o "$TMP/cdx.json"
+"$venv/bin/python" - "$TMP/cdx.json" <<'PY' || fail "the CycloneDX document is not valid"
+import sys
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+error = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(sys.argv[1]).read())
+if error is not None:
+    print(str(error)[:2000], file=sys.stderr)
+    sys.exit(1)
+PY
+python3 - "$TMP/doc.json" "$TMP/cdx.json" <<'PY' || fail "the CycloneDX form does not say what the SPDX one says"
+import json, sys
+spdx, cdx = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+purls = lambda ps: sorted(p["externalRefs"][0]["referenceLocator"] for p in ps)
+assert purls(spdx["packages"][1:]) == sorted(c["purl"] for c in cdx["components"])
+assert cdx["serialNumber"] == spdx["documentNamespace"]
+assert cdx["metadata"]["component"]["purl"] == spdx["packages"][0]["externalRefs"][0]["referenceLocator"]
+edges = sum(len(d["dependsOn"]) for d in cdx["dependencies"][1:])
+assert edges == sum(r["relationshipType"] == "DEPENDS_ON" for r in spdx["relationships"]), edges
+PY
 
 check "the packages the tools read are the image's"
 python3 - "$TMP/doc.json" <<'PY' || fail "the document does not list the image's packages"

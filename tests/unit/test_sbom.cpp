@@ -326,6 +326,48 @@ TEST_CASE("sbom: the SPDX document", "[sbom]") {
   CHECK(depends == 4);  // libc6 -> libgcc-s1 -> libc6; gzip -> libc6, libgcc-s1
 }
 
+TEST_CASE("sbom: the CycloneDX document says what the SPDX one says", "[sbom]") {
+  std::map<std::string, std::string> files{
+      {"var/lib/dpkg/status", kStatus},
+      {kSite + "nvidia_cudnn_cu12-9.5.1.17.dist-info/METADATA",
+       metadata("nvidia-cudnn-cu12", "9.5.1.17", "License: NVIDIA Proprietary Software\nAuthor: Nvidia CUDA Installer Team\n")},
+      {kSite + "filelock-3.16.1.dist-info/METADATA", metadata("filelock", "3.16.1", "License-Expression: Unlicense\n")}};
+  Contents c = read_contents(files, "x86_64");
+  ImageInfo info = image_info("t:1", Digest::of_bytes("manifest"),
+                              R"({"architecture": "amd64", "created": "2026-11-01T00:00:00Z",
+                                  "config": {"Labels": {"org.opencontainers.image.vendor": "Example Corp <oss@example.com>"}}})");
+  std::string text = cyclonedx_json(c, info);
+  CHECK(text == cyclonedx_json(c, info));
+  json j = json::parse(text);
+  json spdx = json::parse(spdx_json(c, info));
+  CHECK(j["bomFormat"] == "CycloneDX");
+  CHECK(j["specVersion"] == "1.5");
+  CHECK(j["serialNumber"] == spdx["documentNamespace"]);
+  CHECK(j["metadata"]["timestamp"] == "2026-11-01T00:00:00Z");
+  const json& img = j["metadata"]["component"];
+  CHECK(img["type"] == "container");
+  CHECK(img["supplier"]["name"] == "Example Corp");
+  CHECK(img["supplier"]["contact"][0]["email"] == "oss@example.com");
+  CHECK(img["purl"] == spdx["packages"][0]["externalRefs"][0]["referenceLocator"]);
+  REQUIRE(j["components"].size() == c.packages.size());
+  std::map<std::string, json> by_ref;
+  for (const auto& comp : j["components"]) by_ref[comp["bom-ref"]] = comp;
+  CHECK(by_ref.size() == c.packages.size());
+  const json& filelock = by_ref.at(find(c, "python", "filelock")->id);
+  CHECK(filelock["licenses"][0]["expression"] == "Unlicense");
+  const json& cudnn = by_ref.at(find(c, "python", "nvidia-cudnn-cu12")->id);
+  CHECK(cudnn["licenses"][0]["license"]["name"] == "NVIDIA Proprietary Software");  // its words, not an id
+  CHECK(cudnn["supplier"]["name"] == "Nvidia CUDA Installer Team");
+  CHECK(cudnn["purl"] == "pkg:pypi/nvidia-cudnn-cu12@9.5.1.17");
+  // The graph: the image depends on every package; packages on what they name.
+  REQUIRE(j["dependencies"].size() == c.packages.size() + 1);
+  CHECK(j["dependencies"][0]["ref"] == "image");
+  CHECK(j["dependencies"][0]["dependsOn"].size() == c.packages.size());
+  const Package* gz = find(c, "deb", "gzip");
+  for (const auto& d : j["dependencies"])
+    if (d["ref"] == gz->id) CHECK(d["dependsOn"] == json(gz->depends));
+}
+
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   TempDir dir;
   fs::path layout = dir.path() / "layout";
