@@ -71,10 +71,14 @@ void read_dpkg(const std::string& file, const std::string& text, const Contents&
   std::string distro = c.os_id.empty() ? "" : c.os_id + (c.os_version_id.empty() ? "" : "-" + c.os_version_id);
   apt::for_each_paragraph(text, [&](const apt::Paragraph& para) {
     if (para.get("Package").empty()) return;
-    // dpkg's status keeps removed packages' configuration: only installed ones count.
+    // Every package whose files are in the image counts: installed, and also
+    // unpacked and not yet configured (as stackbuild's apt layers leave what
+    // has maintainer scripts), half-configured or awaiting triggers. A
+    // removed package whose configuration dpkg keeps (config-files), or one
+    // it knows of but has not installed, does not.
     if (para.has("Status")) {
       auto words = apt::split_words(para.get("Status"));
-      if (words.size() < 3 || (words[2] != "installed")) return;
+      if (words.size() < 3 || words[2] == "not-installed" || words[2] == "config-files") return;
     }
     Package p;
     p.type = "deb";

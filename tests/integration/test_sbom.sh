@@ -25,6 +25,12 @@ cd "$TMP"
 www="$TMP/www"
 mkdeb main libgreet 1.0 "" usr/lib/libgreet.so.1
 mkdeb main hello 1.0 "libgreet (>= 1.0)" usr/bin/hello
+# A package with a maintainer script: the apt layer leaves it "install ok
+# unpacked" (docs/apt.md); its files are in the image, so the SBOM lists it.
+mkdeb main withscript 1.0 "" usr/bin/withscript
+printf '#!/bin/sh\nexit 0\n' >"$TMP/src/main-withscript-1.0/DEBIAN/postinst"
+chmod 755 "$TMP/src/main-withscript-1.0/DEBIAN/postinst"
+dpkg-deb --root-owner-group -Zgzip --build "$TMP/src/main-withscript-1.0" "$www/main/pool/withscript_1.0_amd64.deb" >/dev/null
 publish main unsigned
 serve_dir "$www"
 
@@ -41,7 +47,7 @@ source_date_epoch: 1700000000
 repositories:
   - {url: "$SERVED_URL/main", suites: [test], trusted: true}
 layers:
-  - {name: base, apt: [hello]}
+  - {name: base, apt: [hello, withscript]}
   - name: py
     copy:
       - {src: site/, dst: /usr/local/lib/python3.11/site-packages/}
@@ -88,6 +94,8 @@ cmp -s "$TMP/doc.json" "$TMP/stdout.out" || fail "a fresh store gives another do
 check "its Debian packages are what dpkg-query reads from the unpacked image"
 expect_ok unpack sb unpack "$TMP/L:1" "$TMP/root" --store "$STORE"
 dpkg-query --admindir="$TMP/root/var/lib/dpkg" -W -f '${Package} ${Version}\n' | sort >"$TMP/dpkg.txt"
+dpkg-query --admindir="$TMP/root/var/lib/dpkg" -W -f '${Status}\n' withscript | grep -qx "install ok unpacked" ||
+  fail "the fixture's package with a postinst is not left unpacked; the check below would not cover that case"
 python3 - "$TMP/doc.json" "$TMP/dpkg.txt" <<'PY' || fail "the SBOM does not match the image"
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -46,8 +46,12 @@ const char* kStatus =
     "Architecture: amd64\n"
     "Version: 1.0\n"
     "\n"
+    "Package: never-tool\n"
+    "Status: purge ok not-installed\n"
+    "Architecture: amd64\n"
+    "\n"
     "Package: gzip\n"
-    "Status: install ok installed\n"
+    "Status: install ok unpacked\n"
     "Architecture: amd64\n"
     "Version: 1:1.12-1\n"
     "Pre-Depends: libc6 (>= 2.34)\n"
@@ -174,6 +178,9 @@ TEST_CASE("sbom: packages of dpkg, Python and the CUDA toolkit, with their depen
   CHECK(c.os_version_id == "12");
   CHECK(c.os_name == "Debian GNU/Linux 12 (bookworm)");
   CHECK(find(c, "deb", "old-tool") == nullptr);  // removed, its configuration kept: not installed
+  CHECK(find(c, "deb", "never-tool") == nullptr);
+  // gzip is "unpacked" (its maintainer scripts not run, as stackbuild's apt layers leave
+  // such packages): its files are in the image, so it is listed.
   REQUIRE(find(c, "deb", "base-files"));        // distroless' status.d: no Status field
   const Package* libc = find(c, "deb", "libc6");
   const Package* gcc = find(c, "deb", "libgcc-s1");
