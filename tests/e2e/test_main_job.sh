@@ -2,10 +2,12 @@
 # The main job end to end (issue 9): recipes/pytorch.yaml for both of its CUDA
 # points (Debian 12 from the configured apt archive, Python tools and torch's
 # wheels with NVIDIA's CUDA libraries from the configured Python index) into one
-# OCI layout; `stackbuild test` of each image (static checks and the recipe's
+# OCI layout, each image's SBOM beside it (valid SPDX and NTIA conformant where
+# spdx-tools is installed); `stackbuild test` of each image (static checks and the recipe's
 # tests; GPU tests skipped here); `build --push` to the real registry
 # (distribution 2.8 on 127.0.0.1), then `skopeo copy` back and the digests
-# compared; a second build rebuilds nothing.
+# compared, the SBOMs attached; a second build rebuilds nothing and writes the
+# same index.json, SBOMs included.
 # Label e2e: downloads ~6 GB the first time (SB_E2E_STORE=DIR keeps them between runs)
 # and needs ~25 GB of disk; not in the default run.
 set -euo pipefail
@@ -26,7 +28,7 @@ cudas=$(json "$TMP/plan.json" '" ".join(sorted(p["matrix"]["cuda"] for p in j["p
 
 check "build writes both points and the matrix index into one layout"
 start=$(date +%s.%N)
-sb build "$RECIPE" -o "$TMP/out" --store "$S" >"$TMP/build1.out" 2>&1 || fail "build: $(tail -30 "$TMP/build1.out")"
+sb build "$RECIPE" -o "$TMP/out" --store "$S" --sbom >"$TMP/build1.out" 2>&1 || fail "build: $(tail -30 "$TMP/build1.out")"
 cold=$(python3 -c "import time; print(round(time.time() - $start, 1))")
 cat "$TMP/build1.out" | grep -A6 "^summary\|summary (" || true
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8 pytorch-matrix; do
@@ -40,7 +42,7 @@ idx = json.load(open(os.path.join(d, "index.json")))
 for m in idx["manifests"]:
     ref = m.get("annotations", {}).get("org.opencontainers.image.ref.name")
     doc = json.load(open(os.path.join(d, "blobs", *m["digest"].split(":"))))
-    if "layers" not in doc:
+    if "layers" not in doc or "artifactType" in m:  # the index, the SBOMs
         continue
     size = sum(l["size"] for l in doc["layers"])
     cfg = json.load(open(os.path.join(d, "blobs", *doc["config"]["digest"].split(":"))))
@@ -56,12 +58,45 @@ idx = json.load(open(os.path.join(d, "index.json")))
 sets = []
 for m in idx["manifests"]:
     doc = json.load(open(os.path.join(d, "blobs", *m["digest"].split(":"))))
-    if "layers" in doc:
+    if "layers" in doc and "artifactType" not in m:
         sets.append({l["digest"] for l in doc["layers"]})
 shared = set.intersection(*sets)
 assert len(sets) == 2 and len(shared) >= 2, (len(sets), len(shared))
 print(f"{len(shared)} layers shared by both points")
 PY
+
+check "each point's image has its SBOM in the layout: torch, its NVIDIA wheels and Debian's packages"
+python3 - "$TMP/out" <<'PY' || fail "the SBOMs in the layout are wrong"
+import json, sys, os
+d = sys.argv[1]
+blob = lambda dg: os.path.join(d, "blobs", *dg.split(":"))
+idx = json.load(open(os.path.join(d, "index.json")))
+images = {m["digest"]: m["annotations"]["org.opencontainers.image.ref.name"] for m in idx["manifests"]
+          if "artifactType" not in m and "layers" in json.load(open(blob(m["digest"])))}
+sboms = [m for m in idx["manifests"] if m.get("artifactType") == "application/spdx+json"]
+assert len(images) == 2 and len(sboms) == 2, (images, sboms)
+for a in sboms:
+    m = json.load(open(blob(a["digest"])))
+    ref = images[m["subject"]["digest"]]
+    doc = json.load(open(blob(m["layers"][0]["digest"])))
+    names = {p["name"]: p.get("versionInfo") for p in doc["packages"]}
+    torch = "2.7.0" if "cuda12.6" in ref else "2.8.0"
+    assert names.get("torch", "").startswith(torch), (ref, names.get("torch"))
+    assert "nvidia-cudnn-cu12" in names and "libc6" in names and "python3.11" in names, ref
+    assert doc["packages"][0]["versionInfo"] == m["subject"]["digest"], ref
+    open(os.path.join(os.path.dirname(d), "sbom-" + ref + ".json"), "w").write(json.dumps(doc))
+    print(f"{ref}: SBOM of {len(doc['packages']) - 1} packages, {len(doc['relationships'])} relationships")
+PY
+spdx_venv=${STACKBUILD_SPDX_VENV:-/opt/stackbuild-spdx-venv}
+if [[ -x "$spdx_venv/bin/pyspdxtools" && -x "$spdx_venv/bin/ntia-checker" ]]; then
+  for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
+    "$spdx_venv/bin/pyspdxtools" -i "$TMP/sbom-$t.json" || fail "pyspdxtools finds the SBOM of $t invalid"
+    "$spdx_venv/bin/ntia-checker" "$TMP/sbom-$t.json" | grep -q "Conformant: True" || fail "the SBOM of $t is not NTIA conformant"
+  done
+  say "both SBOMs: valid SPDX (pyspdxtools), NTIA conformant"
+else
+  say "note: no spdx-tools in $spdx_venv; the SBOMs were not validated"
+fi
 
 check "stackbuild test: static checks and recipe tests pass, GPU tests are skipped"
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
@@ -85,8 +120,9 @@ PY
 done
 
 check "build --push sends both points and the index; skopeo copies them back with the same digests"
-sb build "$RECIPE" -o "$TMP/out" --store "$S" --push-to "$REG/ml/pytorch" >"$TMP/push.out" 2>&1 ||
+sb build "$RECIPE" -o "$TMP/out" --store "$S" --sbom --push-to "$REG/ml/pytorch" >"$TMP/push.out" 2>&1 ||
   fail "build --push: $(tail -30 "$TMP/push.out")"
+grep -c "^SBOM of .* attached to $REG/ml/pytorch@" "$TMP/push.out" | grep -qx 2 || fail "build --push attached no SBOMs: $(tail -30 "$TMP/push.out")"
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
   want="sha256:$(manifest_digest "$TMP/out" "$t")"
   skopeo copy --src-tls-verify=false "docker://$REG/ml/pytorch:$t" "oci:$TMP/back:$t" >/dev/null ||
@@ -102,7 +138,7 @@ cp "$RECIPE" "$TMP/pytorch.yaml"
 RECIPE="$TMP/pytorch.yaml"
 sb lock "$RECIPE" --catalog "$SB_SOURCE_DIR/layers" --store "$S" >"$TMP/lock.out" 2>&1 || fail "lock: $(tail -20 "$TMP/lock.out")"
 start=$(date +%s.%N)
-sb build "$RECIPE" --locked --catalog "$SB_SOURCE_DIR/layers" -o "$TMP/out2" --store "$S" >"$TMP/build2.out" 2>&1 ||
+sb build "$RECIPE" --locked --catalog "$SB_SOURCE_DIR/layers" -o "$TMP/out2" --store "$S" --sbom >"$TMP/build2.out" 2>&1 ||
   fail "rebuild: $(tail -20 "$TMP/build2.out")"
 warm=$(python3 -c "import time; print(round(time.time() - $start, 2))")
 grep -q " built" "$TMP/build2.out" || true
@@ -112,6 +148,6 @@ text = open(sys.argv[1]).read()
 built = [int(n) for n in re.findall(r"(\d+) built", text)]
 assert built and all(n == 0 for n in built), built
 PY
-cmp "$TMP/out/index.json" "$TMP/out2/index.json" || fail "the rebuild's index.json differs"
+cmp "$TMP/out/index.json" "$TMP/out2/index.json" || fail "the rebuild's index.json (the SBOMs' artifacts in it) differs"
 say "no-change rebuild: $warm s (cold $cold s)"
 pass
