@@ -73,8 +73,11 @@ struct SbomTarget {
 std::string sbom_name(const std::string& manifest_json, const std::string& tag, const std::string& fallback) {
   json m = json::parse(manifest_json, nullptr, false);
   std::string title;
-  if (m.is_object() && m.contains("annotations") && m["annotations"].is_object())
-    title = m["annotations"].value("org.opencontainers.image.title", "");
+  if (m.is_object() && m.contains("annotations") && m["annotations"].is_object()) {
+    const json& a = m["annotations"];
+    if (a.contains("org.opencontainers.image.title") && a["org.opencontainers.image.title"].is_string())
+      title = a["org.opencontainers.image.title"].get<std::string>();
+  }
   if (title.empty()) return fallback;
   return tag.empty() ? title : title + ":" + tag;
 }

@@ -85,8 +85,8 @@ void read_dpkg(const std::string& file, const std::string& text, const Contents&
     p.name = para.get("Package");
     p.version = para.get("Version");
     p.arch = para.get("Architecture");
-    std::string source = apt::split_words(para.get("Source")).empty() ? "" : apt::split_words(para.get("Source"))[0];
-    if (source != p.name) p.source = source;
+    auto source = apt::split_words(para.get("Source"));  // "gcc-12 (12.2.0-14)": the name
+    if (!source.empty() && source[0] != p.name) p.source = source[0];
     p.supplier = para.get("Maintainer");
     p.homepage = para.get("Homepage");
     p.summary = first_line(para.get("Description"));
@@ -328,8 +328,7 @@ std::string purl_encode(std::string_view s) {
 std::string python_machine(const std::string& arch) {
   if (arch == "amd64") return "x86_64";
   if (arch == "arm64") return "aarch64";
-  if (arch == "ppc64le" || arch == "s390x") return arch;
-  return arch;
+  return arch;  // ppc64le, s390x and riscv64 are Python's names too
 }
 
 Contents read_contents(const std::map<std::string, std::string>& files, const std::string& machine) {
@@ -364,10 +363,10 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
   link_python(pys, py_deps, machine);
   for (auto* list : {&debs, &apks, &pys, &cuda})
     for (auto& p : *list) c.packages.push_back(std::move(p));
-  std::sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
+  std::stable_sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
     return std::tie(a.type, a.name, a.version, a.file, a.arch) < std::tie(b.type, b.name, b.version, b.file, b.arch);
   });
-  // The same record twice (a status.d file and the status, say) is one package.
+  // A record written twice in one file (the same package, version, architecture) is one package.
   c.packages.erase(std::unique(c.packages.begin(), c.packages.end(),
                                [](const Package& a, const Package& b) { return a.id == b.id; }),
                    c.packages.end());
