@@ -49,6 +49,10 @@ const char* const kSbomHelp =
     "                         `stackbuild push` sends such artifacts along with their image\n"
     "  --attach REGISTRY/REPO push it there as an OCI artifact whose subject is the image (which\n"
     "                         must be in that repository), as test --attach does for reports\n"
+    "  --diff OLD             instead of the document, what changed since the image OLD (a\n"
+    "                         LAYOUT[:TAG] or REGISTRY/REPO[:TAG]), for release notes: a Markdown\n"
+    "                         table of the packages added, removed and of another version, and\n"
+    "                         a count of those unchanged\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
     "  --insecure-policy      pull REF whatever policy.json says (as for pull)\n";
 
@@ -80,6 +84,46 @@ std::string sbom_name(const std::string& manifest_json, const std::string& tag, 
   }
   if (title.empty()) return fallback;
   return tag.empty() ? title : title + ":" + tag;
+}
+
+// The image `what` names: a layout's (its directory in *layout) or a
+// registry's, pulled into the store.
+SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, const Store& store,
+                       std::optional<fs::path>* layout) {
+  if (fs::is_directory(split_layout_ref(what).first)) {
+    auto [dir, ref] = split_layout_ref(what);
+    LayoutImage img = open_layout_image(dir, ref);
+    if (layout) *layout = dir;
+    std::vector<std::pair<Digest, fs::path>> layers;
+    json m = json::parse(img.manifest_json);
+    for (size_t i = 0; i < img.layer_blobs.size(); ++i)
+      layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
+    return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
+            layers};
+  }
+  if (what.find('/') != std::string::npos && !fs::exists(what)) {
+    if (layout && args.has("--add-to-layout"))
+      throw Error("--add-to-layout wants a LAYOUT, not a registry reference", kExitUsage);
+    auto ref = registry::Reference::parse(what);
+    registry::PullOptions o;
+    o.session = registry_session_options(args);
+    auto pulled = registry::pull_image(ref, store, o, *ctx.status);
+    std::vector<std::pair<Digest, fs::path>> layers;
+    for (const auto& l : pulled.image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
+    return {sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
+            pulled.image.manifest_json, pulled.image.config_json, layers};
+  }
+  throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", kExitUsage);
+}
+
+sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
+  try {
+    auto info = sbom::image_info(t.name, t.manifest, t.config_json);
+    return sbom::read_contents(sbom::image_files(store, t.layers), sbom::python_machine(info.architecture));
+  } catch (Error& e) {
+    e.add_trace("while reading the packages of " + t.name);
+    throw;
+  }
 }
 
 }  // namespace
@@ -129,7 +173,7 @@ void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
 
 int cmd_sbom(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"-o", "--output", "--attach", "--creds", "--ca-cert", "--format"});
+  options.insert(options.end(), {"-o", "--output", "--attach", "--creds", "--ca-cert", "--format", "--diff"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--add-to-layout", "--insecure-policy"});
   Args args(argv, flags, options, {"--insecure-registry"});
@@ -148,31 +192,21 @@ int cmd_sbom(const std::vector<std::string>& argv) {
 
   const std::string& what = args.positional()[0];
   std::optional<fs::path> layout;
-  SbomTarget t = [&]() -> SbomTarget {
-    if (fs::is_directory(split_layout_ref(what).first)) {
-      auto [dir, ref] = split_layout_ref(what);
-      LayoutImage img = open_layout_image(dir, ref);
-      layout = dir;
-      std::vector<std::pair<Digest, fs::path>> layers;
-      json m = json::parse(img.manifest_json);
-      for (size_t i = 0; i < img.layer_blobs.size(); ++i)
-        layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
-      return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
-              layers};
+  SbomTarget t = open_target(what, args, ctx, store, &layout);
+
+  if (auto old = args.get("--diff")) {  // release notes: what changed since OLD
+    if (args.has("--add-to-layout") || args.get("--attach") || args.get("--format"))
+      throw Error("--diff prints a comparison; it takes no --format, --add-to-layout or --attach", kExitUsage);
+    SbomTarget before = open_target(*old, args, ctx, store, nullptr);
+    std::string text = sbom::contents_diff(contents_of(before, store), contents_of(t, store), before.name, t.name);
+    if (out) {
+      write_file_atomic(*out, text);
+      ctx.status->result("diff", *out);
+    } else {
+      fputs(text.c_str(), stdout);
     }
-    if (what.find('/') != std::string::npos && !fs::exists(what)) {
-      if (args.has("--add-to-layout")) throw Error("--add-to-layout wants a LAYOUT, not a registry reference", kExitUsage);
-      auto ref = registry::Reference::parse(what);
-      registry::PullOptions o;
-      o.session = registry_session_options(args);
-      auto pulled = registry::pull_image(ref, store, o, *ctx.status);
-      std::vector<std::pair<Digest, fs::path>> layers;
-      for (const auto& l : pulled.image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
-      return {sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
-              pulled.image.manifest_json, pulled.image.config_json, layers};
-    }
-    throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", kExitUsage);
-  }();
+    return kExitOk;
+  }
 
   std::string doc;
   try {

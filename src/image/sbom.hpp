@@ -114,6 +114,12 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
 // licenses, and `dependencies` from what each depends on. Deterministic too.
 std::string cyclonedx_json(const Contents& contents, const ImageInfo& image);
 
+// What changed from `before` to `after`, for release notes: a Markdown table
+// of the packages (kind, name, architecture) added, removed or of other
+// versions, and the counts. The same inputs give the same text.
+std::string contents_diff(const Contents& before, const Contents& after, const std::string& before_name,
+                          const std::string& after_name);
+
 // Shared by both formats: the image's pkg:oci purl; a UUID of its manifest
 // digest (the SPDX namespace, the CycloneDX serial number); "Name <email>"
 // -> (Name, email).

@@ -12,6 +12,7 @@
 #   - `push` sends the SBOM along: the registry (distribution 2.8, no
 #     referrers API) lists it under the referrers tag, with the same bytes;
 #   - `--format cyclonedx --add-to-layout` adds the CycloneDX form beside it;
+#   - `--diff OLD` prints what changed since another image, for release notes;
 #   - bad uses are clear errors.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -149,6 +150,25 @@ expect_ok umoci2 umoci ls --layout "$TMP/L"
 [[ "$(cat "$TMP/umoci2.out")" == "1" ]] || { show_output umoci2; fail "umoci ls lists more than the image"; }
 expect_ok single sb unpack "$TMP/L" "$TMP/root2" --store "$STORE"  # the one image, no ref needed
 
+check "sbom --diff: what changed since another image, as a Markdown table for release notes"
+sed -i 's/^Version: 1.0$/Version: 1.1/' "$site/rich-1.0.dist-info/METADATA"
+mkdir -p "$site/pygments-2.19.1.dist-info"
+printf 'Metadata-Version: 2.1\nName: Pygments\nVersion: 2.19.1\n' >"$site/pygments-2.19.1.dist-info/METADATA"
+expect_ok build2 sb build r.yaml -o "$TMP/L" --store "$STORE" --tag sbomt:2
+expect_ok diff sb sbom "$TMP/L:2" --diff "$TMP/L:1" --store "$STORE"
+cat >"$TMP/diff.want" <<'MD'
+## Packages: sbomt:1 to sbomt:2
+
+1 changed, 1 added, 0 removed, 4 unchanged.
+
+| package | kind | sbomt:1 | sbomt:2 |
+|---|---|---|---|
+| pygments | python | - | 2.19.1 |
+| rich | python | 1.0 | 1.1 |
+MD
+diff -u "$TMP/diff.want" "$TMP/diff.out" >&2 || fail "sbom --diff printed something else"
+expect_rc 2 diffformat sb sbom "$TMP/L:2" --diff "$TMP/L:1" --store "$STORE" --format cyclonedx
+
 check "bad uses: an unknown --format, docker-archive with --sbom, JSON progress without -o, a path that is neither"
 expect_rc 2 badformat sb sbom "$TMP/L:1" --store "$STORE" --format xml
 grep -q "wants spdx or cyclonedx" "$TMP/badformat.err" || { show_output badformat; fail "no clear error for --format"; }
@@ -159,6 +179,6 @@ expect_rc 2 jsonout "$SB" sbom "$TMP/L:1" --store "$STORE" --json
 grep -q "give -o FILE" "$TMP/jsonout.err" || { show_output jsonout; fail "no clear error for --json"; }
 expect_rc 2 neither sb sbom "$TMP/nothing-here" --store "$STORE"
 grep -q "no OCI layout at $TMP/nothing-here" "$TMP/neither.err" || { show_output neither; fail "no clear error"; }
-expect_rc 1 noimage sb sbom "$TMP/L:2" --store "$STORE"
-grep -q "no image '2'" "$TMP/noimage.err" || { show_output noimage; fail "no clear error for a missing ref"; }
+expect_rc 1 noimage sb sbom "$TMP/L:3" --store "$STORE"
+grep -q "no image '3'" "$TMP/noimage.err" || { show_output noimage; fail "no clear error for a missing ref"; }
 pass

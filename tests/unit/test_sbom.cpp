@@ -375,6 +375,32 @@ TEST_CASE("sbom: the CycloneDX document says what the SPDX one says", "[sbom]") 
     if (d["ref"] == gz->id) CHECK(d["dependsOn"] == json(gz->depends));
 }
 
+TEST_CASE("sbom: what changed between two images, for release notes", "[sbom]") {
+  std::map<std::string, std::string> before_files{
+      {"var/lib/dpkg/status", kStatus},
+      {kSite + "torch-2.7.0.dist-info/METADATA", metadata("torch", "2.7.0+cu126")},
+      {kSite + "six-1.16.0.dist-info/METADATA", metadata("six", "1.16.0")}};
+  std::map<std::string, std::string> after_files = before_files;
+  after_files.erase(kSite + "six-1.16.0.dist-info/METADATA");
+  after_files[kSite + "torch-2.7.0.dist-info/METADATA"] = metadata("torch", "2.8.0+cu128");
+  after_files[kSite + "Filelock-3.16.1.dist-info/METADATA"] = metadata("Filelock", "3.16.1");
+  std::string status = kStatus;
+  status.replace(status.find("Version: 2.36-9+deb12u4"), 23, "Version: 2.36-9+deb12u9");
+  after_files["var/lib/dpkg/status"] = status;
+  Contents before = read_contents(before_files, "x86_64"), after = read_contents(after_files, "x86_64");
+  std::string d = contents_diff(before, after, "pytorch:a", "pytorch:b");
+  CHECK(d == contents_diff(before, after, "pytorch:a", "pytorch:b"));
+  CHECK(d.find("## Packages: pytorch:a to pytorch:b\n\n2 changed, 1 added, 1 removed, 2 unchanged.\n") == 0);
+  CHECK(d.find("| package | kind | pytorch:a | pytorch:b |\n|---|---|---|---|\n") != std::string::npos);
+  CHECK(d.find("| libc6 | deb | 2.36-9+deb12u4 | 2.36-9+deb12u9 |\n") != std::string::npos);
+  CHECK(d.find("| torch | python | 2.7.0+cu126 | 2.8.0+cu128 |\n") != std::string::npos);
+  CHECK(d.find("| filelock | python | - | 3.16.1 |\n") != std::string::npos);  // the project's normalized name
+  CHECK(d.find("| six | python | 1.16.0 | - |\n") != std::string::npos);
+  CHECK(d.find("gzip") == std::string::npos);  // unchanged: counted, not listed
+  // Nothing changed: the counts alone.
+  CHECK(contents_diff(before, before, "a", "a") == "## Packages: a to a\n\n0 changed, 0 added, 0 removed, 5 unchanged.\n");
+}
+
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   TempDir dir;
   fs::path layout = dir.path() / "layout";
