@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@ std::string layout_ref_name(const std::string& tag) {
 }
 
 static fs::path checked_blob(const fs::path& layout, const json& desc);
+static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json = nullptr);
 
 // Puts a store blob into the layout: a hardlink where the filesystem allows,
 // else a checked copy. Skips blobs already present.
@@ -96,7 +98,6 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
   for (const auto& ix : indexes) place_bytes(blobs, ix.json, ix.digest);
 
   json list = json::array();
-  for (auto& k : kept) list.push_back(k);
   for (const auto& ti : images) {
     Descriptor d = ti.image.manifest;
     d.annotations["org.opencontainers.image.ref.name"] = layout_ref_name(ti.tag);
@@ -106,6 +107,24 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
     Descriptor d{kMediaTypeIndex, ix.digest, ix.json.size(), {{"org.opencontainers.image.ref.name", ix.ref}}, {}};
     list.push_back(d);
   }
+  // What was there before stays, but for artifacts (an SBOM) whose image is
+  // no longer listed: an image replaced under its ref name takes its
+  // artifacts with it, so a layout rebuilt every month keeps no stale SBOMs.
+  std::set<std::string> listed;
+  for (const auto& k : kept)
+    if (!k.contains("artifactType")) listed.insert(k.value("digest", ""));
+  for (const auto& d : list) listed.insert(d.value("digest", ""));
+  json old_entries = json::array();
+  for (auto& k : kept) {
+    std::optional<Digest> subject;
+    try {
+      subject = subject_of(dir, k);
+    } catch (const Error&) {  // another tool's artifact we cannot read: left as it is
+    }
+    if (!subject || listed.count(subject->str())) old_entries.push_back(k);
+  }
+  for (auto& d : list) old_entries.push_back(d);
+  list = old_entries;
   json index{{"schemaVersion", 2}, {"mediaType", kMediaTypeIndex}, {"manifests", list}};
   write_file_atomic(index_file, index.dump(2) + "\n");
 }
@@ -123,7 +142,7 @@ std::string artifact_manifest_json(const std::string& artifact_type, const Descr
 }
 
 // The subject of the artifact manifest a layout entry names, if it is one.
-static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json = nullptr) {
+static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json) {
   if (!entry.is_object() || !entry.contains("artifactType")) return std::nullopt;
   try {
     std::string bytes = read_file(checked_blob(dir, entry));

@@ -448,4 +448,25 @@ TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   CHECK_THROWS_WITH(add_layout_artifact(layout, kSpdxMediaType, "{}",
                                         {kMediaTypeManifest, Digest::of_bytes("x"), 1, {}, {}}, {}),
                     Catch::Contains("lacks the image"));
+
+  // Another image under another ref keeps the artifact; a new image under the
+  // artifact's image's ref name takes it away (no stale SBOMs in a layout
+  // rebuilt every month).
+  Store store(dir.path() / "store");
+  auto image_of = [](const std::string& arch) {
+    std::string config = R"({"architecture":")" + arch + R"(","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
+    Descriptor cd{kMediaTypeConfig, Digest::of_bytes(config), config.size(), {}, {}};
+    std::string manifest =
+        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+        cd.digest.str() + R"(","size":)" + std::to_string(config.size()) + R"(},"layers":[]})";
+    Descriptor md{kMediaTypeManifest, Digest::of_bytes(manifest), manifest.size(), {}, {}};
+    return Image{{}, config, cd, manifest, md};
+  };
+  write_oci_layout(layout, store, {{"x:other", image_of("arm64")}});
+  CHECK(layout_referrers(layout, md).size() == 1);
+  write_oci_layout(layout, store, {{"x:t", image_of("riscv64")}});
+  CHECK(layout_referrers(layout, md).empty());
+  idx = json::parse(read_file(layout / "index.json"));
+  CHECK(idx["manifests"].size() == 2);
+  for (const auto& m : idx["manifests"]) CHECK_FALSE(m.contains("artifactType"));
 }
