@@ -15,6 +15,7 @@
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/text.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::sbom {
 
@@ -361,8 +362,16 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
   }
   link_debs(debs, deb_depends, deb_provides);
   link_python(pys, py_deps, machine);
+  // The databases are bytes from an image of any origin: what is not UTF-8
+  // is shown as \xHH, so that every document (JSON) can hold it.
   for (auto* list : {&debs, &apks, &pys, &cuda})
-    for (auto& p : *list) c.packages.push_back(std::move(p));
+    for (auto& p : *list) {
+      for (std::string* f : {&p.name, &p.version, &p.arch, &p.source, &p.supplier, &p.license, &p.license_text,
+                             &p.homepage, &p.summary, &p.file})
+        *f = printable_utf8(*f);
+      c.packages.push_back(std::move(p));
+    }
+  for (std::string* f : {&c.os_id, &c.os_version_id, &c.os_name}) *f = printable_utf8(*f);
   std::stable_sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
     return std::tie(a.type, a.name, a.version, a.file, a.arch) < std::tie(b.type, b.name, b.version, b.file, b.arch);
   });

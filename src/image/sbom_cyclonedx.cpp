@@ -87,7 +87,7 @@ std::string cyclonedx_json(const Contents& contents, const ImageInfo& image) {
   deps.push_back({{"ref", "image"}, {"dependsOn", all}});
   for (const auto& p : contents.packages) deps.push_back({{"ref", p.id}, {"dependsOn", p.depends}});
   doc["dependencies"] = deps;
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // a name from outside
 }
 
 }  // namespace sb::sbom

@@ -268,7 +268,7 @@ std::string spdx_json(const Contents& contents, const ImageInfo& image) {
   for (const auto& p : contents.packages)
     for (const auto& d : p.depends) rel(spdx_id(p.id), "DEPENDS_ON", spdx_id(d));
   doc["relationships"] = rels;
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";  // a name from outside
 }
 
 }  // namespace sb::sbom

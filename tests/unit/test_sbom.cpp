@@ -230,6 +230,21 @@ TEST_CASE("sbom: packages of dpkg, Python and the CUDA toolkit, with their depen
                        [](const Package& a, const Package& b) { return std::tie(a.type, a.name) < std::tie(b.type, b.name); }));
 }
 
+TEST_CASE("sbom: bytes that are not UTF-8 are shown as \\xHH, and the documents stay JSON", "[sbom]") {
+  // Found by the fuzzer: a Latin-1 maintainer in dpkg's status made the JSON writer throw.
+  std::map<std::string, std::string> files{
+      {"var/lib/dpkg/status", "Package: caf\xe9\nStatus: install ok installed\nVersion: 1\nArchitecture: amd64\n"
+                              "Maintainer: Ren\xe9 <r@x.org>\n"}};
+  Contents c = read_contents(files, "x86_64");
+  REQUIRE(c.packages.size() == 1);
+  CHECK(c.packages[0].name == "caf\\xE9");
+  CHECK(c.packages[0].supplier == "Ren\\xE9 <r@x.org>");
+  CHECK(c.packages[0].purl == "pkg:deb/debian/caf%E9@1?arch=amd64");
+  ImageInfo info = image_info("t\xff:1", Digest::of_bytes("m"), "{}");  // a name from a path
+  CHECK_NOTHROW(json::parse(spdx_json(c, info)));
+  CHECK_NOTHROW(json::parse(cyclonedx_json(c, info)));
+}
+
 TEST_CASE("sbom: apk's database", "[sbom]") {
   std::map<std::string, std::string> files{
       {"etc/os-release", "ID=alpine\nVERSION_ID=3.20.3\n"},
