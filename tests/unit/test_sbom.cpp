@@ -230,7 +230,7 @@ TEST_CASE("sbom: packages of dpkg, Python and the CUDA toolkit, with their depen
                        [](const Package& a, const Package& b) { return std::tie(a.type, a.name) < std::tie(b.type, b.name); }));
 }
 
-TEST_CASE("sbom: bytes that are not UTF-8 are shown as \\xHH, and the documents stay JSON", "[sbom]") {
+TEST_CASE("sbom: bytes that are not UTF-8 are shown escaped and the documents stay JSON", "[sbom]") {
   // Found by the fuzzer: a Latin-1 maintainer in dpkg's status made the JSON writer throw.
   std::map<std::string, std::string> files{
       {"var/lib/dpkg/status", "Package: caf\xe9\nStatus: install ok installed\nVersion: 1\nArchitecture: amd64\n"
