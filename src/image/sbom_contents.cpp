@@ -170,7 +170,7 @@ void read_apk(const std::string& file, const std::string& text, const Contents& 
       case 'P': p.name = v; break;
       case 'V': p.version = v; break;
       case 'A': p.arch = v; break;
-      case 'L': p.license_text = v; break;
+      case 'L': p.license = v; break;  // an SPDX expression in Alpine; else kept as its words
       case 'm': p.supplier = v; break;
       case 'o': p.source = v; break;
       case 'U': p.homepage = v; break;

@@ -256,6 +256,13 @@ TEST_CASE("sbom: apk's database", "[sbom]") {
   const Package* musl = find(c, "apk", "musl");
   REQUIRE(musl);
   CHECK(musl->source.empty());  // its own origin
+  CHECK(musl->license == "MIT");
+  ImageInfo info = image_info("a:1", Digest::of_bytes("m"), "{}");
+  json doc = json::parse(spdx_json(c, info));
+  std::map<std::string, std::string> declared;
+  for (const auto& p : doc["packages"]) declared[p["name"]] = p["licenseDeclared"];
+  CHECK(declared["musl"] == "MIT");
+  CHECK(declared["busybox"] == "GPL-2.0-only");
   CHECK(musl->purl == "pkg:apk/alpine/musl@1.2.5-r0?arch=x86_64&distro=alpine-3.20.3");
   CHECK(find(c, "apk", "busybox")->purl ==
         "pkg:apk/alpine/busybox@1.36.1-r29?arch=x86_64&distro=alpine-3.20.3&upstream=busybox-src");
