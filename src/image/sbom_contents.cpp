@@ -1,6 +1,6 @@
 // The packages an image's files record: dpkg's status (and distroless'
 // status.d), apk's installed database, Python's *.dist-info and *.egg-info,
-// and the CUDA toolkit's version.json.
+// the CUDA toolkit's version.json, and cuDNN's and NCCL's headers in it.
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -12,6 +12,7 @@
 #include "pip/index.hpp"
 #include "pip/requirement.hpp"
 #include "pip/version.hpp"
+#include "util/c_header.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/text.hpp"
@@ -309,6 +310,23 @@ void read_cuda(const std::string& file, const std::string& text, std::vector<Pac
   }
 }
 
+// cuDNN's and NCCL's headers in a CUDA tree: what NVIDIA's redist archives
+// leave of their version, as the image records no package for them.
+void read_cuda_header(const std::string& file, const std::string& text, std::vector<Package>& out) {
+  bool cudnn = file.ends_with("/cudnn_version.h");
+  Package p;
+  p.type = "cuda";
+  p.name = cudnn ? "cudnn" : "nccl";
+  p.version = c_header_version(text, cudnn ? "CUDNN_" : "NCCL_");
+  if (p.version.empty()) return;
+  p.summary = cudnn ? "NVIDIA cuDNN (its version from cudnn_version.h)" : "NVIDIA NCCL (its version from nccl.h)";
+  p.supplier = "NVIDIA Corporation";
+  p.file = "/" + file;
+  p.purl = purl("generic", "nvidia", p.name, p.version, {});
+  set_id(p);
+  out.push_back(std::move(p));
+}
+
 }  // namespace
 
 std::string purl_encode(std::string_view s) {
@@ -353,6 +371,8 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
         read_apk(path, text, c, apks);
       else if (path.ends_with("version.json"))
         read_cuda(path, text, cuda);
+      else if (path.ends_with(".h"))
+        read_cuda_header(path, text, cuda);
       else if (path != "etc/os-release" && path != "usr/lib/os-release")
         read_python(path, text, pys, py_deps);
     } catch (Error& e) {

@@ -58,9 +58,15 @@ bool wanted_path(std::string_view p) {
     return true;
   auto [dir, base] = split_last(p);
   if (dir == "var/lib/dpkg/status.d") return !base.ends_with(".md5sums") && !base.starts_with(".");
-  if (base == "version.json") {
-    auto [parent, top] = split_last(dir);
+  auto cuda_tree = [](std::string_view d) {
+    auto [parent, top] = split_last(d);
     return parent == "usr/local" && (top == "cuda" || top.starts_with("cuda-"));
+  };
+  if (base == "version.json") return cuda_tree(dir);
+  // cuDNN and NCCL unpacked from NVIDIA's redist archives into the CUDA tree.
+  if (base == "cudnn_version.h" || base == "nccl.h") {
+    auto [tree, include] = split_last(dir);
+    return include == "include" && cuda_tree(tree);
   }
   return is_python_metadata(p);
 }

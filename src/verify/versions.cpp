@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/c_header.hpp"
 #include "util/file.hpp"
 #include "util/number.hpp"
 #include "util/status.hpp"
@@ -22,40 +23,9 @@ bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// `#define NAME VALUE` lines of a C header, NAME -> VALUE's first token. Read
-// line by line: cuda_runtime_api.h is half a megabyte.
-std::map<std::string, std::string> defines(const std::string& text) {
-  std::map<std::string, std::string> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string hash, name, value;
-    words >> hash;
-    if (hash == "#") words >> hash, hash = "#" + hash;  // "#  define"
-    if (hash != "#define" || !(words >> name >> value)) continue;
-    out.emplace(name, value);
-  }
-  return out;
-}
-
-// "9.5.1" from CUDNN_MAJOR/MINOR/PATCHLEVEL, "2.26.2" from NCCL_MAJOR/MINOR/PATCH;
-// empty when the header lacks one of them.
-std::string header_version(const std::string& text, const std::string& prefix) {
-  auto d = defines(text);
-  std::string v;
-  for (const char* part : {"MAJOR", "MINOR", "PATCH"}) {
-    auto it = d.find(prefix + part);
-    if (it == d.end() || !all_digits(it->second)) it = d.find(prefix + part + "LEVEL");
-    if (it == d.end() || !all_digits(it->second)) return {};
-    v += (v.empty() ? "" : ".") + it->second;
-  }
-  return v;
-}
-
 // "12.6" from `#define CUDART_VERSION 12060`.
 std::string cudart_version(const std::string& text) {
-  auto d = defines(text);
+  auto d = c_defines(text);
   auto it = d.find("CUDART_VERSION");
   if (it == d.end() || !all_digits(it->second)) return {};
   auto parsed = parse_integer<int>(it->second);
@@ -145,7 +115,7 @@ class Finder {
     if (component == "cuda") {
       add("cuda", cudart_version(text), "", p);
     } else {
-      add(component, header_version(text, component == "cudnn" ? "CUDNN_" : "NCCL_"), "", p);
+      add(component, c_header_version(text, component == "cudnn" ? "CUDNN_" : "NCCL_"), "", p);
     }
   }
 

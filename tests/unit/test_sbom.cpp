@@ -96,6 +96,10 @@ TEST_CASE("sbom: a layer's files of interest, its whiteouts and opaque directori
   CHECK(wanted_path("usr/local/cuda-12.6/version.json"));
   CHECK_FALSE(wanted_path("usr/local/lib/version.json"));
   CHECK(wanted_path("etc/os-release"));
+  CHECK(wanted_path("usr/local/cuda-12.6/include/cudnn_version.h"));
+  CHECK(wanted_path("usr/local/cuda-12.6/include/nccl.h"));
+  CHECK_FALSE(wanted_path("usr/include/nccl.h"));  // a Debian package's: dpkg lists it
+  CHECK_FALSE(wanted_path("usr/local/cuda-12.6/include/crt/nccl.h"));
 
   Fixture f;
   auto lower = f.layer("lower.tgz", {{"etc/os-release", 'f', "ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian 12\"\n"},
@@ -217,6 +221,17 @@ TEST_CASE("sbom: packages of dpkg, Python and the CUDA toolkit, with their depen
   for (const auto& d : find(arm, "python", "torch")->depends) arm_deps.insert(d);
   CHECK(arm_deps.count(find(arm, "python", "triton")->id));
   CHECK_FALSE(arm_deps.count(find(arm, "python", "nvidia-cudnn-cu12")->id));
+
+  // cuDNN and NCCL from NVIDIA's redist archives, known by their headers.
+  std::map<std::string, std::string> redist{
+      {"usr/local/cuda-12.6/include/cudnn_version.h",
+       "#define CUDNN_MAJOR 9\n#define CUDNN_MINOR 5\n#define CUDNN_PATCHLEVEL 1\n"},
+      {"usr/local/cuda-12.6/include/nccl.h", "#define NCCL_MAJOR 2\n#define NCCL_MINOR 26\n#define NCCL_PATCH 2\n"}};
+  Contents rc = read_contents(redist, "x86_64");
+  REQUIRE(rc.packages.size() == 2);
+  CHECK(find(rc, "cuda", "cudnn")->version == "9.5.1");
+  CHECK(find(rc, "cuda", "cudnn")->purl == "pkg:generic/nvidia/cudnn@9.5.1");
+  CHECK(find(rc, "cuda", "nccl")->version == "2.26.2");
 
   const Package* cudart = find(c, "cuda", "cuda_cudart");
   REQUIRE(cudart);
