@@ -176,7 +176,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                          ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
                          : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
     KeyHasher k;
-    k.field("stackbuild-redist-layer", "3").field("parent", key_parent.str()).field("name", spec.name)
+    k.field("stackbuild-redist-layer", "4")  // 4: the cuda product's version.json.field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("cuda", in.cuda_xy)
         .field("budget", static_cast<int64_t>(layer_budget(recipe, options)))
@@ -198,6 +198,18 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
       redist::install_archive(store.blob_path(got[i].digest), items[i].label, in.archives[i].component, in.cuda_xy,
                               staging->path(), &written);
       for (auto& p : written) component_of[std::move(p)] = in.archives[i].component;
+    }
+    // The CUDA toolkit's own record of itself (version.json): its release is the
+    // cuda manifest's version; its components, the archives that manifest named.
+    for (const auto& m : in.manifests) {
+      if (m.value("product", "") != "cuda") continue;
+      std::string url = m.value("url", "");
+      std::string dir = url.substr(0, url.rfind('/') + 1);
+      std::vector<std::pair<std::string, std::string>> versions;
+      for (const auto& a : in.archives)
+        if (!dir.empty() && a.url.starts_with(dir)) versions.emplace_back(a.component, a.version);
+      if (!versions.empty())
+        redist::write_version_json(in.cuda_xy, m.value("manifest_version", ""), versions, staging->path());
     }
     redist::finish_layout(in.cuda_xy, staging->path());
     ScanOptions so;

@@ -8,6 +8,8 @@
 
 #include <memory>
 
+#include <nlohmann/json.hpp>
+
 #include "layer/libarchive.hpp"
 #include "layer/tree.hpp"
 #include "util/error.hpp"
@@ -122,6 +124,16 @@ void finish_layout(const std::string& cuda_xy, const fs::path& root) {
   write_file_atomic(root / "etc/ld.so.conf.d" / ("000_cuda-" + cuda_xy + ".conf"), "/usr/local/cuda-" + cuda_xy + "/lib64\n");
 }
 
+void write_version_json(const std::string& cuda_xy, const std::string& release,
+                        const std::vector<std::pair<std::string, std::string>>& components, const fs::path& root) {
+  nlohmann::json j = nlohmann::json::object();  // keys sorted: the same bytes every time
+  j["cuda"] = {{"name", "CUDA SDK"}, {"version", release}};
+  for (const auto& [component, version] : components) j[component] = {{"version", version}};
+  fs::path dir = root / "usr/local" / ("cuda-" + cuda_xy);
+  fs::create_directories(dir);
+  write_file_atomic(dir / "version.json", j.dump(2) + "\n");
+}
+
 std::vector<Fetched> install_components(const std::string& base, const std::string& product,
                                         const std::string& manifest_version, const std::vector<std::string>& components,
                                         const std::string& platform, const std::string& cuda_xy, const fs::path& root,
@@ -140,6 +152,11 @@ std::vector<Fetched> install_components(const std::string& base, const std::stri
   for (size_t i = 0; i < sel.size(); ++i) {
     install_archive(store.blob_path(got[i].digest), items[i].label, sel[i].component, cuda_xy, root);
     out.push_back({items[i].url, sel[i], got[i].digest});
+  }
+  if (product == "cuda") {
+    std::vector<std::pair<std::string, std::string>> versions;
+    for (const auto& s : sel) versions.emplace_back(s.component, s.version);
+    write_version_json(cuda_xy, manifest_version, versions, root);
   }
   finish_layout(cuda_xy, root);
   return out;

@@ -33,6 +33,15 @@ size_t install_archive(const fs::path& archive, const std::string& label, const 
 // The /usr/local/cuda symlink and etc/ld.so.conf.d/000_cuda-X.Y.conf.
 void finish_layout(const std::string& cuda_xy, const fs::path& root);
 
+// usr/local/cuda-X.Y/version.json as NVIDIA's installer writes it: the
+// toolkit's release ("cuda": {"name": "CUDA SDK", "version": "12.6.3"}) and
+// each component unpacked ("cuda_cudart": {"version": "12.6.77"}), so that a
+// tree from redist archives says what it holds, as NVIDIA's own does (for
+// stackbuild test's version check and SBOMs). For the cuda product only:
+// cuDNN and NCCL record their versions in their headers.
+void write_version_json(const std::string& cuda_xy, const std::string& release,
+                        const std::vector<std::pair<std::string, std::string>>& components, const fs::path& root);
+
 struct Fetched {
   std::string url;
   Selected selected;

@@ -65,11 +65,17 @@ grep -q '^cuda_cudart ' "$TMP/out" || fail "nvcc did not bring cuda_cudart: $(ca
 [[ $(readlink "$TMP/root/usr/local/cuda") == "cuda-$xy" ]] || fail "usr/local/cuda does not point at cuda-$xy"
 [[ -e "$TMP/root/usr/local/cuda-$xy/lib64/libcudart.so.${xy%%.*}" ]] || fail "no lib64/libcudart.so.${xy%%.*}"
 [[ -f "$TMP/root/usr/local/cuda-$xy/share/doc/cuda_nvcc/LICENSE" ]] || fail "no LICENSE under share/doc"
+python3 - "$TMP/root/usr/local/cuda-$xy/version.json" "$cudav" <<'PY' || fail "no version.json as NVIDIA's installer writes it"
+import json, sys
+j = json.load(open(sys.argv[1]))
+assert j["cuda"] == {"name": "CUDA SDK", "version": sys.argv[2]}, j
+assert {"cuda_cudart", "cuda_nvcc"} <= set(j) and all("version" in v for v in j.values()), j
+PY
 
 check "the unpacked nvcc prints release $xy"
 "$TMP/root/usr/local/cuda/bin/nvcc" --version | grep -q "release $xy" || fail "nvcc --version: $("$TMP/root/usr/local/cuda/bin/nvcc" --version)"
 
-check "a recipe with use: cuda and use: [cudnn, nccl] builds from the mirror"
+check "a recipe with use: cuda and use: [cudnn, nccl] builds from the mirror; its SBOM lists them"
 sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$STORE" -o "$TMP/l1" >"$TMP/b1" 2>&1 || fail "build: $(cat "$TMP/b1")"
 sb unpack "$TMP/l1:t" "$TMP/u1" --store "$STORE" >/dev/null 2>&1 || fail "unpack failed"
 lib="$TMP/u1/usr/local/cuda-$xy"
@@ -78,6 +84,22 @@ lib="$TMP/u1/usr/local/cuda-$xy"
 [[ -e "$lib/lib64/libcudart.so.${xy%%.*}" ]] || fail "no cudart"
 grep -q "_cuda${xy%%.*}-archive" "$TMP/requests" || fail "cuDNN's cuda${xy%%.*} variant was not fetched: $(cat "$TMP/requests")"
 ! grep -q "_cuda$(( ${xy%%.*} == 12 ? 13 : 12 ))-archive" "$TMP/requests" || fail "the other cuDNN variant was fetched"
+[[ -f "$lib/version.json" ]] || fail "no version.json in usr/local/cuda-$xy"
+sb sbom "$TMP/l1:t" --store "$STORE" -o "$TMP/sbom.json" >/dev/null 2>&1 || fail "sbom of the redist image failed"
+# The mirror's archives hold this machine's headers: their versions are what the SBOM must say.
+python3 - "$TMP/sbom.json" "$cudav" "$lib/include" <<'PY' || fail "the SBOM misses the redist components"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+purls = {p["externalRefs"][0]["referenceLocator"] for p in d["packages"]}
+def header(name, prefix):
+    text = open(f"{sys.argv[3]}/{name}").read()
+    part = lambda *ns: next(m.group(1) for n in ns for m in [re.search(rf"#define {prefix}{n} +(\d+)", text)] if m)
+    return ".".join([part("MAJOR"), part("MINOR"), part("PATCHLEVEL", "PATCH")])
+for want in ("pkg:generic/nvidia/cuda@" + sys.argv[2], "pkg:generic/nvidia/cudnn@" + header("cudnn_version.h", "CUDNN_"),
+             "pkg:generic/nvidia/nccl@" + header("nccl.h", "NCCL_")):
+    assert want in purls, (want, sorted(purls))
+assert any(p.startswith("pkg:generic/nvidia/cuda_cudart@") for p in purls), sorted(purls)
+PY
 d1=$(sed -n 's/^cb:t: //p' "$TMP/b1")
 [[ -n $d1 ]] || fail "no digest: $(cat "$TMP/b1")"
 

@@ -167,6 +167,13 @@ TEST_CASE("redist: a fixture mirror unpacks into /usr/local/cuda-X.Y", "[redist]
   CHECK(test::slurp(cuda / "share/doc/cuda_cudart/LICENSE") == "license text\n");
   CHECK(fs::read_symlink(root / "usr/local/cuda") == "cuda-12.4");
   CHECK(test::slurp(root / "etc/ld.so.conf.d/000_cuda-12.4.conf") == "/usr/local/cuda-12.4/lib64\n");
+  // The toolkit's record of itself, as NVIDIA's installer writes it: the release and each component.
+  auto vj = nlohmann::json::parse(test::slurp(cuda / "version.json"));
+  CHECK(vj["cuda"]["name"] == "CUDA SDK");
+  CHECK(vj["cuda"]["version"] == "12.4.1");
+  CHECK(vj["cuda_cudart"]["version"] == "12.4.127");
+  CHECK(vj.size() == 3);  // cuda, cuda_cudart, cuda_nvcc
+  CHECK(vj.contains("cuda_nvcc"));
   CHECK_THROWS_WITH(install_components(mirror.base(), "cuda", "12.4.1", {"cublas"}, "linux-x86_64", "12.4",
                                        dir.path() / "r2", store, *fetcher),
                     Catch::Contains("libcublas 12.4.5.8 has no linux-x86_64 archive"));
