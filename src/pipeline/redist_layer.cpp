@@ -176,7 +176,8 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                          ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
                          : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
     KeyHasher k;
-    k.field("stackbuild-redist-layer", "4")  // 4: the cuda product's version.json.field("parent", key_parent.str()).field("name", spec.name)
+    // Version 4: the cuda product's layers hold version.json.
+    k.field("stackbuild-redist-layer", "4").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("cuda", in.cuda_xy)
         .field("budget", static_cast<int64_t>(layer_budget(recipe, options)))

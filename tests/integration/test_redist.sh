@@ -103,6 +103,16 @@ PY
 d1=$(sed -n 's/^cb:t: //p' "$TMP/b1")
 [[ -n $d1 ]] || fail "no digest: $(cat "$TMP/b1")"
 
+check "a redist layer's cache key holds its parent and its name: another of either builds it again"
+echo base >"$TMP/r/base.txt"
+sed 's|^layers:$|layers:\n  - {name: base, copy: [{src: base.txt, dst: /base.txt}]}|' "$TMP/r/cb.yaml" >"$TMP/r/cb-parent.yaml"
+sed 's|{name: cuda, use: cuda|{name: cudax, use: cuda|' "$TMP/r/cb.yaml" >"$TMP/r/cb-name.yaml"
+for v in parent name; do
+  sb build "$TMP/r/cb-$v.yaml" "${cat_opt[@]}" --store "$STORE" -o "$TMP/l-$v" >"$TMP/b-$v" 2>&1 || fail "build: $(cat "$TMP/b-$v")"
+  grep -q "layer cuda.*: cached" "$TMP/b-$v" && fail "another $v, yet layer cuda came from the cache: $(cat "$TMP/b-$v")"
+  grep -Eq "layers: 3 \(3 built|layers: 2 \([12] built" "$TMP/b-$v" || fail "no layer built for another $v: $(grep 'layers:' "$TMP/b-$v")"
+done
+
 check "over --layer-budget 1 the redist layers split by component, the cuda link last; stacked, the same tree"
 for run in a b; do  # two stores: the second build shares nothing with the first
   sb build "$TMP/r/cb.yaml" "${cat_opt[@]}" --store "$TMP/store-$run" -o "$TMP/split-$run" --layer-budget 1 \
