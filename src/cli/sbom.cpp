@@ -126,6 +126,20 @@ sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
   }
 }
 
+// Pushes an SBOM to `target` as an artifact whose subject is the image there.
+void attach_sbom(const std::string& target, const std::string& name, const Descriptor& image, const char* type,
+                 const std::string& doc, const std::map<std::string, std::string>& annotations, const Args& args,
+                 Context& ctx, const Store& store) {
+  auto ref = registry::Reference::parse(target);
+  registry::PushOptions o;
+  o.session = registry_session_options(args);
+  o.store = &store;
+  auto r = registry::attach_artifact(ref, {image.media_type, image.digest, image.size}, type, doc, annotations, o,
+                                     *ctx.status);
+  ctx.status->message(Level::Info, "SBOM of " + name + " attached to " + ref.name() + "@" + image.digest.str() +
+                                       " as " + r.artifact.str() + " (" + r.how + ")");
+}
+
 }  // namespace
 
 std::string built_image_sbom(const Store& store, const std::string& tag, const Image& image) {
@@ -157,18 +171,9 @@ void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
                         const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx) {
   Store store = ctx.store();
   for (size_t i = 0; i < sboms.size() && i < targets.size(); ++i)
-    for (const auto& t : targets[i]) {
-      auto ref = registry::Reference::parse(t);
-      registry::PushOptions o;
-      o.session = registry_session_options(args);
-      o.store = &store;
-      for (const auto& s : sboms[i]) {
-        auto r = registry::attach_artifact(ref, {s.image.media_type, s.image.digest, s.image.size}, sbom::kSpdxMediaType,
-                                           s.document, kSbomAnnotations, o, *ctx.status);
-        ctx.status->message(Level::Info, "SBOM of " + s.name + " attached to " + ref.name() + "@" +
-                                             s.image.digest.str() + " as " + r.artifact.str() + " (" + r.how + ")");
-      }
-    }
+    for (const auto& t : targets[i])
+      for (const auto& s : sboms[i])
+        attach_sbom(t, s.name, s.image, sbom::kSpdxMediaType, s.document, kSbomAnnotations, args, ctx, store);
 }
 
 int cmd_sbom(const std::vector<std::string>& argv) {
@@ -228,16 +233,8 @@ int cmd_sbom(const std::vector<std::string>& argv) {
     Digest d = add_layout_artifact(*layout, artifact_type, doc, subject, annotations);
     ctx.status->result("sbom artifact", d.str());
   }
-  if (auto target = args.get("--attach")) {
-    auto ref = registry::Reference::parse(*target);
-    registry::PushOptions o;
-    o.session = registry_session_options(args);
-    o.store = &store;
-    auto r = registry::attach_artifact(ref, {media_type, t.manifest, t.manifest_json.size()}, artifact_type, doc,
-                                       annotations, o, *ctx.status);
-    ctx.status->message(Level::Info, "SBOM of " + t.name + " attached to " + ref.name() + "@" + t.manifest.str() +
-                                         " as " + r.artifact.str() + " (" + r.how + ")");
-  }
+  if (auto target = args.get("--attach"))
+    attach_sbom(*target, t.name, subject, artifact_type, doc, annotations, args, ctx, store);
   return kExitOk;
 }
 

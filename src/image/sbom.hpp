@@ -4,7 +4,9 @@
 // installed (dpkg's and apk's databases, Python's *.dist-info, the CUDA
 // toolkit's version.json, os-release); the layers are then stacked with their
 // whiteouts, and the packages read off the result. Written as an SPDX 2.3 JSON
-// document (image/sbom_spdx.cpp).
+// document (image/sbom_spdx.cpp, which also holds what both formats share) or
+// a CycloneDX 1.5 one (sbom_cyclonedx.cpp); two images compared for release
+// notes in sbom_diff.cpp.
 #pragma once
 
 #include <filesystem>

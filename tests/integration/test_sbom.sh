@@ -11,6 +11,7 @@
 #     image, with their versions, and hello DEPENDS_ON libgreet;
 #   - `push` sends the SBOM along: the registry (distribution 2.8, no
 #     referrers API) lists it under the referrers tag, with the same bytes;
+#     `build --sbom --push-to` and `sbom --attach` attach it too;
 #   - `--format cyclonedx --add-to-layout` adds the CycloneDX form beside it;
 #   - `--diff OLD` prints what changed since another image, for release notes;
 #   - bad uses are clear errors.
@@ -135,6 +136,15 @@ curl -sf "http://$R/v2/sbomt/blobs/$blob" >"$TMP/pushed-sbom.json"
 cmp -s "$TMP/pushed-sbom.json" "$TMP/doc.json" || fail "the pushed SBOM differs from the layout's"
 code=$(curl -s -o /dev/null -w '%{http_code}' -H "Accept: application/vnd.oci.image.manifest.v1+json" "http://$R/v2/sbomt/manifests/latest")
 [[ "$code" == 404 ]] || fail "the artifact was pushed as an image tagged latest"
+
+check "build --sbom --push-to attaches the SBOM; sbom --attach adds the CycloneDX form"
+expect_ok bpush sb build r.yaml -o "$TMP/L3" --store "$STORE" --sbom --push-to "$R/pushed" --no-verify
+grep -q "SBOM of sbomt:1 attached to $R/pushed@sha256:$IMG" "$TMP/bpush.err" || { show_output bpush; fail "no attach message"; }
+expect_ok attach sb sbom "$R/pushed:1" --store "$STORE" --format cyclonedx --attach "$R/pushed" -o "$TMP/attached.json"
+curl -sf -H "Accept: application/vnd.oci.image.index.v1+json" "http://$R/v2/pushed/manifests/sha256-$IMG" \
+  >"$TMP/referrers2.json" || fail "no referrers tag in $R/pushed"
+[[ "$(json "$TMP/referrers2.json" 'sorted(m["artifactType"] for m in j["manifests"])')" == \
+   "['application/spdx+json', 'application/vnd.cyclonedx+json']" ]] || fail "referrers: $(cat "$TMP/referrers2.json")"
 
 check "sbom REGISTRY/REPO:TAG pulls the image and gives the same document"
 expect_ok sbomref sb sbom "$R/sbomt:1" --store "$TMP/store3" -o "$TMP/ref.json"
