@@ -116,7 +116,7 @@ ojson package_json(const Package& p) {
   j["comment"] = "found in " + p.file;
   j["externalRefs"] = ojson::array(
       {{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", p.purl}}});
-  j["primaryPackagePurpose"] = p.type == "python" ? "LIBRARY" : (p.type == "cuda" ? "LIBRARY" : "INSTALL");
+  j["primaryPackagePurpose"] = p.type == "deb" || p.type == "apk" ? "INSTALL" : "LIBRARY";  // an OS package, else a library
   return j;
 }
 
