@@ -390,6 +390,23 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
   return apt::AptState::parse(*rec);
 }
 
+// A keyring as a layer's cache key holds it: its contents (a new key in the
+// same file builds again), and its path relative to the recipe when the
+// recipe's tree holds it, else as it is, so that two clones of one
+// repository share the layer (a registry cache, docs/cache.md) and a keyring
+// of the machine (/usr/share/keyrings/...) is still named by its path, which
+// the image's sources may name. "" for none.
+std::string keyring_identity(const fs::path& keyring, const fs::path& recipe_dir) {
+  if (keyring.empty()) return "";
+  std::string shown = keyring.generic_string();
+  std::error_code ec;
+  fs::path dir = fs::weakly_canonical(recipe_dir.empty() ? fs::path(".") : recipe_dir, ec);
+  fs::path rel = ec ? fs::path() : fs::weakly_canonical(keyring, ec).lexically_relative(dir);
+  if (!ec && !rel.empty() && *rel.begin() != "..") shown = "recipe:" + rel.generic_string();
+  std::string digest = fs::is_regular_file(keyring, ec) ? Digest::of_file(keyring).str() : "missing";
+  return shown + " " + digest;
+}
+
 // `configure: true`: the maintainer scripts the installer did not run, run
 // now by `dpkg --configure -a` in the sandbox on the layers below plus this
 // one; what they change joins the layer, and dpkg's status after it is the
@@ -472,7 +489,11 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
       .field("duplicates", to_string(duplicate_policy(spec)));
   if (spec.configure) k.field("configure", "dpkg --configure -a");
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
-  for (const auto& lr : r.repos) k.field("repo", nlohmann::json(lr.repo).dump()).field("keyring", lr.keyring.string());
+  for (const auto& lr : r.repos) {
+    nlohmann::json repo = lr.repo;
+    repo["signed_by"] = keyring_identity(lr.repo.signed_by, recipe.dir());
+    k.field("repo", repo.dump()).field("keyring", keyring_identity(lr.keyring, recipe.dir()));
+  }
   Digest key = k.finish();
   key_out = key;
   // One layer, or a split one's parts; the next apt layer reads the state

@@ -159,4 +159,14 @@ sed -i 's|suites: test, keyring: key.gpg}$|suites: test, keyring: key.gpg, prior
 expect_rc 3 stale2 sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
 grep -q "layer 'more' (.*): repositories removed: $url/updates test main (keyring=key.gpg); .*repositories added: $url/updates test main (keyring=key.gpg, priority=100)" \
   "$TMP/stale2.err" || { show_output stale2; fail "a repository change was not seen"; }
+
+check "a keyring file with new contents builds the apt layers again, and the image holds the new keyring"
+write_recipe libgreet
+gpg --batch --passphrase '' --quick-gen-key 'Second <second@example.invalid>' ed25519 sign never 2>/dev/null ||
+  fail "gpg could not make a second key"
+gpg --batch --export >"$TMP/recipe/key.gpg"
+expect_ok rekey sb build "$TMP/recipe/r.yaml" -o "$TMP/layout4" --store "$STORE"
+if grep -q "layer base: cached" "$TMP/rekey.err"; then show_output rekey; fail "layer base came from the cache with the old keyring"; fi
+expect_ok rekey_unpack sb unpack "$TMP/layout4:t" "$TMP/root4" --store "$STORE"
+cmp -s "$TMP/root4/etc/apt/keyrings/key.gpg" "$TMP/recipe/key.gpg" || fail "the image does not hold the new keyring"
 pass
