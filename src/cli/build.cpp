@@ -1,3 +1,7 @@
+#include <chrono>
+#include <memory>
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
@@ -7,6 +11,8 @@
 #include "pipeline/lock.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
+#include "pipeline/registry_cache.hpp"
+#include "registry/push.hpp"
 #include "registry/reference.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
@@ -61,6 +67,11 @@ const char* const kBuildHelp =
     "                           <stack>-matrix)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
+    "  --cache-from REGISTRY/REPO[:TAG]  when a layer is not in the store, take it from the build\n"
+    "                           cache there if it has it (repeatable; TAG defaults to buildcache)\n"
+    "  --cache-to REGISTRY/REPO[:TAG]  after the build, push the cache of every point built there\n"
+    "                           (repeatable); the other points' caches there are kept\n"
+    "  --cache REGISTRY/REPO[:TAG]  both: read the cache there and write it back\n"
     "\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG. When the matrix has\n"
     "more than one point, the layout also holds an image index over the points built, under\n"
@@ -83,6 +94,10 @@ const char* const kBuildHelp =
     "a CUDA layer and from a wheel) is reported: a warning per copy, with paths, layers, versions\n"
     "and sizes, and a summary line. A layer's duplicates: key (else $STACKBUILD_DUPLICATE_LIBRARIES)\n"
     "says which copy wins: report (default), lower, upper or error (docs/layers.md).\n"
+    "The build cache in a registry lets machines share layers: --cache-to pushes the layers and\n"
+    "records of the points built, --cache-from fetches a layer the store lacks (its digest,\n"
+    "diff_id and size checked) instead of building it; a cache that is missing or unreadable\n"
+    "is a warning (docs/cache.md).\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
 namespace {
@@ -120,7 +135,8 @@ int cmd_build(const std::vector<std::string>& argv) {
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
   flags.push_back("--sbom");  // cli/sbom.cpp
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
-  Args args(argv, flags, options, {"--tag", "--set", "--only", "--push-to", "--insecure-registry"});
+  Args args(argv, flags, options,
+            {"--tag", "--set", "--only", "--push-to", "--insecure-registry", "--cache", "--cache-from", "--cache-to"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
@@ -157,7 +173,17 @@ int cmd_build(const std::vector<std::string>& argv) {
       throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", kExitUsage);
   }
 
+  // The registry caches (pipeline/registry_cache.hpp), named before anything is built.
+  std::vector<registry::Reference> cache_from, cache_to;
+  for (const auto& t : args.all("--cache")) {
+    cache_from.push_back(cache_reference(t, "--cache"));
+    cache_to.push_back(cache_from.back());
+  }
+  for (const auto& t : args.all("--cache-from")) cache_from.push_back(cache_reference(t, "--cache-from"));
+  for (const auto& t : args.all("--cache-to")) cache_to.push_back(cache_reference(t, "--cache-to"));
+
   // The points to build: the plan's, or the recipe as written.
+  std::set<std::string> matrix_ids;  // every point of the matrix, for --cache-to
   std::vector<MatrixPoint> points;
   std::vector<std::vector<std::string>> push_of;  // each point's push: targets
   bool matrix = false;                             // more than one point: an index over them
@@ -165,6 +191,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     Planned planned = plan_recipe(recipe, plan_options(args));
     if (args.has("--locked")) check_lock(planned);
     const auto& all = planned.plan.points;
+    for (const auto& p : all) matrix_ids.insert(p.point.id());
     if (planned.plan.unsatisfiable() == all.size())
       throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
     std::vector<size_t> chosen;
@@ -196,6 +223,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     }
     matrix = all.size() > 1;
   } else {
+    matrix_ids.insert("");
     MatrixPoint only;
     only.recipe = recipe;
     only.labels = stack_labels(recipe, nullptr);  // pipeline/labels.hpp
@@ -228,6 +256,12 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (points.size() > 1)
     ctx.status->message(Level::Info, "building " + std::to_string(points.size()) + " matrix points, " +
                                          std::to_string(std::min<size_t>(mo.jobs, points.size())) + " at a time");
+  std::unique_ptr<RegistryCache> remote;
+  if (!cache_from.empty()) {
+    auto po = push_options(args, store);
+    remote = std::make_unique<RegistryCache>(cache_from, po.session, *ctx.status, po.jobs);
+    o.cache_from = remote.get();
+  }
   MatrixResult r = build_matrix(points, store, mo, *ctx.status);
   for (const auto& p : r.points)
     if (p.built) {
@@ -248,6 +282,26 @@ int cmd_build(const std::vector<std::string>& argv) {
                                        table.substr(0, table.empty() ? 0 : table.size() - 1));
   ctx.status->event("summary", summary_json(r));
   if (r.failure) std::rethrow_exception(r.failure);
+  // --cache-to: what was built goes to the registry cache even when a test
+  // failed, so that the run after the fix starts from it.
+  if (!cache_to.empty()) {
+    std::vector<PointCache> caches;
+    for (const auto& p : r.points)
+      if (p.built) caches.push_back({recipe.stack, p.id, cache_entries(p.built->layers, store)});
+    auto po = push_options(args, store);
+    for (const auto& ref : cache_to) {
+      auto start = std::chrono::steady_clock::now();
+      CacheExport done = export_cache(ref, caches, matrix_ids, store, po, *ctx.status);
+      ctx.status->message(Level::Info, "cache to " + ref.str() + ": " + counted(caches.size(), "point", "points") +
+                                           " written, " + std::to_string(done.points_kept) + " kept; blobs: " +
+                                           std::to_string(done.push.blobs_sent) + " sent (" +
+                                           human_bytes(static_cast<double>(done.push.bytes_sent)) + "), " +
+                                           std::to_string(done.push.blobs_mounted) + " mounted, " +
+                                           std::to_string(done.push.blobs_present) + " already there, in " +
+                                           std::to_string(seconds_since(start)).substr(0, 4) + " s");
+      ctx.status->result("cache " + ref.str(), done.index.str());
+    }
+  }
   if (gate_failure) throw *gate_failure;
   for (const auto& p : r.points)
     for (const auto& img : p.built->images) ctx.status->result(img.tag, img.image.manifest.digest.str());

@@ -87,10 +87,13 @@ bool maybe_help(const Args& args, const char* help);
 
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
-namespace sb::registry { struct SessionOptions; }
+namespace sb::registry { struct SessionOptions; struct PushOptions; }
 namespace sb { struct MatrixResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
+// The session options and -j/--jobs, --chunk-size of a push, with the store's
+// record of which repositories hold which blobs (for mounts).
+registry::PushOptions push_options(const Args& args, const Store& store);
 // Pushes what a build made: point i to each of `targets[i]` (REGISTRY/REPO[:TAG];
 // without TAG under each of its ref names), then the matrix index (if any) to
 // every repository pushed to, tagged `index_tags[REGISTRY/REPO]` or its ref name.

@@ -61,7 +61,7 @@ registry::SessionOptions registry_session_options(const Args& args) {
   return o;
 }
 
-static registry::PushOptions push_options(const Args& args, const Store& store) {
+registry::PushOptions push_options(const Args& args, const Store& store) {
   registry::PushOptions o;
   o.session = registry_session_options(args);
   auto jobs = args.integer("-j", 1, 256);  // as build's -j, which build --push passes on

@@ -343,4 +343,24 @@ void decompress_layer(const fs::path& blob, const fs::path& out) {
   f.commit();
 }
 
+UncompressedDigest uncompressed_digest(const fs::path& blob) {
+  LayerReader a(blob, true);
+  struct archive_entry* e;
+  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK)
+    throw Error("cannot read layer " + blob.string() + ": " + archive_why(a.get()));
+  Sha256 sha;
+  uint64_t size = 0;
+  const void* buf;
+  size_t len;
+  la_int64_t offset;
+  for (;;) {
+    int rc = archive_read_data_block(a.get(), &buf, &len, &offset);
+    if (rc == ARCHIVE_EOF) break;
+    if (rc < ARCHIVE_WARN) throw Error("decompressing " + blob.string() + ": " + archive_why(a.get()));
+    sha.update(buf, len);
+    size += len;
+  }
+  return {sha.finish(), size};
+}
+
 }  // namespace sb

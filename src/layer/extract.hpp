@@ -17,6 +17,8 @@
 #include <filesystem>
 #include <string>
 
+#include "util/digest.hpp"
+
 namespace sb {
 
 namespace fs = std::filesystem;
@@ -40,5 +42,13 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
 
 // Writes the uncompressed tar inside a (possibly compressed) layer blob to `out`.
 void decompress_layer(const fs::path& blob, const fs::path& out);
+
+// The diff_id of a layer blob (the sha256 of the tar inside it) and the tar's
+// size, read through once; for blobs whose diff_id was only said, not seen.
+struct UncompressedDigest {
+  Digest diff_id;
+  uint64_t size = 0;
+};
+UncompressedDigest uncompressed_digest(const fs::path& blob);
 
 }  // namespace sb

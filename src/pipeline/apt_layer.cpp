@@ -25,6 +25,8 @@
 
 namespace sb {
 
+Digest apt_state_key(const Digest& diff_id) { return KeyHasher().field("diff_id", diff_id.str()).finish(); }
+
 namespace {
 
 bool alphabetic(const std::string& s) { return !s.empty() && isalpha(static_cast<unsigned char>(s[0])); }
@@ -385,7 +387,7 @@ std::string request_changes(const nlohmann::json& locked, const nlohmann::json& 
 }
 
 std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
-  auto rec = store.get_record("apt-state", KeyHasher().field("diff_id", l.diff_id.str()).finish());
+  auto rec = store.get_record("apt-state", apt_state_key(l.diff_id));
   if (!rec) return std::nullopt;
   return apt::AptState::parse(*rec);
 }
@@ -498,7 +500,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   key_out = key;
   // One layer, or a split one's parts; the next apt layer reads the state
   // recorded for the last of them.
-  auto found = find_layers(store, key, spec.name, status,
+  auto found = find_layers(store, key, spec.name, status, options.cache_from,
                            [&](const std::vector<Layer>& parts) { return state_of(store, parts.back()).has_value(); });
   if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
   auto staging = store.temp_dir();
@@ -523,7 +525,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   // Over the budget: split by package, dpkg's status in the last part (apt/install.hpp: package_groups).
   std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
                                           status, what, "by package");
-  store.put_record("apt-state", KeyHasher().field("diff_id", parts.back().diff_id.str()).finish(), inst.state.str());
+  store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return layer_report(spec.name, parts, false, secs);
 }

@@ -47,6 +47,10 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
 nlohmann::json lock_apt_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
                                const PointInputs& point, const Store& store, Status& status);
 
+// The key of the "apt-state" record (the dpkg state an image has after a
+// layer, as the next apt layer starts from it) of the layer with `diff_id`.
+Digest apt_state_key(const Digest& diff_id);
+
 struct AptResolveOptions {
   bool base = false;        // the Essential set and apt, as an os layer
   bool recommends = false;  // Recommends too

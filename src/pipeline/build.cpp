@@ -122,7 +122,7 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, cons
                          .field("budget", static_cast<int64_t>(budget))
                          .finish();
   key_out = key;
-  auto found = find_layers(store, key, spec.name, status);
+  auto found = find_layers(store, key, spec.name, status, options.cache_from);
   if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
   check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
   auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
@@ -144,19 +144,11 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
   if (budget > 0 && content_bytes(entries) > budget)
     return build_split_copy_layer(spec, std::move(entries), key, below, below_names, budget, store, options, status,
                                   start, key_out);
-  bool cached = true;
-  std::optional<Layer> hit = cached_layer(store, key);
-  if (!hit) {
-    auto lock = store.lock("layer-" + key.hex());  // another stackbuild may be writing it
-    hit = cached_layer(store, key);
-    if (!hit) {
-      cached = false;
-      check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
-      hit = store_layer(entries, store, options.layer, key, status, "layer " + spec.name);
-    }
-  }
-  if (cached) status.message(Level::Info, "layer " + spec.name + ": cached " + hit->digest.str());
-  return LayerReport{spec.name, *hit, cached, seconds_since(start), {}};
+  auto found = find_layers(store, key, spec.name, status, options.cache_from);
+  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
+  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
+  Layer l = store_layer(entries, store, options.layer, key, status, "layer " + spec.name);
+  return LayerReport{spec.name, l, false, seconds_since(start), {}, {}};
 }
 
 }  // namespace
@@ -215,6 +207,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
+    result.layers.back().key = key;
     const char* kind = is_apt_layer(spec)      ? "apt"
                        : is_pip_layer(spec)    ? "pip"
                        : is_redist_layer(spec) ? "redist"
@@ -249,6 +242,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
+    result.layers.back().key = key;
     const LayerReport& src = result.layers.back();
     const size_t m = 1 + src.more.size();
     for (size_t i = 0; i < m; ++i) {

@@ -17,6 +17,8 @@
 
 namespace sb {
 
+class RegistryCache;
+
 enum class OutputFormat { OciLayout, DockerArchive };
 
 // What the plan chose at the matrix point being built, for layers that read
@@ -46,6 +48,8 @@ struct BuildOptions {
   // --layer-budget: a layer with more content bytes is split (layer/split.hpp);
   // overrides the recipe's layer_budget; 0 = never split.
   std::optional<uint64_t> layer_budget;
+  // --cache-from: where to look for a layer the store lacks (pipeline/registry_cache.hpp).
+  const RegistryCache* cache_from = nullptr;
 };
 
 // 8 GiB: under the 10 GB layer cap common registries set.
@@ -60,6 +64,7 @@ struct LayerReport {
   bool cached = false;
   double seconds = 0;
   std::vector<Layer> more;  // a layer split over the budget: its further parts, in order
+  std::optional<Digest> key;  // its cache key (pipeline/layer_cache.hpp), for a registry cache
 };
 
 struct BuildResult {

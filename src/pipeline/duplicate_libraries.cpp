@@ -142,12 +142,11 @@ void fill_versions(std::vector<LibraryCopy>& copies,
   }
 }
 
-// Where a written layer's findings are kept, by its cache key.
+}  // namespace
+
 Digest findings_key(const Digest& layer_key) {
   return KeyHasher().field("stackbuild-duplicate-libraries", "2").field("layer", layer_key.str()).finish();
 }
-
-}  // namespace
 
 void to_json(nlohmann::json& j, const LibraryCopy& c) {
   j = {{"layer", c.layer},

@@ -115,6 +115,8 @@ void check_duplicate_libraries(const LayerSpec& spec, const std::vector<Layer>& 
                                const std::vector<std::string>& below_names, const Store& store,
                                EntryMap& entries, const Digest& key);
 std::vector<DuplicateLibrary> duplicates_of(const Store& store, const Digest& key);
+// The key of the "duplicate-libraries" record of the layer whose cache key is `layer_key`.
+Digest findings_key(const Digest& layer_key);
 
 // "libcublas.so.12: layer torch /usr/lib/.../libcublas.so.12 (12.6.4.1, wheel ..., 700 MiB) is a
 // second copy of layer cuda /usr/local/cuda-12.6/lib64/libcublas.so.12.6.4.1 (12.6.4.1, file name,

@@ -33,7 +33,7 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
                 .field("layer", key.str())
                 .finish();
 
-  auto found = find_layers(store, key, name, status);  // another point may be writing it
+  auto found = find_layers(store, key, name, status, options.cache_from);  // another point may be writing it
   if (found.hit) return layer_report(name, *found.hit, true, seconds());
 
   auto scratch = store.temp_dir();

@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/registry_cache.hpp"
+
 namespace sb {
 
 std::optional<Layer> cached_layer(const Store& store, const Digest& key) {
@@ -35,21 +37,27 @@ std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest
 }
 
 LayerLookup find_layers(const Store& store, const Digest& key, const std::string& name, Status& status,
-                        const std::function<bool(const std::vector<Layer>&)>& usable) {
+                        const RegistryCache* remote, const std::function<bool(const std::vector<Layer>&)>& usable) {
   auto look = [&]() -> std::optional<std::vector<Layer>> {
     auto parts = cached_layers(store, key);
     return parts && (!usable || usable(*parts)) ? parts : std::nullopt;
   };
   LayerLookup r;
   r.hit = look();
+  std::string from;
   if (!r.hit) {
     r.lock = store.lock("layer-" + key.hex());
     r.hit = look();
+    if (!r.hit && remote)
+      if (auto cache = remote->import(store, key, name, status)) {
+        r.hit = look();
+        from = " (from the cache " + *cache + ")";
+      }
   }
   if (r.hit)
     status.message(Level::Info, "layer " + name + ": cached " + r.hit->front().digest.str() +
                                     (r.hit->size() > 1 ? " and " + std::to_string(r.hit->size() - 1) + " more parts"
-                                                       : ""));
+                                                       : "") + from);
   return r;
 }
 

@@ -15,6 +15,8 @@
 
 namespace sb {
 
+class RegistryCache;
+
 // The layer recorded under `key`, when its blob is in the store.
 std::optional<Layer> cached_layer(const Store& store, const Digest& key);
 
@@ -32,13 +34,16 @@ std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest
 // recorded under `key` (cached_layers(), when `usable` too accepts them);
 // without a hit, `lock` holds the key's lock, taken after a first look and
 // followed by a second (another stackbuild may have been writing the layer),
-// so the layer is built once across processes. A hit is said through
-// `status`: "layer NAME: cached sha256:... [and N more parts]".
+// so the layer is built once across processes. Still without one, `remote`
+// (--cache-from, when given) may bring the layer into the store. A hit is
+// said through `status`: "layer NAME: cached sha256:... [and N more parts]
+// [(from the cache REF)]".
 struct LayerLookup {
   std::optional<std::vector<Layer>> hit;
   std::unique_ptr<FileLock> lock;
 };
 LayerLookup find_layers(const Store& store, const Digest& key, const std::string& name, Status& status,
+                        const RegistryCache* remote,
                         const std::function<bool(const std::vector<Layer>&)>& usable = {});
 
 // Writes `entries` as one layer, or, when their content is over `budget`, as

@@ -292,7 +292,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
-    auto found = find_layers(store, key, spec.name, status);
+    auto found = find_layers(store, key, spec.name, status, options.cache_from);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
     auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), status);

@@ -189,7 +189,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
     }
     Digest key = k.finish();
     key_out = key;
-    auto found = find_layers(store, key, spec.name, status);
+    auto found = find_layers(store, key, spec.name, status, options.cache_from);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
     auto got = fetcher->fetch(items);

@@ -131,7 +131,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  auto found = find_layers(store, key, spec.name, status);
+  auto found = find_layers(store, key, spec.name, status, options.cache_from);
   if (found.hit) return layer_report(spec.name, *found.hit, true, seconds());
   if (below.empty())
     throw InputError(

@@ -34,18 +34,15 @@ const char* const kAccept =
     "application/vnd.docker.distribution.manifest.v2+json, "
     "application/vnd.docker.distribution.manifest.list.v2+json";
 
-struct Fetched {
-  std::string media_type, bytes;
-  Digest digest;
-};
+}  // namespace
 
-// GET a manifest by tag or digest; its digest is checked against what was asked
-// for (a digest) or what the registry says it is (Docker-Content-Digest).
-Fetched get_manifest(Session& s, http::Client& c, const std::string& repo, const std::string& selector,
-                     const std::optional<Digest>& pinned) {
+std::optional<FetchedManifest> fetch_manifest(Session& s, http::Client& c, const std::string& repo,
+                                              const std::string& selector, const std::optional<Digest>& pinned,
+                                              bool missing_ok) {
   http::Request req{.url = s.url("/v2/" + repo + "/manifests/" + selector)};
   req.headers.push_back(kAccept);
   auto r = s.send(c, req);
+  if (r.status == 404 && missing_ok) return std::nullopt;
   if (r.status != 200) s.fail(r, "fetching manifest " + selector);
   Digest d = Digest::of_bytes(r.body);
   if (pinned && d != *pinned)
@@ -65,11 +62,10 @@ Fetched get_manifest(Session& s, http::Client& c, const std::string& repo, const
   }
   if (type.find("manifest.v1+prettyjws") != std::string::npos || type == "application/vnd.docker.distribution.manifest.v1+json")
     throw Error(s.op() + ": manifest " + selector + " is Docker schema 1, which stackbuild does not read");
-  return {type, r.body, d};
+  return FetchedManifest{type, r.body, d};
 }
 
-// One blob into the store, resuming a broken download with a Range request.
-uint64_t get_blob(Session& s, http::Client& c, const std::string& repo, const Digest& d, uint64_t size,
+uint64_t fetch_blob(Session& s, http::Client& c, const std::string& repo, const Digest& d, uint64_t size,
                   const Store& store, int task) {
   uint64_t fetched = 0;
   for (int attempt = 1;; ++attempt) {
@@ -111,6 +107,13 @@ uint64_t get_blob(Session& s, http::Client& c, const std::string& repo, const Di
   }
 }
 
+namespace {
+
+FetchedManifest get_manifest(Session& s, http::Client& c, const std::string& repo, const std::string& selector,
+                             const std::optional<Digest>& pinned) {
+  return *fetch_manifest(s, c, repo, selector, pinned, false);
+}
+
 bool platform_matches(const json& p, const PullOptions& o) {
   return p.value("os", "") == o.os && p.value("architecture", "") == o.architecture &&
          (o.variant.empty() || p.value("variant", "") == o.variant);
@@ -127,9 +130,9 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
   const std::string& repo = ref.repository;
   {
     auto client = s.make_client();
-    Fetched top = get_manifest(s, *client, repo, ref.selector(), ref.digest);
+    FetchedManifest top = get_manifest(s, *client, repo, ref.selector(), ref.digest);
     found = true;
-    Fetched m = top;
+    FetchedManifest m = top;
     if (top.media_type == kMediaTypeIndex || top.media_type == kDockerManifestList) {
       json idx = json::parse(top.bytes);
       std::optional<Digest> chosen;
@@ -167,7 +170,7 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
           int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
           uint64_t n;
           try {
-            n = get_blob(s, *c, repo, d, size, store, task);
+            n = fetch_blob(s, *c, repo, d, size, store, task);
           } catch (...) {
             status.task_end(task, "failed");  // no progress bar left behind
             throw;

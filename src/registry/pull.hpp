@@ -2,6 +2,7 @@
 // into the store, every digest checked before a blob is kept.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "image/layout.hpp"
@@ -33,6 +34,26 @@ void parse_platform(const std::string& text, PullOptions& options);
 // The digest `ref` names now: its manifest (or index) fetched by tag or
 // digest and checked, no blobs. For `stackbuild lock` (base images).
 Digest resolve_digest(const Reference& ref, const SessionOptions& options, Status& status);
+
+// A manifest or index as a registry gave it.
+struct FetchedManifest {
+  std::string media_type, bytes;
+  Digest digest;
+};
+
+// GET a manifest (or index) of `repo` by tag or digest. Its bytes are checked
+// against `pinned` (a digest asked for) and against the digest the registry
+// says it has. With `missing_ok`, a 404 (no such tag, manifest or
+// repository) gives nullopt; any other failure throws, naming the session's op.
+std::optional<FetchedManifest> fetch_manifest(Session& session, http::Client& client, const std::string& repo,
+                                              const std::string& selector, const std::optional<Digest>& pinned,
+                                              bool missing_ok = false);
+
+// One blob of `repo` into the store, its digest (and `size`, when not 0)
+// checked before it is kept; a broken download resumes with a Range request.
+// Reports progress through `task`. Returns the bytes that came over the wire.
+uint64_t fetch_blob(Session& session, http::Client& client, const std::string& repo, const Digest& digest,
+                    uint64_t size, const Store& store, int task);
 
 PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& options, Status& status);
 
