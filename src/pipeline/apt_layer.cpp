@@ -392,6 +392,16 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
   return apt::AptState::parse(*rec);
 }
 
+// `path` relative to `recipe_dir` when it is inside it.
+std::optional<fs::path> in_recipe_tree(const fs::path& path, const fs::path& recipe_dir) {
+  std::error_code ec;
+  fs::path dir = fs::weakly_canonical(recipe_dir.empty() ? fs::path(".") : recipe_dir, ec);
+  if (ec) return std::nullopt;
+  fs::path rel = fs::weakly_canonical(path, ec).lexically_relative(dir);
+  if (ec || rel.empty() || *rel.begin() == "..") return std::nullopt;
+  return rel;
+}
+
 // A keyring as a layer's cache key holds it: its contents (a new key in the
 // same file builds again), and its path relative to the recipe when the
 // recipe's tree holds it, else as it is, so that two clones of one
@@ -400,13 +410,24 @@ std::optional<apt::AptState> state_of(const Store& store, const Layer& l) {
 // the image's sources may name. "" for none.
 std::string keyring_identity(const fs::path& keyring, const fs::path& recipe_dir) {
   if (keyring.empty()) return "";
-  std::string shown = keyring.generic_string();
+  auto rel = in_recipe_tree(keyring, recipe_dir);
   std::error_code ec;
-  fs::path dir = fs::weakly_canonical(recipe_dir.empty() ? fs::path(".") : recipe_dir, ec);
-  fs::path rel = ec ? fs::path() : fs::weakly_canonical(keyring, ec).lexically_relative(dir);
-  if (!ec && !rel.empty() && *rel.begin() != "..") shown = "recipe:" + rel.generic_string();
   std::string digest = fs::is_regular_file(keyring, ec) ? Digest::of_file(keyring).str() : "missing";
-  return shown + " " + digest;
+  return (rel ? "recipe:" + rel->generic_string() : keyring.generic_string()) + " " + digest;
+}
+
+// A keyring's path as the lockfile holds it: relative to the recipe when the
+// recipe's tree holds it, for the lockfile is committed beside the recipe and
+// read in other clones; else as it is. And back: a relative one is the
+// recipe's.
+std::string lock_path(const fs::path& path, const fs::path& recipe_dir) {
+  if (path.empty()) return "";
+  auto rel = in_recipe_tree(path, recipe_dir);
+  return rel ? rel->generic_string() : path.string();
+}
+fs::path unlock_path(const std::string& path, const fs::path& recipe_dir) {
+  if (path.empty() || fs::path(path).is_absolute()) return path;
+  return fs::absolute(recipe_dir.empty() ? fs::path(".") : recipe_dir) / path;
 }
 
 // `configure: true`: the maintainer scripts the installer did not run, run
@@ -462,8 +483,11 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
     r.packages = lock[spec.name].at("packages").get<std::vector<apt::LockedPackage>>();
-    for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array()))
-      r.repos.push_back({j.get<apt::Repository>(), {}, j.value("keyring", std::string())});
+    for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array())) {
+      apt::Repository repo = j.get<apt::Repository>();
+      repo.signed_by = unlock_path(repo.signed_by.string(), recipe.dir());
+      r.repos.push_back({repo, {}, unlock_path(j.value("keyring", std::string()), recipe.dir())});
+    }
     // The logins of the repository URLs, which the lockfile does not hold.
     // Working the repositories out reads only local files; when it cannot
     // be done now, the lockfile still says what to fetch, and a login that
@@ -550,7 +574,8 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
     nlohmann::json repos = nlohmann::json::array();
     for (const auto& lr : r.repos) {
       nlohmann::json j = lr.repo;
-      j["keyring"] = lr.keyring.string();
+      j["signed_by"] = lock_path(lr.repo.signed_by, recipe.dir());
+      j["keyring"] = lock_path(lr.keyring, recipe.dir());
       repos.push_back(j);
     }
     out[spec.name] = {{"request", request_of(recipe, spec)}, {"repositories", repos}, {"packages", r.packages}};

@@ -151,6 +151,15 @@ json "$TMP/recipe/r.yaml.lock" '[p["name"] + "=" + p["version"] for p in j["poin
 grep -q "libgreet=2.0" "$TMP/locked" || fail "locked: $(cat "$TMP/locked")"
 expect_ok locked sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout2" --store "$STORE"
 [[ $(manifest_digest "$TMP/layout" t) == $(manifest_digest "$TMP/layout2" t) ]] || fail "the locked build differs"
+
+check "the lockfile names the keyrings relative to the recipe: --locked builds a moved copy, from an empty store"
+if grep -q "$TMP/recipe" "$TMP/recipe/r.yaml.lock"; then
+  fail "the lockfile holds paths of this machine: $(grep -o "\"[^\"]*$TMP/recipe[^\"]*\"" "$TMP/recipe/r.yaml.lock" | sort -u | head -3)"
+fi
+mv "$TMP/recipe" "$TMP/moved"
+expect_ok moved sb build "$TMP/moved/r.yaml" --locked -o "$TMP/layout-moved" --store "$TMP/store-moved"
+mv "$TMP/moved" "$TMP/recipe"
+[[ $(manifest_digest "$TMP/layout" t) == $(manifest_digest "$TMP/layout-moved" t) ]] || fail "the moved locked build differs"
 write_recipe "libgreet, curlish"
 expect_rc 3 stale sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
 grep -q "layer 'more' (.*): packages added: curlish" "$TMP/stale.err" || { show_output stale; fail "not the stale-apt error"; }
