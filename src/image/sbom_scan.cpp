@@ -71,6 +71,23 @@ bool wanted_path(std::string_view p) {
   return is_python_metadata(p);
 }
 
+namespace {
+
+// Whether a directory at `p` could hold a file of interest (wanted_path()),
+// so that a file at `p` hides what the layers below have there.
+bool could_hold_wanted(std::string_view p) {
+  for (std::string_view fixed : {"etc/os-release", "usr/lib/os-release", "var/lib/dpkg/status.d/",
+                                 "lib/apk/db/installed", "usr/local/cuda/include/"})
+    if (fixed.size() > p.size() && fixed.starts_with(p) && fixed[p.size()] == '/') return true;
+  auto [dir, base] = split_last(p);
+  if (dir == "usr/local" && base.starts_with("cuda")) return true;  // a CUDA tree
+  if (base == "include" || base == "status.d") return true;
+  return base == "site-packages" || base == "dist-packages" || base.ends_with(".dist-info") ||
+         base.ends_with(".egg-info");
+}
+
+}  // namespace
+
 LayerFiles scan_layer(const fs::path& blob) {
   LayerFiles out;
   Utf8Locale locale;
@@ -95,7 +112,14 @@ LayerFiles scan_layer(const fs::path& blob) {
     }
     auto type = archive_entry_filetype(e);
     bool hardlink = archive_entry_hardlink(e) != nullptr;
-    if (!wanted_path(p)) continue;
+    if (!wanted_path(p)) {
+      // A link (or a file) where the layers below have a directory replaces
+      // it, and what it held is gone: /usr/local/cuda-12.6 made a link to
+      // another tree. Every link counts (a link can stand for any directory
+      // above a site directory); files only where such a directory could be.
+      if (type == AE_IFLNK || (type != AE_IFDIR && could_hold_wanted(p))) out.removed.push_back(p);
+      continue;
+    }
     if (hardlink) {  // to an earlier path of this layer: the same content
       const char* t = archived_name(archive_entry_hardlink_utf8(e), archive_entry_hardlink(e));
       auto target = out.files.find(canonical_archive_path(t));
@@ -138,7 +162,8 @@ std::map<std::string, std::string> image_files(const Store& store,
     if (auto rec = store.get_record("sbom-layer", digest)) {
       try {
         json j = json::parse(*rec);
-        if (j.value("layer", "") == digest.str()) {
+        // Format 2: links (and files where a directory of interest was) are among `removed`.
+        if (j.value("layer", "") == digest.str() && j.value("format", 1) == 2) {
           read[i] = layer_files_from_json(j);
           continue;
         }
@@ -175,6 +200,7 @@ std::map<std::string, std::string> image_files(const Store& store,
     if (std::find(todo.begin(), todo.end(), i) != todo.end()) {
       json j = layer_files_json(*read[i]);
       j["layer"] = layers[i].first.str();
+      j["format"] = 2;
       store.put_record("sbom-layer", layers[i].first, j.dump());
     }
     stacked.push_back(std::move(*read[i]));

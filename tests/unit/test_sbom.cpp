@@ -134,6 +134,25 @@ TEST_CASE("sbom: a layer's files of interest, its whiteouts and opaque directori
   CHECK(back.opaque == u.opaque);
 }
 
+TEST_CASE("sbom: a directory replaced by a link or a file hides what the layers below held in it", "[sbom]") {
+  Fixture f;
+  auto lower = f.layer("lower.tgz", {{"usr/local/cuda-12.6/version.json", 'f', R"({"cuda": {"version": "12.6.3"}})"},
+                                     {kSite + "numpy-2.1.0.dist-info/METADATA", 'f', metadata("numpy", "2.1.0")},
+                                     {kSite + "six-1.16.0.dist-info/METADATA", 'f', metadata("six", "1.16.0")},
+                                     {"var/lib/dpkg/status.d/libc6", 'f', kStatus}});
+  auto upper = f.layer("upper.tgz", {{"usr/local/cuda-12.6", 'l', "/opt/cuda"},
+                                     {kSite + "numpy-2.1.0.dist-info", 'f', "not a directory any more"},
+                                     {"var/lib/dpkg/status.d", 'l', "elsewhere"},
+                                     {"usr/bin/tool", 'f', "a file of no interest"}});
+  LayerFiles u = scan_layer(upper);
+  CHECK(u.removed == std::vector<std::string>{"usr/local/cuda-12.6", kSite + "numpy-2.1.0.dist-info",
+                                              "var/lib/dpkg/status.d"});
+  auto files = stack_layers({scan_layer(lower), u});
+  std::set<std::string> paths;
+  for (const auto& [p, text] : files) paths.insert(p);
+  CHECK(paths == std::set<std::string>{kSite + "six-1.16.0.dist-info/METADATA"});
+}
+
 TEST_CASE("sbom: a layer is read once per store", "[sbom]") {
   Fixture f;
   Store store(f.dir.path() / "store");
