@@ -176,15 +176,18 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                          ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
                          : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
     KeyHasher k;
-    // Version 4: the cuda product's layers hold version.json.
-    k.field("stackbuild-redist-layer", "4").field("parent", key_parent.str()).field("name", spec.name)
+    // Version 4: the cuda product's layers hold version.json. Version 5: an
+    // archive with a known sha256 is keyed by it and not by its URL, which
+    // only says where it was fetched from (a mirror), so machines with other
+    // mirrors share the layer (docs/cache.md).
+    k.field("stackbuild-redist-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
         .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
         .field("epoch", epoch).field("cuda", in.cuda_xy)
         .field("budget", static_cast<int64_t>(layer_budget(recipe, options)))
         .field("duplicates", to_string(duplicate_policy(spec)));
     std::vector<fetch::FetchItem> items;
     for (const auto& a : in.archives) {
-      k.field("archive", a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
+      k.field("archive", a.sha256 ? "" : a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
       items.push_back({a.url, a.sha256, a.size, label_of(a)});
     }
     Digest key = k.finish();
