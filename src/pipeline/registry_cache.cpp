@@ -204,12 +204,13 @@ std::optional<std::string> RegistryCache::import(const Store& store, const Diges
     // Each part: fetched unless the store has it, then read through for its diff_id.
     registry::Session& s = *src.session;
     std::atomic<size_t> next{0};
+    std::atomic<bool> stop{false};  // what the workers read, without mu
     std::mutex mu;
-    std::exception_ptr error;
+    std::exception_ptr error;  // under mu
     auto worker = [&] {
       try {
         std::unique_ptr<http::Client> client;
-        for (size_t i; !error && (i = next++) < e.parts.size();) {
+        for (size_t i; !stop && (i = next++) < e.parts.size();) {
           const Layer& p = e.parts[i];
           if (!store.has(p.digest)) {
             if (!client) client = s.make_client();
@@ -234,6 +235,7 @@ std::optional<std::string> RegistryCache::import(const Store& store, const Diges
       } catch (...) {
         std::lock_guard lk(mu);
         if (!error) error = std::current_exception();
+        stop = true;
       }
     };
     run_on_threads(static_cast<size_t>(std::min<int>(jobs_, static_cast<int>(e.parts.size()))), worker);

@@ -6,8 +6,9 @@
 # spdx-tools is installed); `stackbuild test` of each image (static checks and the recipe's
 # tests; GPU tests skipped here); `build --push` to the real registry
 # (distribution 2.8 on 127.0.0.1), then `skopeo copy` back and the digests
-# compared, the SBOMs attached; a second build rebuilds nothing and writes the
-# same index.json, SBOMs included.
+# compared, the SBOMs attached; `--cache-to` the registry, and a build with an
+# empty store and `--cache-from` builds nothing and gives the same digests; a
+# second build rebuilds nothing and writes the same index.json, SBOMs included.
 # Label e2e: downloads ~6 GB the first time (SB_E2E_STORE=DIR keeps them between runs)
 # and needs ~25 GB of disk; not in the default run.
 set -euo pipefail
@@ -130,6 +131,26 @@ for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
   got="sha256:$(manifest_digest "$TMP/back" "$t")"
   [[ $got == "$want" ]] || fail "$t: pulled back $got, built $want"
 done
+
+check "the build cache in the registry: a machine with an empty store builds both points from it, same digests"
+start=$(date +%s.%N)
+sb build "$RECIPE" -o "$TMP/out-to" --store "$S" --no-verify --cache-to "$REG/ml/pytorch-cache" >"$TMP/cache-to.out" 2>&1 ||
+  fail "build --cache-to: $(tail -30 "$TMP/cache-to.out")"
+say "cache-to (warm store, both points): $(python3 -c "import time; print(round(time.time() - $start, 1))") s; $(grep "^cache to" "$TMP/cache-to.out")"
+start=$(date +%s.%N)
+sb build "$RECIPE" -o "$TMP/out-cache" --store "$TMP/store-cache" --cache-from "$REG/ml/pytorch-cache" >"$TMP/cache-from.out" 2>&1 ||
+  fail "build --cache-from: $(tail -30 "$TMP/cache-from.out")"
+from_cache=$(python3 -c "import time; print(round(time.time() - $start, 1))")
+python3 - "$TMP/cache-from.out" <<'PY' || fail "the build from the cache built layers: $(grep -A4 "summary (" "$TMP/cache-from.out")"
+import re, sys
+built = [int(n) for n in re.findall(r"(\d+) built, \d+ reused", open(sys.argv[1]).read())]
+assert len(built) == 2 and all(n == 0 for n in built), built
+PY
+for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8 pytorch-matrix; do
+  [[ "$(manifest_digest "$TMP/out-cache" "$t")" == "$(manifest_digest "$TMP/out" "$t")" ]] || fail "$t differs when built from the cache"
+done
+say "empty store with --cache-from: $from_cache s (cold $cold s)"
+rm -rf "$TMP/store-cache" "$TMP/out-cache" "$TMP/out-to"
 
 check "with a lockfile, a second build rebuilds nothing, reads no index and gives the same digests"
 # Without a lockfile a rebuild resolves the apt and pip requirements against the
