@@ -2,6 +2,7 @@
 // (PEP 691 JSON preferred, PEP 503 HTML accepted), core metadata through the
 // fetcher so that it is hash-checked and kept in the store.
 #include <algorithm>
+#include <cstdio>
 #include <atomic>
 #include <condition_variable>
 #include <ctime>
@@ -13,10 +14,14 @@
 #include <set>
 #include <thread>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "pip/index.hpp"
 #include "pip/version.hpp"
+#include "pip/zip.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/http.hpp"
@@ -151,16 +156,132 @@ class HttpIndex : public Index {
       fetch::FetchItem item{f.url + ".metadata", f.metadata_sha256, std::nullopt, f.filename + ".metadata"};
       return store_.read(fetcher_.fetch_one(item).digest);
     }
-    // No PEP 658 file: the wheel itself (hash-checked), then its METADATA,
-    // kept by the wheel's sha256 so that the next resolve reads no zip.
+    // No PEP 658 file: the METADATA member of the wheel, kept by the wheel's
+    // sha256 so that the next resolve reads no zip; read with range requests
+    // when the server answers them, else from the whole wheel (hash-checked).
     if (f.sha256)
       if (auto kept = store_.get_record("wheel-metadata", *f.sha256)) return *kept;
+    if (f.sha256 && (!f.size || *f.size >= kRangedMinimum))
+      if (auto text = ranged_metadata(f)) {
+        store_.put_record("wheel-metadata", *f.sha256, *text);
+        return *text;
+      }
     fetch::FetchItem item{f.url, f.sha256, f.size, f.filename};
     auto got = fetcher_.fetch_one(item);
     std::string text = read_zip_member(store_.blob_path(got.digest), ".dist-info/METADATA");
     if (text.empty()) throw Error("wheel " + f.filename + " has no .dist-info/METADATA");
     store_.put_record("wheel-metadata", got.digest, text);
     return text;
+  }
+
+  // Smaller wheels are fetched whole: a few requests cost more than they save.
+  static constexpr uint64_t kRangedMinimum = 1 << 20;
+
+  // A wheel's METADATA read the way uv and pip's lazy wheels do: the end of
+  // the zip (its directory's end record, and mostly the directory), the rest
+  // of the directory, then the member, each by a Range request into a sparse
+  // file of the wheel's size that ZipReader then reads; the member's size
+  // and CRC-32 are checked as always. nullopt (the wheel is then downloaded
+  // whole) when the server ignores ranges or anything is not as expected:
+  // a 200 answer is cut off at the first bytes past the range.
+  std::optional<std::string> ranged_metadata(const DistFile& f) {
+    try {
+      http::Client client(client_options(config_));
+      // bytes=SPEC of the wheel: the body, and the answer's Content-Range.
+      auto get = [&](const std::string& spec, uint64_t most) {
+        http::Request req{.url = f.url};
+        req.headers.push_back("Range: bytes=" + spec);
+        std::string got;
+        req.on_data = [&](const char* data, size_t n) {
+          if (got.size() + n > most) throw Error("the server sent more than the range asked for");
+          got.append(data, n);
+        };
+        http::Response r = http::with_retries(http::RetryPolicy{}, [&] {
+          got.clear();
+          return client.perform(req);
+        });
+        // 200: the whole file, which fitted the range (a server that ignores
+        // ranges sends more, and is cut off above).
+        if (r.status == 200) return std::make_pair(got, "bytes 0-" + std::to_string(got.size() - 1) + "/" +
+                                                            std::to_string(got.size()));
+        if (r.status != 206) throw Error("HTTP " + std::to_string(r.status) + " to a range request");
+        return std::make_pair(got, r.header("content-range"));
+      };
+      // The tail, by a suffix range: its Content-Range ("bytes A-B/SIZE") says where it starts and the size.
+      auto [tail, range] = get("-" + std::to_string(kRangedTail), kRangedTail);
+      unsigned long long a = 0, b = 0, total = 0;
+      if (tail.empty() || std::sscanf(range.c_str(), "bytes %llu-%llu/%llu", &a, &b, &total) != 3 ||
+          b + 1 != total || b + 1 - a != tail.size() || (f.size && *f.size != total))
+        return std::nullopt;
+      const uint64_t size = total, tail_at = a;
+      if (tail_at == 0) {  // the whole wheel came: into the store, checked, as a download would be
+        Digest d = store_.put(tail, f.sha256);
+        std::string text = read_zip_member(store_.blob_path(d), ".dist-info/METADATA");
+        return text.empty() ? std::nullopt : std::optional<std::string>(text);
+      }
+      auto dir = store_.temp_dir();
+      const fs::path sparse = dir->path() / "wheel";
+      UniqueFd fd(::open(sparse.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+      if (fd.get() < 0 || ::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return std::nullopt;
+      write_at(fd.get(), tail, tail_at, sparse);
+      // [from, to) into the sparse file.
+      auto fill = [&](uint64_t from, uint64_t to) {
+        auto [body, said] = get(std::to_string(from) + "-" + std::to_string(to - 1), to - from);
+        if (body.size() != to - from) throw Error("a short range");
+        write_at(fd.get(), body, from, sparse);
+      };
+      auto cd = central_directory(tail, tail_at);
+      if (!cd || cd->first + cd->second > size) return std::nullopt;
+      if (cd->first < tail_at) fill(cd->first, tail_at);
+      ZipReader zip(sparse, "wheel " + f.filename);
+      for (const auto& m : zip.members()) {
+        if (!m.name.ends_with(".dist-info/METADATA") || m.name.find('/') != m.name.rfind('/')) continue;
+        if (m.local_offset >= size) return std::nullopt;
+        // The local header: 30 bytes, the name, and an extra field of at most 64 KiB.
+        fill(m.local_offset, std::min(size, m.local_offset + 30 + m.name.size() + 0xFFFF + m.compressed));
+        std::string text;
+        zip.read(m, [&](const char* data, size_t n) { text.append(data, n); });
+        if (text.empty()) return std::nullopt;
+        return text;
+      }
+    } catch (const std::exception&) {
+      check_interrupted();
+    }
+    return std::nullopt;
+  }
+
+  static constexpr uint64_t kRangedTail = 256 << 10;
+
+  static void write_at(int fd, const std::string& bytes, uint64_t at, const fs::path& file) {
+    for (size_t done = 0; done < bytes.size();) {
+      ssize_t n = ::pwrite(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(at + done));
+      if (n <= 0) throw Error("cannot write " + file.string());
+      done += static_cast<size_t>(n);
+    }
+  }
+
+  // Where the central directory of a zip is ({offset, size}), from the last
+  // bytes of the file (`tail`, which starts at `tail_at`): its end record,
+  // or zip64's when the end record says so. nullopt when not there.
+  static std::optional<std::pair<uint64_t, uint64_t>> central_directory(const std::string& tail, uint64_t tail_at) {
+    auto u = [&](size_t at, int bytes) {
+      uint64_t v = 0;
+      for (int i = bytes - 1; i >= 0; --i) v = v << 8 | static_cast<unsigned char>(tail[at + static_cast<size_t>(i)]);
+      return v;
+    };
+    if (tail.size() < 22) return std::nullopt;
+    for (size_t i = tail.size() - 22 + 1; i-- > 0;) {
+      if (u(i, 4) != 0x06054b50) continue;
+      uint64_t cd_size = u(i + 12, 4), cd_at = u(i + 16, 4);
+      if (cd_size != 0xFFFFFFFF && cd_at != 0xFFFFFFFF) return std::make_pair(cd_at, cd_size);
+      if (i < 20 || u(i - 20, 4) != 0x07064b50) return std::nullopt;  // zip64's locator
+      uint64_t z64 = u(i - 20 + 8, 8);
+      if (z64 < tail_at || z64 - tail_at + 56 > tail.size()) return std::nullopt;
+      size_t r = static_cast<size_t>(z64 - tail_at);
+      if (u(r, 4) != 0x06064b50) return std::nullopt;
+      return std::make_pair(u(r + 48, 8), u(r + 40, 8));
+    }
+    return std::nullopt;
   }
 
   // Every file of project `key` on every configured index.

@@ -7,9 +7,32 @@
 #include <thread>
 
 #include "util/error.hpp"
+#include "util/file.hpp"
 #include "util/threads.hpp"
 
 namespace sb::pip {
+
+namespace {
+
+// The METADATA that resolution read for a wheel without a PEP 658 file is
+// kept by the wheel's sha256; when it was read by range requests it could not
+// be hash-checked. Here the whole wheel has been, so what resolution used is
+// compared with what the wheel holds: a difference (a server or cache that
+// serves ranges of other bytes) replaces the kept text and stops the build,
+// since what was resolved from it may be wrong.
+void check_kept_metadata(const PinnedWheel& w, const fs::path& installed, const Store& store) {
+  if (!w.sha256) return;
+  auto kept = store.get_record("wheel-metadata", *w.sha256);
+  if (!kept) return;
+  std::string actual = read_file(installed);
+  if (actual == *kept) return;
+  store.put_record("wheel-metadata", *w.sha256, actual);
+  throw Error("the METADATA in wheel " + w.filename + " (sha256 checked) is not the one read before from " + w.url +
+              " by range requests, which the resolution used: the server answers ranges with other bytes. The "
+              "kept METADATA is now the wheel's; run again to resolve with it");
+}
+
+}  // namespace
 
 Installed install_wheels(const std::vector<PinnedWheel>& wheels, const Target& target, const fs::path& staging,
                          const Store& store, fetch::Fetcher& fetcher, bool allow_unhashed) {
@@ -52,6 +75,7 @@ Installed install_wheels(const std::vector<PinnedWheel>& wheels, const Target& t
       e.add_trace("while installing " + wheels[i].filename);
       throw e;
     }
+    check_kept_metadata(wheels[i], staging / done[i]->dist_info / "METADATA", store);
     out.bytes += done[i]->bytes;
     out.wheels.push_back(std::move(*done[i]));
   }

@@ -60,6 +60,7 @@ struct FixtureWheel {
   std::vector<std::pair<std::string, std::string>> files;  // extra members
   bool pep658 = true;
   std::string requires_python;
+  std::vector<std::pair<std::string, std::string>> files_after;  // members after the .dist-info's
 };
 
 class FixtureIndex {
@@ -70,6 +71,9 @@ class FixtureIndex {
   std::set<std::string> truncate;                   // filenames served cut short
   std::mutex hits_mu;
   std::map<std::string, int> hits;                  // path -> requests served (under hits_mu)
+  std::map<std::string, uint64_t> served;           // path -> body bytes of files sent (under hits_mu)
+  bool ranges = false;                              // answer Range requests (206), as most servers do
+  std::map<std::string, std::string> range_lies;    // filename -> other bytes whose ranges are served
   int hits_of(const std::string& path) {
     std::lock_guard<std::mutex> g(hits_mu);
     return hits.count(path) ? hits.at(path) : 0;
@@ -89,6 +93,7 @@ class FixtureIndex {
     files.push_back({di + "METADATA", meta});
     files.push_back({di + "WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: " + w.tags + "\n"});
     files.push_back({di + "RECORD", "stale,,\n"});
+    files.insert(files.end(), w.files_after.begin(), w.files_after.end());
     std::string zip = make_zip(files);
     blobs_[filename] = zip;
     if (w.pep658) blobs_[filename + ".metadata"] = meta;
@@ -112,6 +117,33 @@ class FixtureIndex {
       std::string name = r.path.substr(7);
       auto it = blobs_.find(name);
       if (it == blobs_.end()) return http_response(404, "no");
+      auto lie = range_lies.find(name);
+      const std::string& all = lie != range_lies.end() ? lie->second : it->second;
+      if (auto h = r.headers.find("range"); ranges && h != r.headers.end() && h->second.starts_with("bytes=")) {
+        std::string spec = h->second.substr(6);
+        size_t dash = spec.find('-');
+        uint64_t from, to;  // [from, to]
+        if (dash == 0) {
+          uint64_t n = std::min<uint64_t>(std::stoull(spec.substr(1)), all.size());
+          from = all.size() - n, to = all.size() - 1;
+        } else {
+          from = std::stoull(spec.substr(0, dash));
+          to = dash + 1 < spec.size() ? std::min<uint64_t>(std::stoull(spec.substr(dash + 1)), all.size() - 1)
+                                      : all.size() - 1;
+        }
+        std::string body = all.substr(from, to + 1 - from);
+        {
+          std::lock_guard<std::mutex> g(hits_mu);
+          served[r.path] += body.size();
+        }
+        return "HTTP/1.1 206 Partial Content\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\nContent-Range: bytes " + std::to_string(from) + "-" + std::to_string(to) + "/" +
+               std::to_string(all.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      }
+      {
+        std::lock_guard<std::mutex> g(hits_mu);
+        served[r.path] += it->second.size();
+      }
       if (truncate.count(name))  // says the whole length, sends a tenth, hangs up
         return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(it->second.size()) +
                "\r\nConnection: close\r\n\r\n" + it->second.substr(0, it->second.size() / 10);
@@ -121,6 +153,7 @@ class FixtureIndex {
   }
 
   Digest sha(const std::string& filename) const { return Digest::of_bytes(blobs_.at(filename)); }
+  const std::string& bytes(const std::string& filename) const { return blobs_.at(filename); }
 
  private:
   struct File {

@@ -586,3 +586,112 @@ TEST_CASE("pip metadata: field names compare without case, as email headers do",
   CHECK(m.count("author-email") == 1);
   CHECK(m.find("Author-email")->second == "A <a@x.org>");
 }
+
+namespace {
+
+// A wheel of about 2.5 MiB without a PEP 658 file: METADATA first, then a
+// large member and `small` more, which make its central directory that long.
+test::FixtureWheel big_wheel(const std::string& project, std::vector<std::string> requires_dist, int small) {
+  test::FixtureWheel w{project, "1.0", "py3-none-any", std::move(requires_dist), {}, {}};
+  w.pep658 = false;
+  std::string noise;
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < (5 << 19); ++i) {  // xorshift: incompressible bytes
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    noise.push_back(static_cast<char>(x));
+  }
+  w.files_after.push_back({project + "/big.bin", noise});
+  for (int i = 0; i < small; ++i)
+    w.files_after.push_back({project + "/a_rather_long_directory_name/module_" + std::to_string(i) + ".py", "x = 1\n"});
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("pip index: a large wheel's METADATA is read with range requests when the index has no PEP 658 file", "[pip]") {
+  test::IndexBed bed(quick_retries());
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  bed.index.ranges = true;
+  // Its directory fits the last 256 KiB; helper's needs a request of its own (3000 members).
+  bed.index.add(big_wheel("app", {"helper"}, 10));
+  bed.index.add(big_wheel("helper", {}, 3000));
+  const std::string app = "/files/app-1.0-py3-none-any.whl", helper = "/files/helper-1.0-py3-none-any.whl";
+  SECTION("a JSON index (sizes given)") {}
+  SECTION("an HTML index (no sizes: the first answer's Content-Range says it)") { bed.index.html = true; }
+  auto idx = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *idx, {})) == "app==1.0 helper==1.0");
+  CHECK(bed.index.hits_of(app) == 2);     // the tail (directory included), the member
+  CHECK(bed.index.hits_of(helper) == 3);  // the tail, the rest of the directory, the member
+  for (const auto& p : {app, helper}) {
+    INFO(p);
+    CHECK(bed.index.served[p] < (1u << 20));  // of 2.5 MiB
+  }
+  // Kept by the wheel's sha256: the next resolve asks nothing.
+  auto again = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *again, {})) == "app==1.0 helper==1.0");
+  CHECK(bed.index.hits_of(app) == 2);
+  CHECK(bed.index.hits_of(helper) == 3);
+}
+
+TEST_CASE("pip index: a server that ignores Range requests is cut off and the wheel downloaded whole", "[pip]") {
+  test::IndexBed bed(quick_retries());
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  bed.index.ranges = false;
+  bed.index.add(big_wheel("app", {}, 10));
+  auto idx = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *idx, {})) == "app==1.0");
+  CHECK(bed.index.hits_of("/files/app-1.0-py3-none-any.whl") == 2);  // the range asked for, then the wheel
+  CHECK(bed.store.has(bed.index.sha("app-1.0-py3-none-any.whl")));
+}
+
+TEST_CASE("pip index: a small wheel of an HTML index comes whole in the first answer, ranges or not", "[pip]") {
+  test::IndexBed bed(quick_retries());
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  bed.index.html = true;  // no sizes: the size is not known before the first answer
+  SECTION("a server that answers ranges") { bed.index.ranges = true; }
+  SECTION("one that does not") { bed.index.ranges = false; }
+  test::FixtureWheel w{"app", "1.0", "py3-none-any", {}, {}, {{"app/__init__.py", "x = 1\n"}}};
+  w.pep658 = false;
+  bed.index.add(w);
+  auto idx = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  CHECK(versions(resolve({Requirement::parse("app")}, t, *idx, {})) == "app==1.0");
+  CHECK(bed.index.hits_of("/files/app-1.0-py3-none-any.whl") == 1);
+  CHECK(bed.store.has(bed.index.sha("app-1.0-py3-none-any.whl")));  // the install takes it from the store
+}
+
+TEST_CASE("pip index: METADATA read by ranges that the whole wheel contradicts stops the install and is replaced", "[pip]") {
+  test::IndexBed bed(quick_retries());
+  Target t;
+  t.python = "3.12";
+  t.libc_version = "2.28";
+  bed.index.html = true;  // no sizes, so the other bytes' size is not caught first
+  bed.index.ranges = true;
+  const std::string file = "app-1.0-py3-none-any.whl";
+  bed.index.add(big_wheel("app", {"helper"}, 10));
+  bed.index.add(big_wheel("helper", {}, 10));
+  test::FixtureIndex other;  // the same wheel without its dependency, served to range requests
+  other.add(big_wheel("app", {}, 10));
+  bed.index.range_lies[file] = other.bytes(file);
+  auto idx = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  auto wheels = resolve({Requirement::parse("app")}, t, *idx, {});
+  REQUIRE(versions(wheels) == "app==1.0");  // what the ranges said
+  try {
+    install_wheels(wheels, t, bed.dir.path() / "root", bed.store, *bed.fetcher);
+    FAIL("installed a wheel whose METADATA differs from the one resolved with");
+  } catch (const Error& e) {
+    CHECK_THAT(e.render(), Catch::Contains("METADATA in wheel " + file));
+    CHECK_THAT(e.render(), Catch::Contains("run again"));
+  }
+  // The kept METADATA is now the wheel's: the next resolve finds the dependency.
+  auto again = make_http_index(bed.config(), bed.store, *bed.fetcher);
+  auto fixed = resolve({Requirement::parse("app")}, t, *again, {});
+  CHECK(versions(fixed) == "app==1.0 helper==1.0");
+  fs::remove_all(bed.dir.path() / "root");
+  CHECK_NOTHROW(install_wheels(fixed, t, bed.dir.path() / "root", bed.store, *bed.fetcher));
+}
