@@ -132,9 +132,32 @@ std::pair<std::string, std::string> split_contact(const std::string& s);
 constexpr const char* kSpdxMediaType = "application/spdx+json";
 constexpr const char* kCycloneDxMediaType = "application/vnd.cyclonedx+json";
 
+// A Debian package's license from its /usr/share/doc/<package>/copyright:
+// the SPDX expression of a machine-readable (DEP-5) file's License fields,
+// a name without an SPDX identifier as license_ref(name); else "" and what
+// a free-form file says (the common licenses it refers to) in `text`.
+// sbom_debian.cpp.
+std::string debian_license(std::string_view copyright, std::string& text);
+
+// The lines of a copyright file that debian_license() reads (Format, Files,
+// License and references to /usr/share/common-licenses, paragraphs kept
+// apart): what a layer's scan keeps of it.
+std::string reduce_copyright(std::string_view copyright);
+
 // Whether `expr` is an SPDX license expression of identifiers on SPDX's list
-// (the common ones stackbuild knows; others read as unknown).
-bool license_expression_known(std::string_view expr);
+// (the common ones stackbuild knows; others read as unknown), and, with
+// `refs`, of LicenseRef-<idstring> for a license that has none (the SPDX
+// document then defines each in hasExtractedLicensingInfos).
+bool license_expression_known(std::string_view expr, bool refs = false);
+
+// The identifier on SPDX's list (of those stackbuild knows) spelled `name` in
+// any case ("bsd-3-clause" -> "BSD-3-Clause"), and the same of exceptions; "" when none.
+std::string spdx_license_id(std::string_view name);
+std::string spdx_exception_id(std::string_view name);
+
+// "LicenseRef-" and `name` with what an SPDX idstring cannot hold ([A-Za-z0-9.-])
+// as '-', '+' as "-plus": "public-domain" -> "LicenseRef-public-domain".
+std::string license_ref(std::string_view name);
 
 // A Package URL component: percent-encoded as the purl spec says (':' kept).
 std::string purl_encode(std::string_view s);

@@ -137,6 +137,24 @@ void link_debs(std::vector<Package>& debs, const std::map<std::string, std::stri
   }
 }
 
+// Each package's license from its copyright file. A package without one of
+// its own (its /usr/share/doc/<package> a link, which policy allows only to a
+// package of the same source) takes that of a package of its source.
+void license_debs(std::vector<Package>& debs, const std::map<std::string, const std::string*>& copyright) {
+  std::map<std::string, const std::string*> by_source;  // the first package's by name
+  for (const auto& [name, text] : copyright) by_source.emplace(name, text);
+  for (const auto& p : debs)
+    if (auto it = copyright.find(p.name); it != copyright.end())
+      by_source.emplace(p.source.empty() ? p.name : p.source, it->second);
+  for (auto& p : debs) {
+    auto it = copyright.find(p.name);
+    const std::string* text = it != copyright.end() ? it->second : nullptr;
+    if (!text)
+      if (auto s = by_source.find(p.source.empty() ? p.name : p.source); s != by_source.end()) text = s->second;
+    if (text) p.license = debian_license(*text, p.license_text);
+  }
+}
+
 // ---- apk -----------------------------------------------------------------
 
 void read_apk(const std::string& file, const std::string& text, const Contents& c, std::vector<Package>& out) {
@@ -363,9 +381,12 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
   std::vector<Package> debs, apks, pys, cuda;
   std::map<std::string, std::string> deb_depends, deb_provides;
   std::map<std::string, PythonDeps> py_deps;
+  std::map<std::string, const std::string*> copyright;  // package -> its copyright file
   for (const auto& [path, text] : files) {
     try {
-      if (path == "var/lib/dpkg/status" || path.starts_with("var/lib/dpkg/status.d/"))
+      if (path.starts_with("usr/share/doc/") && path.ends_with("/copyright"))
+        copyright[path.substr(14, path.size() - 14 - 10)] = &text;
+      else if (path == "var/lib/dpkg/status" || path.starts_with("var/lib/dpkg/status.d/"))
         read_dpkg(path, text, c, debs, deb_depends, deb_provides);
       else if (path == "lib/apk/db/installed")
         read_apk(path, text, c, apks);
@@ -381,6 +402,7 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
     }
   }
   link_debs(debs, deb_depends, deb_provides);
+  license_debs(debs, copyright);
   link_python(pys, py_deps, machine);
   // The databases are bytes from an image of any origin: what is not UTF-8
   // is shown as \xHH, so that every document (JSON) can hold it.

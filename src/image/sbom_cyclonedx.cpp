@@ -28,7 +28,7 @@ cjson component_json(const Package& p) {
   c["name"] = p.name;
   if (!p.version.empty()) c["version"] = p.version;
   if (!p.summary.empty()) c["description"] = p.summary;
-  bool known = !p.license.empty() && license_expression_known(p.license);
+  bool known = !p.license.empty() && license_expression_known(p.license, true);
   std::string words = p.license_text.empty() && !known ? p.license : p.license_text;
   if (known)
     c["licenses"] = cjson::array({{{"expression", p.license}}});

@@ -29,6 +29,7 @@ constexpr std::string_view kWhiteout = ".wh.";
 constexpr std::string_view kOpaque = ".wh..wh..opq";
 // dpkg's status of a large image is a few MiB; nothing the SBOM reads is near this.
 constexpr size_t kMaxFile = 256u << 20;
+constexpr int kRecordFormat = 3;  // of the sbom-layer records
 
 // The last component of `p`, and the directory before it ("" at the top).
 std::pair<std::string_view, std::string_view> split_last(std::string_view p) {
@@ -62,6 +63,7 @@ bool wanted_path(std::string_view p) {
     auto [parent, top] = split_last(d);
     return parent == "usr/local" && (top == "cuda" || top.starts_with("cuda-"));
   };
+  if (base == "copyright") return split_last(dir).first == "usr/share/doc";  // a Debian package's licenses
   if (base == "version.json") return cuda_tree(dir);
   // cuDNN and NCCL unpacked from NVIDIA's redist archives into the CUDA tree.
   if (base == "cudnn_version.h" || base == "nccl.h") {
@@ -77,11 +79,11 @@ namespace {
 // so that a file at `p` hides what the layers below have there.
 bool could_hold_wanted(std::string_view p) {
   for (std::string_view fixed : {"etc/os-release", "usr/lib/os-release", "var/lib/dpkg/status.d/",
-                                 "lib/apk/db/installed", "usr/local/cuda/include/"})
+                                 "lib/apk/db/installed", "usr/local/cuda/include/", "usr/share/doc/"})
     if (fixed.size() > p.size() && fixed.starts_with(p) && fixed[p.size()] == '/') return true;
   auto [dir, base] = split_last(p);
   if (dir == "usr/local" && base.starts_with("cuda")) return true;  // a CUDA tree
-  if (base == "include" || base == "status.d") return true;
+  if (base == "include" || base == "status.d" || dir == "usr/share/doc") return true;
   return base == "site-packages" || base == "dist-packages" || base.ends_with(".dist-info") ||
          base.ends_with(".egg-info");
 }
@@ -143,6 +145,7 @@ LayerFiles scan_layer(const fs::path& blob) {
     if (headers_only) {
       if (size_t end = text.find("\n\n"); end != std::string::npos) text.resize(end + 1);
     }
+    if (base == "copyright") text = reduce_copyright(text);
     out.files[p] = std::move(text);
   }
   if (rc != ARCHIVE_EOF) throw Error("layer " + blob.string() + ": " + archive_why(a.get()));
@@ -162,8 +165,9 @@ std::map<std::string, std::string> image_files(const Store& store,
     if (auto rec = store.get_record("sbom-layer", digest)) {
       try {
         json j = json::parse(*rec);
-        // Format 2: links (and files where a directory of interest was) are among `removed`.
-        if (j.value("layer", "") == digest.str() && j.value("format", 1) == 2) {
+        // Format 2: links (and files where a directory of interest was) are
+        // among `removed`; 3: Debian's copyright files are read.
+        if (j.value("layer", "") == digest.str() && j.value("format", 1) == kRecordFormat) {
           read[i] = layer_files_from_json(j);
           continue;
         }
@@ -200,7 +204,7 @@ std::map<std::string, std::string> image_files(const Store& store,
     if (std::find(todo.begin(), todo.end(), i) != todo.end()) {
       json j = layer_files_json(*read[i]);
       j["layer"] = layers[i].first.str();
-      j["format"] = 2;
+      j["format"] = kRecordFormat;
       store.put_record("sbom-layer", layers[i].first, j.dump());
     }
     stacked.push_back(std::move(*read[i]));

@@ -30,11 +30,14 @@ const std::set<std::string, std::less<>>& known_licenses() {
   static const std::set<std::string, std::less<>> ids = {
       "0BSD", "AFL-2.1", "AGPL-3.0-only", "AGPL-3.0-or-later", "Apache-1.1", "Apache-2.0", "Artistic-1.0",
       "Artistic-1.0-Perl", "Artistic-2.0", "BSD-1-Clause", "BSD-2-Clause", "BSD-3-Clause", "BSD-3-Clause-Clear",
-      "BSD-4-Clause", "BSL-1.0", "bzip2-1.0.6", "CC-BY-3.0", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0", "CDDL-1.0",
-      "curl", "EPL-1.0", "EPL-2.0", "FTL", "GFDL-1.3-or-later", "GPL-1.0-or-later", "GPL-2.0-only",
+      "BSD-4-Clause", "BSD-4-Clause-UC", "BSL-1.0", "bzip2-1.0.6", "CC-BY-3.0", "CC-BY-4.0", "CC-BY-SA-4.0", "CC0-1.0", "CDDL-1.0",
+      "curl", "EPL-1.0", "EPL-2.0", "FSFAP", "FSFUL", "FSFULLR", "FTL", "GFDL-1.2-only", "GFDL-1.2-or-later", "GFDL-1.2-no-invariants-only",
+      "GFDL-1.2-no-invariants-or-later", "GFDL-1.3-only", "GFDL-1.3-or-later", "GFDL-1.3-no-invariants-only",
+      "GFDL-1.3-no-invariants-or-later", "GPL-1.0-only",
+      "GPL-1.0-or-later", "GPL-2.0-only",
       "GPL-2.0-or-later", "GPL-3.0-only", "GPL-3.0-or-later", "HPND", "ICU", "IJG", "ISC", "LGPL-2.0-only",
       "LGPL-2.0-or-later", "LGPL-2.1-only", "LGPL-2.1-or-later", "LGPL-3.0-only", "LGPL-3.0-or-later", "libpng-2.0",
-      "MIT", "MIT-0", "MPL-1.1", "MPL-2.0", "NCSA", "OpenSSL", "PostgreSQL", "PSF-2.0", "Python-2.0", "Ruby",
+      "MIT", "MIT-0", "MS-PL", "MPL-1.1", "MPL-2.0", "NCSA", "OFL-1.1", "OpenSSL", "PostgreSQL", "PSF-2.0", "Python-2.0", "Ruby", "Sleepycat",
       "Unicode-3.0", "Unicode-DFS-2016", "Unlicense", "Vim", "W3C", "X11", "Zlib", "ZPL-2.1"};
   return ids;
 }
@@ -107,7 +110,7 @@ ojson package_json(const Package& p) {
     j["homepage"] = p.homepage;
   if (!p.source.empty()) j["sourceInfo"] = "built from the source package " + p.source;
   j["licenseConcluded"] = "NOASSERTION";
-  bool known = !p.license.empty() && license_expression_known(p.license);
+  bool known = !p.license.empty() && license_expression_known(p.license, true);
   j["licenseDeclared"] = known ? p.license : "NOASSERTION";
   std::string words = p.license_text.empty() && !known ? p.license : p.license_text;
   if (!words.empty()) j["licenseComments"] = "the package states: " + words;
@@ -174,7 +177,36 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
   return format == Format::Spdx ? spdx_json(c, info) : cyclonedx_json(c, info);
 }
 
-bool license_expression_known(std::string_view expr) {
+std::string spdx_license_id(std::string_view name) {
+  auto lower = [](std::string_view v) {
+    std::string out(v);
+    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return out;
+  };
+  std::string want = lower(name);
+  for (const auto& id : known_licenses())
+    if (lower(id) == want) return id;
+  return "";
+}
+
+std::string spdx_exception_id(std::string_view name) {
+  for (const auto& id : known_exceptions())
+    if (id.size() == name.size() &&
+        std::equal(id.begin(), id.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
+      return id;
+  return "";
+}
+
+std::string license_ref(std::string_view name) {
+  std::string out = "LicenseRef-";
+  for (char c : name) {
+    if (c == '+') out += "-plus";
+    else out += std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' ? c : '-';
+  }
+  return out;
+}
+
+bool license_expression_known(std::string_view expr, bool refs) {
   // Tokens: identifiers (with an optional '+'), AND, OR, WITH, '(' and ')'.
   std::vector<std::string> tokens;
   std::string cur;
@@ -199,6 +231,9 @@ bool license_expression_known(std::string_view expr) {
       return true;
     }
     std::string id = tokens[i++];
+    if (refs && id.starts_with("LicenseRef-") && id.size() > 11 &&
+        id.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789.-", 11) == std::string::npos)
+      return true;  // no WITH after a LicenseRef
     if (id.ends_with("+")) id.pop_back();
     if (!known_licenses().count(id)) return false;
     if (i < tokens.size() && tokens[i] == "WITH") {
@@ -258,6 +293,28 @@ std::string spdx_json(const Contents& contents, const ImageInfo& image) {
   packages.push_back(img);
   for (const auto& p : contents.packages) packages.push_back(package_json(p));
   doc["packages"] = packages;
+  // Each LicenseRef a declared license uses, defined as SPDX requires. Its
+  // text is not in the document: the packages' own files hold it.
+  std::set<std::string> refs;
+  for (const auto& p : contents.packages) {
+    if (p.license.empty() || !license_expression_known(p.license, true)) continue;
+    for (size_t at = p.license.find("LicenseRef-"); at != std::string::npos; at = p.license.find("LicenseRef-", at + 1)) {
+      size_t end = p.license.find_first_of(" ()", at);
+      refs.insert(p.license.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    }
+  }
+  if (!refs.empty()) {
+    ojson infos = ojson::array();
+    for (const auto& r : refs)
+      infos.push_back({{"licenseId", r},
+                       {"name", r.substr(11)},
+                       {"extractedText", "A license without an SPDX identifier, named \"" + r.substr(11) +
+                                             "\" (as stackbuild writes it) by the packages that state it: in a "
+                                             "Debian package's copyright file (/usr/share/doc/PACKAGE/copyright), "
+                                             "whose License paragraph of that name holds its text, or in a "
+                                             "Python project's License-Expression."}});
+    doc["hasExtractedLicensingInfos"] = infos;
+  }
 
   ojson rels = ojson::array();
   auto rel = [&](const std::string& a, const char* type, const std::string& b) {

@@ -50,6 +50,12 @@ mkdir -p cuda
 printf '{"cuda": {"name": "CUDA SDK", "version": "12.6.3"}, "cuda_cudart": {"name": "CUDA Runtime (cudart)", "version": "12.6.77"}}\n' \
   >cuda/version.json
 printf 'ID=debian\nVERSION_ID="12"\nPRETTY_NAME="Fixture 12"\n' >os-release
+# Debian's copyright files: a machine-readable one, and one that names a license SPDX has no identifier for.
+mkdir -p doc/libgreet doc/hello
+printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nCopyright: 2001 A\nLicense: GPL-2+ or Artistic, and BSD-3-clause\n\nFiles: debian/*\nLicense: Expat\n\nLicense: Expat\n Permission is hereby granted\n' \
+  >doc/libgreet/copyright
+printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nLicense: GPL-3+\n\nFiles: tz/*\nLicense: public-domain\n' \
+  >doc/hello/copyright
 cat >r.yaml <<EOF
 stack: sbomv
 source_date_epoch: 1700000000
@@ -62,6 +68,7 @@ layers:
       - {src: site/, dst: /usr/local/lib/python3.11/site-packages/}
       - {src: cuda/, dst: /usr/local/cuda-12.6/}
       - {src: os-release, dst: /etc/os-release}
+      - {src: doc/, dst: /usr/share/doc/}
 config:
   labels: {org.opencontainers.image.vendor: "Example Corp"}
 tags: ["sbomv:1"]
@@ -109,5 +116,9 @@ assert names == ["cuda", "cuda_cudart", "filelock", "hello", "libgreet", "nvidia
 lic = {p["name"]: p["licenseDeclared"] for p in d["packages"]}
 assert lic["oldstyle"] == "Apache-2.0 OR MIT" and lic["typing_extensions"] == "PSF-2.0", lic
 assert lic["nvidia-cudnn-cu12"] == "NOASSERTION", lic
+assert lic["libgreet"] == "(GPL-2.0-or-later OR Artistic-1.0-Perl) AND BSD-3-Clause AND MIT", lic
+assert lic["hello"] == "GPL-3.0-or-later AND LicenseRef-public-domain", lic
+refs = [i["licenseId"] for i in d["hasExtractedLicensingInfos"]]
+assert refs == ["LicenseRef-public-domain"], refs
 PY
 pass

@@ -139,18 +139,23 @@ TEST_CASE("sbom: a directory replaced by a link or a file hides what the layers 
   auto lower = f.layer("lower.tgz", {{"usr/local/cuda-12.6/version.json", 'f', R"({"cuda": {"version": "12.6.3"}})"},
                                      {kSite + "numpy-2.1.0.dist-info/METADATA", 'f', metadata("numpy", "2.1.0")},
                                      {kSite + "six-1.16.0.dist-info/METADATA", 'f', metadata("six", "1.16.0")},
-                                     {"var/lib/dpkg/status.d/libc6", 'f', kStatus}});
+                                     {"var/lib/dpkg/status.d/libc6", 'f', kStatus},
+                                     {"usr/share/doc/libc6/copyright", 'f', "Format: copyright-format/1.0\n"},
+                                     {"usr/share/doc/gzip/copyright", 'f', "Format: copyright-format/1.0\n"},
+                                     {"usr/share/doc/zlib1g/copyright", 'f', "Format: copyright-format/1.0\n"}});
   auto upper = f.layer("upper.tgz", {{"usr/local/cuda-12.6", 'l', "/opt/cuda"},
                                      {kSite + "numpy-2.1.0.dist-info", 'f', "not a directory any more"},
                                      {"var/lib/dpkg/status.d", 'l', "elsewhere"},
+                                     {"usr/share/doc/libc6", 'l', "libc-bin"},
+                                     {"usr/share/doc/gzip", 'f', "not a directory any more"},
                                      {"usr/bin/tool", 'f', "a file of no interest"}});
   LayerFiles u = scan_layer(upper);
   CHECK(u.removed == std::vector<std::string>{"usr/local/cuda-12.6", kSite + "numpy-2.1.0.dist-info",
-                                              "var/lib/dpkg/status.d"});
+                                              "var/lib/dpkg/status.d", "usr/share/doc/libc6", "usr/share/doc/gzip"});
   auto files = stack_layers({scan_layer(lower), u});
   std::set<std::string> paths;
   for (const auto& [p, text] : files) paths.insert(p);
-  CHECK(paths == std::set<std::string>{kSite + "six-1.16.0.dist-info/METADATA"});
+  CHECK(paths == std::set<std::string>{kSite + "six-1.16.0.dist-info/METADATA", "usr/share/doc/zlib1g/copyright"});
 }
 
 TEST_CASE("sbom: a layer is read once per store", "[sbom]") {
@@ -525,4 +530,93 @@ TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   idx = json::parse(read_file(layout / "index.json"));
   CHECK(idx["manifests"].size() == 2);
   for (const auto& m : idx["manifests"]) CHECK_FALSE(m.contains("artifactType"));
+}
+
+TEST_CASE("sbom: a Debian package's licenses from its machine-readable copyright file", "[sbom]") {
+  std::string text;
+  auto dep5 = [](const std::string& body) {
+    return "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n"
+           "Upstream-Name: thing\n\n" + body;
+  };
+  // Files paragraphs in order, each once; stand-alone License paragraphs are texts, not more licenses.
+  CHECK(debian_license(dep5("Files: *\nCopyright: 2001 A\nLicense: GPL-2+\n\n"
+                            "Files: lib/*\nCopyright: B\nLicense: LGPL-2.1+\n\n"
+                            "Files: doc/*\nLicense: GPL-2+\n\n"
+                            "License: GPL-2+\n This program is free software.\n .\n On Debian systems, see\n"
+                            " /usr/share/common-licenses/GPL-2.\n\n"
+                            "License: LGPL-2.1+\n The text.\n"),
+                       text) == "GPL-2.0-or-later AND LGPL-2.1-or-later");
+  CHECK(text.empty());
+  // Debian's short names, or, and, commas and exceptions.
+  CHECK(debian_license(dep5("Files: *\nLicense: Expat\n"), text) == "MIT");
+  CHECK(debian_license(dep5("Files: *\nLicense: BSD-3-clause\n"), text) == "BSD-3-Clause");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-3\n"), text) == "GPL-3.0-only");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-1+ or Artistic\n"), text) == "GPL-1.0-or-later OR Artistic-1.0-Perl");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-2+ or Artistic-2.0, and BSD-3-clause\n"), text) ==
+        "(GPL-2.0-or-later OR Artistic-2.0) AND BSD-3-Clause");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-2+ with OpenSSL exception\n"), text) ==
+        "GPL-2.0-or-later WITH OpenSSL-exception");
+  CHECK(debian_license(dep5("Files: *\nLicense: Zlib\n\nFiles: x/*\nLicense: MIT or Apache-2.0\n"), text) ==
+        "Zlib AND (MIT OR Apache-2.0)");
+  CHECK(debian_license(dep5("Files: *\nLicense: GFDL-NIV-1.3+ and CC0\n"), text) ==
+        "GFDL-1.3-no-invariants-or-later AND CC0-1.0");
+  // A name SPDX has no identifier for: a LicenseRef (the document defines it).
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-2+\n\nFiles: tz/*\nLicense: public-domain\n"), text) ==
+        "GPL-2.0-or-later AND LicenseRef-public-domain");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-3+ with GCC-exception\n"), text) ==
+        "LicenseRef-GPL-3-plus-with-GCC-exception");
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-3+ with Bison exception, and MIT/X11\n"), text) ==
+        "LicenseRef-GPL-3-plus-with-Bison-exception AND LicenseRef-MIT-X11");
+  CHECK(license_expression_known("GPL-2.0-or-later AND LicenseRef-public-domain", true));
+  CHECK_FALSE(license_expression_known("GPL-2.0-or-later AND LicenseRef-public-domain"));
+  CHECK_FALSE(license_expression_known("LicenseRef-", true));
+  CHECK_FALSE(license_expression_known("LicenseRef-a+b", true));
+  // Terms once: GPL-3+ here and in "GPL-3+ and ISC".
+  CHECK(debian_license(dep5("Files: *\nLicense: GPL-3+\n\nFiles: a\nLicense: GPL-3+ and ISC\n\n"
+                            "Files: b\nLicense: MIT or ISC\n\nFiles: c\nLicense: GPL-2+ or MIT, and ISC\n"),
+                       text) == "GPL-3.0-or-later AND ISC AND (MIT OR ISC) AND (GPL-2.0-or-later OR MIT)");
+  // A License field that is no expression: one LicenseRef of its words, not a guess.
+  CHECK(debian_license(dep5("Files: *\nLicense: BSD-3-clause and/or GPL-3+\n\nFiles: x\nLicense: Zlib\n"), text) ==
+        "LicenseRef-BSD-3-clause-and-or-GPL-3-plus AND Zlib");
+  // A free-form file: what it refers to, as words only.
+  CHECK(debian_license("This package was debianized by X.\n\nSee /usr/share/common-licenses/GPL-2.\n"
+                       "Also /usr/share/common-licenses/LGPL-2.1 and /usr/share/common-licenses/GPL-2.\n",
+                       text).empty());
+  CHECK(text == "refers to /usr/share/common-licenses/GPL-2, /usr/share/common-licenses/LGPL-2.1 (a copyright "
+                "file not in the machine-readable format)");
+  text.clear();
+  CHECK(debian_license("Copyright 1999 Someone. All rights reserved.\n", text).empty());
+  CHECK(text.empty());
+  // What a layer's scan keeps: the fields read, the paragraphs apart, no license texts.
+  CHECK(reduce_copyright("Format: x/copyright-format/1.0/\r\nUpstream-Name: y\n\n\n\nFiles: *\nCopyright: me\n"
+                         "License: MIT\n Permission is hereby granted\n") ==
+        "Format: x/copyright-format/1.0/\n\nFiles: *\nLicense: MIT\n");
+}
+
+TEST_CASE("sbom: Debian packages take their licenses from copyright files, through their source when linked",
+          "[sbom]") {
+  const std::string format = "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\n";
+  std::map<std::string, std::string> files{
+      {"etc/os-release", "ID=debian\nVERSION_ID=\"12\"\n"},
+      {"var/lib/dpkg/status", kStatus},
+      {"var/lib/dpkg/status.d/gcc-12-base", "Package: gcc-12-base\nVersion: 12.2.0-14\nArchitecture: amd64\nSource: gcc-12\n"},
+      {"usr/share/doc/libc6/copyright", format + "Files: *\nLicense: LGPL-2.1+\n"},
+      {"usr/share/doc/gcc-12-base/copyright", format + "Files: *\nLicense: GPL-3+ with GCC-exception\n"},
+      {"usr/share/doc/gzip/copyright", "gzip is under /usr/share/common-licenses/GPL-3.\n"},
+  };
+  Contents c = read_contents(files, "x86_64");
+  REQUIRE(find(c, "deb", "libc6"));
+  CHECK(find(c, "deb", "libc6")->license == "LGPL-2.1-or-later");
+  // libgcc-s1 has no copyright file of its own (its doc directory is a link): its source's.
+  REQUIRE(find(c, "deb", "libgcc-s1"));
+  CHECK(find(c, "deb", "libgcc-s1")->license == "LicenseRef-GPL-3-plus-with-GCC-exception");
+  CHECK(find(c, "deb", "gzip")->license.empty());
+  CHECK_THAT(find(c, "deb", "gzip")->license_text, Catch::Contains("/usr/share/common-licenses/GPL-3"));
+  // Copyright files are no packages.
+  for (const auto& p : c.packages) CHECK(p.type == "deb");
+  // A layer's scan keeps the copyright files of /usr/share/doc only, reduced.
+  CHECK(wanted_path("usr/share/doc/libc6/copyright"));
+  CHECK_FALSE(wanted_path("usr/share/doc/libc6/changelog.Debian.gz"));
+  CHECK_FALSE(wanted_path("usr/share/doc/libc6/examples/copyright"));
+  CHECK_FALSE(wanted_path("opt/thing/copyright"));
 }
