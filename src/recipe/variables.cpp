@@ -66,6 +66,12 @@ std::vector<VariableUse> variable_uses(const Recipe& r) {
       for (const auto& item : *list) add(out, Text{item, l.at(key)});
   }
   for (const auto& [k, v] : r.config.env) add(out, v);
+  auto at = [&](const char* key) {
+    auto it = r.key_where.find(key);
+    return it == r.key_where.end() ? SourceLocation{r.file.string(), 0, 0} : it->second;
+  };
+  for (const auto& [k, v] : r.config.labels) add(out, Text{v, at("config")});
+  for (const auto& [k, v] : r.annotations) add(out, Text{v, at("annotations")});
   for (size_t i = 0; i < r.tags.size(); ++i)
     add(out, Text{r.tags[i], i < r.tag_where.size() ? r.tag_where[i] : r.tags_where});
   for (const auto& p : r.push) add(out, p);

@@ -151,6 +151,13 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
   auto expand = [&](Text& t) { t.value = expand_variables(t, lookup, known, ctx); };
   Recipe r = recipe;
   for (auto& [k, v] : r.config.env) expand(v);
+  // Labels and annotations ("version: ${pytorch}") as Docker expands a LABEL's ARGs.
+  auto at = [&](const char* key) {
+    auto it = r.key_where.find(key);
+    return it == r.key_where.end() ? SourceLocation{r.file.string(), 0, 0} : it->second;
+  };
+  for (auto& [k, v] : r.config.labels) v = expand_variables(Text{v, at("config")}, lookup, known, ctx);
+  for (auto& [k, v] : r.annotations) v = expand_variables(Text{v, at("annotations")}, lookup, known, ctx);
   for (size_t i = 0; i < r.tags.size(); ++i) {
     Text t{r.tags[i], i < r.tag_where.size() ? r.tag_where[i] : r.tags_where};
     r.tags[i] = expand_variables(t, lookup, known, ctx);

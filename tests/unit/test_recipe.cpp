@@ -290,6 +290,19 @@ TEST_CASE("variables: syntax - escapes and to_json of copy layers", "[recipe][va
   CHECK(pi.layers[1].apt == std::vector<std::string>{"tool-p", "${literal}"});
   CHECK(pi.layers[2].pip == std::vector<std::string>{"pkg==26.11.*"});
   CHECK(variable_uses(pr).size() == 3);
+
+  // Labels and annotations are expanded too (an image's version annotation from the matrix).
+  test::write(tmp.path() / "a.yaml",
+              "stack: a\nrelease: \"26.11\"\nlayers:\n  - {name: b, copy: [{src: f, dst: /f}]}\n"
+              "config:\n  labels: {org.example.release: \"${release}\", plain: \"$${x}\"}\n"
+              "annotations: {version: \"${stack}-${release}\", title: T}\n");
+  Recipe ar = load_recipe(tmp.path() / "a.yaml");
+  CHECK(variable_uses(ar).size() == 3);
+  Recipe ai = resolve::instantiate(ar, p);
+  CHECK(ai.config.labels.at("org.example.release") == "26.11");
+  CHECK(ai.config.labels.at("plain") == "${x}");
+  CHECK(ai.annotations.at("version") == "a-26.11");
+  CHECK(ai.annotations.at("title") == "T");
   test::write(tmp.path() / "bad.yaml", "stack: b\nlayers:\n  - {name: w, pip: [\"pkg==${stak}\"]}\n");
   try {
     resolve::instantiate(load_recipe(tmp.path() / "bad.yaml"), p);
