@@ -56,6 +56,7 @@ int cmd_redist(const std::vector<std::string>& argv);  // cli/pip.cpp (issue 5)
 int cmd_gc(const std::vector<std::string>& argv);      // cli/gc.cpp
 int cmd_cuda_code(const std::vector<std::string>& argv);  // cli/cuda_code.cpp
 int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
+int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -74,6 +75,7 @@ extern const char* const kRedistHelp;
 extern const char* const kGcHelp;
 extern const char* const kCudaCodeHelp;
 extern const char* const kSbomHelp;
+extern const char* const kNotesHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);

@@ -116,6 +116,21 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
 // licenses, and `dependencies` from what each depends on. Deterministic too.
 std::string cyclonedx_json(const Contents& contents, const ImageInfo& image);
 
+// The packages (kind, name, and architecture where a name has several)
+// added, removed or of other versions from `before` to `after`, in that
+// order of kind and name; "" for the side a package is not on.
+struct PackageChange {
+  std::string name, kind, before, after;
+};
+struct PackageChanges {
+  std::vector<PackageChange> rows;
+  size_t changed = 0, added = 0, removed = 0, unchanged = 0;
+};
+PackageChanges package_changes(const Contents& before, const Contents& after);
+
+// A Markdown table cell: '|' escaped, line breaks as spaces.
+std::string markdown_cell(const std::string& s);
+
 // What changed from `before` to `after`, for release notes: a Markdown table
 // of the packages (kind, name, architecture) added, removed or of other
 // versions, and the counts. The same inputs give the same text.

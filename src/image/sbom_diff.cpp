@@ -43,11 +43,9 @@ std::string cell(std::string s) {
 
 }  // namespace
 
-std::string contents_diff(const Contents& before, const Contents& after, const std::string& before_name,
-                          const std::string& after_name) {
+PackageChanges package_changes(const Contents& before, const Contents& after) {
   auto a = versions_of(before), b = versions_of(after);
-  std::vector<std::string> rows;
-  size_t changed = 0, added = 0, removed = 0, same = 0;
+  PackageChanges out;
   std::set<Key> keys;
   for (const auto& [k, v] : a) keys.insert(k);
   for (const auto& [k, v] : b) keys.insert(k);
@@ -56,24 +54,32 @@ std::string contents_diff(const Contents& before, const Contents& after, const s
   for (const auto& [type, name, arch] : keys) ++archs[{type, name}];
   for (const auto& k : keys) {
     auto ia = a.find(k), ib = b.find(k);
-    std::string old_v = ia == a.end() ? "-" : joined(ia->second);
-    std::string new_v = ib == b.end() ? "-" : joined(ib->second);
     if (ia != a.end() && ib != b.end() && ia->second == ib->second) {
-      ++same;
+      ++out.unchanged;
       continue;
     }
-    (ia == a.end() ? added : ib == b.end() ? removed : changed)++;
+    (ia == a.end() ? out.added : ib == b.end() ? out.removed : out.changed)++;
     const auto& [type, name, arch] = k;
     bool show_arch = archs[{type, name}] > 1 && !arch.empty();
-    rows.push_back("| " + cell(name) + (show_arch ? ":" + cell(arch) : "") + " | " + type + " | " +
-                   cell(old_v) + " | " + cell(new_v) + " |\n");
+    out.rows.push_back({show_arch ? name + ":" + arch : name, type, ia == a.end() ? "" : joined(ia->second),
+                        ib == b.end() ? "" : joined(ib->second)});
   }
+  return out;
+}
+
+std::string markdown_cell(const std::string& s) { return cell(s); }
+
+std::string contents_diff(const Contents& before, const Contents& after, const std::string& before_name,
+                          const std::string& after_name) {
+  PackageChanges c = package_changes(before, after);
   std::string out = "## Packages: " + cell(before_name) + " to " + cell(after_name) + "\n\n";
-  out += std::to_string(changed) + " changed, " + std::to_string(added) + " added, " + std::to_string(removed) +
-         " removed, " + std::to_string(same) + " unchanged.\n";
-  if (rows.empty()) return out;
+  out += std::to_string(c.changed) + " changed, " + std::to_string(c.added) + " added, " + std::to_string(c.removed) +
+         " removed, " + std::to_string(c.unchanged) + " unchanged.\n";
+  if (c.rows.empty()) return out;
   out += "\n| package | kind | " + cell(before_name) + " | " + cell(after_name) + " |\n|---|---|---|---|\n";
-  for (const auto& r : rows) out += r;
+  for (const auto& r : c.rows)
+    out += "| " + cell(r.name) + " | " + r.kind + " | " + cell(r.before.empty() ? "-" : r.before) + " | " +
+           cell(r.after.empty() ? "-" : r.after) + " |\n";
   return out;
 }
 

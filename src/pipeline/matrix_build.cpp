@@ -222,7 +222,10 @@ TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vect
     for (const auto& [c, v] : points[i].versions) d.annotations["dev.stackbuild.version." + c] = v;
     manifests.push_back(std::move(d));
   }
-  std::string json = make_index_json(manifests, {{"dev.stackbuild.stack", stack}});
+  std::map<std::string, std::string> annotations{{"dev.stackbuild.stack", stack}};
+  if (!points.empty() && !points.front().recipe.release.empty())  // ${release}: for the release notes
+    annotations["dev.stackbuild.release"] = points.front().recipe.release;
+  std::string json = make_index_json(manifests, annotations);
   return TaggedIndex{ref, json, Digest::of_bytes(json)};
 }
 

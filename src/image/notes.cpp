@@ -1,0 +1,414 @@
+// Release notes: the images of a layout gathered into one JSON value, and a
+// Mustache template rendered with it (kainjow's mustache, from Debian).
+#include "image/notes.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include <kainjow/mustache.hpp>
+
+#include "image/layout.hpp"
+#include "image/sbom.hpp"
+#include "util/error.hpp"
+#include "util/file.hpp"
+#include "util/version.hpp"
+
+namespace sb::notes {
+
+using json = nlohmann::json;
+
+const std::string& builtin_template();  // generated from templates/ by CMakeLists.txt
+
+namespace {
+
+constexpr const char* kRefName = "org.opencontainers.image.ref.name";
+constexpr const char* kVersionLabel = "dev.stackbuild.version.";
+
+// How a component is named on the page; others as their catalog name.
+std::string display_name(const std::string& key) {
+  static const std::map<std::string, std::string> names = {
+      {"os", "OS"},         {"python", "Python"},   {"cuda", "CUDA"},        {"cublas", "cuBLAS"},
+      {"cudnn", "cuDNN"},   {"nccl", "NCCL"},       {"pytorch", "PyTorch"},  {"jax", "JAX"},
+      {"tensorflow", "TensorFlow"}, {"triton", "Triton"}, {"tensorrt", "TensorRT"}};
+  auto it = names.find(key);
+  return it == names.end() ? key : it->second;
+}
+
+// The order of the components table: the stack from the bottom up, then the rest by name.
+int component_rank(const std::string& key) {
+  static const std::vector<std::string> order = {"os", "python", "cuda", "cublas", "cudnn", "nccl", "tensorrt",
+                                                 "pytorch", "jax", "tensorflow", "triton"};
+  auto it = std::find(order.begin(), order.end(), key);
+  return it == order.end() ? static_cast<int>(order.size()) : static_cast<int>(it - order.begin());
+}
+
+std::string human_size(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
+  else if (bytes >= 1000000ull) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
+  return buf;
+}
+
+std::string joined(const std::vector<std::string>& v, const std::string& sep = ", ") {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+// One image of a layout, as read for the notes.
+struct Found {
+  std::vector<std::string> refs;  // sorted
+  Digest digest;
+  json point;                     // its descriptor's annotations in a matrix index ({} when none)
+  LayoutImage image;
+  json manifest, config;
+};
+
+struct LayoutImages {
+  std::vector<Found> images;      // by first ref
+  std::string stack, release;     // from a matrix index's annotations
+};
+
+const json& object_at(const json& j, const char* key) {
+  static const json empty = json::object();
+  auto it = j.find(key);
+  return it != j.end() && it->is_object() ? *it : empty;
+}
+
+std::string string_at(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+LayoutImages read_layout(const fs::path& layout) {
+  fs::path index = layout / "index.json";
+  if (!fs::exists(index)) throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
+  LayoutImages out;
+  std::map<Digest, std::vector<std::string>> refs;
+  std::map<Digest, json> points;
+  try {
+    json j = json::parse(read_file(index));
+    for (const auto& m : j.at("manifests")) {
+      if (m.contains("artifactType")) continue;  // an SBOM or report of an image
+      std::string ref = string_at(object_at(m, "annotations"), kRefName);
+      Digest d = Digest::parse(m.at("digest").get<std::string>());
+      std::string type = string_at(m, "mediaType");
+      if (type.find("index") != std::string::npos || type.find("manifest.list") != std::string::npos) {
+        // A matrix index: its images' points, the stack and release.
+        json idx = json::parse(read_file(layout / "blobs" / d.algorithm() / d.hex()));
+        const json& a = object_at(idx, "annotations");
+        if (out.stack.empty()) out.stack = string_at(a, "dev.stackbuild.stack");
+        if (out.release.empty()) out.release = string_at(a, "dev.stackbuild.release");
+        for (const auto& c : idx.value("manifests", json::array()))
+          points[Digest::parse(c.at("digest").get<std::string>())] = object_at(c, "annotations");
+        continue;
+      }
+      if (!ref.empty()) refs[d].push_back(ref);
+    }
+  } catch (const json::exception& e) {
+    throw Error(index.string() + ": " + e.what());
+  }
+  for (auto& [d, names] : refs) {
+    std::sort(names.begin(), names.end());
+    Found f{names, d, points.count(d) ? points[d] : json::object(), open_layout_image(layout, names.front()), {}, {}};
+    f.manifest = json::parse(f.image.manifest_json);
+    f.config = json::parse(f.image.config_json);
+    out.images.push_back(std::move(f));
+  }
+  std::sort(out.images.begin(), out.images.end(),
+            [](const Found& a, const Found& b) { return a.refs.front() < b.refs.front(); });
+  return out;
+}
+
+sbom::Contents contents_of(const Found& f, const Store& store) {
+  std::vector<std::pair<Digest, fs::path>> layers;
+  const json& ls = f.manifest.at("layers");
+  for (size_t i = 0; i < f.image.layer_blobs.size(); ++i)
+    layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()), f.image.layer_blobs[i]);
+  try {
+    return sbom::read_contents(sbom::image_files(store, layers),
+                               sbom::python_machine(string_at(f.config, "architecture")));
+  } catch (Error& e) {
+    e.add_trace("while reading the packages of " + f.refs.front());
+    throw;
+  }
+}
+
+std::vector<std::string> split_list(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p < s.size();) {
+    size_t e = s.find(sep, p);
+    if (e == std::string::npos) e = s.size();
+    if (e > p) out.push_back(s.substr(p, e - p));
+    p = e + 1;
+  }
+  return out;
+}
+
+// How an image is named on the page: its first tag as the build wrote it
+// ("pytorch:26.11-2.7.0-cuda12.6", from the matrix index), else its ref name.
+std::string name_of(const Found& f) {
+  auto tags = split_list(string_at(f.point, "dev.stackbuild.tags"), ',');
+  return tags.empty() ? f.refs.front() : tags.front();
+}
+
+std::map<std::string, std::string> components_of(const Found& f) {
+  std::map<std::string, std::string> out;
+  for (const auto& [k, v] : object_at(object_at(f.config, "config"), "Labels").items())
+    if (k.starts_with(kVersionLabel) && v.is_string()) out[k.substr(std::string(kVersionLabel).size())] = v;
+  return out;
+}
+
+// The counterpart of `f` among `old`: the same ref name, else the same matrix point, else the same CUDA version.
+const Found* counterpart(const Found& f, const std::vector<Found>& old) {
+  for (const auto& o : old)
+    for (const auto& r : f.refs)
+      if (std::find(o.refs.begin(), o.refs.end(), r) != o.refs.end()) return &o;
+  std::string point = string_at(f.point, "dev.stackbuild.point");
+  if (!point.empty())
+    for (const auto& o : old)
+      if (string_at(o.point, "dev.stackbuild.point") == point) return &o;
+  auto cuda = components_of(f).find("cuda");
+  if (cuda != components_of(f).end()) {
+    const Found* only = nullptr;
+    for (const auto& o : old) {
+      auto c = components_of(o);
+      auto it = c.find("cuda");
+      if (it != c.end() && it->second == cuda->second) {
+        if (only) return nullptr;  // several: none is the one
+        only = &o;
+      }
+    }
+    return only;
+  }
+  return nullptr;
+}
+
+json image_data(const Found& f, const sbom::Contents& contents) {
+  json img;
+  img["ref"] = f.refs.front();
+  img["name"] = name_of(f);
+  std::vector<std::string> tags;
+  for (const auto& t : split_list(string_at(f.point, "dev.stackbuild.tags"), ',')) tags.push_back(t);
+  img["tags"] = tags;
+  img["refs"] = f.refs;
+  img["other_refs"] = std::vector<std::string>(f.refs.begin() + 1, f.refs.end());
+  img["digest"] = f.digest.str();
+  img["short_digest"] = f.digest.hex().substr(0, 12);
+  std::string platform = string_at(f.config, "os") + "/" + string_at(f.config, "architecture");
+  if (!string_at(f.config, "variant").empty()) platform += "/" + string_at(f.config, "variant");
+  img["platform"] = platform;
+  img["created"] = string_at(f.config, "created");
+  const json& ann = object_at(f.manifest, "annotations");
+  img["title"] = string_at(ann, "org.opencontainers.image.title");
+  img["description"] = string_at(ann, "org.opencontainers.image.description");
+  img["version"] = string_at(ann, "org.opencontainers.image.version");
+  img["source"] = string_at(ann, "org.opencontainers.image.source");
+  img["revision"] = string_at(ann, "org.opencontainers.image.revision");
+
+  auto comps = components_of(f);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : comps) keys.push_back(k);
+  std::stable_sort(keys.begin(), keys.end(),
+                   [](const std::string& a, const std::string& b) { return component_rank(a) < component_rank(b); });
+  json components = json::array();
+  for (const auto& k : keys) components.push_back({{"key", k}, {"name", display_name(k)}, {"version", comps[k]}});
+  img["components"] = components;
+
+  const json& cfg = object_at(f.config, "config");
+  const json& labels = object_at(cfg, "Labels");
+  img["driver_min"] = string_at(labels, "dev.stackbuild.driver_min");
+  std::string arch = string_at(labels, "dev.stackbuild.arch");
+  std::replace(arch.begin(), arch.end(), ',', ' ');
+  std::vector<std::string> archs;
+  for (size_t p = 0; p < arch.size();) {
+    size_t e = arch.find(' ', p);
+    if (e == std::string::npos) e = arch.size();
+    if (e > p) archs.push_back(arch.substr(p, e - p));
+    p = e + 1;
+  }
+  img["arch"] = joined(archs);
+  img["arch_list"] = archs;
+  for (const auto& e : cfg.value("Env", json::array()))
+    if (e.is_string() && e.get<std::string>().starts_with("NVIDIA_REQUIRE_CUDA=")) {
+      std::string req = e.get<std::string>().substr(20);
+      img["require_cuda"] = req;
+      // "brand=tesla,driver>=535,driver<536": the older branches a data-center GPU may run it on.
+      std::vector<std::string> branches;
+      for (const auto& term : split_list(req, ' ')) {
+        auto parts = split_list(term, ',');
+        if (parts.size() == 3 && parts[0] == "brand=tesla" && parts[1].starts_with("driver>="))
+          branches.push_back("R" + parts[1].substr(8));
+      }
+      img["datacenter_branches"] = joined(branches);
+    }
+
+  uint64_t size = 0;
+  for (const auto& l : f.manifest.at("layers")) size += l.value("size", uint64_t{0});
+  img["layers"] = f.manifest.at("layers").size();
+  img["size_bytes"] = size;
+  img["size"] = human_size(size);
+
+  img["os"] = contents.os_name;
+  std::map<std::string, size_t> counts;
+  for (const auto& p : contents.packages) ++counts[p.type];
+  json packages = {{"total", contents.packages.size()}};
+  std::vector<std::string> said;
+  for (const auto& [type, label] : std::vector<std::pair<std::string, std::string>>{
+           {"deb", "Debian"}, {"apk", "Alpine"}, {"python", "Python"}, {"cuda", "CUDA"}}) {
+    packages[type] = counts[type];
+    if (counts[type]) said.push_back(std::to_string(counts[type]) + " " + label);
+  }
+  img["packages"] = packages;
+  img["package_counts"] = joined(said);
+
+  json tests = json::array();
+  std::vector<std::string> gpu, plain;
+  json declared = json::parse(string_at(labels, "dev.stackbuild.tests"), nullptr, false);
+  if (declared.is_object()) {
+    for (const auto& t : declared.value("tests", json::array())) {
+      if (!t.is_object() || !t.contains("name")) continue;
+      bool on_gpu = t.value("gpu", false);
+      tests.push_back({{"name", t.value("name", "")}, {"gpu", on_gpu}});
+      (on_gpu ? gpu : plain).push_back(t.value("name", ""));
+    }
+    std::vector<std::string> builtin;
+    for (const auto& b : declared.value("builtin", json::array()))
+      if (b.is_string()) builtin.push_back(b.get<std::string>());
+    img["builtin_tests"] = joined(builtin);
+  }
+  img["tests"] = tests;
+  img["gpu_tests"] = joined(gpu);
+  img["cpu_tests"] = joined(plain);
+  std::string text = joined(plain);
+  if (!gpu.empty()) text += (text.empty() ? "" : "; ") + std::string("on a GPU: ") + joined(gpu);
+  if (!img.value("builtin_tests", "").empty())
+    text += (text.empty() ? "" : "; ") + std::string("built-in: ") + img.value("builtin_tests", "");
+  img["tests_text"] = text;
+  return img;
+}
+
+// mustache data from JSON: absent (so false) for null and "", numbers as text.
+kainjow::mustache::data to_data(const json& j) {
+  using kainjow::mustache::data;
+  switch (j.type()) {
+    case json::value_t::object: {
+      data d{data::type::object};
+      for (const auto& [k, v] : j.items()) {
+        if (v.is_null() || (v.is_string() && v.get<std::string>().empty())) continue;
+        d.set(k, to_data(v));
+      }
+      return d;
+    }
+    case json::value_t::array: {
+      data d{data::type::list};
+      for (const auto& v : j) d.push_back(to_data(v));
+      return d;
+    }
+    case json::value_t::string: return data(j.get<std::string>());
+    case json::value_t::boolean: return data(j.get<bool>());
+    case json::value_t::null: return data(false);
+    default: return data(j.dump());
+  }
+}
+
+}  // namespace
+
+json notes_data(const fs::path& layout, const Store& store, const std::optional<fs::path>& since) {
+  LayoutImages now = read_layout(layout);
+  if (now.images.empty()) throw Error(layout.string() + " holds no image with a ref name", kExitUsage);
+  std::optional<LayoutImages> before;
+  if (since) before = read_layout(*since);
+
+  json out;
+  out["tool"] = std::string("stackbuild ") + kStackbuildVersion;
+  out["layout"] = layout.string();
+  out["stack"] = now.stack;
+  out["release"] = now.release;
+  if (since) out["since"] = since->string();
+
+  // The components table: every component of any image, in stack order.
+  std::map<std::string, int> seen;
+  for (const auto& f : now.images)
+    for (const auto& [k, v] : components_of(f)) seen[k] = component_rank(k);
+  std::vector<std::string> columns;
+  for (const auto& [k, r] : seen) columns.push_back(k);
+  std::stable_sort(columns.begin(), columns.end(),
+                   [&](const std::string& a, const std::string& b) { return seen[a] < seen[b]; });
+  json cols = json::array();
+  for (const auto& c : columns) cols.push_back({{"key", c}, {"name", display_name(c)}});
+  out["columns"] = cols;
+
+  std::set<const Found*> matched;
+  json images = json::array();
+  for (const auto& f : now.images) {
+    sbom::Contents contents = contents_of(f, store);
+    json img = image_data(f, contents);
+    auto comps = components_of(f);
+    json cells = json::array();
+    for (const auto& c : columns) cells.push_back(comps.count(c) ? comps[c] : "-");
+    img["cells"] = cells;
+    if (before) {
+      const Found* old = counterpart(f, before->images);
+      if (!old) {
+        img["new"] = true;
+      } else {
+        matched.insert(old);
+        json compared = {{"ref", old->refs.front()}, {"name", name_of(*old)}, {"digest", old->digest.str()},
+                         {"short_digest", old->digest.hex().substr(0, 12)}, {"same", old->digest == f.digest}};
+        auto was = components_of(*old);
+        json component_changes = json::array();
+        std::set<std::string> keys;
+        for (const auto& [k, v] : comps) keys.insert(k);
+        for (const auto& [k, v] : was) keys.insert(k);
+        std::vector<std::string> ordered(keys.begin(), keys.end());
+        std::stable_sort(ordered.begin(), ordered.end(), [](const std::string& a, const std::string& b) {
+          return component_rank(a) < component_rank(b);
+        });
+        for (const auto& k : ordered) {
+          std::string a = was.count(k) ? was[k] : "", b = comps.count(k) ? comps[k] : "";
+          if (a != b) component_changes.push_back({{"name", display_name(k)}, {"before", a.empty() ? "-" : a},
+                                                   {"after", b.empty() ? "-" : b}});
+        }
+        compared["component_changes"] = component_changes;
+        compared["any_component_changes"] = !component_changes.empty();
+        sbom::PackageChanges pc = sbom::package_changes(contents_of(*old, store), contents);
+        json rows = json::array();
+        for (const auto& r : pc.rows)
+          rows.push_back({{"name", r.name}, {"kind", r.kind}, {"before", r.before.empty() ? "-" : r.before},
+                          {"after", r.after.empty() ? "-" : r.after}});
+        compared["packages"] = {{"changed", pc.changed}, {"added", pc.added}, {"removed", pc.removed},
+                                {"unchanged", pc.unchanged}, {"rows", rows}, {"any_rows", !rows.empty()}};
+        img["compared"] = compared;
+      }
+    }
+    images.push_back(img);
+  }
+  out["images"] = images;
+  out["title"] = images[0].value("title", "");
+  out["description"] = images[0].value("description", "");
+  if (before) {
+    json gone = json::array();
+    for (const auto& o : before->images)
+      if (!matched.count(&o)) gone.push_back({{"ref", o.refs.front()}, {"name", name_of(o)}, {"digest", o.digest.str()}});
+    out["removed_images"] = gone;
+    out["any_removed_images"] = !gone.empty();
+  }
+  return out;
+}
+
+std::string render(const std::string& tmpl, const json& data, const std::string& template_name) {
+  kainjow::mustache::mustache m{tmpl};
+  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), kExitInput);
+  m.set_custom_escape([](const std::string& s) { return sbom::markdown_cell(s); });
+  std::string out = m.render(to_data(data));
+  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), kExitInput);
+  return out;
+}
+
+const std::string& default_template() { return builtin_template(); }
+
+}  // namespace sb::notes
