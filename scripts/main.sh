@@ -9,4 +9,5 @@ bash scripts/build.sh
 recipe="${STACKBUILD_RECIPE:-recipes/pytorch.yaml}"
 stack=$(basename "$recipe" .yaml)
 ./build/stackbuild build "$recipe" -o "out/$stack" --sbom "$@"
-echo "main: OCI layout written to out/$stack"
+./build/stackbuild notes "out/$stack" -o "out/$stack-release-notes.md"
+echo "main: OCI layout written to out/$stack, its release notes to out/$stack-release-notes.md"

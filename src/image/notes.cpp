@@ -217,6 +217,7 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   json components = json::array();
   for (const auto& k : keys) components.push_back({{"key", k}, {"name", display_name(k)}, {"version", comps[k]}});
   img["components"] = components;
+  img["any_components"] = !components.empty();
 
   const json& cfg = object_at(f.config, "config");
   const json& labels = object_at(cfg, "Labels");

@@ -7,7 +7,8 @@
 # tests; GPU tests skipped here); `build --push` to the real registry
 # (distribution 2.8 on 127.0.0.1), then `skopeo copy` back and the digests
 # compared, the SBOMs attached; `--cache-to` the registry, and a build with an
-# empty store and `--cache-from` builds nothing and gives the same digests; a
+# empty store and `--cache-from` builds nothing and gives the same digests;
+# Debian licenses in the SBOMs and the release notes (`stackbuild notes`); a
 # second build rebuilds nothing and writes the same index.json, SBOMs included.
 # Label e2e: downloads ~6 GB the first time (SB_E2E_STORE=DIR keeps them between runs)
 # and needs ~25 GB of disk; not in the default run.
@@ -98,6 +99,29 @@ if [[ -x "$spdx_venv/bin/pyspdxtools" && -x "$spdx_venv/bin/ntia-checker" ]]; th
 else
   say "note: no spdx-tools in $spdx_venv; the SBOMs were not validated"
 fi
+
+check "the Debian packages declare licenses from their copyright files, LicenseRefs defined"
+python3 - "$TMP/sbom-26.11-2.7.0-cuda12.6.json" <<'PY' || fail "Debian licenses"
+import json, sys
+d = json.load(open(sys.argv[1]))
+debs = [p for p in d["packages"][1:] if p["externalRefs"][0]["referenceLocator"].startswith("pkg:deb/")]
+declared = [p for p in debs if p["licenseDeclared"] != "NOASSERTION"]
+refs = {i["licenseId"] for i in d.get("hasExtractedLicensingInfos", [])}
+used = {t.strip("()") for p in declared for t in p["licenseDeclared"].split() if t.strip("()").startswith("LicenseRef-")}
+assert len(declared) * 2 > len(debs), (len(declared), len(debs))
+assert used <= refs, used - refs
+lic = {p["name"]: p["licenseDeclared"] for p in debs}
+assert lic["zlib1g"] == "Zlib", lic["zlib1g"]
+print(f"{len(declared)} of {len(debs)} Debian packages declare a license; {len(refs)} LicenseRefs defined")
+PY
+
+check "release notes of the layout: both points' components, driver and architectures"
+sb notes "$TMP/out" --store "$S" -o "$TMP/notes.md" >"$TMP/notes.out" 2>&1 || fail "notes: $(tail -20 "$TMP/notes.out")"
+grep -q '^| `pytorch:26.11-2.7.0-cuda12.6` | 12 | 3.11 | 12.6.[0-9]* | 9.5.[0-9.]* | 2.26.[0-9]* | 2.7.0 | `' "$TMP/notes.md" &&
+  grep -q '^| `pytorch:26.11-2.8.0-cuda12.8` | 12 | 3.11 | 12.8.[0-9]* | 9.10.[0-9.]* | 2.27.[0-9]* | 2.8.0 | `' "$TMP/notes.md" &&
+  grep -q '^- \*\*GPU architectures:\*\* compute capability 8.0, 8.6, 9.0$' "$TMP/notes.md" ||
+  { cat "$TMP/notes.md" >&2; fail "the release notes lack a point's facts"; }
+head -8 "$TMP/notes.md"
 
 check "stackbuild test: static checks and recipe tests pass, GPU tests are skipped"
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
