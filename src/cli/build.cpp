@@ -275,6 +275,18 @@ int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::vector<verify::VerifyReport>> reports(r.points.size());
   std::optional<Error> gate_failure;
   if (!r.failure) gate_failure = gate_build(r, args, ctx, pushing, reports);
+  // The gate's reports go into the layout beside their images, as `test
+  // --add-to-layout` puts them (`notes` reads them; a failed one says what failed).
+  if (o.format == OutputFormat::OciLayout)
+    for (size_t i = 0; i < r.points.size() && i < reports.size(); ++i) {
+      if (!r.points[i].built) continue;
+      std::set<Digest> seen;  // as the gate: one report per distinct image, in image order
+      size_t k = 0;
+      for (const auto& ti : r.points[i].built->images)
+        if (seen.insert(ti.image.manifest.digest).second && k < reports[i].size())
+          add_report_to_layout(o.output, reports[i][k++],
+                               {kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size}, ctx);
+    }
   std::string table = summary_table(r);
   ctx.status->message(Level::Info, "summary (" + std::to_string(r.points.size()) +
                                        (r.points.size() == 1 ? " point, " : " points, ") +

@@ -136,5 +136,8 @@ struct AttachSubject {
 };
 void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
                     const std::string& target, const Args& args, Context& ctx);
+// A report into `layout` as an artifact that refers to its image (one per image; the next replaces it).
+void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
+                          Context& ctx);
 
 }  // namespace sb::cli

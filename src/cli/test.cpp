@@ -59,6 +59,8 @@ const char* const kTestHelp =
     "  --junit FILE           also write the report as JUnit XML, for CI (a testsuite per image)\n"
     "  --attach REGISTRY/REPO push each report there as an OCI artifact whose subject is the\n"
     "                         tested image (which must be in that repository); see docs/testing.md\n"
+    "  --add-to-layout        add each report to the image's layout as such an artifact (one per\n"
+    "                         image, replaced by the next), which push sends along and notes reads\n"
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
@@ -97,6 +99,7 @@ struct Target {
   std::string name;
   LayoutImage image;
   std::optional<verify::RecordedTests> tests;
+  std::optional<fs::path> layout;  // the OCI layout it is in (not for a registry's image)
 };
 
 bool is_recipe_arg(const std::string& a) {
@@ -133,7 +136,8 @@ std::vector<Target> recipe_targets(const std::string& file, const Args& args) {
     std::vector<std::string> components;
     if (stack)
       for (const auto& [c, v] : stack->versions) components.push_back(c);
-    targets.push_back({layout.string() + ":" + ref, img, verify::parse_tests_label(verify::tests_label(r, components))});
+    targets.push_back(
+        {layout.string() + ":" + ref, img, verify::parse_tests_label(verify::tests_label(r, components)), layout});
   }
   return targets;
 }
@@ -157,6 +161,14 @@ void write_reports(const std::vector<verify::VerifyReport>& reports, const Args&
 }
 
 }  // namespace
+
+void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
+                          Context& ctx) {
+  Descriptor d{subject.media_type, subject.digest, subject.size, {}, {}};
+  Digest a = add_layout_artifact(layout, kTestReportType, json(report).dump(2) + "\n", d,
+                                 {{"org.opencontainers.image.title", "stackbuild test report"}});
+  ctx.status->result("test report of " + report.image, a.str());
+}
 
 void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
                     const std::string& target, const Args& args, Context& ctx) {
@@ -240,7 +252,7 @@ int cmd_test(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
                                  "--catalog", "--creds", "--ca-cert"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy"});
+  flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout"});
   Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});
   if (maybe_help(args, kTestHelp)) return kExitOk;
   if (args.positional().size() != 1)
@@ -254,13 +266,16 @@ int cmd_test(const std::vector<std::string>& argv) {
     targets = recipe_targets(what, args);
   } else if (fs::is_directory(split_layout_ref(what).first)) {
     auto [layout, ref] = split_layout_ref(what);
-    targets.push_back({what, open_layout_image(layout, ref), std::nullopt});
+    targets.push_back({what, open_layout_image(layout, ref), std::nullopt, layout});
   } else if (what.find('/') != std::string::npos && !fs::exists(what)) {
     targets.push_back(registry_target(what, args, ctx));
   } else {
     throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", kExitUsage);
   }
 
+  if (args.has("--add-to-layout"))
+    for (const auto& t : targets)
+      if (!t.layout) throw Error("--add-to-layout wants a LAYOUT or RECIPE, not a registry reference", kExitUsage);
   std::vector<verify::VerifyReport> reports;
   std::vector<AttachSubject> subjects;
   verify::VerifyOptions base = verify_options(args);
@@ -273,6 +288,8 @@ int cmd_test(const std::vector<std::string>& argv) {
                         t.image.manifest_digest, t.image.manifest_json.size()});
   }
   write_reports(reports, args);
+  if (args.has("--add-to-layout"))
+    for (size_t i = 0; i < targets.size(); ++i) add_report_to_layout(*targets[i].layout, reports[i], subjects[i], ctx);
   if (auto a = args.get("--attach")) attach_reports(reports, subjects, *a, args, ctx);
   for (const auto& r : reports)
     if (!r.ok()) return kExitFailure;

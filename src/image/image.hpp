@@ -61,6 +61,8 @@ struct Image {
 
 constexpr const char* kMediaTypeConfig = "application/vnd.oci.image.config.v1+json";
 constexpr const char* kMediaTypeManifest = "application/vnd.oci.image.manifest.v1+json";
+// The artifactType of a test report (`stackbuild test`, the build's gate) that refers to its image.
+constexpr const char* kTestReportType = "application/vnd.stackbuild.test-report.v1+json";
 constexpr const char* kMediaTypeIndex = "application/vnd.oci.image.index.v1+json";
 constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";  // an artifact's config
 

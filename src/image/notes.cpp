@@ -65,6 +65,7 @@ struct Found {
   json point;                     // its descriptor's annotations in a matrix index ({} when none)
   LayoutImage image;
   json manifest, config;
+  fs::path layout;
 };
 
 struct LayoutImages {
@@ -113,7 +114,8 @@ LayoutImages read_layout(const fs::path& layout) {
   }
   for (auto& [d, names] : refs) {
     std::sort(names.begin(), names.end());
-    Found f{names, d, points.count(d) ? points[d] : json::object(), open_layout_image(layout, names.front()), {}, {}};
+    Found f{names, d, points.count(d) ? points[d] : json::object(), open_layout_image(layout, names.front()), {}, {},
+            layout};
     f.manifest = json::parse(f.image.manifest_json);
     f.config = json::parse(f.image.config_json);
     out.images.push_back(std::move(f));
@@ -282,6 +284,19 @@ json image_data(const Found& f, const sbom::Contents& contents) {
     img["builtin_tests"] = joined(builtin);
   }
   img["tests"] = tests;
+  // The last test report in the layout that refers to it (`test --add-to-layout`, the build's gate).
+  for (const auto& a : layout_referrers(f.layout, f.digest)) {
+    if (a.artifact_type != kTestReportType) continue;
+    json rep = json::parse(read_file(a.file), nullptr, false);
+    if (!rep.is_object() || !rep.contains("summary") || !rep["summary"].is_object()) continue;
+    std::vector<std::string> failed;
+    for (const auto& r : rep.value("results", json::array()))
+      if (r.is_object() && r.value("outcome", "") == "failed") failed.push_back(r.value("name", ""));
+    const json& s = rep["summary"];
+    img["tested"] = {{"passed", s.value("passed", 0)}, {"failed", s.value("failed", 0)},
+                     {"skipped", s.value("skipped", 0)}, {"gpus", rep.value("gpus", "")},
+                     {"failed_tests", joined(failed)}, {"report", a.manifest.str()}};
+  }
   img["gpu_tests"] = joined(gpu);
   img["cpu_tests"] = joined(plain);
   std::string text = joined(plain);

@@ -10,11 +10,12 @@
 #include <map>
 #include <string>
 
+#include "image/image.hpp"
 #include "registry/push.hpp"
 
 namespace sb::registry {
 
-constexpr const char* kTestReportType = "application/vnd.stackbuild.test-report.v1+json";
+using sb::kTestReportType;  // image/image.hpp
 
 struct Subject {
   std::string media_type;

@@ -44,6 +44,7 @@ void to_json(nlohmann::json& j, const VerifyReport& r) {
                       {{"passed", r.count(Outcome::Passed)},
                        {"failed", r.count(Outcome::Failed)},
                        {"skipped", r.count(Outcome::Skipped)}}}};
+  if (!r.gpus.empty()) j["gpus"] = printable_utf8(r.gpus);
 }
 
 static std::string xml_escape(const std::string& text) {

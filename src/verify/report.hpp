@@ -25,6 +25,7 @@ struct TestResult {
 struct VerifyReport {
   std::string image;     // what was tested: "out/hello:1.0"
   std::vector<TestResult> results;
+  std::string gpus;      // what the GPU tests ran on: "1x NVIDIA H200, driver 570.86.15"; "" without a GPU
 
   int count(Outcome o) const;
   bool ok() const { return count(Outcome::Failed) == 0; }

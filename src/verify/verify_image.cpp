@@ -1,5 +1,7 @@
 #include "verify/verify_image.hpp"
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
@@ -95,6 +97,11 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     std::string required = label("dev.stackbuild.driver_min");
     try {
       check_driver(*gpu, required);
+      std::map<std::string, int> models;
+      for (const auto& g : gpu->gpus) ++models[g.model.empty() ? "NVIDIA GPU" : g.model];
+      for (const auto& [m, n] : models)
+        report.gpus += (report.gpus.empty() ? "" : ", ") + std::to_string(n) + "x " + m;
+      report.gpus += ", driver " + gpu->driver_version;
       report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Passed,
                                 "driver " + gpu->driver_version + ", " + std::to_string(gpu->gpus.size()) + " GPUs" +
                                     (required.empty() ? "" : ", the image needs " + required),

@@ -218,6 +218,14 @@ for t in rep["results"]:
     if gpu_test and outcome == "skipped" and has_gpu:
         outcome, detail = "failed", "skipped on a host with a GPU: " + detail
     rows.append(("stackbuild test " + t["name"], outcome, detail))
+# The report names the GPUs its GPU tests ran on (notes shows it), and none without one.
+gpus = rep.get("gpus", "")
+if has_gpu and "driver" not in gpus:
+    rows.append(("stackbuild test: the report names the GPUs", "failed", "gpus is '" + gpus + "'"))
+elif has_gpu:
+    rows.append(("stackbuild test: the report names the GPUs", "passed", gpus))
+elif gpus:
+    rows.append(("stackbuild test: the report names no GPU without one", "failed", "gpus is '" + gpus + "'"))
 for c in want:
     for n in ("builtin: compile " + c, "builtin: " + c):
         if n not in names:

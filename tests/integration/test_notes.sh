@@ -4,7 +4,8 @@
 # floor land in the labels): the components table, each image's driver,
 # architectures, packages (a dpkg status and a Python project copied in) and
 # tests; with --since, what changed per image (matched by matrix point across
-# releases whose tags differ), the new image and the one no longer built;
+# releases whose tags differ), the new image and the one no longer built; a
+# test report added to the layout (`test --add-to-layout`) on the page;
 # --data, --template, and clear errors for a bad template or layout. Also
 # checks that annotations take ${variables} (the image's version annotation).
 set -euo pipefail
@@ -80,6 +81,18 @@ grep -q '^- \*\*Packages:\*\* 2 Debian, 1 Python (its SBOM lists each)$' "$n" ||
 grep -q '^- \*\*Tests:\*\* smoke; on a GPU: driver; built-in: cuda$' "$n" || { show_output notes1; fail "tests"; }
 grep -q '^- \*\*Operating system:\*\* Debian GNU/Linux 12 (bookworm)$' "$n" || fail "no OS"
 grep -q "Changes since" "$n" && fail "changes without --since"
+
+if [[ $(id -u) == 0 ]]; then  # the tests run in the build sandbox
+  check "a test report added to the layout: the page says what passed, failed (no shell for 'smoke') and was skipped"
+  expect_rc 1 tested sb test "$TMP/new:26.11-cuda12.8" --store "$STORE" --add-to-layout
+  expect_ok notes3 sb notes "$TMP/new" --store "$STORE"
+  grep -q '^- \*\*Tested:\*\* [0-9]* passed, [1-9][0-9]* failed, [1-9][0-9]* skipped; no GPU, so the GPU tests were skipped (failed: .*recipe: smoke' "$TMP/notes3.out" ||
+    { show_output notes3; show_output tested; fail "no Tested line"; }
+  [[ $(grep -c '^- \*\*Tested:' "$TMP/notes3.out") == 1 ]] || fail "a Tested line for the image without a report"
+  expect_rc 1 tested2 sb test "$TMP/new:26.11-cuda12.8" --store "$STORE" --add-to-layout  # replaced, not added
+  [[ $(json "$TMP/new/index.json" 'sum(m.get("artifactType") == "application/vnd.stackbuild.test-report.v1+json" for m in j["manifests"])') == 1 ]] ||
+    fail "a second report was added beside the first"
+fi
 
 check "--since: per image what changed, the new image, the one no longer built"
 expect_ok notes2 sb notes "$TMP/new" --since "$TMP/old" --store "$STORE" -o "$TMP/notes.md"

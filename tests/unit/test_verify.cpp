@@ -613,6 +613,10 @@ TEST_CASE("reports: GPU tests skipped are never counted as passed - JUnit marks 
   CHECK_THAT(xml, Catch::Contains("<failure message=\"2 gaps\">x\ny\n</failure>"));
   CHECK_THAT(summary_table(r), Catch::StartsWith("image img:1\n"));  // several tables: each says whose
   CHECK_THAT(summary_table(r), Catch::EndsWith("1 passed, 1 failed, 1 skipped\n"));
+  // The JSON names the GPUs only when the GPU tests had some.
+  CHECK_FALSE(nlohmann::json(r).contains("gpus"));
+  r.gpus = "1x NVIDIA H200, driver 570.86.15";
+  CHECK(nlohmann::json(r).at("gpus") == "1x NVIDIA H200, driver 570.86.15");
 }
 
 TEST_CASE("reports: a file name that is not UTF-8 is shown - JSON and JUnit stay valid", "[verify][report]") {
