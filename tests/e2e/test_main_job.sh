@@ -37,6 +37,8 @@ for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8 pytorch-matrix; do
   manifest_digest "$TMP/out" "$t" >/dev/null || fail "no $t in the layout"
 done
 say "cold build: $cold s"
+# The layout as built; the verified push below adds its test reports to it.
+cp "$TMP/out/index.json" "$TMP/index-built.json"
 python3 - "$TMP/out" <<'PY' || fail "image sizes"
 import json, sys, os
 d = sys.argv[1]
@@ -148,6 +150,11 @@ check "build --push sends both points and the index; skopeo copies them back wit
 sb build "$RECIPE" -o "$TMP/out" --store "$S" --sbom --push-to "$REG/ml/pytorch" >"$TMP/push.out" 2>&1 ||
   fail "build --push: $(tail -30 "$TMP/push.out")"
 grep -c "^SBOM of .* attached to $REG/ml/pytorch@" "$TMP/push.out" | grep -qx 2 || fail "build --push attached no SBOMs: $(tail -30 "$TMP/push.out")"
+[[ $(json "$TMP/out/index.json" 'sum(m.get("artifactType") == "application/vnd.stackbuild.test-report.v1+json" for m in j["manifests"])') == 2 ]] ||
+  fail "the gate's reports are not in the layout"
+sb notes "$TMP/out" --store "$S" -o "$TMP/notes-tested.md" >/dev/null 2>&1 || fail "notes after the gate"
+[[ $(grep -c '^- \*\*Tested:\*\* [0-9]* passed, 0 failed, [0-9]* skipped; no GPU, so the GPU tests were skipped$' "$TMP/notes-tested.md") == 2 ]] ||
+  { cat "$TMP/notes-tested.md" >&2; fail "the release notes do not say what was tested"; }
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
   want="sha256:$(manifest_digest "$TMP/out" "$t")"
   skopeo copy --src-tls-verify=false "docker://$REG/ml/pytorch:$t" "oci:$TMP/back:$t" >/dev/null ||
@@ -193,6 +200,6 @@ text = open(sys.argv[1]).read()
 built = [int(n) for n in re.findall(r"(\d+) built", text)]
 assert built and all(n == 0 for n in built), built
 PY
-cmp "$TMP/out/index.json" "$TMP/out2/index.json" || fail "the rebuild's index.json (the SBOMs' artifacts in it) differs"
+cmp "$TMP/index-built.json" "$TMP/out2/index.json" || fail "the rebuild's index.json (the SBOMs' artifacts in it) differs"
 say "no-change rebuild: $warm s (cold $cold s)"
 pass
