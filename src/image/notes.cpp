@@ -164,7 +164,8 @@ std::map<std::string, std::string> components_of(const Found& f) {
   return out;
 }
 
-// The counterpart of `f` among `old`: the same ref name, else the same matrix point, else the same CUDA version.
+// The counterpart of `f` among `old`: the same ref name, else the same matrix
+// point, else the only one of the same CUDA X.Y.
 const Found* counterpart(const Found& f, const std::vector<Found>& old) {
   for (const auto& o : old)
     for (const auto& r : f.refs)
@@ -173,13 +174,16 @@ const Found* counterpart(const Found& f, const std::vector<Found>& old) {
   if (!point.empty())
     for (const auto& o : old)
       if (string_at(o.point, "dev.stackbuild.point") == point) return &o;
-  auto cuda = components_of(f).find("cuda");
-  if (cuda != components_of(f).end()) {
+  // CUDA X.Y: a monthly release moves to the next update of the same CUDA.
+  auto minor = [](const std::string& v) { return v.substr(0, v.find('.', v.find('.') + 1)); };
+  auto comps = components_of(f);
+  auto cuda = comps.find("cuda");
+  if (cuda != comps.end()) {
     const Found* only = nullptr;
     for (const auto& o : old) {
       auto c = components_of(o);
       auto it = c.find("cuda");
-      if (it != c.end() && it->second == cuda->second) {
+      if (it != c.end() && minor(it->second) == minor(cuda->second)) {
         if (only) return nullptr;  // several: none is the one
         only = &o;
       }

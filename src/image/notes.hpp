@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 // The data of the images of the OCI layout `layout` (those with a ref name;
 // an image under several names once), each compared with its counterpart in
 // the layout `since` when given: the image of the same ref name, else of
-// the same matrix point, else of the same CUDA version. Throws sb::Error
+// the same matrix point, else the only one of the same CUDA X.Y. Throws sb::Error
 // naming what could not be read.
 nlohmann::json notes_data(const fs::path& layout, const Store& store, const std::optional<fs::path>& since);
 

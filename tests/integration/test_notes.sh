@@ -116,6 +116,17 @@ assert "## No longer built" in text and "- `nt:26.10-cuda12.6` (`sha256:" in tex
 PY
 grep -q "| numpy | python | 2.2.5 | 2.2.6 |" "$n" || fail "numpy's change is not listed"
 
+check "--since a layout of pulled images (no matrix index, other tags): matched by CUDA X.Y"
+cp -a "$TMP/old" "$TMP/pulled"
+python3 - "$TMP/pulled/index.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["manifests"] = [m for m in j["manifests"] if "index" not in m["mediaType"]]
+json.dump(j, open(sys.argv[1], "w"))
+PY
+expect_ok pulled sb notes "$TMP/new" --since "$TMP/pulled" --store "$STORE"
+grep -q '^### Changes since `26.10-cuda12.8`$' "$TMP/pulled.out" || { show_output pulled; fail "not matched by CUDA"; }
+
 check "--data: the fields a template gets"
 expect_ok data sb notes "$TMP/new" --since "$TMP/old" --store "$STORE" --data
 python3 - "$TMP/data.out" <<'PY' || fail "the data is wrong"
