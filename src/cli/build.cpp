@@ -280,12 +280,9 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (o.format == OutputFormat::OciLayout)
     for (size_t i = 0; i < r.points.size() && i < reports.size(); ++i) {
       if (!r.points[i].built) continue;
-      std::set<Digest> seen;  // as the gate: one report per distinct image, in image order
-      size_t k = 0;
-      for (const auto& ti : r.points[i].built->images)
-        if (seen.insert(ti.image.manifest.digest).second && k < reports[i].size())
-          add_report_to_layout(o.output, reports[i][k++],
-                               {kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size}, ctx);
+      auto subjects = report_subjects(*r.points[i].built);
+      for (size_t k = 0; k < reports[i].size() && k < subjects.size(); ++k)
+        add_report_to_layout(o.output, reports[i][k], subjects[k], ctx);
     }
   std::string table = summary_table(r);
   ctx.status->message(Level::Info, "summary (" + std::to_string(r.points.size()) +

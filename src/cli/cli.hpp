@@ -90,7 +90,7 @@ bool maybe_help(const Args& args, const char* help);
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
 namespace sb::registry { struct SessionOptions; struct PushOptions; }
-namespace sb { struct MatrixResult; }
+namespace sb { struct MatrixResult; struct BuildResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
 // The session options and -j/--jobs, --chunk-size of a push, with the store's
@@ -136,6 +136,8 @@ struct AttachSubject {
 };
 void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
                     const std::string& target, const Args& args, Context& ctx);
+// The images of a build that the gate's reports are of, in their order: each distinct one.
+std::vector<AttachSubject> report_subjects(const BuildResult& built);
 // A report into `layout` as an artifact that refers to its image (one per image; the next replaces it).
 void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
                           Context& ctx);

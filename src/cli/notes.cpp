@@ -45,22 +45,26 @@ int cmd_notes(const std::vector<std::string>& argv) {
   if (args.has("--data") && args.get("--template"))
     throw Error("--data prints the template's data; it takes no --template", kExitUsage);
   fs::path layout = args.positional()[0];
-  if (!fs::is_directory(layout)) throw Error("notes: '" + layout.string() + "' is not an OCI layout directory", kExitUsage);
+  if (!fs::is_directory(layout))
+    throw Error("notes: '" + layout.string() + "' is not an OCI layout directory", kExitUsage);
   std::optional<fs::path> since;
   if (auto s = args.get("--since")) {
-    if (!fs::is_directory(*s)) throw Error("--since: '" + *s + "' is not an OCI layout directory", kExitUsage);
+    if (!fs::is_directory(*s))
+      throw Error("--since: '" + *s + "' is not an OCI layout directory", kExitUsage);
     since = fs::path(*s);
   }
   // The template is read (and checked) before the images are.
   std::string tmpl = notes::default_template(), tmpl_name = "the built-in release-notes template";
   if (auto t = args.get("--template")) {
+    if (!fs::is_regular_file(*t)) throw Error("--template: '" + *t + "' is not a file", kExitUsage);
     tmpl = read_file(*t);
     tmpl_name = *t;
   }
   Context ctx = make_context(args);
   Store store = ctx.store();
   nlohmann::json data = notes::notes_data(layout, store, since);
-  std::string text = args.has("--data") ? data.dump(2) + "\n" : notes::render(tmpl, data, tmpl_name);
+  std::string text =
+      args.has("--data") ? data.dump(2) + "\n" : notes::render(tmpl, data, tmpl_name);
   if (out) {
     write_file_atomic(*out, text);
     ctx.status->result("notes", *out);

@@ -238,13 +238,17 @@ void attach_built_reports(const MatrixResult& built, const std::vector<std::vect
   for (size_t i = 0; i < built.points.size() && i < reports.size(); ++i) {
     const auto& p = built.points[i];
     if (!p.built || reports[i].empty()) continue;
-    std::vector<AttachSubject> subjects;
-    std::set<Digest> seen;  // as verify_built: one report per distinct image
-    for (const auto& ti : p.built->images)
-      if (seen.insert(ti.image.manifest.digest).second)
-        subjects.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
-    for (const auto& t : targets[i]) attach_reports(reports[i], subjects, t, args, ctx);
+    for (const auto& t : targets[i]) attach_reports(reports[i], report_subjects(*p.built), t, args, ctx);
   }
+}
+
+std::vector<AttachSubject> report_subjects(const BuildResult& built) {
+  std::vector<AttachSubject> out;
+  std::set<Digest> seen;  // as verify_built: one report per distinct image, in image order
+  for (const auto& ti : built.images)
+    if (seen.insert(ti.image.manifest.digest).second)
+      out.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
+  return out;
 }
 
 int cmd_test(const std::vector<std::string>& argv) {

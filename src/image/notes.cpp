@@ -13,6 +13,7 @@
 #include "image/sbom.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/status.hpp"
 #include "util/version.hpp"
 
 namespace sb::notes {
@@ -29,27 +30,36 @@ constexpr const char* kVersionLabel = "dev.stackbuild.version.";
 // How a component is named on the page; others as their catalog name.
 std::string display_name(const std::string& key) {
   static const std::map<std::string, std::string> names = {
-      {"os", "OS"},         {"python", "Python"},   {"cuda", "CUDA"},        {"cublas", "cuBLAS"},
-      {"cudnn", "cuDNN"},   {"nccl", "NCCL"},       {"pytorch", "PyTorch"},  {"jax", "JAX"},
-      {"tensorflow", "TensorFlow"}, {"triton", "Triton"}, {"tensorrt", "TensorRT"}};
+      {"os", "OS"},           {"python", "Python"},    {"cuda", "CUDA"},
+      {"cublas", "cuBLAS"},   {"cudnn", "cuDNN"},      {"nccl", "NCCL"},
+      {"pytorch", "PyTorch"}, {"jax", "JAX"},          {"tensorflow", "TensorFlow"},
+      {"triton", "Triton"},   {"tensorrt", "TensorRT"}};
   auto it = names.find(key);
   return it == names.end() ? key : it->second;
 }
 
-// The order of the components table: the stack from the bottom up, then the rest by name.
-int component_rank(const std::string& key) {
-  static const std::vector<std::string> order = {"os", "python", "cuda", "cublas", "cudnn", "nccl", "tensorrt",
-                                                 "pytorch", "jax", "tensorflow", "triton"};
-  auto it = std::find(order.begin(), order.end(), key);
-  return it == order.end() ? static_cast<int>(order.size()) : static_cast<int>(it - order.begin());
+// Components in the order of the page: the stack from the bottom up, then the rest by name.
+std::vector<std::string> in_stack_order(const std::set<std::string>& keys) {
+  static const std::vector<std::string> order = {"os",    "python",     "cuda",     "cublas",
+                                                 "cudnn", "nccl",       "tensorrt", "pytorch",
+                                                 "jax",   "tensorflow", "triton"};
+  auto rank = [&](const std::string& k) {
+    return std::find(order.begin(), order.end(), k) - order.begin();
+  };
+  std::vector<std::string> out(keys.begin(), keys.end());
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const auto& a, const auto& b) { return rank(a) < rank(b); });
+  return out;
 }
 
-std::string human_size(uint64_t bytes) {
-  char buf[32];
-  if (bytes >= 1000000000ull) std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  else if (bytes >= 1000000ull) std::snprintf(buf, sizeof buf, "%.1f MB", static_cast<double>(bytes) / 1e6);
-  else std::snprintf(buf, sizeof buf, "%.1f kB", static_cast<double>(bytes) / 1e3);
-  return buf;
+std::set<std::string> keys_of(const std::map<std::string, std::string>& m) {
+  std::set<std::string> out;
+  for (const auto& [k, v] : m) out.insert(k);
+  return out;
+}
+
+std::string or_dash(const std::string& s) {
+  return s.empty() ? "-" : s;
 }
 
 std::string joined(const std::vector<std::string>& v, const std::string& sep = ", ") {
@@ -61,7 +71,6 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep = "
 // One image of a layout, as read for the notes.
 struct Found {
   std::vector<std::string> refs;  // sorted
-  Digest digest;
   json point;                     // its descriptor's annotations in a matrix index ({} when none)
   LayoutImage image;
   json manifest, config;
@@ -69,8 +78,8 @@ struct Found {
 };
 
 struct LayoutImages {
-  std::vector<Found> images;      // by first ref
-  std::string stack, release;     // from a matrix index's annotations
+  std::vector<Found> images;   // by first ref
+  std::string stack, release;  // from a matrix index's annotations
 };
 
 const json& object_at(const json& j, const char* key) {
@@ -86,7 +95,8 @@ std::string string_at(const json& j, const char* key) {
 
 LayoutImages read_layout(const fs::path& layout) {
   fs::path index = layout / "index.json";
-  if (!fs::exists(index)) throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
+  if (!fs::exists(index))
+    throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
   LayoutImages out;
   std::map<Digest, std::vector<std::string>> refs;
   std::map<Digest, json> points;
@@ -97,7 +107,8 @@ LayoutImages read_layout(const fs::path& layout) {
       std::string ref = string_at(object_at(m, "annotations"), kRefName);
       Digest d = Digest::parse(m.at("digest").get<std::string>());
       std::string type = string_at(m, "mediaType");
-      if (type.find("index") != std::string::npos || type.find("manifest.list") != std::string::npos) {
+      if (type.find("index") != std::string::npos ||
+          type.find("manifest.list") != std::string::npos) {
         // A matrix index: its images' points, the stack and release.
         json idx = json::parse(read_file(layout / "blobs" / d.algorithm() / d.hex()));
         const json& a = object_at(idx, "annotations");
@@ -114,7 +125,11 @@ LayoutImages read_layout(const fs::path& layout) {
   }
   for (auto& [d, names] : refs) {
     std::sort(names.begin(), names.end());
-    Found f{names, d, points.count(d) ? points[d] : json::object(), open_layout_image(layout, names.front()), {}, {},
+    Found f{names,
+            points.count(d) ? points[d] : json::object(),
+            open_layout_image(layout, names.front()),
+            {},
+            {},
             layout};
     f.manifest = json::parse(f.image.manifest_json);
     f.config = json::parse(f.image.config_json);
@@ -129,7 +144,8 @@ sbom::Contents contents_of(const Found& f, const Store& store) {
   std::vector<std::pair<Digest, fs::path>> layers;
   const json& ls = f.manifest.at("layers");
   for (size_t i = 0; i < f.image.layer_blobs.size(); ++i)
-    layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()), f.image.layer_blobs[i]);
+    layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()),
+                        f.image.layer_blobs[i]);
   try {
     return sbom::read_contents(sbom::image_files(store, layers),
                                sbom::python_machine(string_at(f.config, "architecture")));
@@ -160,7 +176,8 @@ std::string name_of(const Found& f) {
 std::map<std::string, std::string> components_of(const Found& f) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : object_at(object_at(f.config, "config"), "Labels").items())
-    if (k.starts_with(kVersionLabel) && v.is_string()) out[k.substr(std::string(kVersionLabel).size())] = v;
+    if (k.starts_with(kVersionLabel) && v.is_string())
+      out[k.substr(std::string(kVersionLabel).size())] = v;
   return out;
 }
 
@@ -198,12 +215,13 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   img["ref"] = f.refs.front();
   img["name"] = name_of(f);
   std::vector<std::string> tags;
-  for (const auto& t : split_list(string_at(f.point, "dev.stackbuild.tags"), ',')) tags.push_back(t);
+  for (const auto& t : split_list(string_at(f.point, "dev.stackbuild.tags"), ','))
+    tags.push_back(t);
   img["tags"] = tags;
   img["refs"] = f.refs;
   img["other_refs"] = std::vector<std::string>(f.refs.begin() + 1, f.refs.end());
-  img["digest"] = f.digest.str();
-  img["short_digest"] = f.digest.hex().substr(0, 12);
+  img["digest"] = f.image.manifest_digest.str();
+  img["short_digest"] = f.image.manifest_digest.hex().substr(0, 12);
   std::string platform = string_at(f.config, "os") + "/" + string_at(f.config, "architecture");
   if (!string_at(f.config, "variant").empty()) platform += "/" + string_at(f.config, "variant");
   img["platform"] = platform;
@@ -216,12 +234,9 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   img["revision"] = string_at(ann, "org.opencontainers.image.revision");
 
   auto comps = components_of(f);
-  std::vector<std::string> keys;
-  for (const auto& [k, v] : comps) keys.push_back(k);
-  std::stable_sort(keys.begin(), keys.end(),
-                   [](const std::string& a, const std::string& b) { return component_rank(a) < component_rank(b); });
   json components = json::array();
-  for (const auto& k : keys) components.push_back({{"key", k}, {"name", display_name(k)}, {"version", comps[k]}});
+  for (const auto& k : in_stack_order(keys_of(comps)))
+    components.push_back({{"key", k}, {"name", display_name(k)}, {"version", comps[k]}});
   img["components"] = components;
   img["any_components"] = !components.empty();
 
@@ -257,7 +272,7 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   for (const auto& l : f.manifest.at("layers")) size += l.value("size", uint64_t{0});
   img["layers"] = f.manifest.at("layers").size();
   img["size_bytes"] = size;
-  img["size"] = human_size(size);
+  img["size"] = human_bytes(static_cast<double>(size));  // as the build's summary says it
 
   img["os"] = contents.os_name;
   std::map<std::string, size_t> counts;
@@ -288,18 +303,20 @@ json image_data(const Found& f, const sbom::Contents& contents) {
     img["builtin_tests"] = joined(builtin);
   }
   img["tests"] = tests;
-  // The last test report in the layout that refers to it (`test --add-to-layout`, the build's gate).
-  for (const auto& a : layout_referrers(f.layout, f.digest)) {
+  // The last test report in the layout that refers to it (`test --add-to-layout`, the build's
+  // gate).
+  for (const auto& a : layout_referrers(f.layout, f.image.manifest_digest)) {
     if (a.artifact_type != kTestReportType) continue;
     json rep = json::parse(read_file(a.file), nullptr, false);
     if (!rep.is_object() || !rep.contains("summary") || !rep["summary"].is_object()) continue;
     std::vector<std::string> failed;
     for (const auto& r : rep.value("results", json::array()))
-      if (r.is_object() && r.value("outcome", "") == "failed") failed.push_back(r.value("name", ""));
+      if (r.is_object() && r.value("outcome", "") == "failed")
+        failed.push_back(r.value("name", ""));
     const json& s = rep["summary"];
-    img["tested"] = {{"passed", s.value("passed", 0)}, {"failed", s.value("failed", 0)},
+    img["tested"] = {{"passed", s.value("passed", 0)},   {"failed", s.value("failed", 0)},
                      {"skipped", s.value("skipped", 0)}, {"gpus", rep.value("gpus", "")},
-                     {"failed_tests", joined(failed)}, {"report", a.manifest.str()}};
+                     {"failed_tests", joined(failed)},   {"report", a.manifest.str()}};
   }
   img["gpu_tests"] = joined(gpu);
   img["cpu_tests"] = joined(plain);
@@ -328,18 +345,55 @@ kainjow::mustache::data to_data(const json& j) {
       for (const auto& v : j) d.push_back(to_data(v));
       return d;
     }
-    case json::value_t::string: return data(j.get<std::string>());
-    case json::value_t::boolean: return data(j.get<bool>());
-    case json::value_t::null: return data(false);
-    default: return data(j.dump());
+    case json::value_t::string:
+      return data(j.get<std::string>());
+    case json::value_t::boolean:
+      return data(j.get<bool>());
+    case json::value_t::null:
+      return data(false);
+    default:
+      return data(j.dump());
   }
+}
+
+// What changed from `old` to `f`: its components (the labels) and packages.
+json compared_data(const Found& f, const sbom::Contents& contents, const Found& old,
+                   const Store& store) {
+  const Digest& was_digest = old.image.manifest_digest;
+  json compared = {{"ref", old.refs.front()},
+                   {"name", name_of(old)},
+                   {"digest", was_digest.str()},
+                   {"short_digest", was_digest.hex().substr(0, 12)},
+                   {"same", was_digest == f.image.manifest_digest}};
+  auto now = components_of(f), was = components_of(old);
+  std::set<std::string> keys = keys_of(now);
+  keys.merge(keys_of(was));
+  json changes = json::array();
+  for (const auto& k : in_stack_order(keys))
+    if (was[k] != now[k])
+      changes.push_back(
+          {{"name", display_name(k)}, {"before", or_dash(was[k])}, {"after", or_dash(now[k])}});
+  compared["component_changes"] = changes;
+  compared["any_component_changes"] = !changes.empty();
+  sbom::PackageChanges pc = sbom::package_changes(contents_of(old, store), contents);
+  json rows = json::array();
+  for (const auto& r : pc.rows)
+    rows.push_back({{"name", r.name},
+                    {"kind", r.kind},
+                    {"before", or_dash(r.before)},
+                    {"after", or_dash(r.after)}});
+  compared["packages"] = {{"changed", pc.changed}, {"added", pc.added},
+                          {"removed", pc.removed}, {"unchanged", pc.unchanged},
+                          {"rows", rows},          {"any_rows", !rows.empty()}};
+  return compared;
 }
 
 }  // namespace
 
 json notes_data(const fs::path& layout, const Store& store, const std::optional<fs::path>& since) {
   LayoutImages now = read_layout(layout);
-  if (now.images.empty()) throw Error(layout.string() + " holds no image with a ref name", kExitUsage);
+  if (now.images.empty())
+    throw Error(layout.string() + " holds no image with a ref name", kExitUsage);
   std::optional<LayoutImages> before;
   if (since) before = read_layout(*since);
 
@@ -351,13 +405,9 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
   if (since) out["since"] = since->string();
 
   // The components table: every component of any image, in stack order.
-  std::map<std::string, int> seen;
-  for (const auto& f : now.images)
-    for (const auto& [k, v] : components_of(f)) seen[k] = component_rank(k);
-  std::vector<std::string> columns;
-  for (const auto& [k, r] : seen) columns.push_back(k);
-  std::stable_sort(columns.begin(), columns.end(),
-                   [&](const std::string& a, const std::string& b) { return seen[a] < seen[b]; });
+  std::set<std::string> all;
+  for (const auto& f : now.images) all.merge(keys_of(components_of(f)));
+  std::vector<std::string> columns = in_stack_order(all);
   json cols = json::array();
   for (const auto& c : columns) cols.push_back({{"key", c}, {"name", display_name(c)}});
   out["columns"] = cols;
@@ -369,7 +419,7 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
     json img = image_data(f, contents);
     auto comps = components_of(f);
     json cells = json::array();
-    for (const auto& c : columns) cells.push_back(comps.count(c) ? comps[c] : "-");
+    for (const auto& c : columns) cells.push_back(or_dash(comps[c]));
     img["cells"] = cells;
     if (before) {
       const Found* old = counterpart(f, before->images);
@@ -377,32 +427,7 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
         img["new"] = true;
       } else {
         matched.insert(old);
-        json compared = {{"ref", old->refs.front()}, {"name", name_of(*old)}, {"digest", old->digest.str()},
-                         {"short_digest", old->digest.hex().substr(0, 12)}, {"same", old->digest == f.digest}};
-        auto was = components_of(*old);
-        json component_changes = json::array();
-        std::set<std::string> keys;
-        for (const auto& [k, v] : comps) keys.insert(k);
-        for (const auto& [k, v] : was) keys.insert(k);
-        std::vector<std::string> ordered(keys.begin(), keys.end());
-        std::stable_sort(ordered.begin(), ordered.end(), [](const std::string& a, const std::string& b) {
-          return component_rank(a) < component_rank(b);
-        });
-        for (const auto& k : ordered) {
-          std::string a = was.count(k) ? was[k] : "", b = comps.count(k) ? comps[k] : "";
-          if (a != b) component_changes.push_back({{"name", display_name(k)}, {"before", a.empty() ? "-" : a},
-                                                   {"after", b.empty() ? "-" : b}});
-        }
-        compared["component_changes"] = component_changes;
-        compared["any_component_changes"] = !component_changes.empty();
-        sbom::PackageChanges pc = sbom::package_changes(contents_of(*old, store), contents);
-        json rows = json::array();
-        for (const auto& r : pc.rows)
-          rows.push_back({{"name", r.name}, {"kind", r.kind}, {"before", r.before.empty() ? "-" : r.before},
-                          {"after", r.after.empty() ? "-" : r.after}});
-        compared["packages"] = {{"changed", pc.changed}, {"added", pc.added}, {"removed", pc.removed},
-                                {"unchanged", pc.unchanged}, {"rows", rows}, {"any_rows", !rows.empty()}};
-        img["compared"] = compared;
+        img["compared"] = compared_data(f, contents, *old, store);
       }
     }
     images.push_back(img);
@@ -413,7 +438,10 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
   if (before) {
     json gone = json::array();
     for (const auto& o : before->images)
-      if (!matched.count(&o)) gone.push_back({{"ref", o.refs.front()}, {"name", name_of(o)}, {"digest", o.digest.str()}});
+      if (!matched.count(&o))
+        gone.push_back({{"ref", o.refs.front()},
+                        {"name", name_of(o)},
+                        {"digest", o.image.manifest_digest.str()}});
     out["removed_images"] = gone;
     out["any_removed_images"] = !gone.empty();
   }
@@ -429,6 +457,8 @@ std::string render(const std::string& tmpl, const json& data, const std::string&
   return out;
 }
 
-const std::string& default_template() { return builtin_template(); }
+const std::string& default_template() {
+  return builtin_template();
+}
 
 }  // namespace sb::notes

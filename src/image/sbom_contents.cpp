@@ -141,17 +141,21 @@ void link_debs(std::vector<Package>& debs, const std::map<std::string, std::stri
 // its own (its /usr/share/doc/<package> a link, which policy allows only to a
 // package of the same source) takes that of a package of its source.
 void license_debs(std::vector<Package>& debs, const std::map<std::string, const std::string*>& copyright) {
-  std::map<std::string, const std::string*> by_source;  // the first package's by name
-  for (const auto& [name, text] : copyright) by_source.emplace(name, text);
+  auto source_of = [](const Package& p) { return p.source.empty() ? p.name : p.source; };
+  std::map<std::string, const std::string*> by_source;  // a file of an installed package of that source
   for (const auto& p : debs)
-    if (auto it = copyright.find(p.name); it != copyright.end())
-      by_source.emplace(p.source.empty() ? p.name : p.source, it->second);
+    if (auto it = copyright.find(p.name); it != copyright.end()) by_source.emplace(source_of(p), it->second);
+  std::map<const std::string*, std::pair<std::string, std::string>> read;  // each file once: (license, words)
   for (auto& p : debs) {
-    auto it = copyright.find(p.name);
-    const std::string* text = it != copyright.end() ? it->second : nullptr;
-    if (!text)
-      if (auto s = by_source.find(p.source.empty() ? p.name : p.source); s != by_source.end()) text = s->second;
-    if (text) p.license = debian_license(*text, p.license_text);
+    auto own = copyright.find(p.name);
+    auto shared = by_source.find(source_of(p));
+    const std::string* text = own != copyright.end()        ? own->second
+                              : shared != by_source.end() ? shared->second
+                                                          : nullptr;
+    if (!text) continue;
+    auto [it, fresh] = read.try_emplace(text);
+    if (fresh) it->second.first = debian_license(*text, it->second.second);
+    std::tie(p.license, p.license_text) = it->second;
   }
 }
 

@@ -18,29 +18,22 @@ namespace sb::sbom {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool field_is(std::string_view line, std::string_view name) {
-  return line.size() > name.size() && line[name.size()] == ':' && lower(line.substr(0, name.size())) == name;
+  return line.size() > name.size() && line[name.size()] == ':' &&
+         ascii_lower(line.substr(0, name.size())) == name;
 }
 
 // Debian's short name -> the SPDX identifier; license_ref(name) when there is none.
 std::string spdx_of_debian(const std::string& name) {
-  std::string n = lower(name);
+  std::string n = ascii_lower(name);
   // The GNU family: GPL-2, GPL-2+, LGPL-2.1+, GFDL-1.3, GFDL-NIV-1.3+, with or
   // without ".0", -only, -or-later.
   static const std::regex gnu(R"((agpl|gpl|lgpl|gfdl|gfdl-niv)-(\d)(\.\d)?(\+|-only|-or-later)?)");
   std::smatch m;
   if (std::regex_match(n, m, gnu)) {
-    std::string family = m[1].str() == "gfdl-niv" ? "GFDL" : [&] {
-      std::string f = m[1].str();
-      for (char& c : f) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-      return f;
-    }();
+    static const std::map<std::string, std::string> families = {
+        {"agpl", "AGPL"}, {"gpl", "GPL"}, {"lgpl", "LGPL"}, {"gfdl", "GFDL"}, {"gfdl-niv", "GFDL"}};
+    const std::string& family = families.at(m[1].str());
     std::string version = m[2].str() + (m[3].matched ? m[3].str() : ".0");
     bool later = m[4].str() == "+" || m[4].str() == "-or-later";
     std::string id = family + "-" + version + (m[1].str() == "gfdl-niv" ? "-no-invariants" : "") +
@@ -48,8 +41,10 @@ std::string spdx_of_debian(const std::string& name) {
     return license_expression_known(id) ? id : license_ref(name);
   }
   static const std::map<std::string, std::string> aliases = {
-      {"expat", "MIT"},         {"artistic", "Artistic-1.0-Perl"}, {"psf", "PSF-2.0"},    {"psf-2", "PSF-2.0"},
-      {"zope-2.1", "ZPL-2.1"},  {"sil-ofl-1.1", "OFL-1.1"},       {"libpng", "libpng-2.0"}, {"cc0", "CC0-1.0"},
+      {"expat", "MIT"},           {"artistic", "Artistic-1.0-Perl"},
+      {"psf", "PSF-2.0"},         {"psf-2", "PSF-2.0"},
+      {"zope-2.1", "ZPL-2.1"},    {"sil-ofl-1.1", "OFL-1.1"},
+      {"libpng", "libpng-2.0"},   {"cc0", "CC0-1.0"},
       {"apache-2", "Apache-2.0"}, {"mpl-2", "MPL-2.0"}};
   if (auto it = aliases.find(n); it != aliases.end()) return it->second;
   // Otherwise an SPDX identifier written in any case: "BSD-3-clause", "Apache-2.0", "Zlib".
@@ -84,11 +79,11 @@ std::string spdx_of_dep5(const std::string& line) {
   };
   std::string pending = "AND";  // the operator after a comma
   for (size_t i = 0; i < words.size(); ++i) {
-    std::string w = lower(words[i]);
+    std::string w = ascii_lower(words[i]);
     if (w == ",") {
       if (want_name) return "";
       // ", and B" / ", or B": the operator joins the groups.
-      std::string op = i + 1 < words.size() ? lower(words[i + 1]) : "";
+      std::string op = i + 1 < words.size() ? ascii_lower(words[i + 1]) : "";
       if (op != "and" && op != "or") return "";
       end_group(pending);
       pending = op == "and" ? "AND" : "OR";
@@ -106,7 +101,8 @@ std::string spdx_of_dep5(const std::string& line) {
       if (want_name) return "";
       std::string name;
       size_t j = i + 1;
-      for (; j < words.size() && lower(words[j]) != "exception"; ++j) name += (name.empty() ? "" : "-") + words[j];
+      for (; j < words.size() && ascii_lower(words[j]) != "exception"; ++j)
+        name += (name.empty() ? "" : "-") + words[j];
       if (j >= words.size()) {  // "with GCC-exception": one word
         if (i + 1 >= words.size() || words[i + 1] == ",") return "";
         j = i + 1;
@@ -119,7 +115,8 @@ std::string spdx_of_dep5(const std::string& line) {
         group += " WITH " + exc;
       } else {
         group.resize(last_at);
-        group += license_ref(last_name + "-with-" + name + (lower(name).ends_with("exception") ? "" : "-exception"));
+        group += license_ref(last_name + "-with-" + name +
+                             (ascii_lower(name).ends_with("exception") ? "" : "-exception"));
       }
       i = j;
       continue;
@@ -135,7 +132,8 @@ std::string spdx_of_dep5(const std::string& line) {
   if (groups.size() == 1) return groups[0].second;
   std::string out;
   for (const auto& [op, g] : groups)
-    out += (out.empty() ? "" : " " + op + " ") + (g.find(' ') != std::string::npos ? "(" + g + ")" : g);
+    out += (out.empty() ? "" : " " + op + " ") +
+           (g.find(' ') != std::string::npos ? "(" + g + ")" : g);
   return out;
 }
 
@@ -210,12 +208,13 @@ std::string debian_license(std::string_view copyright, std::string& text) {
            at = line.find("/usr/share/common-licenses/", at + 1)) {
         std::string_view rest = line.substr(at + 27);
         size_t stop = 0;
-        while (stop < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[stop])) || rest[stop] == '-' ||
-                                      rest[stop] == '.' || rest[stop] == '+'))
+        while (stop < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[stop])) ||
+                                      rest[stop] == '-' || rest[stop] == '.' || rest[stop] == '+'))
           ++stop;
         std::string name(rest.substr(0, stop));
         while (!name.empty() && name.back() == '.') name.pop_back();  // the end of a sentence
-        if (!name.empty() && std::find(refs.begin(), refs.end(), name) == refs.end()) refs.push_back(name);
+        if (!name.empty() && std::find(refs.begin(), refs.end(), name) == refs.end())
+          refs.push_back(name);
       }
     }
     first = false;
@@ -226,7 +225,8 @@ std::string debian_license(std::string_view copyright, std::string& text) {
   if (!dep5) {
     if (!refs.empty()) {
       text = "refers to";
-      for (size_t i = 0; i < refs.size(); ++i) text += (i ? ", " : " ") + std::string("/usr/share/common-licenses/") + refs[i];
+      for (size_t i = 0; i < refs.size(); ++i)
+        text += (i ? ", " : " ") + std::string("/usr/share/common-licenses/") + refs[i];
       text += " (a copyright file not in the machine-readable format)";
     }
     return "";
@@ -259,7 +259,8 @@ std::string debian_license(std::string_view copyright, std::string& text) {
   }
   std::string expr;
   for (const auto& t : terms) expr += (expr.empty() ? "" : " AND ") + t;
-  if (terms.size() == 1 && terms[0].front() == '(' && or_outside(terms[0].substr(1, terms[0].size() - 2)))
+  if (terms.size() == 1 && terms[0].front() == '(' &&
+      or_outside(terms[0].substr(1, terms[0].size() - 2)))
     expr = terms[0].substr(1, terms[0].size() - 2);  // only "(A OR B)": no parentheses
   if (!expr.empty() && license_expression_known(expr, true)) return expr;
   text.clear();

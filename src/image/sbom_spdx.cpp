@@ -177,25 +177,16 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
   return format == Format::Spdx ? spdx_json(c, info) : cyclonedx_json(c, info);
 }
 
-std::string spdx_license_id(std::string_view name) {
-  auto lower = [](std::string_view v) {
-    std::string out(v);
-    for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  std::string want = lower(name);
-  for (const auto& id : known_licenses())
-    if (lower(id) == want) return id;
+// The member of `ids` spelled `name` in any case; "" when none.
+static std::string id_in(const std::set<std::string, std::less<>>& ids, std::string_view name) {
+  std::string want = ascii_lower(name);
+  for (const auto& id : ids)
+    if (ascii_lower(id) == want) return id;
   return "";
 }
 
-std::string spdx_exception_id(std::string_view name) {
-  for (const auto& id : known_exceptions())
-    if (id.size() == name.size() &&
-        std::equal(id.begin(), id.end(), name.begin(), [](char a, char b) { return std::tolower(a) == std::tolower(b); }))
-      return id;
-  return "";
-}
+std::string spdx_license_id(std::string_view name) { return id_in(known_licenses(), name); }
+std::string spdx_exception_id(std::string_view name) { return id_in(known_exceptions(), name); }
 
 std::string license_ref(std::string_view name) {
   std::string out = "LicenseRef-";

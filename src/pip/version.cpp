@@ -11,12 +11,6 @@ namespace sb::pip {
 
 namespace {
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (auto& c : out) c = static_cast<char>(tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
 bool all_digits(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return isdigit(static_cast<unsigned char>(c)); });
 }
@@ -37,7 +31,7 @@ std::optional<Version> Version::try_parse(std::string_view text) {
       R"((?:-([0-9]+)|[-_.]?(post|rev|r)[-_.]?([0-9]+)?)?)"
       R"((?:[-_.]?(dev)[-_.]?([0-9]+)?)?)"
       R"((?:\+([a-z0-9]+(?:[-_.][a-z0-9]+)*))?$)");
-  std::string s = lower(trim(text));
+  std::string s = ascii_lower(trim(text));
   std::smatch m;
   if (s.size() > 256 || !std::regex_match(s, m, re)) return std::nullopt;
   Version v;
@@ -145,7 +139,7 @@ bool Specifier::names_prerelease() const {
 std::string Specifier::str() const { return op + version + (wildcard ? ".*" : ""); }
 
 bool Specifier::contains(const Version& v) const {
-  if (op == "===") return lower(version) == lower(v.str());
+  if (op == "===") return ascii_lower(version) == ascii_lower(v.str());
   Version s = Version::parse(version);
   auto prefix_match = [&](const Version& spec) {
     // ==1.2.*: the candidate's release (padded with zeros) starts with 1.2.

@@ -17,4 +17,12 @@ inline std::string trim(std::string_view s, std::string_view chars = " \t\r\n") 
   return std::string(trim_view(s, chars));
 }
 
+// `s` with ASCII letters in lower case (names that compare without case).
+inline std::string ascii_lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
 }  // namespace sb
