@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "registry/push.hpp"
+#include "registry/referrers.hpp"
 #include "util/threads.hpp"
 
 namespace sb::registry {
@@ -253,6 +254,91 @@ Digest resolve_digest(const Reference& ref, const SessionOptions& options, Statu
 PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& o, Status& status) {
   return from_each_target<PullResult>(ref, o.session, status, [&](Session& s, const Reference& at, bool& found) {
     return pull_from(s, at, store, o, status, found);
+  });
+}
+
+namespace {
+
+constexpr uint64_t kMaxArtifactFile = 64ull << 20;  // an SBOM or a report, not a layer
+
+std::map<std::string, std::string> string_map(const json& j) {
+  std::map<std::string, std::string> out;
+  if (j.is_object())
+    for (const auto& [k, v] : j.items())
+      if (v.is_string()) out[k] = v.get<std::string>();
+  return out;
+}
+
+// A blob of `repo` (a config, an artifact's file), through the store.
+std::string read_blob(Session& s, http::Client& c, const std::string& repo, const json& descriptor,
+                      const Store& store, Status& status) {
+  Digest d = Digest::parse(descriptor.at("digest").get<std::string>());
+  uint64_t size = descriptor.value("size", uint64_t{0});
+  if (size > kMaxArtifactFile)
+    throw Error(s.op() + ": blob " + d.str() + " is " + human_bytes(static_cast<double>(size)) +
+                ", more than a config or an artifact's file holds; not reading it");
+  if (!store.has(d)) {
+    int task = status.task_begin("blob " + d.str().substr(0, 19), size);
+    try {
+      fetch_blob(s, c, repo, d, size, store, task);
+    } catch (...) {
+      status.task_end(task, "failed");
+      throw;
+    }
+    status.task_end(task, "");
+  }
+  return store.read(d);
+}
+
+bool index_media_type(const std::string& media_type) {
+  return media_type == kMediaTypeIndex || media_type == kDockerManifestList;
+}
+
+}  // namespace
+
+Listing list_images(const Reference& ref, const Store& store, const SessionOptions& options, Status& status,
+                    const std::set<std::string>& artifact_types) {
+  return from_each_target<Listing>(ref, options, status, [&](Session& s, const Reference& at, bool& found) {
+    const std::string& repo = at.repository;
+    auto client = s.make_client();
+    Listing out{get_manifest(s, *client, repo, at.selector(), at.digest), {}, {}};
+    found = true;
+    std::vector<std::pair<Digest, json>> children;  // (digest, descriptor)
+    if (index_media_type(out.top.media_type)) {
+      json idx = json::parse(out.top.bytes);
+      out.annotations = string_map(idx.value("annotations", json::object()));
+      for (const auto& e : idx.value("manifests", json::array())) {
+        if (e.contains("artifactType")) continue;  // an SBOM or a report listed beside its image
+        std::string type = e.value("mediaType", "");
+        if (index_media_type(type)) continue;  // an index of indexes: not an image
+        children.emplace_back(Digest::parse(e.at("digest").get<std::string>()), e);
+      }
+    } else {
+      children.emplace_back(out.top.digest, json::object());
+    }
+    for (const auto& [d, descriptor] : children) {
+      ListedImage li{.manifest = d == out.top.digest ? out.top : get_manifest(s, *client, repo, d.str(), d)};
+      json man = json::parse(li.manifest.bytes);
+      if (!man.contains("config") || !man.contains("layers") || man.contains("artifactType") ||
+          man["config"].value("mediaType", "") == kMediaTypeEmpty)
+        continue;  // an artifact, not an image
+      li.config_json = read_blob(s, *client, repo, man.at("config"), store, status);
+      li.annotations = string_map(descriptor.value("annotations", json::object()));
+      li.platform = string_map(descriptor.value("platform", json::object()));
+      if (!artifact_types.empty()) {
+        for (const auto& r : list_referrers(s, *client, repo, d)) {
+          std::string type = r.value("artifactType", "");
+          if (!artifact_types.count(type)) continue;
+          Digest ad = Digest::parse(r.at("digest").get<std::string>());
+          json art = json::parse(get_manifest(s, *client, repo, ad.str(), ad).bytes);
+          const json& layers = art.value("layers", json::array());
+          if (layers.size() != 1) continue;  // not an artifact of one file, as stackbuild writes them
+          li.artifacts.push_back({type, ad, read_blob(s, *client, repo, layers[0], store, status)});
+        }
+      }
+      out.images.push_back(std::move(li));
+    }
+    return out;
   });
 }
 

@@ -2,8 +2,12 @@
 // into the store, every digest checked before a blob is kept.
 #pragma once
 
+#include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "image/layout.hpp"
 #include "registry/reference.hpp"
@@ -56,5 +60,30 @@ uint64_t fetch_blob(Session& session, http::Client& client, const std::string& r
                     uint64_t size, const Store& store, int task);
 
 PullResult pull_image(const Reference& ref, const Store& store, const PullOptions& options, Status& status);
+
+// What `ref` names, read without its layers: an image, or each image an
+// index lists (artifacts skipped, every platform kept), with its config and
+// the files of the artifacts of `artifact_types` that refer to it. For
+// reading what a registry holds (release notes) without pulling gigabytes.
+// Blobs go through the store, their digests checked.
+struct ListedArtifact {
+  std::string type;  // its artifactType
+  Digest manifest;
+  std::string file;  // its one layer
+};
+struct ListedImage {
+  FetchedManifest manifest;
+  std::string config_json;
+  std::map<std::string, std::string> annotations;  // its descriptor's in the index; none for an image named itself
+  std::map<std::string, std::string> platform;     // its descriptor's platform (os, architecture, variant)
+  std::vector<ListedArtifact> artifacts;           // in the order the registry lists them
+};
+struct Listing {
+  FetchedManifest top;  // what `ref` named: the image, or the index
+  std::map<std::string, std::string> annotations;  // the index's
+  std::vector<ListedImage> images;
+};
+Listing list_images(const Reference& ref, const Store& store, const SessionOptions& options, Status& status,
+                    const std::set<std::string>& artifact_types);
 
 }  // namespace sb::registry

@@ -86,4 +86,31 @@ AttachResult attach_artifact(const Reference& target, const Subject& subject, co
   return result;
 }
 
+std::vector<json> list_referrers(Session& session, http::Client& client, const std::string& repo,
+                                 const Digest& subject) {
+  auto descriptors = [&](const std::string& body, const std::string& what) {
+    std::vector<json> out;
+    try {
+      json idx = json::parse(body);
+      for (const auto& m : idx.value("manifests", json::array()))
+        if (m.is_object() && m.contains("digest")) out.push_back(m);
+    } catch (const json::exception& e) {
+      throw Error(session.op() + ": " + what + " is not an index: " + e.what());
+    }
+    return out;
+  };
+  http::Request api{.url = session.url("/v2/" + repo + "/referrers/" + subject.str())};
+  api.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
+  auto r = session.send(client, api);
+  if (r.status == 200) return descriptors(r.body, "the referrers of " + subject.str());
+  if (r.status != 404) session.fail(r, "listing the referrers of " + subject.str());
+  std::string tag = referrers_tag(subject);
+  http::Request get{.url = session.url("/v2/" + repo + "/manifests/" + tag)};
+  get.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
+  auto g = session.send(client, get);
+  if (g.status == 404) return {};
+  if (g.status != 200) session.fail(g, "reading the referrers tag " + tag);
+  return descriptors(g.body, "the referrers tag " + tag);
+}
+
 }  // namespace sb::registry

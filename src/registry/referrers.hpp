@@ -9,6 +9,9 @@
 
 #include <map>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "image/image.hpp"
 #include "registry/push.hpp"
@@ -46,5 +49,12 @@ struct AttachResult {
 AttachResult attach_artifact(const Reference& target, const Subject& subject, const std::string& artifact_type,
                              const std::string& bytes, const std::map<std::string, std::string>& annotations,
                              const PushOptions& options, Status& status);
+
+// The descriptors (mediaType, digest, size, and artifactType and annotations
+// where given) of the manifests of `repo` that refer to `subject`: the
+// referrers API's list, else, from a registry without it (404), the
+// referrers tag's, in the order they were attached; none when neither has any.
+std::vector<nlohmann::json> list_referrers(Session& session, http::Client& client, const std::string& repo,
+                                           const Digest& subject);
 
 }  // namespace sb::registry
