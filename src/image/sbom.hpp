@@ -174,6 +174,16 @@ std::string spdx_exception_id(std::string_view name);
 // as '-', '+' as "-plus": "public-domain" -> "LicenseRef-public-domain".
 std::string license_ref(std::string_view name);
 
+// The packages an SBOM document lists (SPDX 2.x or CycloneDX 1.x JSON, as
+// stackbuild or another tool writes them), for comparing an image whose
+// layers are not at hand: each package's name and version, its kind and
+// architecture from its purl (pkg:deb -> "deb", pkg:pypi -> "python",
+// pkg:apk -> "apk", pkg:generic/nvidia/ -> "cuda", else the purl's type), and
+// the OS where the document names it. `described`, when given, is set to the
+// manifest digest of the image the document describes, where it says one.
+// Throws sb::Error (exit 3) for a document that is neither. sbom_read.cpp.
+Contents contents_from_document(const std::string& text, std::string* described = nullptr);
+
 // A Package URL component: percent-encoded as the purl spec says (':' kept).
 std::string purl_encode(std::string_view s);
 

@@ -462,6 +462,56 @@ TEST_CASE("sbom: what changed between two images, for release notes", "[sbom]") 
   CHECK(contents_diff(before, before, "a", "a") == "## Packages: a to a\n\n0 changed, 0 added, 0 removed, 5 unchanged.\n");
 }
 
+TEST_CASE("sbom: an SBOM document read back gives the packages the layers gave", "[sbom]") {
+  std::map<std::string, std::string> files{
+      {"etc/os-release", "ID=debian\nVERSION_ID=\"12\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n"},
+      {"var/lib/dpkg/status", kStatus},
+      {kSite + "Filelock-3.16.1.dist-info/METADATA", metadata("Filelock", "3.16.1")},
+      {kSite + "torch-2.7.0.dist-info/METADATA", metadata("torch", "2.7.0+cu126")},
+      {"usr/local/cuda-12.6/version.json", R"({"cuda": {"name": "CUDA SDK", "version": "12.6.3"}})"}};
+  Contents c = read_contents(files, "x86_64");
+  REQUIRE(find(c, "cuda", "cuda"));
+  // A package of another architecture (multiarch) and a version that needs percent-encoding.
+  Package i386 = *find(c, "deb", "libc6");
+  i386.arch = "i386";
+  i386.id += "-i386";
+  i386.purl = "pkg:deb/debian/libc6@2.36-9%2Bdeb12u4?arch=i386&distro=debian-12";
+  c.packages.push_back(i386);
+  Digest manifest = Digest::of_bytes("manifest");
+  ImageInfo info = image_info("t:1", manifest, R"({"architecture": "amd64", "created": "2026-11-01T00:00:00Z"})");
+  for (const std::string& doc : {spdx_json(c, info), cyclonedx_json(c, info)}) {
+    INFO(doc.substr(0, 80));
+    std::string described;
+    Contents back = contents_from_document(doc, &described);
+    CHECK(described == manifest.str());
+    CHECK(back.os_name == "Debian GNU/Linux 12 (bookworm)");
+    CHECK(back.packages.size() == c.packages.size());
+    PackageChanges same = package_changes(c, back);
+    CHECK(same.rows.empty());
+    CHECK(same.unchanged == c.packages.size());  // libc6 of each architecture counted apart
+    const Package* cuda = find(back, "cuda", "cuda");
+    REQUIRE(cuda);
+    CHECK(cuda->version == "12.6.3");
+    std::set<std::string> archs;
+    for (const auto& p : back.packages)
+      if (p.name == "libc6") archs.insert(p.arch);
+    CHECK(archs == std::set<std::string>{"amd64", "i386"});
+  }
+  // Another tool's SPDX: no image package, purls of other kinds kept as their type.
+  std::string other = R"({"spdxVersion": "SPDX-2.3", "packages": [
+      {"SPDXID": "SPDXRef-a", "name": "left-pad", "versionInfo": "1.3.0",
+       "externalRefs": [{"referenceType": "purl", "referenceLocator": "pkg:npm/left-pad@1.3.0"}]},
+      {"SPDXID": "SPDXRef-b", "name": "no-purl", "versionInfo": "1"}]})";
+  std::string described = "unset";
+  Contents o = contents_from_document(other, &described);
+  CHECK(described == "unset");
+  REQUIRE(o.packages.size() == 2);
+  CHECK(o.packages[0].type == "npm");
+  CHECK(o.packages[1].type == "unknown");
+  CHECK_THROWS_WITH(contents_from_document("[1, 2]"), Catch::Contains("not a JSON object"));
+  CHECK_THROWS_WITH(contents_from_document(R"({"name": "x"})"), Catch::Contains("neither SPDX"));
+}
+
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   TempDir dir;
   fs::path layout = dir.path() / "layout";
