@@ -6,53 +6,167 @@
 
 #include "cli/cli.hpp"
 #include "image/notes.hpp"
+#include "image/sbom.hpp"
+#include "registry/pull.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 
 namespace sb::cli {
 
 const char* const kNotesHelp =
-    "usage: stackbuild notes LAYOUT [--since OLD_LAYOUT] [options]\n"
+    "usage: stackbuild notes LAYOUT|REGISTRY/REPO[:TAG] [--since OLD] [options]\n"
     "\n"
-    "Writes the release notes of the images in an OCI layout (what `build -o LAYOUT` wrote),\n"
-    "as Markdown: a table of every image's components (OS, Python, CUDA, cuDNN, NCCL, the\n"
-    "framework: the dev.stackbuild.version.* labels), then for each image its tags, digest,\n"
-    "platform and size, the driver it needs, the GPU architectures it is for, its packages\n"
-    "(read off its layers, as the SBOM is), the tests it declares and the last test report in\n"
-    "the layout. With --since, each image is compared with its counterpart in the older layout\n"
-    "(the same tag, else the same matrix point, else the only one of the same CUDA X.Y): the\n"
-    "components and packages that changed, and the images no longer built. The page comes\n"
-    "from templates/release-notes.md.mustache, built into stackbuild; --template renders\n"
-    "another (docs/notes.md names the fields).\n"
+    "Writes the release notes of a release's images as Markdown: a table of every image's\n"
+    "components (OS, Python, CUDA, cuDNN, NCCL, the framework: the dev.stackbuild.version.*\n"
+    "labels), then for each image its tags, digest, platform and size, the driver it needs,\n"
+    "the GPU architectures it is for, its packages, the tests it declares and its test report.\n"
+    "The images are those of an OCI layout (what `build -o LAYOUT` wrote), or those a registry\n"
+    "reference names: an image, or each image of an index (the matrix index a build pushes as\n"
+    "<stack>-matrix). From a registry, the packages come from the SBOM attached to each image\n"
+    "(`build --sbom --push`), and only an image without one is pulled into the store; the test\n"
+    "report is the last one attached. With --since, each image is compared with its\n"
+    "counterpart in the older release, a layout or a reference (the same tag, else the same\n"
+    "matrix point, else the one image of the same CUDA X.Y): the components and packages that\n"
+    "changed, and the images no longer built. The page comes from\n"
+    "templates/release-notes.md.mustache, built into stackbuild; --template renders another\n"
+    "(docs/notes.md names the fields).\n"
     "\n"
     "options:\n"
-    "  --since OLD_LAYOUT   the previous release's layout, to say what changed\n"
+    "  --since OLD          the previous release (a layout or a registry reference), to say\n"
+    "                       what changed\n"
     "  --template FILE      a Mustache template of your own instead of the built-in one\n"
     "  --data               print the data the template is rendered with (JSON), not the page\n"
-    "  -o, --output FILE    write to FILE (default: standard output)\n";
+    "  -o, --output FILE    write to FILE (default: standard output)\n"
+    "  --creds, --ca-cert, --insecure-registry  registry access, as for pull\n"
+    "  --insecure-policy    read from a registry whatever policy.json says (as for pull)\n";
+
+namespace {
+
+// The images `text` names in a registry (registry::list_images), each with
+// the SBOM and test report attached to it; an image without an SBOM is
+// pulled into the store and read from its layers.
+notes::Images read_registry(const std::string& text, const Args& args, Context& ctx,
+                            const Store& store) {
+  auto ref = registry::Reference::parse(text);
+  registry::SessionOptions session = registry_session_options(args);
+  auto listing =
+      registry::list_images(ref, store, session, *ctx.status,
+                            {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType, kTestReportType});
+  notes::Images out;
+  out.where = ref.str();
+  auto at = [](const std::map<std::string, std::string>& m, const std::string& k) {
+    auto it = m.find(k);
+    return it == m.end() ? std::string() : it->second;
+  };
+  out.stack = at(listing.annotations, "dev.stackbuild.stack");
+  out.release = at(listing.annotations, "dev.stackbuild.release");
+  std::string named = ref.tag.empty() ? listing.top.digest.str() : ref.tag;
+  for (auto& li : listing.images) {
+    notes::Image f{.point = nlohmann::json::object(),
+                   .digest = li.manifest.digest,
+                   .manifest = nlohmann::json::parse(li.manifest.bytes),
+                   .config = nlohmann::json::parse(li.config_json)};
+    for (const auto& [k, v] : li.annotations) f.point[k] = v;
+    // Its tags as the build wrote them ("pytorch:26.11-2.7.0-cuda12.6"), the
+    // ref names a layout has for them; else what named it, and its platform.
+    std::string tags = at(li.annotations, "dev.stackbuild.tags");
+    for (size_t p = 0; p < tags.size();) {
+      size_t e = std::min(tags.find(',', p), tags.size());
+      std::string t = tags.substr(p, e - p);
+      if (!t.empty()) f.refs.push_back(t.substr(t.rfind(':') + 1));
+      p = e + 1;
+    }
+    if (f.refs.empty()) {
+      std::string platform =
+          at(li.platform, "os") + "/" + at(li.platform, "architecture") +
+          (at(li.platform, "variant").empty() ? "" : "/" + at(li.platform, "variant"));
+      f.refs.push_back(listing.images.size() == 1 || li.platform.empty()
+                           ? named
+                           : named + " (" + platform + ")");
+    }
+    std::sort(f.refs.begin(), f.refs.end());
+    for (const char* type : {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType}) {
+      for (const auto& a : li.artifacts) {
+        if (a.type != type || !f.sbom.empty()) continue;
+        std::string described;
+        try {
+          sbom::contents_from_document(a.file, &described);
+        } catch (const Error& e) {
+          ctx.status->message(Level::Warning, ref.name() + "@" + a.manifest.str() +
+                                                  ", the SBOM of " + f.digest.str() + ": " +
+                                                  e.what() + "; not using it");
+          continue;
+        }
+        if (!described.empty() && described != f.digest.str()) {
+          ctx.status->message(Level::Warning, ref.name() + "@" + a.manifest.str() + " refers to " +
+                                                  f.digest.str() + " but describes " + described +
+                                                  "; not using it");
+          continue;
+        }
+        f.sbom = a.file;
+      }
+    }
+    for (const auto& a : li.artifacts) {  // the last report attached
+      if (a.type != kTestReportType) continue;
+      auto rep = nlohmann::json::parse(a.file, nullptr, false);
+      if (!rep.is_object()) continue;
+      f.report = rep;
+      f.report_digest = a.manifest.str();
+    }
+    if (f.sbom.empty()) {
+      ctx.status->message(Level::Info,
+                          ref.name() + "@" + f.digest.str() +
+                              " has no SBOM attached: pulling its layers to read its packages");
+      registry::Reference by_digest = ref;
+      by_digest.tag.clear();
+      by_digest.digest = f.digest;
+      registry::PullOptions po;
+      po.session = session;
+      auto pulled = registry::pull_image(by_digest, store, po, *ctx.status);
+      for (const auto& l : pulled.image.layers)
+        f.layers.emplace_back(l.digest, store.blob_path(l.digest));
+    }
+    out.images.push_back(std::move(f));
+  }
+  std::sort(out.images.begin(), out.images.end(), [](const notes::Image& a, const notes::Image& b) {
+    return a.refs.front() < b.refs.front();
+  });
+  return out;
+}
+
+// A layout when `text` is a directory, else a registry reference; a path
+// whose first part is here ("out/pytorch" with out/ here) is a layout that
+// is missing, not a reference to Docker Hub.
+notes::Images read_images(const std::string& text, const Args& args, Context& ctx,
+                          const Store& store) {
+  if (fs::is_directory(text)) return notes::read_layout(text);
+  std::string first = text.substr(0, text.find('/'));
+  if (text.find('/') == std::string::npos || fs::exists(text) || text.starts_with(".") ||
+      text.starts_with("/") || fs::is_directory(first))
+    throw Error(
+        "'" + text +
+            "' is not an OCI layout directory (nor a registry reference REGISTRY/REPO[:TAG])",
+        kExitUsage);
+  return read_registry(text, args, ctx, store);
+}
+
+}  // namespace
 
 int cmd_notes(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"-o", "--output", "--since", "--template"});
+  options.insert(options.end(),
+                 {"-o", "--output", "--since", "--template", "--creds", "--ca-cert"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.push_back("--data");
-  Args args(argv, flags, options);
+  flags.insert(flags.end(), {"--data", "--insecure-policy"});
+  Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kNotesHelp)) return kExitOk;
-  if (args.positional().size() != 1) throw Error("notes wants one LAYOUT", kExitUsage);
+  if (args.positional().size() != 1)
+    throw Error("notes wants one LAYOUT or REGISTRY/REPO[:TAG]", kExitUsage);
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   if (!out && (args.has("--json") || args.get("--progress") == "json"))
     throw Error("JSON progress goes to standard output; give -o FILE for the notes", kExitUsage);
   if (args.has("--data") && args.get("--template"))
     throw Error("--data prints the template's data; it takes no --template", kExitUsage);
-  fs::path layout = args.positional()[0];
-  if (!fs::is_directory(layout))
-    throw Error("notes: '" + layout.string() + "' is not an OCI layout directory", kExitUsage);
-  std::optional<fs::path> since;
-  if (auto s = args.get("--since")) {
-    if (!fs::is_directory(*s))
-      throw Error("--since: '" + *s + "' is not an OCI layout directory", kExitUsage);
-    since = fs::path(*s);
-  }
   // The template is read (and checked) before the images are.
   std::string tmpl = notes::default_template(), tmpl_name = "the built-in release-notes template";
   if (auto t = args.get("--template")) {
@@ -62,7 +176,17 @@ int cmd_notes(const std::vector<std::string>& argv) {
   }
   Context ctx = make_context(args);
   Store store = ctx.store();
-  nlohmann::json data = notes::notes_data(layout, store, since);
+  notes::Images now = read_images(args.positional()[0], args, ctx, store);
+  std::optional<notes::Images> since;
+  if (auto s = args.get("--since")) {
+    try {
+      since = read_images(*s, args, ctx, store);
+    } catch (Error& e) {
+      e.add_trace("while reading --since " + *s);
+      throw;
+    }
+  }
+  nlohmann::json data = notes::notes_data(now, store, since);
   std::string text =
       args.has("--data") ? data.dump(2) + "\n" : notes::render(tmpl, data, tmpl_name);
   if (out) {

@@ -68,20 +68,6 @@ std::string joined(const std::vector<std::string>& v, const std::string& sep = "
   return s;
 }
 
-// One image of a layout, as read for the notes.
-struct Found {
-  std::vector<std::string> refs;  // sorted
-  json point;                     // its descriptor's annotations in a matrix index ({} when none)
-  LayoutImage image;
-  json manifest, config;
-  fs::path layout;
-};
-
-struct LayoutImages {
-  std::vector<Found> images;   // by first ref
-  std::string stack, release;  // from a matrix index's annotations
-};
-
 const json& object_at(const json& j, const char* key) {
   static const json empty = json::object();
   auto it = j.find(key);
@@ -93,61 +79,10 @@ std::string string_at(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-LayoutImages read_layout(const fs::path& layout) {
-  fs::path index = layout / "index.json";
-  if (!fs::exists(index))
-    throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
-  LayoutImages out;
-  std::map<Digest, std::vector<std::string>> refs;
-  std::map<Digest, json> points;
+sbom::Contents contents_of(const Image& f, const Store& store) {
   try {
-    json j = json::parse(read_file(index));
-    for (const auto& m : j.at("manifests")) {
-      if (m.contains("artifactType")) continue;  // an SBOM or report of an image
-      std::string ref = string_at(object_at(m, "annotations"), kRefName);
-      Digest d = Digest::parse(m.at("digest").get<std::string>());
-      std::string type = string_at(m, "mediaType");
-      if (type.find("index") != std::string::npos ||
-          type.find("manifest.list") != std::string::npos) {
-        // A matrix index: its images' points, the stack and release.
-        json idx = json::parse(read_file(layout / "blobs" / d.algorithm() / d.hex()));
-        const json& a = object_at(idx, "annotations");
-        if (out.stack.empty()) out.stack = string_at(a, "dev.stackbuild.stack");
-        if (out.release.empty()) out.release = string_at(a, "dev.stackbuild.release");
-        for (const auto& c : idx.value("manifests", json::array()))
-          points[Digest::parse(c.at("digest").get<std::string>())] = object_at(c, "annotations");
-        continue;
-      }
-      if (!ref.empty()) refs[d].push_back(ref);
-    }
-  } catch (const json::exception& e) {
-    throw Error(index.string() + ": " + e.what());
-  }
-  for (auto& [d, names] : refs) {
-    std::sort(names.begin(), names.end());
-    Found f{names,
-            points.count(d) ? points[d] : json::object(),
-            open_layout_image(layout, names.front()),
-            {},
-            {},
-            layout};
-    f.manifest = json::parse(f.image.manifest_json);
-    f.config = json::parse(f.image.config_json);
-    out.images.push_back(std::move(f));
-  }
-  std::sort(out.images.begin(), out.images.end(),
-            [](const Found& a, const Found& b) { return a.refs.front() < b.refs.front(); });
-  return out;
-}
-
-sbom::Contents contents_of(const Found& f, const Store& store) {
-  std::vector<std::pair<Digest, fs::path>> layers;
-  const json& ls = f.manifest.at("layers");
-  for (size_t i = 0; i < f.image.layer_blobs.size(); ++i)
-    layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()),
-                        f.image.layer_blobs[i]);
-  try {
-    return sbom::read_contents(sbom::image_files(store, layers),
+    if (f.layers.empty() && !f.sbom.empty()) return sbom::contents_from_document(f.sbom);
+    return sbom::read_contents(sbom::image_files(store, f.layers),
                                sbom::python_machine(string_at(f.config, "architecture")));
   } catch (Error& e) {
     e.add_trace("while reading the packages of " + f.refs.front());
@@ -168,12 +103,12 @@ std::vector<std::string> split_list(const std::string& s, char sep) {
 
 // How an image is named on the page: its first tag as the build wrote it
 // ("pytorch:26.11-2.7.0-cuda12.6", from the matrix index), else its ref name.
-std::string name_of(const Found& f) {
+std::string name_of(const Image& f) {
   auto tags = split_list(string_at(f.point, "dev.stackbuild.tags"), ',');
   return tags.empty() ? f.refs.front() : tags.front();
 }
 
-std::map<std::string, std::string> components_of(const Found& f) {
+std::map<std::string, std::string> components_of(const Image& f) {
   std::map<std::string, std::string> out;
   for (const auto& [k, v] : object_at(object_at(f.config, "config"), "Labels").items())
     if (k.starts_with(kVersionLabel) && v.is_string())
@@ -181,9 +116,24 @@ std::map<std::string, std::string> components_of(const Found& f) {
   return out;
 }
 
-// The counterpart of `f` among `old`: the same ref name, else the same matrix
-// point, else the only one of the same CUDA X.Y.
-const Found* counterpart(const Found& f, const std::vector<Found>& old) {
+// The same, as the page shows them: the OS by name as well ("Debian 12", the
+// first word of its os-release PRETTY_NAME, where the label holds only the
+// version).
+std::map<std::string, std::string> shown_components(const Image& f,
+                                                    const sbom::Contents& contents) {
+  auto comps = components_of(f);
+  auto os = comps.find("os");
+  std::string name = contents.os_name.substr(0, contents.os_name.find(' '));
+  if (os != comps.end() && !name.empty() && !os->second.starts_with(name))
+    os->second = name + " " + os->second;
+  return comps;
+}
+
+// The counterpart of `f` (one of `now`) among `old`: the same ref name, else
+// the same matrix point, else the one image of the same CUDA X.Y when `f` is
+// the one of `now` too (so one old image is never the counterpart of two).
+const Image* counterpart(const Image& f, const std::vector<Image>& old,
+                         const std::vector<Image>& now) {
   for (const auto& o : old)
     for (const auto& r : f.refs)
       if (std::find(o.refs.begin(), o.refs.end(), r) != o.refs.end()) return &o;
@@ -192,25 +142,22 @@ const Found* counterpart(const Found& f, const std::vector<Found>& old) {
     for (const auto& o : old)
       if (string_at(o.point, "dev.stackbuild.point") == point) return &o;
   // CUDA X.Y: a monthly release moves to the next update of the same CUDA.
-  auto minor = [](const std::string& v) { return v.substr(0, v.find('.', v.find('.') + 1)); };
-  auto comps = components_of(f);
-  auto cuda = comps.find("cuda");
-  if (cuda != comps.end()) {
-    const Found* only = nullptr;
-    for (const auto& o : old) {
-      auto c = components_of(o);
-      auto it = c.find("cuda");
-      if (it != c.end() && minor(it->second) == minor(cuda->second)) {
-        if (only) return nullptr;  // several: none is the one
-        only = &o;
-      }
-    }
-    return only;
-  }
-  return nullptr;
+  auto cuda_minor = [](const Image& i) {
+    auto comps = components_of(i);
+    auto it = comps.find("cuda");
+    if (it == comps.end()) return std::string();
+    const std::string& v = it->second;
+    return v.substr(0, v.find('.', v.find('.') + 1));
+  };
+  std::string minor = cuda_minor(f);
+  if (minor.empty()) return nullptr;
+  auto same = [&](const Image& i) { return cuda_minor(i) == minor; };
+  if (std::count_if(now.begin(), now.end(), same) != 1) return nullptr;
+  if (std::count_if(old.begin(), old.end(), same) != 1) return nullptr;
+  return &*std::find_if(old.begin(), old.end(), same);
 }
 
-json image_data(const Found& f, const sbom::Contents& contents) {
+json image_data(const Image& f, const sbom::Contents& contents) {
   json img;
   img["ref"] = f.refs.front();
   img["name"] = name_of(f);
@@ -220,8 +167,8 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   img["tags"] = tags;
   img["refs"] = f.refs;
   img["other_refs"] = std::vector<std::string>(f.refs.begin() + 1, f.refs.end());
-  img["digest"] = f.image.manifest_digest.str();
-  img["short_digest"] = f.image.manifest_digest.hex().substr(0, 12);
+  img["digest"] = f.digest.str();
+  img["short_digest"] = f.digest.hex().substr(0, 12);
   std::string platform = string_at(f.config, "os") + "/" + string_at(f.config, "architecture");
   if (!string_at(f.config, "variant").empty()) platform += "/" + string_at(f.config, "variant");
   img["platform"] = platform;
@@ -233,7 +180,7 @@ json image_data(const Found& f, const sbom::Contents& contents) {
   img["source"] = string_at(ann, "org.opencontainers.image.source");
   img["revision"] = string_at(ann, "org.opencontainers.image.revision");
 
-  auto comps = components_of(f);
+  auto comps = shown_components(f, contents);
   json components = json::array();
   for (const auto& k : in_stack_order(keys_of(comps)))
     components.push_back({{"key", k}, {"name", display_name(k)}, {"version", comps[k]}});
@@ -303,12 +250,9 @@ json image_data(const Found& f, const sbom::Contents& contents) {
     img["builtin_tests"] = joined(builtin);
   }
   img["tests"] = tests;
-  // The last test report in the layout that refers to it (`test --add-to-layout`, the build's
-  // gate).
-  for (const auto& a : layout_referrers(f.layout, f.image.manifest_digest)) {
-    if (a.artifact_type != kTestReportType) continue;
-    json rep = json::parse(read_file(a.file), nullptr, false);
-    if (!rep.is_object() || !rep.contains("summary") || !rep["summary"].is_object()) continue;
+  // Its test report (`test --add-to-layout`, the build's gate, or attached in a registry).
+  const json& rep = f.report;
+  if (rep.is_object() && rep.contains("summary") && rep["summary"].is_object()) {
     std::vector<std::string> failed;
     for (const auto& r : rep.value("results", json::array()))
       if (r.is_object() && r.value("outcome", "") == "failed")
@@ -316,7 +260,7 @@ json image_data(const Found& f, const sbom::Contents& contents) {
     const json& s = rep["summary"];
     img["tested"] = {{"passed", s.value("passed", 0)},   {"failed", s.value("failed", 0)},
                      {"skipped", s.value("skipped", 0)}, {"gpus", rep.value("gpus", "")},
-                     {"failed_tests", joined(failed)},   {"report", a.manifest.str()}};
+                     {"failed_tests", joined(failed)},   {"report", f.report_digest}};
   }
   img["gpu_tests"] = joined(gpu);
   img["cpu_tests"] = joined(plain);
@@ -357,15 +301,16 @@ kainjow::mustache::data to_data(const json& j) {
 }
 
 // What changed from `old` to `f`: its components (the labels) and packages.
-json compared_data(const Found& f, const sbom::Contents& contents, const Found& old,
+json compared_data(const Image& f, const sbom::Contents& contents, const Image& old,
                    const Store& store) {
-  const Digest& was_digest = old.image.manifest_digest;
+  const Digest& was_digest = old.digest;
   json compared = {{"ref", old.refs.front()},
                    {"name", name_of(old)},
                    {"digest", was_digest.str()},
                    {"short_digest", was_digest.hex().substr(0, 12)},
-                   {"same", was_digest == f.image.manifest_digest}};
-  auto now = components_of(f), was = components_of(old);
+                   {"same", was_digest == f.digest}};
+  sbom::Contents old_contents = contents_of(old, store);
+  auto now = shown_components(f, contents), was = shown_components(old, old_contents);
   std::set<std::string> keys = keys_of(now);
   keys.merge(keys_of(was));
   json changes = json::array();
@@ -375,7 +320,7 @@ json compared_data(const Found& f, const sbom::Contents& contents, const Found& 
           {{"name", display_name(k)}, {"before", or_dash(was[k])}, {"after", or_dash(now[k])}});
   compared["component_changes"] = changes;
   compared["any_component_changes"] = !changes.empty();
-  sbom::PackageChanges pc = sbom::package_changes(contents_of(old, store), contents);
+  sbom::PackageChanges pc = sbom::package_changes(old_contents, contents);
   json rows = json::array();
   for (const auto& r : pc.rows)
     rows.push_back({{"name", r.name},
@@ -390,19 +335,72 @@ json compared_data(const Found& f, const sbom::Contents& contents, const Found& 
 
 }  // namespace
 
-json notes_data(const fs::path& layout, const Store& store, const std::optional<fs::path>& since) {
-  LayoutImages now = read_layout(layout);
-  if (now.images.empty())
-    throw Error(layout.string() + " holds no image with a ref name", kExitUsage);
-  std::optional<LayoutImages> before;
-  if (since) before = read_layout(*since);
+Images read_layout(const fs::path& layout) {
+  fs::path index = layout / "index.json";
+  if (!fs::exists(index))
+    throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
+  Images out;
+  out.where = layout.string();
+  std::map<Digest, std::vector<std::string>> refs;
+  std::map<Digest, json> points;
+  try {
+    json j = json::parse(read_file(index));
+    for (const auto& m : j.at("manifests")) {
+      if (m.contains("artifactType")) continue;  // an SBOM or report of an image
+      std::string ref = string_at(object_at(m, "annotations"), kRefName);
+      Digest d = Digest::parse(m.at("digest").get<std::string>());
+      std::string type = string_at(m, "mediaType");
+      if (type.find("index") != std::string::npos ||
+          type.find("manifest.list") != std::string::npos) {
+        // A matrix index: its images' points, the stack and release.
+        json idx = json::parse(read_file(layout / "blobs" / d.algorithm() / d.hex()));
+        const json& a = object_at(idx, "annotations");
+        if (out.stack.empty()) out.stack = string_at(a, "dev.stackbuild.stack");
+        if (out.release.empty()) out.release = string_at(a, "dev.stackbuild.release");
+        for (const auto& c : idx.value("manifests", json::array()))
+          points[Digest::parse(c.at("digest").get<std::string>())] = object_at(c, "annotations");
+        continue;
+      }
+      if (!ref.empty()) refs[d].push_back(ref);
+    }
+  } catch (const json::exception& e) {
+    throw Error(index.string() + ": " + e.what());
+  }
+  for (auto& [d, names] : refs) {
+    std::sort(names.begin(), names.end());
+    LayoutImage li = open_layout_image(layout, names.front());
+    Image f{.refs = names,
+            .point = points.count(d) ? points[d] : json::object(),
+            .digest = li.manifest_digest,
+            .manifest = json::parse(li.manifest_json),
+            .config = json::parse(li.config_json)};
+    const json& ls = f.manifest.at("layers");
+    for (size_t i = 0; i < li.layer_blobs.size(); ++i)
+      f.layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()),
+                            li.layer_blobs[i]);
+    for (const auto& a :
+         layout_referrers(layout, f.digest)) {  // the last report, as the layout keeps one
+      if (a.artifact_type != kTestReportType) continue;
+      json rep = json::parse(read_file(a.file), nullptr, false);
+      if (!rep.is_object()) continue;
+      f.report = rep;
+      f.report_digest = a.manifest.str();
+    }
+    out.images.push_back(std::move(f));
+  }
+  std::sort(out.images.begin(), out.images.end(),
+            [](const Image& a, const Image& b) { return a.refs.front() < b.refs.front(); });
+  return out;
+}
 
+json notes_data(const Images& now, const Store& store, const std::optional<Images>& before) {
+  if (now.images.empty()) throw Error(now.where + " holds no image with a ref name", kExitUsage);
   json out;
   out["tool"] = std::string("stackbuild ") + kStackbuildVersion;
-  out["layout"] = layout.string();
+  out["layout"] = now.where;
   out["stack"] = now.stack;
   out["release"] = now.release;
-  if (since) out["since"] = since->string();
+  if (before) out["since"] = before->where;
 
   // The components table: every component of any image, in stack order.
   std::set<std::string> all;
@@ -412,17 +410,17 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
   for (const auto& c : columns) cols.push_back({{"key", c}, {"name", display_name(c)}});
   out["columns"] = cols;
 
-  std::set<const Found*> matched;
+  std::set<const Image*> matched;
   json images = json::array();
   for (const auto& f : now.images) {
     sbom::Contents contents = contents_of(f, store);
     json img = image_data(f, contents);
-    auto comps = components_of(f);
+    auto comps = shown_components(f, contents);
     json cells = json::array();
     for (const auto& c : columns) cells.push_back(or_dash(comps[c]));
     img["cells"] = cells;
     if (before) {
-      const Found* old = counterpart(f, before->images);
+      const Image* old = counterpart(f, before->images, now.images);
       if (!old) {
         img["new"] = true;
       } else {
@@ -439,9 +437,7 @@ json notes_data(const fs::path& layout, const Store& store, const std::optional<
     json gone = json::array();
     for (const auto& o : before->images)
       if (!matched.count(&o))
-        gone.push_back({{"ref", o.refs.front()},
-                        {"name", name_of(o)},
-                        {"digest", o.image.manifest_digest.str()}});
+        gone.push_back({{"ref", o.refs.front()}, {"name", name_of(o)}, {"digest", o.digest.str()}});
     out["removed_images"] = gone;
     out["any_removed_images"] = !gone.empty();
   }

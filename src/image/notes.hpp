@@ -12,26 +12,58 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "store/store.hpp"
+#include "util/digest.hpp"
 
 namespace sb::notes {
 
 namespace fs = std::filesystem;
 
-// The data of the images of the OCI layout `layout` (those with a ref name;
-// an image under several names once), each compared with its counterpart in
-// the layout `since` when given: the image of the same ref name, else of
-// the same matrix point, else the only one of the same CUDA X.Y. Throws sb::Error
-// naming what could not be read.
-nlohmann::json notes_data(const fs::path& layout, const Store& store, const std::optional<fs::path>& since);
+// One image on the page, however it was read: from an OCI layout
+// (read_layout) or from a registry (cli/notes.cpp).
+struct Image {
+  std::vector<std::string> refs;  // sorted: its ref names in a layout, its tags in a registry
+  nlohmann::json point;           // its descriptor's annotations in a matrix index ({} when none)
+  Digest digest;                  // the manifest's
+  nlohmann::json manifest, config;
+  // Where its packages are read from: its layer blobs (digest, file), else
+  // an SBOM document attached to it (SPDX or CycloneDX).
+  std::vector<std::pair<Digest, fs::path>> layers;
+  std::string sbom;
+  nlohmann::json report;      // its test report (`stackbuild test`'s JSON); null when none
+  std::string report_digest;  // the manifest digest of the artifact that holds it
+};
+
+// The images of one release.
+struct Images {
+  std::string where;           // the layout or the reference, as given
+  std::vector<Image> images;   // by first ref
+  std::string stack, release;  // from a matrix index's annotations
+};
+
+// The images of the OCI layout `layout` that have a ref name (an image under
+// several names once), their layers checked against their digests as they
+// are opened, each with the last test report in the layout that refers to
+// it. Throws sb::Error naming what could not be read.
+Images read_layout(const fs::path& layout);
+
+// The data the template is rendered with: every image of `now`, each
+// compared with its counterpart in `since` when given: the image of the same
+// ref name, else of the same matrix point, else the only one of the same
+// CUDA X.Y. Throws sb::Error naming what could not be read.
+nlohmann::json notes_data(const Images& now, const Store& store,
+                          const std::optional<Images>& since);
 
 // `tmpl` (Mustache) rendered with `data`. {{name}} writes a value as a
 // Markdown table cell ('|' escaped, no line breaks); {{{name}}} as it is.
 // Throws sb::Error naming `template_name` when the template is malformed.
-std::string render(const std::string& tmpl, const nlohmann::json& data, const std::string& template_name);
+std::string render(const std::string& tmpl, const nlohmann::json& data,
+                   const std::string& template_name);
 
 // templates/release-notes.md.mustache, built into stackbuild.
 const std::string& default_template();

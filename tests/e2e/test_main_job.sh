@@ -8,7 +8,8 @@
 # (distribution 2.8 on 127.0.0.1), then `skopeo copy` back and the digests
 # compared, the SBOMs attached; `--cache-to` the registry, and a build with an
 # empty store and `--cache-from` builds nothing and gives the same digests;
-# Debian licenses in the SBOMs and the release notes (`stackbuild notes`); a
+# Debian licenses in the SBOMs and the release notes (`stackbuild notes`), also read back
+# from the registry through the attached SBOMs and reports; a
 # second build rebuilds nothing and writes the same index.json, SBOMs included.
 # Label e2e: downloads ~6 GB the first time (SB_E2E_STORE=DIR keeps them between runs)
 # and needs ~25 GB of disk; not in the default run.
@@ -119,8 +120,8 @@ PY
 
 check "release notes of the layout: both points' components, driver and architectures"
 sb notes "$TMP/out" --store "$S" -o "$TMP/notes.md" >"$TMP/notes.out" 2>&1 || fail "notes: $(tail -20 "$TMP/notes.out")"
-grep -q '^| `pytorch:26.11-2.7.0-cuda12.6` | 12 | 3.11 | 12.6.[0-9]* | 9.5.[0-9.]* | 2.26.[0-9]* | 2.7.0 | `' "$TMP/notes.md" &&
-  grep -q '^| `pytorch:26.11-2.8.0-cuda12.8` | 12 | 3.11 | 12.8.[0-9]* | 9.10.[0-9.]* | 2.27.[0-9]* | 2.8.0 | `' "$TMP/notes.md" &&
+grep -q '^| `pytorch:26.11-2.7.0-cuda12.6` | Debian 12 | 3.11 | 12.6.[0-9]* | 9.5.[0-9.]* | 2.26.[0-9]* | 2.7.0 | `' "$TMP/notes.md" &&
+  grep -q '^| `pytorch:26.11-2.8.0-cuda12.8` | Debian 12 | 3.11 | 12.8.[0-9]* | 9.10.[0-9.]* | 2.27.[0-9]* | 2.8.0 | `' "$TMP/notes.md" &&
   grep -q '^- \*\*GPU architectures:\*\* compute capability 8.0, 8.6, 9.0$' "$TMP/notes.md" ||
   { cat "$TMP/notes.md" >&2; fail "the release notes lack a point's facts"; }
 head -8 "$TMP/notes.md"
@@ -155,6 +156,23 @@ grep -c "^SBOM of .* attached to $REG/ml/pytorch@" "$TMP/push.out" | grep -qx 2 
 sb notes "$TMP/out" --store "$S" -o "$TMP/notes-tested.md" >/dev/null 2>&1 || fail "notes after the gate"
 [[ $(grep -c '^- \*\*Tested:\*\* [0-9]* passed, 0 failed, [0-9]* skipped; no GPU, so the GPU tests were skipped$' "$TMP/notes-tested.md") == 2 ]] ||
   { cat "$TMP/notes-tested.md" >&2; fail "the release notes do not say what was tested"; }
+# The release as pushed, read back through its attached SBOMs and reports
+# (no layer fetched into a new store): the same data as the layout's.
+sb notes "$REG/ml/pytorch:pytorch-matrix" --store "$TMP/store-notes" --data -o "$TMP/notes-reg.json" >"$TMP/notes-reg.out" 2>&1 ||
+  fail "notes from the registry: $(tail -20 "$TMP/notes-reg.out")"
+sb notes "$TMP/out" --store "$S" --data -o "$TMP/notes-lay.json" >/dev/null 2>&1 || fail "notes --data of the layout"
+python3 - "$TMP/notes-reg.json" "$TMP/notes-lay.json" <<'PY' || fail "the registry's release notes differ from the layout's"
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+for d in (a, b):
+    d.pop("layout")
+    for i in d["images"]:
+        assert "tested" in i, i["ref"]
+        i["tested"].pop("report")
+assert a == b, (a, b)
+assert [i["packages"]["deb"] for i in a["images"]] == [i["packages"]["deb"] for i in b["images"]]
+PY
+[[ $(du -sm "$TMP/store-notes" | cut -f1) -lt 20 ]] || fail "notes from the registry fetched layers"
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8; do
   want="sha256:$(manifest_digest "$TMP/out" "$t")"
   skopeo copy --src-tls-verify=false "docker://$REG/ml/pytorch:$t" "oci:$TMP/back:$t" >/dev/null ||

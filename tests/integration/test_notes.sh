@@ -127,6 +127,19 @@ PY
 expect_ok pulled sb notes "$TMP/new" --since "$TMP/pulled" --store "$STORE"
 grep -q '^### Changes since `26.10-cuda12.8`$' "$TMP/pulled.out" || { show_output pulled; fail "not matched by CUDA"; }
 
+check "two new images of one CUDA X.Y are not both the counterpart of the one old image of it"
+sed -e 's/^  cuda: \[.*\]/  cuda: ["12.8"]\n  flavor: [a, b]/' -e 's/cuda\${cuda}"\]/cuda${cuda}-${flavor}"]/' \
+  -e 's/org.example.release: "\${release}"/org.example.release: "${release}-${flavor}"/' "$R/nt.yaml" >"$R/two.yaml"
+expect_ok two sb build "$R/two.yaml" -o "$TMP/two" --store "$STORE" --no-verify
+expect_ok twonotes sb notes "$TMP/two" --since "$TMP/pulled" --store "$STORE" --data
+python3 - "$TMP/twonotes.out" <<'PY' || { show_output twonotes; fail "one old image matched twice"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert [i["ref"] for i in d["images"]] == ["26.11-cuda12.8-a", "26.11-cuda12.8-b"], [i["ref"] for i in d["images"]]
+assert all(i.get("new") for i in d["images"]), d["images"]
+assert sorted(r["ref"] for r in d["removed_images"]) == ["26.10-cuda12.6", "26.10-cuda12.8"], d["removed_images"]
+PY
+
 check "--data: the fields a template gets"
 expect_ok data sb notes "$TMP/new" --since "$TMP/old" --store "$STORE" --data
 python3 - "$TMP/data.out" <<'PY' || fail "the data is wrong"
