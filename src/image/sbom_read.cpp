@@ -115,19 +115,22 @@ Contents read_spdx_doc(const json& doc, std::string* described) {
   return c;
 }
 
-void add_cyclonedx_components(Contents& c, const json& list) {
+void add_cyclonedx_components(Contents& c, const json& list, int depth = 0) {
+  if (depth > 32) throw Error("the SBOM's components nest more than 32 deep", kExitInput);
   for (const auto& p : list) {
     if (!p.is_object()) continue;
     add_listed_package(c, doc_string(p, "name"), doc_string(p, "version"), doc_string(p, "purl"),
                        doc_string(p, "bom-ref"));
-    if (p.contains("components"))
-      add_cyclonedx_components(c, p["components"]);  // nested, as some tools write them
+    if (p.contains("components"))  // nested, as some tools write them
+      add_cyclonedx_components(c, p["components"], depth + 1);
   }
 }
 
 Contents read_cyclonedx_doc(const json& doc, std::string* described) {
   Contents c;
-  json top = doc.value("metadata", json::object()).value("component", json::object());
+  json meta = doc.value("metadata", json::object());
+  json top = meta.is_object() ? meta.value("component", json::object()) : json::object();
+  if (!top.is_object()) top = json::object();
   for (const auto& pr : top.value("properties", json::array()))
     if (pr.is_object() && doc_string(pr, "name") == "stackbuild:os")
       c.os_name = doc_string(pr, "value");

@@ -87,4 +87,18 @@ SB_FUZZ_TARGET(sbom) {
                         ids.count(r.at("relatedSpdxElement").get<std::string>()),
                     "a relationship names no package of the document");
   for (const auto& p : c.packages) (void)sb::sbom::license_expression_known(p.license);
+  // Read back, both documents list what was read (as notes --since a registry compares).
+  for (const std::string& d : {doc, sb::sbom::cyclonedx_json(c, info)}) {
+    auto back = sb::sbom::contents_from_document(d);
+    sb::fuzz::check(back.packages.size() == c.packages.size(), "a package is lost when the SBOM is read back");
+    sb::fuzz::check(sb::sbom::package_changes(c, back).rows.empty(), "the SBOM read back differs from what was read");
+  }
+}
+
+// An SBOM document from anywhere (a registry's attached artifact) read back:
+// only sb::Error for what is not one.
+SB_FUZZ_TARGET(sbom_document) {
+  std::string described;
+  sb::fuzz::expect_errors(
+      [&] { (void)sb::sbom::contents_from_document(std::string(sb::fuzz::text(data, size)), &described); });
 }
