@@ -3,7 +3,9 @@
 # GPU tests inside it, on the GPU, through stackbuild's sandbox with the
 # driver injected. Needs no network: the programs compile with this host's
 # CUDA toolkit, the image is made of this host's files, and stackbuild comes
-# from build/gpu-bundle (tests/gpu/bundle.sh) or build/stackbuild.
+# from build/gpu-bundle (tests/gpu/bundle.sh) or build/stackbuild. cuBLAS,
+# cuDNN and NCCL are taken from the toolkit, else the system, else NVIDIA's
+# wheels in this host's python3 (a GPU host's image may have them only there).
 # It also runs stackbuild's own built-in tests: an image of this host's CUDA
 # toolkit (headers, libcudart and, as far as the toolkit has them, cuBLAS,
 # cuDNN and NCCL) records them in its dev.stackbuild.tests label, and
@@ -32,7 +34,23 @@ NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 cuda_top=$("$NVCC" --dryrun -x cu -c /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -1)
 cuda_root=$(cd "${cuda_top:-$(dirname "$NVCC")/..}" && pwd -P)
 cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib -maxdepth 0 -type d 2>/dev/null | paste -sd:)
-export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs"
+# A host may have cuDNN, NCCL or cuBLAS only as NVIDIA's wheels in its Python
+# (nvidia-cudnn-cu13 and the like, under site-packages/nvidia/): their lib and
+# include directories are searched after the toolkit's and the system's.
+wheel_roots=$(python3 -c 'import os, site; print("\n".join(p for p in dict.fromkeys(site.getsitepackages() + [site.getusersitepackages()]) if os.path.isdir(os.path.join(p, "nvidia"))))' 2>/dev/null |
+  sed 's|$|/nvidia|')
+wheel_libs=$(for r in $wheel_roots; do find "$r" -maxdepth 3 -type d -name lib; done | paste -sd:)
+export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs${wheel_libs:+:$wheel_libs}"
+# Where a library found on this host goes in an image: the system's stay where
+# they are, the toolkit's and the wheels' go to $1 (a directory on the
+# image's library path).
+image_path() {  # $1: the directory, $2: the host path
+  case "$2" in
+    "$cuda_root"/*) echo "$1/$(basename "$2")" ;;
+    /lib/*|/lib64/*|/usr/lib/*|/usr/lib64/*) echo "$2" ;;
+    *) echo "$1/$(basename "$2")" ;;
+  esac
+}
 work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
 trap 'rm -rf "$work"' EXIT
 if [[ -n "$bundle" ]]; then
@@ -59,13 +77,47 @@ cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head
 cc=${cc:-9.0}
 sm=${cc/./}
 
+find_lib() {  # $1: name -> the soname file (libX.so.N) in the toolkit's, the system's or the wheels' dirs
+  local d f
+  for d in ${cuda_libs//:/ } /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib ${wheel_libs//:/ }; do
+    f=$(ls "$d/lib$1.so".[0-9]* 2>/dev/null | grep -E '\.so\.[0-9]+$' | head -1)
+    [[ -n "$f" ]] && { echo "$f"; return 0; }
+  done
+  return 1
+}
+find_header() {  # $1: name -> the directory holding it
+  local d
+  for d in "$cuda_root/include" "$cuda_root"/targets/*/include /usr/include /usr/include/x86_64-linux-gnu \
+      /usr/include/aarch64-linux-gnu /usr/local/include $(for r in $wheel_roots; do find "$r" -maxdepth 3 -type d -name include; done); do
+    [[ -e "$d/$1" ]] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+
 # 2. The test programs, for this GPU's arch (SASS) and as PTX; and a broken
 #    build with SASS for another arch only.
 mkdir -p "$work/img/opt/gputests" "$work/broken/opt/gputests"
+# Each library through a link libX.so to the file found (a wheel has only
+# libX.so.N), its headers' directory with -I.
+mkdir -p "$work/links"
 for p in device_query gemm conv allreduce; do
-  case $p in gemm) libs=-lcublas ;; conv) libs=-lcudnn ;; allreduce) libs=-lnccl ;; *) libs= ;; esac
+  case $p in gemm) need="cublas:cublas_v2.h" ;; conv) need="cudnn:cudnn.h" ;; allreduce) need="nccl:nccl.h" ;; *) need= ;; esac
+  flags=() missing=""
+  for n in $need; do
+    if f=$(find_lib "${n%%:*}"); then
+      ln -sf "$f" "$work/links/lib${n%%:*}.so"
+      flags+=("-L$work/links" "-l${n%%:*}")
+    else
+      missing="lib${n%%:*}.so.N"
+    fi
+    if h=$(find_header "${n#*:}"); then flags+=("-I$h"); else missing="${missing:+$missing, }${n#*:}"; fi
+  done
+  if [[ -n "$missing" ]]; then
+    result "compile $p for sm_$sm" failed "this host has no $missing (toolkit, system or Python wheel directories)"
+    continue
+  fi
   if "$NVCC" -O2 -gencode "arch=compute_$sm,code=[sm_$sm,compute_$sm]" -o "$work/img/opt/gputests/$p" \
-      "$here/programs/$p.cu" $libs >"$work/nvcc.log" 2>&1; then
+      "$here/programs/$p.cu" "${flags[@]}" >"$work/nvcc.log" 2>&1; then
     result "compile $p for sm_$sm" passed ""
   else
     result "compile $p for sm_$sm" failed "$(cat "$work/nvcc.log")"
@@ -93,9 +145,7 @@ make_recipe() {  # $1: name, $2: the tree of programs
       done; } | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
-        dst=$lib
-        [[ "$lib" == "$cuda_root"/* ]] && dst=/usr/lib/x86_64-linux-gnu/$(basename "$lib")
-        echo "      - {src: $(readlink -f "$lib"), dst: $dst}"
+        echo "      - {src: $(readlink -f "$lib"), dst: $(image_path /usr/lib/x86_64-linux-gnu "$lib")}"
       done
     echo "tags: [\"$1:t\"]"
   } > "$work/$1.yaml"
@@ -118,22 +168,6 @@ else result "static checks refuse a wrong-arch image" failed "$out"; fi
 #    in /usr/local/cuda/lib64, libcudart and the libraries of each component
 #    the toolkit has (all of cuDNN's: it loads its engines at run time), with
 #    what they and a host-compiled program need.
-find_lib() {  # $1: name -> the soname file (libX.so.N) in the toolkit's or the system's dirs
-  local d f
-  for d in ${cuda_libs//:/ } /usr/lib/x86_64-linux-gnu /usr/lib/aarch64-linux-gnu /usr/lib64 /usr/local/lib; do
-    f=$(ls "$d/lib$1.so".[0-9]* 2>/dev/null | grep -E '\.so\.[0-9]+$' | head -1)
-    [[ -n "$f" ]] && { echo "$f"; return 0; }
-  done
-  return 1
-}
-find_header() {  # $1: name -> the directory holding it
-  local d
-  for d in "$cuda_root/include" "$cuda_root"/targets/*/include /usr/include /usr/include/x86_64-linux-gnu \
-      /usr/include/aarch64-linux-gnu /usr/local/include; do
-    [[ -e "$d/$1" ]] && { echo "$d"; return 0; }
-  done
-  return 1
-}
 builtins=() libs=() headers=()
 for comp in cuda cublas cudnn nccl; do
   case $comp in
@@ -178,8 +212,7 @@ if [[ " ${builtins[*]} " == *" cuda "* ]]; then
         case "$name" in libcuda.so*|libnvidia-*) continue ;; esac
         for l in "${libs[@]}"; do [[ "$(basename "$l")" == "$name" ]] && continue 2; done
         real=$(readlink -f "$lib")
-        if [[ "$real" == "$cuda_root"/* ]]; then echo "      - {src: $real, dst: /usr/local/cuda/lib64/$name}"
-        else echo "      - {src: $real, dst: $lib}"; fi
+        echo "      - {src: $real, dst: $(image_path /usr/local/cuda/lib64 "$lib")}"
       done | sort -u
     echo "config:"
     echo "  env: {LD_LIBRARY_PATH: /usr/local/cuda/lib64}"
