@@ -139,7 +139,7 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
 // is missing, not a reference to Docker Hub.
 notes::Images read_images(const std::string& text, const Args& args, Context& ctx,
                           const Store& store) {
-  if (fs::is_directory(text)) return notes::read_layout(text);
+  if (fs::is_directory(text)) return notes::read_layout(text, &store);
   std::string first = text.substr(0, text.find('/'));
   if (text.find('/') == std::string::npos || fs::exists(text) || text.starts_with(".") ||
       text.starts_with("/") || fs::is_directory(first))

@@ -37,7 +37,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
-  LayoutImage image = open_layout_image(layout, ref);
+  LayoutImage image = open_layout_image(layout, ref, &store);
   verify::UnpackedRoot unpacked = verify::unpacked_root(store, image);  // held while the command runs
   verify::ImageRoot root(unpacked.path);
 

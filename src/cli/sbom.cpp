@@ -92,7 +92,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
                        std::optional<fs::path>* layout) {
   if (fs::is_directory(split_layout_ref(what).first)) {
     auto [dir, ref] = split_layout_ref(what);
-    LayoutImage img = open_layout_image(dir, ref);
+    LayoutImage img = open_layout_image(dir, ref, &store);
     if (layout) *layout = dir;
     std::vector<std::pair<Digest, fs::path>> layers;
     json m = json::parse(img.manifest_json);

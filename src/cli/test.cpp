@@ -106,7 +106,7 @@ bool is_recipe_arg(const std::string& a) {
   return (a.ends_with(".yaml") || a.ends_with(".yml")) && fs::is_regular_file(a);
 }
 
-std::vector<Target> recipe_targets(const std::string& file, const Args& args) {
+std::vector<Target> recipe_targets(const std::string& file, const Args& args, const Store& store) {
   Recipe recipe = load_recipe(file);
   std::vector<std::pair<Recipe, std::optional<resolve::ResolvedStack>>> points;
   if (needs_plan(recipe) || args.has("--set") || args.has("--catalog")) {
@@ -127,7 +127,7 @@ std::vector<Target> recipe_targets(const std::string& file, const Args& args) {
     std::string ref = layout_ref_name(r.tags.front());
     LayoutImage img = [&] {
       try {
-        return open_layout_image(layout, ref);
+        return open_layout_image(layout, ref, &store);
       } catch (Error& e) {
         e.add_trace("looking for the image of " + r.tags.front() + " (build it first, or give -o the layout it went to)");
         throw;
@@ -267,10 +267,10 @@ int cmd_test(const std::vector<std::string>& argv) {
   const std::string& what = args.positional()[0];
   std::vector<Target> targets;
   if (is_recipe_arg(what)) {
-    targets = recipe_targets(what, args);
+    targets = recipe_targets(what, args, store);
   } else if (fs::is_directory(split_layout_ref(what).first)) {
     auto [layout, ref] = split_layout_ref(what);
-    targets.push_back({what, open_layout_image(layout, ref), std::nullopt, layout});
+    targets.push_back({what, open_layout_image(layout, ref, &store), std::nullopt, layout});
   } else if (what.find('/') != std::string::npos && !fs::exists(what)) {
     targets.push_back(registry_target(what, args, ctx));
   } else {

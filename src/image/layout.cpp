@@ -1,6 +1,7 @@
 #include "image/layout.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
@@ -25,7 +26,7 @@ std::string layout_ref_name(const std::string& tag) {
   return tag.substr(colon + 1);
 }
 
-static fs::path checked_blob(const fs::path& layout, const json& desc);
+static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store = nullptr);
 static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json = nullptr);
 
 // Puts a store blob into the layout: a hardlink where the filesystem allows,
@@ -259,19 +260,28 @@ std::pair<fs::path, std::string> split_layout_ref(const std::string& arg) {
   return {arg.substr(0, colon), arg.substr(colon + 1)};
 }
 
-// A layout blob's path, after checking its digest and size.
-static fs::path checked_blob(const fs::path& layout, const json& desc) {
+// Whether `a` and `b` are one file (hard links to one inode).
+static bool same_file(const fs::path& a, const fs::path& b) {
+  struct stat st_a, st_b;
+  return ::stat(a.c_str(), &st_a) == 0 && ::stat(b.c_str(), &st_b) == 0 && st_a.st_dev == st_b.st_dev &&
+         st_a.st_ino == st_b.st_ino;
+}
+
+// A layout blob's path, after checking its size and digest (not hashed when
+// it is `store`'s own file).
+static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store) {
   Digest d = Digest::parse(desc.at("digest").get<std::string>());
   fs::path p = layout / "blobs" / "sha256" / d.hex();
   if (::access(p.c_str(), R_OK) != 0) throw Error("layout " + layout.string() + " lacks blob " + d.str());
   if (desc.contains("size") && fs::file_size(p) != desc["size"].get<uint64_t>())
     throw Error("blob " + p.string() + " has " + std::to_string(fs::file_size(p)) + " bytes, its descriptor says " +
                 std::to_string(desc["size"].get<uint64_t>()));
+  if (store && same_file(p, store->blob_path(d))) return p;
   if (Digest::of_file(p) != d) throw Error("blob " + p.string() + " does not match its digest " + d.str());
   return p;
 }
 
-LayoutImage open_layout_image(const fs::path& layout, const std::string& ref) {
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store) {
   json index;
   try {
     index = json::parse(read_file(layout / "index.json"));
@@ -306,11 +316,11 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref) {
                             : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
   }
   try {
-    std::string manifest_json = read_file(checked_blob(layout, *chosen));
+    std::string manifest_json = read_file(checked_blob(layout, *chosen, store));
     json manifest = json::parse(manifest_json);
-    std::string config_json = read_file(checked_blob(layout, manifest.at("config")));
+    std::string config_json = read_file(checked_blob(layout, manifest.at("config"), store));
     std::vector<fs::path> layers;
-    for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l));
+    for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l, store));
     std::string r = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
     return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers};
   } catch (const json::exception& e) {

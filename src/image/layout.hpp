@@ -76,7 +76,10 @@ std::vector<LayoutArtifact> layout_referrers(const fs::path& dir, const Digest& 
 // "DIR[:REF]" -> (DIR, REF): DIR as a whole when it is a directory.
 std::pair<fs::path, std::string> split_layout_ref(const std::string& arg);
 
-// The image under `ref` (may be empty when the layout holds one image).
-LayoutImage open_layout_image(const fs::path& layout, const std::string& ref);
+// The image under `ref` (may be empty when the layout holds one image), each
+// blob checked against its size and digest; with `store`, a blob that is the
+// store's own file (a hard link, as `build -o` writes layouts) is not hashed
+// again: the store checked it when it took it in.
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store = nullptr);
 
 }  // namespace sb

@@ -335,7 +335,7 @@ json compared_data(const Image& f, const sbom::Contents& contents, const Image& 
 
 }  // namespace
 
-Images read_layout(const fs::path& layout) {
+Images read_layout(const fs::path& layout, const Store* store) {
   fs::path index = layout / "index.json";
   if (!fs::exists(index))
     throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
@@ -368,7 +368,7 @@ Images read_layout(const fs::path& layout) {
   }
   for (auto& [d, names] : refs) {
     std::sort(names.begin(), names.end());
-    LayoutImage li = open_layout_image(layout, names.front());
+    LayoutImage li = open_layout_image(layout, names.front(), store);
     Image f{.refs = names,
             .point = points.count(d) ? points[d] : json::object(),
             .digest = li.manifest_digest,

@@ -50,7 +50,7 @@ struct Images {
 // several names once), their layers checked against their digests as they
 // are opened, each with the last test report in the layout that refers to
 // it. Throws sb::Error naming what could not be read.
-Images read_layout(const fs::path& layout);
+Images read_layout(const fs::path& layout, const Store* store = nullptr);
 
 // The data the template is rendered with: every image of `now`, each
 // compared with its counterpart in `since` when given: the image of the same

@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <set>
+
+#include <unistd.h>
 
 #include "helpers.hpp"
 #include "image/layout.hpp"
@@ -510,6 +513,59 @@ TEST_CASE("sbom: an SBOM document read back gives the packages the layers gave",
   CHECK(o.packages[1].type == "unknown");
   CHECK_THROWS_WITH(contents_from_document("[1, 2]"), Catch::Contains("not a JSON object"));
   CHECK_THROWS_WITH(contents_from_document(R"({"name": "x"})"), Catch::Contains("neither SPDX"));
+}
+
+TEST_CASE("layout: a blob that is the store's own file is not hashed again, a copied one is",
+          "[sbom]") {
+  TempDir dir;
+  Store store(dir.path() / "store");
+  std::string layer = "the bytes of a layer", config = R"({"architecture":"amd64","os":"linux"})";
+  Digest ld = store.put(layer), cd = store.put(config);
+  std::string manifest = json{{"schemaVersion", 2},
+                              {"mediaType", kMediaTypeManifest},
+                              {"config", {{"mediaType", "application/vnd.oci.image.config.v1+json"},
+                                          {"digest", cd.str()},
+                                          {"size", config.size()}}},
+                              {"layers", json::array({{{"mediaType", "application/vnd.oci.image.layer.v1.tar"},
+                                                       {"digest", ld.str()},
+                                                       {"size", layer.size()}}})}}
+                             .dump();
+  Digest md = store.put(manifest);
+  fs::path layout = dir.path() / "layout";
+  fs::create_directories(layout / "blobs" / "sha256");
+  for (const Digest& d : {ld, cd, md})  // hard links, as build -o writes them
+    REQUIRE(::link(store.blob_path(d).c_str(), (layout / "blobs" / "sha256" / d.hex()).c_str()) == 0);
+  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+  write_file_atomic(layout / "index.json",
+                    json{{"schemaVersion", 2},
+                         {"manifests", json::array({{{"mediaType", kMediaTypeManifest},
+                                                     {"digest", md.str()},
+                                                     {"size", manifest.size()},
+                                                     {"annotations", {{"org.opencontainers.image.ref.name", "t"}}}}})}}
+                        .dump());
+  CHECK(open_layout_image(layout, "t", &store).manifest_digest == md);
+  CHECK(open_layout_image(layout, "t").manifest_digest == md);
+
+  // A copy of the layout is hashed with the store given too: a damaged layer of the same size is refused.
+  fs::path copy = dir.path() / "copy";
+  fs::copy(layout, copy, fs::copy_options::recursive);
+  fs::path blob = copy / "blobs" / "sha256" / ld.hex();
+  fs::remove(blob);
+  write_file_atomic(blob, "the bytes of a layeR");
+  CHECK_THROWS_WITH(open_layout_image(copy, "t", &store), Catch::Contains("does not match its digest"));
+  CHECK_THROWS_WITH(open_layout_image(copy, "t"), Catch::Contains("does not match its digest"));
+
+  // The store's own file is trusted as the store trusts it: damage made to it
+  // in place is seen only without the store.
+  fs::permissions(store.blob_path(ld), fs::perms::owner_write, fs::perm_options::add);
+  {
+    std::FILE* f = std::fopen(store.blob_path(ld).c_str(), "r+");
+    REQUIRE(f);
+    std::fputs("The", f);
+    std::fclose(f);
+  }
+  CHECK(open_layout_image(layout, "t", &store).manifest_digest == md);
+  CHECK_THROWS_WITH(open_layout_image(layout, "t"), Catch::Contains("does not match its digest"));
 }
 
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
