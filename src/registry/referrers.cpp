@@ -103,7 +103,10 @@ std::vector<json> list_referrers(Session& session, http::Client& client, const s
   api.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
   auto r = session.send(client, api);
   if (r.status == 200) return descriptors(r.body, "the referrers of " + subject.str());
-  if (r.status != 404) session.fail(r, "listing the referrers of " + subject.str());
+  // No referrers API: 404 as the distribution spec says, or what some
+  // registries answer for a route they do not know.
+  if (r.status != 404 && r.status != 405 && r.status != 501)
+    session.fail(r, "listing the referrers of " + subject.str());
   std::string tag = referrers_tag(subject);
   http::Request get{.url = session.url("/v2/" + repo + "/manifests/" + tag)};
   get.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);

@@ -52,7 +52,7 @@ AttachResult attach_artifact(const Reference& target, const Subject& subject, co
 
 // The descriptors (mediaType, digest, size, and artifactType and annotations
 // where given) of the manifests of `repo` that refer to `subject`: the
-// referrers API's list, else, from a registry without it (404), the
+// referrers API's list, else, from a registry without it (404, 405, 501), the
 // referrers tag's, in the order they were attached; none when neither has any.
 std::vector<nlohmann::json> list_referrers(Session& session, http::Client& client, const std::string& repo,
                                            const Digest& subject);
