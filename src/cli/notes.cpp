@@ -52,6 +52,10 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
   auto listing =
       registry::list_images(ref, store, session, *ctx.status,
                             {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType, kTestReportType});
+  if (listing.images.empty())
+    throw Error(ref.str() + " names no image (" + listing.top.media_type + " " +
+                    listing.top.digest.str() + ": an artifact, or an index of none)",
+                kExitUsage);
   notes::Images out;
   out.where = ref.str();
   auto at = [](const std::map<std::string, std::string>& m, const std::string& k) {

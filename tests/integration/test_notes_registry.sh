@@ -6,8 +6,8 @@
 # `test --attach`. The data is the same as from the layout the build wrote,
 # both as LAYOUT and as --since. An image without an SPDX SBOM is read from a
 # CycloneDX one, and one with none is pulled and read from its layers. A
-# missing tag is an error naming it; a missing layout is not taken for a
-# reference.
+# missing tag is an error naming it, an index of artifacts a usage error; a
+# missing layout is not taken for a reference.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$HERE/registry/lib.sh"
@@ -130,9 +130,12 @@ expect_ok one sb notes "$REG/team/nt:26.10-cuda12.6" --store "$S2" --data
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert [i["ref"] for i in d["images"]] == ["26.10-cuda12.6"], d["images"]' \
   "$TMP/one.out" || { show_output one; fail "one image"; }
 
-check "a missing tag names it; a missing layout is not taken for a reference"
+check "a missing tag names it, an index of artifacts names no image; a missing layout is not taken for a reference"
 expect_rc 1 missing sb notes "$REG/team/nt:25.01" --store "$S2"
 grep -q "25.01" "$TMP/missing.err" || { show_output missing; fail "the error does not name the tag"; }
+d=$(manifest_digest "$TMP/old" 26.10-cuda12.8)
+expect_rc 2 artifacts sb notes "$REG/team/nt:sha256-${d#sha256:}" --store "$S2"  # the referrers tag: SBOM and report
+grep -q "names no image" "$TMP/artifacts.err" || { show_output artifacts; fail "an index of artifacts is not refused clearly"; }
 expect_rc 2 nolayout sb notes "$TMP/new" --since "$TMP/nowhere/pytorch" --store "$STORE"
 grep -q "not an OCI layout directory" "$TMP/nolayout.err" || { show_output nolayout; fail "no reason given"; }
 pass
