@@ -13,7 +13,8 @@
 # against that image with this host's nvcc and, on a GPU, runs it; every result
 # of that report is in the summary ("stackbuild test ..."). A built-in GPU test
 # that passes without a GPU, or is skipped with one, counts as failed.
-# Prints a JSON summary last; exits 0 when every test passed, 1 when one
+# Prints a JSON summary last (and with $OUT set, writes it and the logs there:
+# see finish); exits 0 when every test passed, 1 when one
 # failed, else 77 when this host has no NVIDIA GPU (the GPU tests are then
 # skipped, not passed).
 set -uo pipefail
@@ -65,6 +66,22 @@ result() { results+=("{\"name\": \"$1\", \"outcome\": \"$2\", \"detail\": $(pyth
 summary() {
   local IFS=,
   echo "{\"host\": \"$(hostname)\", \"results\": [${results[*]}]}"
+}
+# finish RC: prints the summary and exits RC, or 1 when a result failed. With
+# $OUT set (the device tool's folder of files that come back), it also writes
+# gpu-summary.json there and gpu-logs.tar.gz of every log, report and recipe:
+# the output that comes back is only its tail.
+finish() {
+  local s rc=$1
+  s=$(summary)
+  echo "$s"
+  grep -q '"outcome": "failed"' <<<"$s" && rc=1
+  if [[ -n "${OUT:-}" && -d "${OUT:-}" ]]; then
+    echo "$s" >"$OUT/gpu-summary.json"
+    (cd "$work" && tar -czf "$OUT/gpu-logs.tar.gz" --ignore-failed-read $(ls *.log *.json *.yaml 2>/dev/null)) || true
+    echo "gpu check: gpu-summary.json and gpu-logs.tar.gz written to $OUT"
+  fi
+  exit "$rc"
 }
 [[ -x "$SB" ]] || { echo "no stackbuild at $SB (build it, or run tests/gpu/bundle.sh where it was built)"; exit 1; }
 [[ -x "$NVCC" ]] || { echo "no nvcc on this host"; exit 1; }
@@ -152,7 +169,7 @@ make_recipe() {  # $1: name, $2: the tree of programs
   "$SB" build "$work/$1.yaml" -o "$work/layout-$1" --store "$store" --progress plain
 }
 if make_recipe gputests "$work/img" > "$work/build.log" 2>&1; then result "build the image" passed ""; else
-  result "build the image" failed "$(cat "$work/build.log")"; summary; exit 1; fi
+  result "build the image" failed "$(cat "$work/build.log")"; finish 1; fi
 make_recipe broken "$work/broken" > "$work/build-broken.log" 2>&1
 
 # 4. Static checks: the good image passes for this arch, the broken one fails.
@@ -276,9 +293,7 @@ fi
 
 if [[ "$has_gpu" != 1 ]]; then
   result "GPU tests" skipped "no NVIDIA GPU on this host"
-  summary
-  grep -q '"outcome": "failed"' <<<"$(summary)" && exit 1
-  exit 77
+  finish 77
 fi
 
 # 6. The GPU tests: on the host (a baseline), then inside the image, driver injected.
@@ -294,6 +309,4 @@ out=$("$SB" run "$work/layout-broken:t" --gpus all --store "$store" --progress p
   -- /opt/gputests/device_query 2>&1) && result "wrong-arch image fails on the GPU" failed "$out" ||
   result "wrong-arch image fails on the GPU" passed "$out"
 
-summary
-grep -q '"outcome": "failed"' <<<"$(summary)" && exit 1
-exit 0
+finish 0
