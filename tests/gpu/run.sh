@@ -3,7 +3,8 @@
 # GPU tests inside it, on the GPU, through stackbuild's sandbox with the
 # driver injected. Needs no network: the programs compile with this host's
 # CUDA toolkit, the image is made of this host's files, and stackbuild comes
-# from build/gpu-bundle (tests/gpu/bundle.sh) or build/stackbuild. cuBLAS,
+# from build/gpu-bundle.tar.gz or build/gpu-bundle (tests/gpu/bundle.sh), or
+# build/stackbuild. cuBLAS,
 # cuDNN and NCCL are taken from the toolkit, else the system, else NVIDIA's
 # wheels in this host's python3 (a GPU host's image may have them only there).
 # It also runs stackbuild's own built-in tests: an image of this host's CUDA
@@ -20,12 +21,18 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
+work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+# stackbuild from the bundle (its libraries for stackbuild alone, see below,
+# not for ldd, nvcc or python3): unpacked from build/gpu-bundle.tar.gz, the
+# form the device tool carries within its size limit, else as a directory.
 bundle=""
-if [[ -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
-  bundle="$repo/build/gpu-bundle"  # its libraries for stackbuild alone (see below), not for ldd, nvcc or python3
-else
-  SB="${SB:-$repo/build/stackbuild}"
+if [[ -s "$repo/build/gpu-bundle.tar.gz" && ! -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
+  tar -xzf "$repo/build/gpu-bundle.tar.gz" -C "$work" && bundle="$work/gpu-bundle"
+elif [[ -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
+  bundle="$repo/build/gpu-bundle"
 fi
+[[ -n "$bundle" ]] || SB="${SB:-$repo/build/stackbuild}"
 NVCC=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 # The toolkit's libraries (cuBLAS, cuDNN, NCCL) may sit outside the linker's
 # default path; the programs find them there on the host, and in the image
@@ -52,8 +59,6 @@ image_path() {  # $1: the directory, $2: the host path
     *) echo "$1/$(basename "$2")" ;;
   esac
 }
-work=$(mktemp -d /tmp/sb-gpu.XXXXXX)
-trap 'rm -rf "$work"' EXIT
 if [[ -n "$bundle" ]]; then
   SB="$work/stackbuild"
   printf '#!/bin/sh\nLD_LIBRARY_PATH="%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" exec "%s/bin/stackbuild" "$@"\n' \
@@ -84,6 +89,7 @@ finish() {
   exit "$rc"
 }
 [[ -x "$SB" ]] || { echo "no stackbuild at $SB (build it, or run tests/gpu/bundle.sh where it was built)"; exit 1; }
+echo "gpu check: stackbuild from ${bundle:-$SB}"
 [[ -x "$NVCC" ]] || { echo "no nvcc on this host"; exit 1; }
 
 # 1. The host: driver, GPUs, what would be injected.
