@@ -70,7 +70,7 @@ declare -a results=()
 result() { results+=("{\"name\": \"$1\", \"outcome\": \"$2\", \"detail\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1][-2000:]))' "$3")}"); echo "$2: $1"; }
 summary() {
   local IFS=,
-  echo "{\"host\": \"$(hostname)\", \"results\": [${results[*]}]}"
+  echo "{\"host\": \"$(uname -n)\", \"results\": [${results[*]}]}"
 }
 # finish RC: prints the summary and exits RC, or 1 when a result failed. With
 # $OUT set (the device tool's folder of files that come back), it also writes
