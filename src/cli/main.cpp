@@ -52,7 +52,7 @@ const std::vector<Command>& commands() {
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
       {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
       {"sbom", "write an image's software bill of materials (SPDX 2.3 JSON)", kSbomHelp, cmd_sbom},
-      {"notes", "write the release notes of a layout's or a registry's images (Markdown), and what changed since", kNotesHelp,
+      {"notes", "write release notes (Markdown) of a layout's or a registry's images", kNotesHelp,
        cmd_notes},
       {"run", "run a command inside an image, in the sandbox, optionally with GPUs", kRunHelp, cmd_run},
       {"cuda-code", "list the GPU code (sm_XY SASS, compute_XY PTX) CUDA binaries carry", kCudaCodeHelp,
