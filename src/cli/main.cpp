@@ -51,7 +51,7 @@ const std::vector<Command>& commands() {
       {"unpack", "unpack an image of an OCI layout into a directory", kUnpackHelp, cmd_unpack},
       {"extract", "apply layer blobs, in order, onto a directory", kExtractHelp, cmd_extract},
       {"test", "verify an image: static checks, GPU tests where there is a GPU", kTestHelp, cmd_test},
-      {"sbom", "write an image's software bill of materials (SPDX 2.3 JSON)", kSbomHelp, cmd_sbom},
+      {"sbom", "write an image's software bill of materials (SPDX 2.3 or CycloneDX 1.5 JSON)", kSbomHelp, cmd_sbom},
       {"notes", "write release notes (Markdown) of a layout's or a registry's images", kNotesHelp,
        cmd_notes},
       {"run", "run a command inside an image, in the sandbox, optionally with GPUs", kRunHelp, cmd_run},
