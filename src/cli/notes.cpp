@@ -113,7 +113,7 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
     for (const auto& a : li.artifacts) {  // the last report attached
       if (a.type != kTestReportType) continue;
       auto rep = nlohmann::json::parse(a.file, nullptr, false);
-      if (!rep.is_object()) continue;
+      if (!rep.is_object() || !rep.contains("summary")) continue;  // not a report stackbuild wrote
       f.report = rep;
       f.report_digest = a.manifest.str();
     }

@@ -382,7 +382,7 @@ Images read_layout(const fs::path& layout, const Store* store) {
          layout_referrers(layout, f.digest)) {  // the last report, as the layout keeps one
       if (a.artifact_type != kTestReportType) continue;
       json rep = json::parse(read_file(a.file), nullptr, false);
-      if (!rep.is_object()) continue;
+      if (!rep.is_object() || !rep.contains("summary")) continue;  // not a report stackbuild wrote
       f.report = rep;
       f.report_digest = a.manifest.str();
     }
