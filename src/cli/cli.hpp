@@ -89,10 +89,15 @@ bool maybe_help(const Args& args, const char* help);
 
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
-namespace sb::registry { struct SessionOptions; struct PushOptions; }
+namespace sb::registry { struct SessionOptions; struct PushOptions; struct ListedImage; }
 namespace sb { struct MatrixResult; struct BuildResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
+// The SBOM document attached to `image` in the registry `where`
+// (registry::list_images asked for the SBOM types): SPDX first, else
+// CycloneDX. One that does not parse, or that describes another image, is a
+// warning and passed over. "" when there is none (cli/notes.cpp).
+std::string attached_sbom(const registry::ListedImage& image, const std::string& where, Context& ctx);
 // The session options and -j/--jobs, --chunk-size of a push, with the store's
 // record of which repositories hold which blobs (for mounts).
 registry::PushOptions push_options(const Args& args, const Store& store);

@@ -40,6 +40,32 @@ const char* const kNotesHelp =
     "  --creds, --ca-cert, --insecure-registry  registry access, as for pull\n"
     "  --insecure-policy    read from a registry whatever policy.json says (as for pull)\n";
 
+std::string attached_sbom(const registry::ListedImage& image, const std::string& where,
+                          Context& ctx) {
+  const Digest& digest = image.manifest.digest;
+  for (const char* type : {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType}) {
+    for (const auto& a : image.artifacts) {
+      if (a.type != type) continue;
+      std::string described;
+      try {
+        sbom::contents_from_document(a.file, &described);
+      } catch (const Error& e) {
+        ctx.status->message(Level::Warning, where + "@" + a.manifest.str() + ", the SBOM of " +
+                                                digest.str() + ": " + e.what() + "; not using it");
+        continue;
+      }
+      if (!described.empty() && described != digest.str()) {
+        ctx.status->message(Level::Warning, where + "@" + a.manifest.str() + " refers to " +
+                                                digest.str() + " but describes " + described +
+                                                "; not using it");
+        continue;
+      }
+      return a.file;
+    }
+  }
+  return "";
+}
+
 namespace {
 
 // The images `text` names in a registry (registry::list_images), each with
@@ -89,27 +115,7 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
                            : named + " (" + platform + ")");
     }
     std::sort(f.refs.begin(), f.refs.end());
-    for (const char* type : {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType}) {
-      for (const auto& a : li.artifacts) {
-        if (a.type != type || !f.sbom.empty()) continue;
-        std::string described;
-        try {
-          sbom::contents_from_document(a.file, &described);
-        } catch (const Error& e) {
-          ctx.status->message(Level::Warning, ref.name() + "@" + a.manifest.str() +
-                                                  ", the SBOM of " + f.digest.str() + ": " +
-                                                  e.what() + "; not using it");
-          continue;
-        }
-        if (!described.empty() && described != f.digest.str()) {
-          ctx.status->message(Level::Warning, ref.name() + "@" + a.manifest.str() + " refers to " +
-                                                  f.digest.str() + " but describes " + described +
-                                                  "; not using it");
-          continue;
-        }
-        f.sbom = a.file;
-      }
-    }
+    f.sbom = attached_sbom(li, ref.name(), ctx);
     for (const auto& a : li.artifacts) {  // the last report attached
       if (a.type != kTestReportType) continue;
       auto rep = nlohmann::json::parse(a.file, nullptr, false);

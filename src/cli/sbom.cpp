@@ -52,7 +52,8 @@ const char* const kSbomHelp =
     "  --diff OLD             instead of the document, what changed since the image OLD (a\n"
     "                         LAYOUT[:TAG] or REGISTRY/REPO[:TAG]), for release notes: a Markdown\n"
     "                         table of the packages added, removed and of another version, and\n"
-    "                         a count of those unchanged\n"
+    "                         a count of those unchanged. A registry's image with an SBOM\n"
+    "                         attached is read from that SBOM, without pulling it\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
     "  --insecure-policy      pull REF whatever policy.json says (as for pull)\n";
 
@@ -126,6 +127,25 @@ sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
   }
 }
 
+// One side of --diff, named as its SBOM names it: a layout's image read from
+// its layers; a registry's from the SBOM attached to it when the reference
+// names one image that has one (no layer is pulled), else pulled and read.
+std::pair<std::string, sbom::Contents> diff_side(const std::string& what, const Args& args, Context& ctx,
+                                                 const Store& store) {
+  if (!fs::is_directory(split_layout_ref(what).first) && what.find('/') != std::string::npos && !fs::exists(what)) {
+    auto ref = registry::Reference::parse(what);
+    auto listing = registry::list_images(ref, store, registry_session_options(args), *ctx.status,
+                                         {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType});
+    if (listing.images.size() == 1) {
+      std::string doc = attached_sbom(listing.images[0], ref.name(), ctx);
+      if (!doc.empty())
+        return {sbom_name(listing.images[0].manifest.bytes, ref.tag, ref.str()), sbom::contents_from_document(doc)};
+    }
+  }
+  SbomTarget t = open_target(what, args, ctx, store, nullptr);
+  return {t.name, contents_of(t, store)};
+}
+
 // Pushes an SBOM to `target` as an artifact whose subject is the image there.
 void attach_sbom(const std::string& target, const std::string& name, const Descriptor& image, const char* type,
                  const std::string& doc, const std::map<std::string, std::string>& annotations, const Args& args,
@@ -196,14 +216,12 @@ int cmd_sbom(const std::vector<std::string>& argv) {
   Store store = ctx.store();
 
   const std::string& what = args.positional()[0];
-  std::optional<fs::path> layout;
-  SbomTarget t = open_target(what, args, ctx, store, &layout);
-
   if (auto old = args.get("--diff")) {  // release notes: what changed since OLD
     if (args.has("--add-to-layout") || args.get("--attach") || args.get("--format"))
       throw Error("--diff prints a comparison; it takes no --format, --add-to-layout or --attach", kExitUsage);
-    SbomTarget before = open_target(*old, args, ctx, store, nullptr);
-    std::string text = sbom::contents_diff(contents_of(before, store), contents_of(t, store), before.name, t.name);
+    auto before = diff_side(*old, args, ctx, store);
+    auto after = diff_side(what, args, ctx, store);
+    std::string text = sbom::contents_diff(before.second, after.second, before.first, after.first);
     if (out) {
       write_file_atomic(*out, text);
       ctx.status->result("diff", *out);
@@ -213,6 +231,8 @@ int cmd_sbom(const std::vector<std::string>& argv) {
     return kExitOk;
   }
 
+  std::optional<fs::path> layout;
+  SbomTarget t = open_target(what, args, ctx, store, &layout);
   std::string doc;
   try {
     doc = sbom::image_sbom(store, t.name, t.manifest, t.config_json, t.layers, format);

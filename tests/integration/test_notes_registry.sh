@@ -4,7 +4,8 @@
 # tag, the matrix index under --index-tag), read back without pulling a layer:
 # the packages from each image's attached SBOM, the test report attached by
 # `test --attach`. The data is the same as from the layout the build wrote,
-# both as LAYOUT and as --since. An image without an SPDX SBOM is read from a
+# both as LAYOUT and as --since; `sbom --diff` against a registry's image
+# reads its attached SBOM too. An image without an SPDX SBOM is read from a
 # CycloneDX one, and one with none is pulled and read from its layers. A
 # missing tag is an error naming it, an index of artifacts a usage error; a
 # missing layout is not taken for a reference.
@@ -113,6 +114,16 @@ assert c["packages"]["changed"] == 1 and c["packages"]["unchanged"] == 1, c["pac
 assert c["packages"]["rows"] == [{"name": "libc6", "kind": "deb", "before": "2.36-9+deb12u4", "after": "2.36-9+deb12u5"}], c
 assert d["since"].endswith("/team/nt:26.10"), d["since"]
 PY
+
+check "sbom --diff against a registry's image reads its attached SBOM: the layout's table, no layer pulled"
+S4="$TMP/store4"
+expect_ok diffreg sb sbom "$TMP/new:26.11-cuda12.8" --diff "$REG/team/nt:26.10-cuda12.8" --store "$S4"
+expect_ok difflay sb sbom "$TMP/new:26.11-cuda12.8" --diff "$TMP/old:26.10-cuda12.8" --store "$STORE"
+cmp "$TMP/diffreg.out" "$TMP/difflay.out" || { show_output diffreg; show_output difflay; fail "the tables differ"; }
+grep -q "| libc6 | deb | 2.36-9+deb12u4 | 2.36-9+deb12u5 |" "$TMP/diffreg.out" || { show_output diffreg; fail "no libc6 row"; }
+for l in $layers; do
+  [[ -z "$(find "$S4" -name "$l*" -print -quit)" ]] || fail "sbom --diff fetched layer $l"
+done
 
 check "an image with a CycloneDX SBOM only, and one with none (pulled, read from its layers)"
 expect_ok push2 sb build "$R/nt.yaml" -o "$TMP/new" --store "$STORE" --no-verify --push-to "$REG/team/nt2" --index-tag 26.11
