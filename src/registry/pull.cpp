@@ -137,15 +137,27 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
     if (top.media_type == kMediaTypeIndex || top.media_type == kDockerManifestList) {
       json idx = json::parse(top.bytes);
       std::optional<Digest> chosen;
-      std::string have;
+      std::string have, several;
+      int matching = 0;
       for (const auto& e : idx.value("manifests", json::array())) {
+        if (e.contains("artifactType")) continue;  // an SBOM or report listed beside its image
         json p = e.value("platform", json::object());
         have += (have.empty() ? "" : ", ") + p.value("os", "?") + "/" + p.value("architecture", "?") +
                 (p.contains("variant") ? "/" + p.value("variant", "") : "");
-        if (!chosen && platform_matches(p, o)) chosen = Digest::parse(e.at("digest").get<std::string>());
+        if (!platform_matches(p, o)) continue;
+        ++matching;
+        if (!chosen) chosen = Digest::parse(e.at("digest").get<std::string>());
+        // A matrix index lists several images of one platform: say each by its tags.
+        json a = e.value("annotations", json::object());
+        std::string tags = a.is_object() ? a.value("dev.stackbuild.tags", "") : "";
+        several += "\n  " + e.value("digest", "?") + (tags.empty() ? "" : " (" + tags + ")");
       }
       std::string want = o.os + "/" + o.architecture + (o.variant.empty() ? "" : "/" + o.variant);
       if (!chosen) throw Error(s.op() + ": " + ref.str() + " has no image for " + want + " (it has: " + have + ")");
+      if (matching > 1)
+        throw Error(s.op() + ": " + ref.str() + " lists " + std::to_string(matching) + " images for " + want +
+                    " (a matrix index, one image per point, not one per platform); name one by its tag or " +
+                    ref.name() + "@DIGEST:" + several);
       m = get_manifest(s, *client, repo, chosen->str(), *chosen);
     }
     json man = json::parse(m.bytes);

@@ -5,7 +5,8 @@
 # the packages from each image's attached SBOM, the test report attached by
 # `test --attach`. The data is the same as from the layout the build wrote,
 # both as LAYOUT and as --since; `sbom --diff` against a registry's image
-# reads its attached SBOM too. An image without an SPDX SBOM is read from a
+# reads its attached SBOM too; `pull` of the matrix index names its images
+# rather than taking the first. An image without an SPDX SBOM is read from a
 # CycloneDX one, and one with none is pulled and read from its layers. A
 # missing tag is an error naming it, an index of artifacts a usage error; a
 # missing layout is not taken for a reference.
@@ -135,6 +136,12 @@ same_data "$TMP/mixed.out" "$TMP/mixed_lay.out" "the mixed release's data differ
 [[ $(grep -c "no SBOM attached" "$TMP/mixed.err") == 1 ]] || { show_output mixed; fail "not exactly one image pulled"; }
 grep -q "$(manifest_digest "$TMP/new" 26.11-cuda12.6) has no SBOM attached" "$TMP/mixed.err" ||
   { show_output mixed; fail "the wrong image was pulled"; }
+
+check "pull of a matrix index (two images of one platform) names both, rather than taking the first"
+expect_rc 1 pullidx sb pull "$REG/team/nt:26.10" "$TMP/pulled:x" --store "$S2"
+grep -q "lists 2 images for linux/amd64" "$TMP/pullidx.err" && grep -q "(nt:26.10-cuda12.6)" "$TMP/pullidx.err" &&
+  grep -q "(nt:26.10-cuda12.8)" "$TMP/pullidx.err" || { show_output pullidx; fail "the ambiguity is not explained"; }
+[[ ! -e "$TMP/pulled" ]] || fail "a layout was written"
 
 check "a single image by its tag"
 expect_ok one sb notes "$REG/team/nt:26.10-cuda12.6" --store "$S2" --data
