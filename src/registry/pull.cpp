@@ -6,6 +6,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -138,14 +139,13 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
       json idx = json::parse(top.bytes);
       std::optional<Digest> chosen;
       std::string have, several;
-      int matching = 0;
+      std::set<std::string> matching;  // digests: one image listed twice is one
       for (const auto& e : idx.value("manifests", json::array())) {
         if (e.contains("artifactType")) continue;  // an SBOM or report listed beside its image
         json p = e.value("platform", json::object());
         have += (have.empty() ? "" : ", ") + p.value("os", "?") + "/" + p.value("architecture", "?") +
                 (p.contains("variant") ? "/" + p.value("variant", "") : "");
-        if (!platform_matches(p, o)) continue;
-        ++matching;
+        if (!platform_matches(p, o) || !matching.insert(e.value("digest", "")).second) continue;
         if (!chosen) chosen = Digest::parse(e.at("digest").get<std::string>());
         // A matrix index lists several images of one platform: say each by its tags.
         json a = e.value("annotations", json::object());
@@ -154,8 +154,8 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
       }
       std::string want = o.os + "/" + o.architecture + (o.variant.empty() ? "" : "/" + o.variant);
       if (!chosen) throw Error(s.op() + ": " + ref.str() + " has no image for " + want + " (it has: " + have + ")");
-      if (matching > 1)
-        throw Error(s.op() + ": " + ref.str() + " lists " + std::to_string(matching) + " images for " + want +
+      if (matching.size() > 1)
+        throw Error(s.op() + ": " + ref.str() + " lists " + std::to_string(matching.size()) + " images for " + want +
                     " (a matrix index, one image per point, not one per platform); name one by its tag or " +
                     ref.name() + "@DIGEST:" + several);
       m = get_manifest(s, *client, repo, chosen->str(), *chosen);

@@ -63,7 +63,11 @@ expect_ok multi sb push "$TMP/multi" "$R/multi:all" --store "$STORE"
 skopeo inspect --tls-verify=false --raw "docker://$R/multi:all" >"$TMP/index.json"
 [[ "$(json "$TMP/index.json" 'j["mediaType"]')" == "application/vnd.oci.image.index.v1+json" ]] || fail "no index"
 [[ "$(json "$TMP/index.json" 'len(j["manifests"])')" == 3 ]] || fail "the index does not list 3 manifests"
-expect_ok pulli sb pull "$R/multi:all" "$TMP/fromindex" --store "$TMP/store2" --platform linux/amd64
+# Two images of linux/amd64 under one tag: pull names them rather than taking one.
+expect_rc 1 pulli sb pull "$R/multi:all" "$TMP/fromindex" --store "$TMP/store2" --platform linux/amd64
+grep -q "lists 2 images for linux/amd64" "$TMP/pulli.err" || { show_output pulli; fail "the ambiguity is not explained"; }
+one=$(json "$TMP/index.json" 'j["manifests"][1]["digest"]')
+expect_ok pull1 sb pull "$R/multi@$one" "$TMP/fromindex:one" --store "$TMP/store2"
 
 check "a missing repository: a clear error and exit 1"
 expect_rc 1 missing sb pull "$R/no/such/repo:1" "$TMP/none" --store "$STORE"
