@@ -138,24 +138,31 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
     if (top.media_type == kMediaTypeIndex || top.media_type == kDockerManifestList) {
       json idx = json::parse(top.bytes);
       std::optional<Digest> chosen;
-      std::string have, several;
-      std::set<std::string> matching;  // digests: one image listed twice is one
+      std::string have, chosen_platform, several;
+      // The images of the chosen entry's exact platform (os, architecture,
+      // variant, os.version), by digest: one listed twice is one. Several
+      // (a build's matrix index: one image per point) leave nothing to choose by.
+      std::set<std::string> same;
+      auto exact = [](const json& p) { return p.dump(); };
       for (const auto& e : idx.value("manifests", json::array())) {
         if (e.contains("artifactType")) continue;  // an SBOM or report listed beside its image
         json p = e.value("platform", json::object());
         have += (have.empty() ? "" : ", ") + p.value("os", "?") + "/" + p.value("architecture", "?") +
                 (p.contains("variant") ? "/" + p.value("variant", "") : "");
-        if (!platform_matches(p, o) || !matching.insert(e.value("digest", "")).second) continue;
-        if (!chosen) chosen = Digest::parse(e.at("digest").get<std::string>());
-        // A matrix index lists several images of one platform: say each by its tags.
+        if (!platform_matches(p, o)) continue;
+        if (!chosen) {
+          chosen = Digest::parse(e.at("digest").get<std::string>());
+          chosen_platform = exact(p);
+        }
+        if (exact(p) != chosen_platform || !same.insert(e.value("digest", "")).second) continue;
         json a = e.value("annotations", json::object());
         std::string tags = a.is_object() ? a.value("dev.stackbuild.tags", "") : "";
         several += "\n  " + e.value("digest", "?") + (tags.empty() ? "" : " (" + tags + ")");
       }
       std::string want = o.os + "/" + o.architecture + (o.variant.empty() ? "" : "/" + o.variant);
       if (!chosen) throw Error(s.op() + ": " + ref.str() + " has no image for " + want + " (it has: " + have + ")");
-      if (matching.size() > 1)
-        throw Error(s.op() + ": " + ref.str() + " lists " + std::to_string(matching.size()) + " images for " + want +
+      if (same.size() > 1)
+        throw Error(s.op() + ": " + ref.str() + " lists " + std::to_string(same.size()) + " images for " + want +
                     " (a matrix index, one image per point, not one per platform); name one by its tag or " +
                     ref.name() + "@DIGEST:" + several);
       m = get_manifest(s, *client, repo, chosen->str(), *chosen);
