@@ -1,10 +1,13 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstdio>
+#include <map>
 
 #include "helpers.hpp"
 #include "http_server.hpp"
 #include "registry/auth.hpp"
+#include "registry/pull.hpp"
 #include "registry/reference.hpp"
 #include "registry/session.hpp"
 
@@ -179,4 +182,61 @@ TEST_CASE("registry: other registries stay on https unless listed with --insecur
   o.insecure = {"127.0.0.2"};
   CHECK(probe_base(reg, o) == "http://" + reg + "/v2/");
   CHECK(server.requests() == 1);
+}
+
+TEST_CASE("registry: pull from an index takes the platform's image, and refuses several of the very same platform",
+          "[registry]") {
+  // A registry of three tiny images (a config, no layers) and the indexes below.
+  std::map<std::string, std::pair<std::string, std::string>> docs;  // path -> (media type, bytes)
+  auto image = [&](const std::string& arch) {
+    std::string config = R"({"architecture":")" + arch + R"(","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
+    Digest c = Digest::of_bytes(config);
+    docs["/v2/r/blobs/" + c.str()] = {"application/octet-stream", config};
+    std::string m = R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+                    c.str() + R"(","size":)" + std::to_string(config.size()) + R"(},"layers":[]})";
+    Digest d = Digest::of_bytes(m);
+    docs["/v2/r/manifests/" + d.str()] = {"application/vnd.oci.image.manifest.v1+json", m};
+    return std::make_pair(d, m.size());
+  };
+  auto [a, a_size] = image("amd64");
+  auto [b, b_size] = image("amd64-b");
+  auto [c, c_size] = image("arm64");
+  auto entry = [](const Digest& d, size_t size, const std::string& platform) {
+    return R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":")" + d.str() +
+           R"(","size":)" + std::to_string(size) + R"(,"platform":)" + platform + "}";
+  };
+  auto index = [&](const std::string& tag, const std::vector<std::string>& entries) {
+    std::string list;
+    for (const auto& e : entries) list += (list.empty() ? "" : ",") + e;
+    docs["/v2/r/manifests/" + tag] = {
+        "application/vnd.oci.image.index.v1+json",
+        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[)" + list + "]}"};
+  };
+  const std::string amd64 = R"({"os":"linux","architecture":"amd64"})";
+  index("matrix", {entry(a, a_size, amd64), entry(b, b_size, amd64)});
+  index("twice", {entry(a, a_size, amd64), entry(a, a_size, amd64)});
+  index("variants", {entry(c, c_size, R"({"os":"linux","architecture":"arm64","variant":"v8"})"),
+                     entry(b, b_size, R"({"os":"linux","architecture":"arm64"})")});
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    if (r.path == "/v2/") return http_response(200, "{}");
+    auto it = docs.find(r.path);
+    if (it == docs.end()) return http_response(404, R"({"errors":[{"code":"MANIFEST_UNKNOWN"}]})");
+    return http_response(200, r.method == "HEAD" ? "" : it->second.second,
+                         "Content-Type: " + it->second.first + "\r\n");
+  });
+  TempDir dir;
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  std::string reg = "127.0.0.1:" + std::to_string(server.port());
+  PullOptions o;
+  o.session.check_policy = false;
+
+  CHECK_THROWS_WITH(pull_image(Reference::parse(reg + "/r:matrix"), store, o, *status),
+                    Catch::Contains("lists 2 images for linux/amd64") && Catch::Contains(a.str()) &&
+                        Catch::Contains(b.str()));
+  CHECK(pull_image(Reference::parse(reg + "/r:twice"), store, o, *status).image.manifest.digest == a);
+  o.architecture = "arm64";  // both entries match; their platforms differ: the first, as always
+  CHECK(pull_image(Reference::parse(reg + "/r:variants"), store, o, *status).image.manifest.digest == c);
+  fclose(devnull);
 }
