@@ -231,6 +231,7 @@ TEST_CASE("registry: pull from an index takes the platform's image, and refuses 
   std::string reg = "127.0.0.1:" + std::to_string(server.port());
   PullOptions o;
   o.session.check_policy = false;
+  o.session.plain_http = true;  // no https probe (the server answers none)
 
   CHECK_THROWS_WITH(pull_image(Reference::parse(reg + "/r:matrix"), store, o, *status),
                     Catch::Contains("lists 2 images for linux/amd64") && Catch::Contains(a.str()) &&
