@@ -21,6 +21,9 @@ const char* const kPullHelp =
     "\n"
     "options:\n"
     "  --platform OS/ARCH[/VARIANT]  the image to take from an index (default linux/amd64)\n"
+    "  --all                     every image of an index (a build's matrix index: each point),\n"
+    "                            each under the tags the build recorded for it (else REF and\n"
+    "                            its platform), and the index itself under REF\n"
     "  --creds USER:PASSWORD     credentials (default: $STACKBUILD_REGISTRY_USER and\n"
     "                            $STACKBUILD_REGISTRY_PASSWORD, else the auth files of skopeo\n"
     "                            login and docker login, and their credential helpers)\n"
@@ -33,6 +36,64 @@ const char* const kPullHelp =
     "                            files, the source of the credentials (never the secret) and\n"
     "                            the policy.json scope for each; a refused name fails as a pull would\n"
     "Also takes the options of every command (stackbuild --help).\n";
+
+// pull --all: every image `ref` names (registry::list_images), each pulled by
+// digest and written under its ref names: the tags a build recorded in its
+// matrix index (dev.stackbuild.tags), else `name` and its platform; the
+// index itself under `name` when every entry of it was pulled.
+static int pull_all(const registry::Reference& ref, const fs::path& layout, const std::string& name,
+                    const registry::PullOptions& o, Context& ctx) {
+  Store store = ctx.store();
+  auto listing = registry::list_images(ref, store, o.session, *ctx.status, {});
+  if (listing.images.empty())
+    throw Error(ref.str() + " names no image (" + listing.top.media_type + ")", kExitUsage);
+  std::vector<TaggedImage> images;
+  uint64_t fetched = 0;
+  for (const auto& li : listing.images) {
+    registry::Reference by_digest = ref;
+    by_digest.tag.clear();
+    by_digest.digest = li.manifest.digest;
+    auto r = registry::pull_image(by_digest, store, o, *ctx.status);
+    fetched += r.bytes_fetched;
+    std::vector<std::string> refs;
+    auto tags = li.annotations.find("dev.stackbuild.tags");
+    if (tags != li.annotations.end())
+      for (size_t p = 0; p < tags->second.size();) {
+        size_t e = std::min(tags->second.find(',', p), tags->second.size());
+        std::string t = tags->second.substr(p, e - p);
+        if (!t.empty()) refs.push_back(layout_ref_name(t));
+        p = e + 1;
+      }
+    if (refs.empty()) {
+      std::string platform;
+      for (const char* k : {"os", "architecture", "variant"})
+        if (auto it = li.platform.find(k); it != li.platform.end() && !it->second.empty())
+          platform += "-" + it->second;
+      refs.push_back(listing.images.size() == 1 ? name : name + (platform.empty() ? "-" + li.manifest.digest.hex().substr(0, 12) : platform));
+    }
+    for (const auto& r2 : refs) {
+      validate_tag(r2);
+      images.push_back(TaggedImage{"pulled:" + r2, r.image});
+      ctx.status->result(ref.name() + "@" + li.manifest.digest.str(), layout.string() + ":" + r2);
+    }
+  }
+  std::vector<TaggedIndex> indexes;
+  bool index = listing.top.digest != listing.images.front().manifest.digest;
+  if (index) {
+    size_t entries = nlohmann::json::parse(listing.top.bytes).value("manifests", nlohmann::json::array()).size();
+    if (entries == listing.images.size()) {
+      validate_tag(name);
+      indexes.push_back(TaggedIndex{name, listing.top.bytes, listing.top.digest});
+      ctx.status->result(ref.str(), layout.string() + ":" + name + " (the index)");
+    } else {
+      ctx.status->message(Level::Warning, ref.str() + ": the index lists " + std::to_string(entries) +
+                                              " manifests, not all of them images; it is not kept in the layout");
+    }
+  }
+  write_oci_layout(layout, store, images, indexes);
+  ctx.status->message(Level::Info, "fetched " + human_bytes(static_cast<double>(fetched)) + " of blobs");
+  return kExitOk;
+}
 
 // pull --dry-run: what the machine's settings make of a pull of `ref`.
 static int dry_run(const registry::Reference& ref, const registry::SessionOptions& session) {
@@ -74,7 +135,7 @@ int cmd_pull(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--platform"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--dry-run", "--insecure-policy"});
+  flags.insert(flags.end(), {"--dry-run", "--insecure-policy", "--all"});
   Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kPullHelp)) return kExitOk;
   if (args.has("--dry-run") && args.positional().size() == 1)
@@ -96,6 +157,10 @@ int cmd_pull(const std::vector<std::string>& argv) {
 
   if (args.has("--dry-run")) return dry_run(ref, o.session);
   Context ctx = make_context(args);
+  if (args.has("--all")) {
+    if (args.get("--platform")) throw Error("--all takes every platform; it takes no --platform", kExitUsage);
+    return pull_all(ref, layout, name, o, ctx);
+  }
   Store store = ctx.store();
   auto r = registry::pull_image(ref, store, o, *ctx.status);
   validate_tag(name);

@@ -6,7 +6,8 @@
 # `test --attach`. The data is the same as from the layout the build wrote,
 # both as LAYOUT and as --since; `sbom --diff` against a registry's image
 # reads its attached SBOM too; `pull` of the matrix index names its images
-# rather than taking the first. An image without an SPDX SBOM is read from a
+# rather than taking the first, and `pull --all` takes them all, which notes
+# reads as it reads the registry. An image without an SPDX SBOM is read from a
 # CycloneDX one, and one with none is pulled and read from its layers. A
 # missing tag is an error naming it, an index of artifacts a usage error; a
 # missing layout is not taken for a reference.
@@ -142,6 +143,17 @@ expect_rc 1 pullidx sb pull "$REG/team/nt:26.10" "$TMP/pulled:x" --store "$S2"
 grep -q "lists 2 images for linux/amd64" "$TMP/pullidx.err" && grep -q "(nt:26.10-cuda12.6)" "$TMP/pullidx.err" &&
   grep -q "(nt:26.10-cuda12.8)" "$TMP/pullidx.err" || { show_output pullidx; fail "the ambiguity is not explained"; }
 [[ ! -e "$TMP/pulled" ]] || fail "a layout was written"
+
+check "pull --all of the matrix index: each point under its tags and the index, which notes reads as the registry"
+expect_ok pullall sb pull --all "$REG/team/nt:26.10" "$TMP/pulled-all" --store "$STORE"
+refs=$(json "$TMP/pulled-all/index.json" '" ".join(sorted(m["annotations"]["org.opencontainers.image.ref.name"] for m in j["manifests"]))')
+[[ "$refs" == "26.10 26.10-cuda12.6 26.10-cuda12.8" ]] || fail "the pulled layout's refs: $refs"
+for t in 26.10-cuda12.6 26.10-cuda12.8 26.10; do
+  [[ "$(manifest_digest "$TMP/pulled-all" $t)" == "$(manifest_digest "$TMP/old" $t)" ]] || fail "$t differs from the built layout's"
+done
+expect_ok since_pulled sb notes "$TMP/new" --since "$TMP/pulled-all" --store "$STORE" --data
+same_data "$TMP/since_pulled.out" "$TMP/since_reg.out" "--since the pulled layout differs from --since the registry"
+expect_rc 2 allplat sb pull --all "$REG/team/nt:26.10" "$TMP/x" --platform linux/amd64 --store "$STORE"
 
 check "a single image by its tag"
 expect_ok one sb notes "$REG/team/nt:26.10-cuda12.6" --store "$S2" --data
