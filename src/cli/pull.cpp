@@ -69,7 +69,8 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
       for (const char* k : {"os", "architecture", "variant"})
         if (auto it = li.platform.find(k); it != li.platform.end() && !it->second.empty())
           platform += "-" + it->second;
-      refs.push_back(listing.images.size() == 1 ? name : name + (platform.empty() ? "-" + li.manifest.digest.hex().substr(0, 12) : platform));
+      if (platform.empty()) platform = "-" + li.manifest.digest.hex().substr(0, 12);
+      refs.push_back(listing.images.size() == 1 ? name : name + platform);
     }
     for (const auto& r2 : refs) {
       validate_tag(r2);
