@@ -1,3 +1,5 @@
+#include <set>
+
 #include "cli/cli.hpp"
 #include "image/layout.hpp"
 #include "registry/pull.hpp"
@@ -48,8 +50,11 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
   if (listing.images.empty())
     throw Error(ref.str() + " names no image (" + listing.top.media_type + ")", kExitUsage);
   std::vector<TaggedImage> images;
+  std::set<std::string> used;  // ref names given so far
   uint64_t fetched = 0;
+  std::set<std::string> pulled;  // digests: an image the index lists twice is pulled once
   for (const auto& li : listing.images) {
+    if (!pulled.insert(li.manifest.digest.str()).second) continue;
     registry::Reference by_digest = ref;
     by_digest.tag.clear();
     by_digest.digest = li.manifest.digest;
@@ -69,11 +74,14 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
       for (const char* k : {"os", "architecture", "variant"})
         if (auto it = li.platform.find(k); it != li.platform.end() && !it->second.empty())
           platform += "-" + it->second;
-      if (platform.empty()) platform = "-" + li.manifest.digest.hex().substr(0, 12);
-      refs.push_back(listing.images.size() == 1 ? name : name + platform);
+      std::string r = listing.images.size() == 1 ? name : name + platform;
+      if (listing.images.size() > 1 && (platform.empty() || used.count(r)))  // no platform, or another image's
+        r += "-" + li.manifest.digest.hex().substr(0, 12);
+      refs.push_back(r);
     }
     for (const auto& r2 : refs) {
       validate_tag(r2);
+      used.insert(r2);
       images.push_back(TaggedImage{"pulled:" + r2, r.image});
       ctx.status->result(ref.name() + "@" + li.manifest.digest.str(), layout.string() + ":" + r2);
     }
@@ -81,14 +89,19 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
   std::vector<TaggedIndex> indexes;
   bool index = listing.top.digest != listing.images.front().manifest.digest;
   if (index) {
-    size_t entries = nlohmann::json::parse(listing.top.bytes).value("manifests", nlohmann::json::array()).size();
-    if (entries == listing.images.size()) {
+    size_t entries = 0, missing = 0;
+    for (const auto& e : nlohmann::json::parse(listing.top.bytes).value("manifests", nlohmann::json::array())) {
+      ++entries;
+      if (!pulled.count(e.value("digest", ""))) ++missing;
+    }
+    if (missing == 0) {
       validate_tag(name);
       indexes.push_back(TaggedIndex{name, listing.top.bytes, listing.top.digest});
       ctx.status->result(ref.str(), layout.string() + ":" + name + " (the index)");
     } else {
-      ctx.status->message(Level::Warning, ref.str() + ": the index lists " + std::to_string(entries) +
-                                              " manifests, not all of them images; it is not kept in the layout");
+      ctx.status->message(Level::Warning, ref.str() + ": " + std::to_string(missing) + " of the index's " +
+                                              std::to_string(entries) +
+                                              " manifests are not images; the index is not kept in the layout");
     }
   }
   write_oci_layout(layout, store, images, indexes);

@@ -68,6 +68,13 @@ expect_rc 1 pulli sb pull "$R/multi:all" "$TMP/fromindex" --store "$TMP/store2" 
 grep -q "lists 2 images for linux/amd64" "$TMP/pulli.err" || { show_output pulli; fail "the ambiguity is not explained"; }
 one=$(json "$TMP/index.json" 'j["manifests"][1]["digest"]')
 expect_ok pull1 sb pull "$R/multi@$one" "$TMP/fromindex:one" --store "$TMP/store2"
+# --all: both images (one listed twice), named by the tag and platform (no build tags here), and the index.
+expect_ok pullall sb pull --all "$R/multi:all" "$TMP/fromall" --store "$TMP/store2"
+[[ $(json "$TMP/fromall/index.json" 'len(j["manifests"])') == 3 ]] || fail "pull --all: not 2 images and the index"
+[[ "$(manifest_digest "$TMP/fromall" all)" == "$(sha256sum "$TMP/index.json" | cut -d' ' -f1)" ]] ||
+  fail "pull --all: the layout's index is not the registry's"
+json "$TMP/fromall/index.json" '" ".join(sorted(m["annotations"]["org.opencontainers.image.ref.name"] for m in j["manifests"]))' |
+  grep -Eq '^all all-linux-amd64 all-linux-amd64-[0-9a-f]{12}$' || fail "pull --all: the ref names"
 
 check "a missing repository: a clear error and exit 1"
 expect_rc 1 missing sb pull "$R/no/such/repo:1" "$TMP/none" --store "$STORE"
