@@ -93,6 +93,11 @@ namespace sb::registry { struct SessionOptions; struct PushOptions; struct Liste
 namespace sb { struct MatrixResult; struct BuildResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
+// Whether an IMAGE argument names a registry's image (REGISTRY/REPO[:TAG])
+// rather than a layout (DIR or DIR:REF): not a layout directory, with a '/',
+// not a file, and not a path whose first part is here ("out/pytorch:1" with
+// out/ here is a layout that is missing, not a Docker Hub name).
+bool is_registry_arg(const std::string& what);
 // The SBOM document attached to `image` in the registry `where`
 // (registry::list_images asked for the SBOM types): SPDX first, else
 // CycloneDX. One that does not parse, or that describes another image, is a

@@ -97,15 +97,9 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
                    .manifest = nlohmann::json::parse(li.manifest.bytes),
                    .config = nlohmann::json::parse(li.config_json)};
     for (const auto& [k, v] : li.annotations) f.point[k] = v;
-    // Its tags as the build wrote them ("pytorch:26.11-2.7.0-cuda12.6"), the
-    // ref names a layout has for them; else what named it, and its platform.
-    std::string tags = at(li.annotations, "dev.stackbuild.tags");
-    for (size_t p = 0; p < tags.size();) {
-      size_t e = std::min(tags.find(',', p), tags.size());
-      std::string t = tags.substr(p, e - p);
-      if (!t.empty()) f.refs.push_back(t.substr(t.rfind(':') + 1));
-      p = e + 1;
-    }
+    // The ref names the build's layout gives it (from the tags it recorded);
+    // else what named it, and its platform.
+    f.refs = recorded_ref_names(at(li.annotations, "dev.stackbuild.tags"));
     if (f.refs.empty()) {
       std::string platform =
           at(li.platform, "os") + "/" + at(li.platform, "architecture") +
@@ -144,15 +138,11 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
   return out;
 }
 
-// A layout when `text` is a directory, else a registry reference; a path
-// whose first part is here ("out/pytorch" with out/ here) is a layout that
-// is missing, not a reference to Docker Hub.
+// A layout when `text` is a directory, else a registry reference.
 notes::Images read_images(const std::string& text, const Args& args, Context& ctx,
                           const Store& store) {
   if (fs::is_directory(text)) return notes::read_layout(text, &store);
-  std::string first = text.substr(0, text.find('/'));
-  if (text.find('/') == std::string::npos || fs::exists(text) || text.starts_with(".") ||
-      text.starts_with("/") || fs::is_directory(first))
+  if (!is_registry_arg(text))
     throw Error(
         "'" + text +
             "' is not an OCI layout directory (nor a registry reference REGISTRY/REPO[:TAG])",

@@ -60,15 +60,9 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
     by_digest.digest = li.manifest.digest;
     auto r = registry::pull_image(by_digest, store, o, *ctx.status);
     fetched += r.bytes_fetched;
-    std::vector<std::string> refs;
     auto tags = li.annotations.find("dev.stackbuild.tags");
-    if (tags != li.annotations.end())
-      for (size_t p = 0; p < tags->second.size();) {
-        size_t e = std::min(tags->second.find(',', p), tags->second.size());
-        std::string t = tags->second.substr(p, e - p);
-        if (!t.empty()) refs.push_back(layout_ref_name(t));
-        p = e + 1;
-      }
+    std::vector<std::string> refs =
+        tags == li.annotations.end() ? std::vector<std::string>{} : recorded_ref_names(tags->second);
     if (refs.empty()) {
       std::string platform;
       for (const char* k : {"os", "architecture", "variant"})

@@ -45,6 +45,16 @@ const char* const kPushHelp =
     "                            to 16 MiB (or the chunk size, if smaller) go in one PUT\n"
     "Also takes the options of every command (stackbuild --help).\n";
 
+bool is_registry_arg(const std::string& what) {
+  if (fs::is_directory(what)) return false;
+  auto colon = what.rfind(':');
+  if (colon != std::string::npos && what.find('/', colon) == std::string::npos && fs::is_directory(what.substr(0, colon)))
+    return false;  // DIR:REF
+  auto slash = what.find('/');
+  return slash != std::string::npos && !fs::exists(what) && !what.starts_with(".") && !what.starts_with("/") &&
+         !fs::is_directory(what.substr(0, slash));
+}
+
 registry::SessionOptions registry_session_options(const Args& args) {
   registry::SessionOptions o;
   o.credentials.creds = args.get("--creds");

@@ -91,18 +91,7 @@ std::string sbom_name(const std::string& manifest_json, const std::string& tag, 
 // registry's, pulled into the store.
 SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, const Store& store,
                        std::optional<fs::path>* layout) {
-  if (fs::is_directory(split_layout_ref(what).first)) {
-    auto [dir, ref] = split_layout_ref(what);
-    LayoutImage img = open_layout_image(dir, ref, &store);
-    if (layout) *layout = dir;
-    std::vector<std::pair<Digest, fs::path>> layers;
-    json m = json::parse(img.manifest_json);
-    for (size_t i = 0; i < img.layer_blobs.size(); ++i)
-      layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
-    return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
-            layers};
-  }
-  if (what.find('/') != std::string::npos && !fs::exists(what)) {
+  if (is_registry_arg(what)) {
     if (layout && args.has("--add-to-layout"))
       throw Error("--add-to-layout wants a LAYOUT, not a registry reference", kExitUsage);
     auto ref = registry::Reference::parse(what);
@@ -113,6 +102,17 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
     for (const auto& l : pulled.image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
     return {sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
             pulled.image.manifest_json, pulled.image.config_json, layers};
+  }
+  if (fs::is_directory(split_layout_ref(what).first)) {
+    auto [dir, ref] = split_layout_ref(what);
+    LayoutImage img = open_layout_image(dir, ref, &store);
+    if (layout) *layout = dir;
+    std::vector<std::pair<Digest, fs::path>> layers;
+    json m = json::parse(img.manifest_json);
+    for (size_t i = 0; i < img.layer_blobs.size(); ++i)
+      layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
+    return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
+            layers};
   }
   throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", kExitUsage);
 }
@@ -132,7 +132,7 @@ sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
 // names one image that has one (no layer is pulled), else pulled and read.
 std::pair<std::string, sbom::Contents> diff_side(const std::string& what, const Args& args, Context& ctx,
                                                  const Store& store) {
-  if (!fs::is_directory(split_layout_ref(what).first) && what.find('/') != std::string::npos && !fs::exists(what)) {
+  if (is_registry_arg(what)) {
     auto ref = registry::Reference::parse(what);
     auto listing = registry::list_images(ref, store, registry_session_options(args), *ctx.status,
                                          {sbom::kSpdxMediaType, sbom::kCycloneDxMediaType});

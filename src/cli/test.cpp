@@ -268,11 +268,11 @@ int cmd_test(const std::vector<std::string>& argv) {
   std::vector<Target> targets;
   if (is_recipe_arg(what)) {
     targets = recipe_targets(what, args, store);
+  } else if (is_registry_arg(what)) {
+    targets.push_back(registry_target(what, args, ctx));
   } else if (fs::is_directory(split_layout_ref(what).first)) {
     auto [layout, ref] = split_layout_ref(what);
     targets.push_back({what, open_layout_image(layout, ref, &store), std::nullopt, layout});
-  } else if (what.find('/') != std::string::npos && !fs::exists(what)) {
-    targets.push_back(registry_target(what, args, ctx));
   } else {
     throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", kExitUsage);
   }

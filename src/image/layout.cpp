@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -24,6 +25,16 @@ std::string layout_ref_name(const std::string& tag) {
   auto colon = tag.rfind(':');
   if (colon == std::string::npos || (slash != std::string::npos && colon < slash)) return "latest";
   return tag.substr(colon + 1);
+}
+
+std::vector<std::string> recorded_ref_names(const std::string& tags) {
+  std::vector<std::string> out;
+  for (size_t p = 0; p < tags.size();) {
+    size_t e = std::min(tags.find(',', p), tags.size());
+    if (e > p) out.push_back(layout_ref_name(tags.substr(p, e - p)));
+    p = e + 1;
+  }
+  return out;
 }
 
 static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store = nullptr);

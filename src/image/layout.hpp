@@ -26,6 +26,11 @@ struct TaggedIndex {
 // The ref name an image gets in an OCI layout: the tag part of "name:tag".
 std::string layout_ref_name(const std::string& tag);
 
+// The ref names of the tags a build recorded for a point in its matrix index
+// (the annotation dev.stackbuild.tags: "pytorch:26.11-2.7.0-cuda12.6,..."),
+// in order: the names the build's layout gives that image.
+std::vector<std::string> recorded_ref_names(const std::string& tags);
+
 // Adds the images to the OCI layout at `dir` (created if missing). Images
 // already there under other ref names are kept; the same ref name is replaced.
 // Blobs go in first, index.json last and atomically, so a reader never sees a

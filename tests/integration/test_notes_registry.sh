@@ -168,4 +168,10 @@ expect_rc 2 artifacts sb notes "$REG/team/nt:sha256-${d#sha256:}" --store "$S2" 
 grep -q "names no image" "$TMP/artifacts.err" || { show_output artifacts; fail "an index of artifacts is not refused clearly"; }
 expect_rc 2 nolayout sb notes "$TMP/new" --since "$TMP/nowhere/pytorch" --store "$STORE"
 grep -q "not an OCI layout directory" "$TMP/nolayout.err" || { show_output nolayout; fail "no reason given"; }
+for cmd in sbom test notes; do  # a relative path into a directory that is here: a missing layout, not a reference
+  rc=0
+  (cd "$TMP" && "$SB" $cmd new/nosuch:tag --store "$STORE" >/dev/null 2>"$TMP/relmiss.err") || rc=$?
+  [[ $rc == 2 ]] && grep -Eq "(neither|not) an? .*(OCI layout|layout directory)" "$TMP/relmiss.err" ||
+    { cat "$TMP/relmiss.err" >&2; fail "$cmd new/nosuch:tag: exit $rc"; }
+done
 pass
