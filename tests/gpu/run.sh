@@ -220,12 +220,16 @@ for comp in cuda cublas cudnn nccl; do
   fi
 done
 if [[ " ${builtins[*]} " == *" cuda "* ]]; then
+  # The toolkit's headers with their links followed: a toolkit assembled from
+  # NVIDIA's wheels (as this machine's images may be) links its include
+  # directory's files to site-packages, and a copy layer keeps links as links.
+  cp -rL "$cuda_root/include" "$work/cuda-include" 2>"$work/cp-include.log" || true
   {
     echo "stack: builtins"
     echo "layers:"
     echo "  - name: cuda"
     echo "    copy:"
-    echo "      - {src: $cuda_root/include/, dst: /usr/local/cuda/include/}"
+    echo "      - {src: $work/cuda-include/, dst: /usr/local/cuda/include/}"
     for h in "${headers[@]}"; do echo "      - {src: $(readlink -f "$h"), dst: /usr/local/cuda/include/$(basename "$h")}"; done
     for l in "${libs[@]}"; do echo "      - {src: $(readlink -f "$l"), dst: /usr/local/cuda/lib64/$(basename "$l")}"; done
     # What they need (the toolkit's own into lib64 too), and what a program
