@@ -120,7 +120,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
 sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
   try {
     auto info = sbom::image_info(t.name, t.manifest, t.config_json);
-    return sbom::read_contents(sbom::image_files(store, t.layers), sbom::python_machine(info.architecture));
+    return sbom::image_contents(store, info, t.layers);
   } catch (Error& e) {
     e.add_trace("while reading the packages of " + t.name);
     throw;

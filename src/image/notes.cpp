@@ -82,8 +82,8 @@ std::string string_at(const json& j, const char* key) {
 sbom::Contents contents_of(const Image& f, const Store& store) {
   try {
     if (f.layers.empty() && !f.sbom.empty()) return sbom::contents_from_document(f.sbom);
-    return sbom::read_contents(sbom::image_files(store, f.layers),
-                               sbom::python_machine(string_at(f.config, "architecture")));
+    sbom::ImageInfo info = sbom::image_info(f.refs.front(), f.digest, f.config.dump());
+    return sbom::image_contents(store, info, f.layers);
   } catch (Error& e) {
     e.add_trace("while reading the packages of " + f.refs.front());
     throw;
@@ -226,8 +226,12 @@ json image_data(const Image& f, const sbom::Contents& contents) {
   for (const auto& p : contents.packages) ++counts[p.type];
   json packages = {{"total", contents.packages.size()}};
   std::vector<std::string> said;
-  for (const auto& [type, label] : std::vector<std::pair<std::string, std::string>>{
-           {"deb", "Debian"}, {"apk", "Alpine"}, {"python", "Python"}, {"cuda", "CUDA"}}) {
+  for (const auto& [type, label] :
+       std::vector<std::pair<std::string, std::string>>{{"deb", "Debian"},
+                                                        {"apk", "Alpine"},
+                                                        {"python", "Python"},
+                                                        {"cuda", "CUDA"},
+                                                        {"source", "source"}}) {
     packages[type] = counts[type];
     if (counts[type]) said.push_back(std::to_string(counts[type]) + " " + label);
   }

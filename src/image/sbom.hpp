@@ -65,6 +65,12 @@ struct Package {
   std::string file;      // the image file that records it ("/var/lib/dpkg/status")
   std::string purl;
   std::vector<std::string> depends;  // ids of the packages (of this image) it depends on
+  // A source tree (type "source", from an image label: source_packages()):
+  std::string download;  // "git+URL@COMMIT" (or @REF), an archive's URL; "" for a local directory
+  std::string revision;  // a git source's commit (or ref): the end of `download`
+  std::string sha256;    // an archive's sha256 (hex)
+  bool built = false;   // a layer of the image was compiled from it (`file` is set when it is kept)
+  std::string comment;  // what the document says of it instead of "found in FILE"
 };
 
 struct Contents {
@@ -77,6 +83,22 @@ struct Contents {
 // The packages of an image's files. `machine` is the image's CPU in
 // Python's terms ("x86_64", "aarch64"), for the markers of Requires-Dist.
 Contents read_contents(const std::map<std::string, std::string>& files, const std::string& machine);
+
+// The labels dev.stackbuild.source.<layer> of an image stackbuild built:
+// the source tree each layer was compiled from or keeps (JSON, written by
+// pipeline/source_tree.hpp's source_label).
+constexpr const char* kSourceLabelPrefix = "dev.stackbuild.source.";
+
+// A package of type "source" for each such label among `labels`: named for
+// its component (else its layer), versioned by the component's version (else
+// the commit or ref, or "sha256:<12 hex>" of the archive or the local tree),
+// "+patches.<8 hex>" added when patches were applied;
+// where it comes from (`download`, `sha256`, a pkg:generic purl with
+// vcs_url or download_url and checksum), where the image keeps it (`file`)
+// and whether a layer was compiled from it. A label that is not such JSON
+// (another tool's, or a recipe's own) is passed over. Sorted as
+// read_contents() sorts.
+void add_source_packages(Contents& contents, const std::map<std::string, std::string>& labels);
 
 // "amd64" -> "x86_64", "arm64" -> "aarch64"; others as they are.
 std::string python_machine(const std::string& oci_architecture);
@@ -91,8 +113,15 @@ struct ImageInfo {
   std::string tool;             // "stackbuild-0.1.0"
 };
 
+// An image's packages: read_contents() of its layers' files (image_files()),
+// and add_source_packages() of its config's labels.
+Contents image_contents(const Store& store, const ImageInfo& info,
+                        const std::vector<std::pair<Digest, fs::path>>& layers);
+
 // The SPDX 2.3 JSON document: the image as the package the document
-// describes, which CONTAINS every package found; DEPENDS_ON between them.
+// describes, which CONTAINS every package found; DEPENDS_ON between them;
+// a source tree a layer was compiled from is one the image is GENERATED_FROM
+// (and CONTAINS, where it keeps the tree).
 // Deterministic: the same image gives the same bytes.
 std::string spdx_json(const Contents& contents, const ImageInfo& image);
 
@@ -184,7 +213,8 @@ std::string license_ref(std::string_view name);
 // Throws sb::Error (exit 3) for a document that is neither. sbom_read.cpp.
 Contents contents_from_document(const std::string& text, std::string* described = nullptr);
 
-// A Package URL component: percent-encoded as the purl spec says (':' kept).
-std::string purl_encode(std::string_view s);
+// A Package URL component: percent-encoded as the purl spec says (':' kept,
+// and the characters of `keep`: "/" in a qualifier's value).
+std::string purl_encode(std::string_view s, std::string_view keep = "");
 
 }  // namespace sb::sbom

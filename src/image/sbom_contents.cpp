@@ -33,6 +33,18 @@ void set_id(Package& p) {
   p.id = id_part(p.type + "-" + p.name + "-" + p.version) + "-" + Digest::of_bytes(key).hex().substr(0, 8);
 }
 
+// Sorted by type, name, version, file, architecture; a record written twice
+// in one file (the same package, version, architecture) is one package.
+void sort_packages(Contents& c) {
+  std::stable_sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
+    return std::tie(a.type, a.name, a.version, a.file, a.arch) <
+           std::tie(b.type, b.name, b.version, b.file, b.arch);
+  });
+  c.packages.erase(std::unique(c.packages.begin(), c.packages.end(),
+                               [](const Package& a, const Package& b) { return a.id == b.id; }),
+                   c.packages.end());
+}
+
 std::string first_line(const std::string& s) { return trim(s.substr(0, s.find('\n'))); }
 
 // os-release: KEY=value lines, the value maybe quoted.
@@ -60,7 +72,8 @@ std::string purl(const std::string& type, const std::string& ns, const std::stri
   char sep = '?';
   for (const auto& [k, v] : qualifiers) {  // the caller gives them sorted by key
     if (v.empty()) continue;
-    s += sep + k + "=" + purl_encode(v);
+    // A URL's slashes stay, as the spec's examples write them.
+    s += sep + k + "=" + purl_encode(v, "/");
     sep = '&';
   }
   return s;
@@ -351,11 +364,12 @@ void read_cuda_header(const std::string& file, const std::string& text, std::vec
 
 }  // namespace
 
-std::string purl_encode(std::string_view s) {
+std::string purl_encode(std::string_view s, std::string_view keep) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;
   for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~' || c == ':') {
+    if (std::isalnum(c) || c == '.' || c == '-' || c == '_' || c == '~' || c == ':' ||
+        keep.find(static_cast<char>(c)) != std::string_view::npos) {
       out += static_cast<char>(c);
     } else {
       out += '%';
@@ -418,13 +432,84 @@ Contents read_contents(const std::map<std::string, std::string>& files, const st
       c.packages.push_back(std::move(p));
     }
   for (std::string* f : {&c.os_id, &c.os_version_id, &c.os_name}) *f = printable_utf8(*f);
-  std::stable_sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
-    return std::tie(a.type, a.name, a.version, a.file, a.arch) < std::tie(b.type, b.name, b.version, b.file, b.arch);
-  });
-  // A record written twice in one file (the same package, version, architecture) is one package.
-  c.packages.erase(std::unique(c.packages.begin(), c.packages.end(),
-                               [](const Package& a, const Package& b) { return a.id == b.id; }),
-                   c.packages.end());
+  sort_packages(c);
+  return c;
+}
+
+void add_source_packages(Contents& c, const std::map<std::string, std::string>& labels) {
+  const std::string prefix = kSourceLabelPrefix;
+  for (auto it = labels.lower_bound(prefix); it != labels.end() && it->first.starts_with(prefix);
+       ++it) {
+    const std::string layer = it->first.substr(prefix.size());
+    nlohmann::json j = nlohmann::json::parse(it->second, nullptr, false);
+    if (layer.empty() || !j.is_object()) continue;
+    auto str = [&j](const char* k) {
+      return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : "";
+    };
+    Package p;
+    p.type = "source";
+    p.name = str("component").empty() ? layer : str("component");
+    const std::string git = str("git"), archive = str("archive");
+    const std::string at = str("commit").empty() ? str("ref") : str("commit");
+    if (git.empty() && archive.empty() && str("local").empty())
+      continue;  // not a source stackbuild describes
+    // Its version: the component's, else what pins the tree (a commit or ref,
+    // an archive's or a local tree's digest), so that a new tree is a new version.
+    auto short_digest = [](std::string d) {
+      return "sha256:" + d.substr(d.starts_with("sha256:") ? 7 : 0, 12);
+    };
+    p.version = !str("version").empty() ? str("version")
+                : !git.empty()          ? at
+                : !archive.empty()      ? short_digest(str("sha256"))
+                                        : short_digest(str("local"));
+    // Patches change the tree: the version says so, and which (their sha256s).
+    std::string patch_ids;
+    std::vector<std::string> patches;
+    if (j.contains("patches") && j["patches"].is_array())
+      for (const auto& q : j["patches"])
+        if (q.is_object() && q.contains("sha256") && q["sha256"].is_string()) {
+          patch_ids += q["sha256"].get<std::string>() + "\n";
+          patches.push_back(q.value("path", "?") + " (sha256:" + q["sha256"].get<std::string>() +
+                            ")");
+        }
+    if (!patches.empty()) p.version += "+patches." + Digest::of_bytes(patch_ids).hex().substr(0, 8);
+    std::vector<std::pair<std::string, std::string>> qualifiers;
+    if (!git.empty()) {
+      p.revision = at;
+      p.download = "git+" + git + (at.empty() ? "" : "@" + at);
+      qualifiers.push_back({"vcs_url", p.download});
+    } else if (!archive.empty()) {
+      p.download = archive;
+      p.sha256 = str("sha256");
+      if (!p.sha256.empty()) qualifiers.push_back({"checksum", "sha256:" + p.sha256});
+      qualifiers.push_back({"download_url", archive});
+    }
+    p.purl = purl("generic", "", p.name, p.version, qualifiers);
+    p.file = str("path");
+    p.built = j.value("built", false) == true;
+    std::string origin = !git.empty()       ? "git " + git + (at.empty() ? "" : " at " + at)
+                         : !archive.empty() ? "the archive " + archive
+                                            : "a local directory (tree " + str("local") + ")";
+    p.comment = "the source tree of layer '" + layer + "', from " + origin;
+    if (!patches.empty()) {
+      p.comment += ", with patches";
+      for (size_t i = 0; i < patches.size(); ++i) p.comment += (i ? ", " : " ") + patches[i];
+    }
+    p.comment += std::string(p.built ? "; the layer was compiled from it" : "") +
+                 (p.file.empty() ? "; not kept in the image" : "; kept in the image at " + p.file);
+    for (std::string* f :
+         {&p.name, &p.version, &p.file, &p.download, &p.revision, &p.sha256, &p.purl, &p.comment})
+      *f = printable_utf8(*f);
+    set_id(p);
+    c.packages.push_back(std::move(p));
+  }
+  sort_packages(c);
+}
+
+Contents image_contents(const Store& store, const ImageInfo& info,
+                        const std::vector<std::pair<Digest, fs::path>>& layers) {
+  Contents c = read_contents(image_files(store, layers), python_machine(info.architecture));
+  add_source_packages(c, info.labels);
   return c;
 }
 

@@ -35,10 +35,30 @@ cjson component_json(const Package& p) {
   else if (!words.empty())
     c["licenses"] = cjson::array({{{"license", {{"name", words}}}}});
   c["purl"] = p.purl;
+  cjson refs = cjson::array();
   if (!p.homepage.empty() && (p.homepage.starts_with("http://") || p.homepage.starts_with("https://")))
-    c["externalReferences"] = cjson::array({{{"type", "website"}, {"url", p.homepage}}});
+    refs.push_back({{"type", "website"}, {"url", p.homepage}});
+  if (p.download.starts_with(
+          "git+")) {  // a source tree: its repository, and the commit in the comment
+    const size_t tail = p.revision.empty() ? 0 : p.revision.size() + 1;  // "@REV"
+    cjson r{{"type", "vcs"}, {"url", p.download.substr(4, p.download.size() - 4 - tail)}};
+    if (!p.revision.empty()) r["comment"] = "at " + p.revision;
+    refs.push_back(r);
+  } else if (!p.download.empty()) {
+    cjson r{{"type", "source-distribution"}, {"url", p.download}};
+    if (!p.sha256.empty())
+      r["hashes"] = cjson::array({{{"alg", "SHA-256"}, {"content", p.sha256}}});
+    refs.push_back(r);
+  }
+  if (!refs.empty()) c["externalReferences"] = refs;
   cjson props = cjson::array();
-  props.push_back({{"name", "stackbuild:found-in"}, {"value", p.file}});
+  if (p.type == "source") {
+    props.push_back({{"name", "stackbuild:kind"}, {"value", "source"}});
+    props.push_back({{"name", "stackbuild:comment"}, {"value", p.comment}});
+    if (p.built) props.push_back({{"name", "stackbuild:compiled-into-image"}, {"value", "true"}});
+  }
+  if (p.type != "source" || !p.file.empty())
+    props.push_back({{"name", "stackbuild:found-in"}, {"value", p.file}});
   if (!p.arch.empty()) props.push_back({{"name", "stackbuild:architecture"}, {"value", p.arch}});
   if (!p.source.empty()) props.push_back({{"name", "stackbuild:source-package"}, {"value", p.source}});
   c["properties"] = props;

@@ -70,12 +70,14 @@ std::string doc_string(const json& j, const char* key) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
+// `source`: the document says it is a source tree (SPDX's purpose SOURCE,
+// stackbuild's CycloneDX property stackbuild:kind), whatever its purl.
 void add_listed_package(Contents& c, const std::string& name, const std::string& version,
-                        const std::string& purl, const std::string& id) {
+                        const std::string& purl, const std::string& id, bool source = false) {
   if (name.empty()) return;
   Package p;
   auto [kind, arch] = purl_kind_and_arch(purl);
-  p.type = kind.empty() ? "unknown" : kind;
+  p.type = source ? "source" : kind.empty() ? "unknown" : kind;
   p.name = name;
   p.version = version;
   p.arch = arch;
@@ -110,7 +112,7 @@ Contents read_spdx_doc(const json& doc, std::string* described) {
       continue;
     }
     add_listed_package(c, doc_string(p, "name"), doc_string(p, "versionInfo"), purl,
-                       doc_string(p, "SPDXID"));
+                       doc_string(p, "SPDXID"), doc_string(p, "primaryPackagePurpose") == "SOURCE");
   }
   return c;
 }
@@ -119,8 +121,14 @@ void add_cyclonedx_components(Contents& c, const json& list, int depth = 0) {
   if (depth > 32) throw Error("the SBOM's components nest more than 32 deep", kExitInput);
   for (const auto& p : list) {
     if (!p.is_object()) continue;
+    bool source = false;
+    if (p.contains("properties") && p["properties"].is_array())
+      for (const auto& q : p["properties"])
+        if (q.is_object() && doc_string(q, "name") == "stackbuild:kind" &&
+            doc_string(q, "value") == "source")
+          source = true;
     add_listed_package(c, doc_string(p, "name"), doc_string(p, "version"), doc_string(p, "purl"),
-                       doc_string(p, "bom-ref"));
+                       doc_string(p, "bom-ref"), source);
     if (p.contains("components"))  // nested, as some tools write them
       add_cyclonedx_components(c, p["components"], depth + 1);
   }

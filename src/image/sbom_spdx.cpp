@@ -104,8 +104,10 @@ ojson package_json(const Package& p) {
   j["SPDXID"] = spdx_id(p.id);
   if (!p.version.empty()) j["versionInfo"] = p.version;
   j["supplier"] = supplier_of(p.supplier, p.type == "cuda" ? "Organization" : "Person");
-  j["downloadLocation"] = "NOASSERTION";
+  j["downloadLocation"] = p.download.empty() ? "NOASSERTION" : p.download;  // a VCS locator or URL
   j["filesAnalyzed"] = false;
+  if (!p.sha256.empty())
+    j["checksums"] = ojson::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256}}});
   if (!p.homepage.empty() && (p.homepage.starts_with("http://") || p.homepage.starts_with("https://")))
     j["homepage"] = p.homepage;
   if (!p.source.empty()) j["sourceInfo"] = "built from the source package " + p.source;
@@ -116,10 +118,13 @@ ojson package_json(const Package& p) {
   if (!words.empty()) j["licenseComments"] = "the package states: " + words;
   j["copyrightText"] = "NOASSERTION";
   if (!p.summary.empty()) j["summary"] = p.summary;
-  j["comment"] = "found in " + p.file;
+  j["comment"] = p.comment.empty() ? "found in " + p.file : p.comment;
   j["externalRefs"] = ojson::array(
       {{{"referenceCategory", "PACKAGE-MANAGER"}, {"referenceType", "purl"}, {"referenceLocator", p.purl}}});
-  j["primaryPackagePurpose"] = p.type == "deb" || p.type == "apk" ? "INSTALL" : "LIBRARY";  // an OS package, else a library
+  // An OS package, a source tree, else a library.
+  j["primaryPackagePurpose"] = p.type == "deb" || p.type == "apk" ? "INSTALL"
+                               : p.type == "source"               ? "SOURCE"
+                                                                  : "LIBRARY";
   return j;
 }
 
@@ -173,7 +178,7 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
                        const std::string& config_json, const std::vector<std::pair<Digest, fs::path>>& layers,
                        Format format) {
   ImageInfo info = image_info(name, manifest, config_json);
-  Contents c = read_contents(image_files(store, layers), python_machine(info.architecture));
+  Contents c = image_contents(store, info, layers);
   return format == Format::Spdx ? spdx_json(c, info) : cyclonedx_json(c, info);
 }
 
@@ -312,7 +317,12 @@ std::string spdx_json(const Contents& contents, const ImageInfo& image) {
     rels.push_back({{"spdxElementId", a}, {"relationshipType", type}, {"relatedSpdxElement", b}});
   };
   rel("SPDXRef-DOCUMENT", "DESCRIBES", "SPDXRef-Image");
-  for (const auto& p : contents.packages) rel("SPDXRef-Image", "CONTAINS", spdx_id(p.id));
+  // A source tree not kept in the image is not in it; one compiled into it, the image is generated
+  // from.
+  for (const auto& p : contents.packages)
+    if (p.type != "source" || !p.file.empty()) rel("SPDXRef-Image", "CONTAINS", spdx_id(p.id));
+  for (const auto& p : contents.packages)
+    if (p.built) rel("SPDXRef-Image", "GENERATED_FROM", spdx_id(p.id));
   for (const auto& p : contents.packages)
     for (const auto& d : p.depends) rel(spdx_id(p.id), "DEPENDS_ON", spdx_id(d));
   doc["relationships"] = rels;

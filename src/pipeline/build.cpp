@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image/sbom.hpp"
 #include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"
@@ -179,6 +180,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
   std::vector<std::string> names;  // of `layers`, for the duplicate-library report
   for (size_t i = 0; i < layers.size(); ++i) names.push_back("base #" + std::to_string(i + 1));
   std::vector<DuplicateLibrary> duplicates;
+  // The source trees layers were compiled from or keep, as labels for the SBOM.
+  std::map<std::string, std::string> source_labels;
 
   // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
   for (const auto& spec : recipe.layers) {
@@ -216,6 +219,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
     const LayerReport& done = result.layers.back();
     layers.push_back(done.layer);
+    if (!done.source.empty())
+      source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] = done.source;
     const size_t n = 1 + done.more.size();
     for (size_t i = 1; i <= n; ++i)
       names.push_back(n == 1 ? spec.name : spec.name + " (part " + std::to_string(i) + " of " + std::to_string(n) + ")");
@@ -234,6 +239,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       history.push_back({created_by(i + 2), spec.comment, false});
     }
     if (!kept) continue;
+    source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] =
+        source_label(spec, *kept, options.variables, false);
     // The kept source, in a layer of its own above (pipeline/kept_source_layer.hpp).
     try {
       result.layers.push_back(build_kept_source_layer(spec, *kept, key, store, options,
@@ -260,6 +267,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
   // 4. Image documents: one image, under every tag.
   ImageConfig config = base ? inherit_config(base->config, image_config(recipe), recipe) : image_config(recipe);
   result.warnings = merge_labels(config.labels, options.labels);  // pipeline/labels.hpp
+  for (auto& w : merge_labels(config.labels, source_labels))
+    result.warnings.push_back(std::move(w));
   Image image = make_image(config, layers, history, epoch, annotations(recipe));
   for (const auto& t : tags) result.images.push_back({t, image});
   return result;

@@ -94,6 +94,7 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
   } else {
     s = catalog_source(recipe, spec, vars, key, out.what);
   }
+  out.named_ref = s.ref;
   if (s.kind == source::SourceSpec::Kind::Git && locked.is_object() && locked.contains(spec.name)) {
     const auto& e = locked[spec.name];
     if (e.is_object() && e.value("git", "") == s.url && e.value("ref", "") == s.ref && e.contains("commit")) {
@@ -205,6 +206,37 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
   status.task_end(task, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
                             (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
   return got;
+}
+
+std::string source_label(const LayerSpec& spec, const LayerSource& source,
+                         const std::map<std::string, std::string>& vars, bool built) {
+  nlohmann::json j = nlohmann::json::object();
+  if (!spec.use.empty()) {
+    const std::string& name = spec.use.front();
+    j["component"] = name;
+    auto it = vars.find(name);
+    std::string version = it != vars.end() ? it->second : spec.version.value;
+    if (!version.empty()) j["version"] = version;
+  }
+  const source::SourceSpec& s = source.spec;
+  switch (s.kind) {
+    case source::SourceSpec::Kind::Git:
+      j["git"] = s.url;
+      j["ref"] = source.named_ref;
+      if (is_commit(source.named_ref)) j["commit"] = source.named_ref;
+      break;
+    case source::SourceSpec::Kind::Archive:
+      j["archive"] = s.url;
+      j["sha256"] = s.sha256->hex();
+      break;
+    case source::SourceSpec::Kind::Local:
+      j["local"] = source.local_tree ? source.local_tree->str() : "";
+      break;
+  }
+  if (!spec.patches.empty()) j["patches"] = patches_json(spec);
+  if (source.kept) j["path"] = source.image_path;
+  j["built"] = built;
+  return j.dump();
 }
 
 nlohmann::json locked_sources(const std::string& point_lock) {

@@ -29,6 +29,9 @@ struct LayerSource {
   // (bound there from outside: it stays out of the layer).
   std::string image_path;
   bool kept = false;
+  // git: the ref as the recipe (or the catalog) names it; spec.ref is the
+  // lockfile's commit under --locked.
+  std::string named_ref;
 };
 
 // nullopt for a layer not built from source. `variables` are the point's
@@ -75,6 +78,18 @@ std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
 // The "source" entries of a point's lockfile text (PointInputs::lock; "" when
 // not --locked), or null.
 nlohmann::json locked_sources(const std::string& point_lock);
+
+// The value of the image label dev.stackbuild.source.<layer> (JSON): the
+// source tree the layer was compiled from (`built`) or keeps, for the SBOM
+// (image/sbom.hpp, source_packages): its component and version (`use:`),
+// where it comes from (git URL, ref and, when pinned, commit; archive URL and
+// sha256; a local directory's tree digest, never its host path), each patch's
+// path as the recipe names it and sha256, and its path in the image when kept.
+// Known without fetching, so a cached layer gives the same label; and the
+// same with or without --locked (the ref as named, a commit only where the
+// recipe names one), so that a locked build gives the unlocked one's image.
+std::string source_label(const LayerSpec& spec, const LayerSource& source,
+                         const std::map<std::string, std::string>& variables, bool built);
 
 // Whether the layer's tree comes from a git source (its own or the catalog's).
 bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);

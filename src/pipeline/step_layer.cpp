@@ -132,7 +132,11 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   };
 
   auto found = find_layers(store, key, spec.name, status, options.cache_from);
-  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds());
+  auto report = [&](LayerReport r) {
+    if (source) r.source = source_label(spec, *source, options.variables, true);
+    return r;
+  };
+  if (found.hit) return report(layer_report(spec.name, *found.hit, true, seconds()));
   if (below.empty())
     throw InputError(
         spec.at("build"),
@@ -184,7 +188,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   // stay with what they hide (layer/split.hpp).
   std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
                                           "layer " + spec.name, "by top-level path");
-  return layer_report(spec.name, parts, false, seconds());
+  return report(layer_report(spec.name, parts, false, seconds()));
 }
 
 }  // namespace sb

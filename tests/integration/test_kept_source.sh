@@ -10,6 +10,7 @@
 #     source, the top layer only the tree at /opt/torchy (the tag's tree, patched, no
 #     .git), and the wheel layer is the same blob as without keep_source;
 #   - both points share one source layer (same digest; built once, then cached);
+#   - the SBOM lists the kept tree (repository, ref, patch, path) as a source package;
 #   - a rebuild is all cached and gives the same index and manifests; a second store
 #     builds the same digests;
 #   - the layer's own `source:` overrides the catalog's; ${torchy} works in keep_source;
@@ -118,6 +119,24 @@ check "the two points share the source layer: one digest, built once"
 [[ $(grep '^layer0 ' "$TMP/a.digests") != $(grep '^layer0 ' "$TMP/b.digests") ]] || fail "the flavor layers should differ"
 [[ $(grep -c "layer torchy (source): cached" "$TMP/keep.err") == 1 ]] ||
   { show_output keep; fail "the second point did not reuse the first point's source layer"; }
+
+check "the SBOM lists the kept tree: its repository and ref, its patch, where it is; not compiled into the image"
+expect_ok sbom sb sbom "$TMP/out:a" --store "$STORE" -o "$TMP/kept.spdx.json"
+python3 - "$TMP/kept.spdx.json" "file://$src" "$(sha256sum "$proj/fix.patch" | cut -d' ' -f1)" <<'PY' ||
+import hashlib, json, sys
+doc, url, patch = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+src = [p for p in doc["packages"] if p.get("primaryPackagePurpose") == "SOURCE"]
+assert len(src) == 1, src
+p = src[0]
+assert p["name"] == "torchy", p
+assert p["versionInfo"] == "2.0+patches." + hashlib.sha256((patch + "\n").encode()).hexdigest()[:8], p
+assert p["downloadLocation"] == "git+" + url + "@v2.0", p
+assert "fix.patch (sha256:" + patch + ")" in p["comment"] and "kept in the image at /opt/torchy" in p["comment"], p
+rels = {(r["relationshipType"], r["relatedSpdxElement"]) for r in doc["relationships"]}
+assert ("CONTAINS", p["SPDXID"]) in rels and ("GENERATED_FROM", p["SPDXID"]) not in rels, rels
+assert any(q["name"] == "torchy" and q["primaryPackagePurpose"] == "LIBRARY" for q in doc["packages"])  # the wheel
+PY
+  fail "the SBOM does not describe the kept source as expected"
 
 check "the wheel layer is the same blob as without keep_source"
 build nokeep nokeep.yaml out-nokeep

@@ -149,7 +149,7 @@ assert d["stack"] == "nt" and d["release"] == "26.11" and d["title"] == "NT", d
 assert [c["name"] for c in d["columns"]] == ["CUDA"], d["columns"]
 img = d["images"][0]
 assert img["ref"] == "26.11-cuda12.8" and img["name"] == "nt:26.11-cuda12.8" and img["arch_list"] == ["8.0", "9.0"], img
-assert img["packages"] == {"total": 3, "deb": 2, "apk": 0, "python": 1, "cuda": 0}, img["packages"]
+assert img["packages"] == {"total": 3, "deb": 2, "apk": 0, "python": 1, "cuda": 0, "source": 0}, img["packages"]
 assert img["compared"]["name"] == "nt:26.10-cuda12.8" and img["compared"]["same"] is False, img["compared"]
 assert d["images"][1]["new"] is True, d["images"][1]
 assert [r["name"] for r in d["removed_images"]] == ["nt:26.10-cuda12.6"], d["removed_images"]

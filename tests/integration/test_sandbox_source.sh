@@ -6,7 +6,9 @@
 #   - without keep_source the tree is not in the image (it was bound at /usr/src/<layer>),
 #     what the steps built from it is;
 #   - a git source (a local repository at a commit) and an archive source (file:// URL,
-#     pinned by sha256) build the same image;
+#     pinned by sha256) build the same image (but for the label naming the source);
+#   - the SBOM names the tree each was compiled from (a source package: origin, patches,
+#     GENERATED_FROM, and CONTAINS where kept);
 #   - an unchanged rebuild comes from the cache; editing a source file or the patch
 #     rebuilds that layer;
 #   - a patch that does not apply, a wrong sha256, a keep_source path the layers below
@@ -85,6 +87,31 @@ for o in out-git out-archive; do
   expect_ok "unpack-$o" sb unpack "$o:1" "r-$o" --store "$STORE"
   diff -r r-keep "r-$o" >/dev/null || fail "$o: the image differs from the local source's: $(diff -r r-keep "r-$o" | head -5)"
 done
+
+check "the SBOM names the tree each image was compiled from: its origin, and whether the image keeps it"
+for o in out-nokeep out-git out-archive; do expect_ok "sbom-$o" sb sbom "$o:1" --store "$STORE" -o "$o.spdx.json"; done
+python3 - "$TMP" "$commit" "$sum" <<'PY' || fail "the SBOMs do not describe the source trees as expected"
+import json, sys
+tmp, commit, archive_sum = sys.argv[1:]
+def source_of(out):
+    doc = json.load(open(f"{tmp}/{out}.spdx.json"))
+    src = [p for p in doc["packages"] if p.get("primaryPackagePurpose") == "SOURCE"]
+    assert len(src) == 1, (out, src)
+    rels = {r["relationshipType"] for r in doc["relationships"] if r["relatedSpdxElement"] == src[0]["SPDXID"]}
+    return src[0], rels
+p, rels = source_of("out-nokeep")  # a local directory: no download location, not in the image
+assert p["name"] == "demo" and p["downloadLocation"] == "NOASSERTION", p
+assert p["versionInfo"].startswith("sha256:") and "+patches." in p["versionInfo"], p
+assert rels == {"GENERATED_FROM"}, rels
+assert tmp not in json.dumps(p), p  # no host path
+p, rels = source_of("out-git")
+assert p["downloadLocation"] == f"git+file://{tmp}/demo@{commit}", p
+assert p["versionInfo"].startswith(commit + "+patches."), p
+assert rels == {"CONTAINS", "GENERATED_FROM"}, rels
+p, rels = source_of("out-archive")
+assert p["downloadLocation"] == f"file://{tmp}/demo.tar.gz", p
+assert p["checksums"] == [{"algorithm": "SHA256", "checksumValue": archive_sum}], p
+PY
 
 check "an unchanged rebuild is cached; editing the source or the patch rebuilds the layer"
 expect_ok again sb build keep.yaml -o out-keep --store "$STORE"

@@ -4,6 +4,7 @@
 // `extends:` adding keep_source, and what the kept source is at a point
 // (the catalog record's, or the layer's own `source:`).
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
 #include "pipeline/plan.hpp"
@@ -172,6 +173,53 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(patched->identity != src->identity);
     AtPoint again = at_point(tmp.path(), yaml + "}\n");
     CHECK(kept_source(again.recipe, again.recipe.layers[0], again.vars)->identity == src->identity);
+
+    // The image label that tells the SBOM what was kept: the component and
+    // its version, the repository and ref (no commit: a tag is not pinned),
+    // each patch by path and sha256, where it is kept; no host path.
+    auto label = nlohmann::json::parse(source_label(q.recipe.layers[0], *patched, q.vars, false));
+    CHECK(label["component"] == "pytorch");
+    CHECK(label["version"] == "2.7.0");
+    CHECK(label["git"] == "file:///mirror/pytorch");
+    CHECK(label["ref"] == "v2.7.0");
+    CHECK_FALSE(label.contains("commit"));
+    CHECK(label["path"] == "/opt/pytorch");
+    CHECK(label["built"] == false);
+    REQUIRE(label["patches"].size() == 1);
+    CHECK(label["patches"][0]["path"] == "fix.patch");
+    CHECK(label["patches"][0]["sha256"] == Digest::of_file(tmp.path() / "fix.patch").hex());
+    CHECK(label.dump().find(tmp.path().string()) == std::string::npos);
+  }
+  SECTION("the label of a layer compiled from a local directory or a pinned archive") {
+    fs::create_directories(tmp.path() / "src");
+    test::write(tmp.path() / "src" / "a.c", "int main(){}\n");
+    AtPoint p = at_point(
+        tmp.path(),
+        "stack: t\nlayers:\n"
+        "  - {name: tool, source: {path: src}, build: {run: make}}\n"
+        "  - {name: lib, source: {url: \"https://example.invalid/lib-1.0.tar.gz\", sha256: " +
+            std::string(64, 'a') +
+            "}, build: {run: make}}\n"
+            "  - {name: git, source: {git: \"file:///r\", ref: " +
+            std::string(40, 'b') + "}, keep_source: /opt/git, build: {run: make}}\n");
+    auto local = layer_source(p.recipe, p.recipe.layers[0], p.vars);
+    REQUIRE(local);
+    auto l = nlohmann::json::parse(source_label(p.recipe.layers[0], *local, p.vars, true));
+    CHECK(l["local"] == local->local_tree->str());
+    CHECK(l["built"] == true);
+    CHECK_FALSE(l.contains("path"));  // bound from outside while the steps ran: not in the image
+    CHECK_FALSE(l.contains("component"));  // no use:
+    CHECK(l.dump().find(tmp.path().string()) == std::string::npos);
+    auto archive = layer_source(p.recipe, p.recipe.layers[1], p.vars);
+    REQUIRE(archive);
+    auto a = nlohmann::json::parse(source_label(p.recipe.layers[1], *archive, p.vars, true));
+    CHECK(a["archive"] == "https://example.invalid/lib-1.0.tar.gz");
+    CHECK(a["sha256"] == std::string(64, 'a'));
+    auto git = layer_source(p.recipe, p.recipe.layers[2], p.vars);
+    REQUIRE(git);
+    auto g = nlohmann::json::parse(source_label(p.recipe.layers[2], *git, p.vars, true));
+    CHECK(g["commit"] == std::string(40, 'b'));  // a commit as ref is pinned
+    CHECK(g["path"] == "/opt/git");
   }
   SECTION("a record without a source is an error at the keep_source key") {
     AtPoint p = at_point(tmp.path(),

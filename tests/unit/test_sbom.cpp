@@ -515,6 +515,110 @@ TEST_CASE("sbom: an SBOM document read back gives the packages the layers gave",
   CHECK_THROWS_WITH(contents_from_document(R"({"name": "x"})"), Catch::Contains("neither SPDX"));
 }
 
+TEST_CASE("sbom: the source trees an image was compiled from or keeps, from its labels", "[sbom]") {
+  const std::string commit(40, 'c'), sum(64, 'd'), patch(64, 'e');
+  // As pipeline/source_tree.cpp writes them: NGC's kept PyTorch beside its
+  // wheels, a tool compiled from a patched archive (not kept), a layer
+  // compiled from a local directory and kept; and labels that are not such.
+  std::map<std::string, std::string> labels{
+      {"dev.stackbuild.source.torch",
+       R"({"component":"pytorch","version":"2.6.0","git":"https://github.com/pytorch/pytorch","ref":")" +
+           commit + R"(","commit":")" + commit + R"(","path":"/opt/pytorch","built":false})"},
+      {"dev.stackbuild.source.tool",
+       R"({"archive":"https://example.invalid/tool-1.0.tar.gz","sha256":")" + sum +
+           R"(","patches":[{"path":"fix.patch","sha256":")" + patch + R"("}],"built":true})"},
+      {"dev.stackbuild.source.mine",
+       R"({"local":"sha256:)" + sum + R"(","path":"/src/mine","built":true})"},
+      {"dev.stackbuild.source.junk", "not json"},
+      {"dev.stackbuild.source.other", R"({"what":"another tool's"})"},
+      {"dev.stackbuild.version.cuda", "12.6.3"}};
+  Contents c = read_contents(
+      {{kSite + "torch-2.6.0.dist-info/METADATA", metadata("torch", "2.6.0+cu126")}}, "x86_64");
+  add_source_packages(c, labels);
+  REQUIRE(c.packages.size() == 4);
+  const Package* torch = find(c, "source", "pytorch");
+  const Package* tool = find(c, "source", "tool");
+  const Package* mine = find(c, "source", "mine");
+  REQUIRE(torch);
+  REQUIRE(tool);
+  REQUIRE(mine);
+  CHECK(torch->version == "2.6.0");
+  CHECK(torch->download == "git+https://github.com/pytorch/pytorch@" + commit);
+  CHECK(torch->purl ==
+        "pkg:generic/pytorch@2.6.0?vcs_url=git%2Bhttps://github.com/pytorch/pytorch%40" + commit);
+  CHECK(torch->file == "/opt/pytorch");
+  CHECK_FALSE(torch->built);
+  // Patched: the version says so, the comment says which.
+  CHECK(tool->version.starts_with(
+      "sha256:dddddddddddd+patches."));  // no component: the archive's digest
+  CHECK(tool->sha256 == sum);
+  CHECK(tool->purl.find("checksum=sha256:" + sum) != std::string::npos);
+  CHECK(tool->purl.find("download_url=https://example.invalid/tool-1.0.tar.gz") !=
+        std::string::npos);
+  CHECK_THAT(tool->comment, Catch::Contains("fix.patch (sha256:" + patch + ")"));
+  CHECK_THAT(tool->comment, Catch::Contains("not kept in the image"));
+  CHECK(tool->built);
+  CHECK(mine->download.empty());
+  CHECK(mine->version == "sha256:dddddddddddd");
+  CHECK_THAT(mine->comment, Catch::Contains("a local directory (tree sha256:" + sum + ")"));
+
+  ImageInfo info = image_info("t:1", Digest::of_bytes("manifest"), R"({"architecture": "amd64"})");
+  info.labels = labels;
+  json spdx = json::parse(spdx_json(c, info));
+  std::map<std::string, json> by_name;
+  for (const auto& p : spdx["packages"]) by_name[p["name"]] = p;
+  CHECK(by_name.at("pytorch")["primaryPackagePurpose"] == "SOURCE");
+  CHECK(by_name.at("pytorch")["downloadLocation"] ==
+        "git+https://github.com/pytorch/pytorch@" + commit);
+  CHECK(by_name.at("tool")["checksums"][0]["checksumValue"] == sum);
+  CHECK(by_name.at("mine")["downloadLocation"] == "NOASSERTION");
+  CHECK(by_name.at("torch")["primaryPackagePurpose"] == "LIBRARY");
+  // Kept trees are in the image; compiled ones are what it was generated from.
+  std::set<std::pair<std::string, std::string>> rels;
+  for (const auto& r : spdx["relationships"])
+    if (r["spdxElementId"] == "SPDXRef-Image")
+      rels.emplace(r["relationshipType"].get<std::string>(),
+                   r["relatedSpdxElement"].get<std::string>());
+  auto has = [&](const char* type, const Package* p) {
+    return rels.count({type, "SPDXRef-" + p->id}) == 1;
+  };
+  CHECK(has("CONTAINS", torch));
+  CHECK_FALSE(has("GENERATED_FROM", torch));
+  CHECK_FALSE(has("CONTAINS", tool));
+  CHECK(has("GENERATED_FROM", tool));
+  CHECK(has("CONTAINS", mine));
+  CHECK(has("GENERATED_FROM", mine));
+
+  json cdx = json::parse(cyclonedx_json(c, info));
+  std::map<std::string, json> comps;
+  for (const auto& p : cdx["components"]) comps[p["name"]] = p;
+  CHECK(comps.at("pytorch")["externalReferences"][0] ==
+        json({{"type", "vcs"},
+              {"url", "https://github.com/pytorch/pytorch"},
+              {"comment", "at " + commit}}));
+  CHECK(comps.at("tool")["externalReferences"][0]["type"] == "source-distribution");
+  CHECK(comps.at("tool")["externalReferences"][0]["hashes"][0]["content"] == sum);
+
+  // Read back, from either document, a source tree is a source tree.
+  for (const std::string& doc : {spdx_json(c, info), cyclonedx_json(c, info)}) {
+    Contents back = contents_from_document(doc);
+    CHECK(package_changes(c, back).rows.empty());
+    REQUIRE(find(back, "source", "pytorch"));
+    CHECK(find(back, "source", "pytorch")->version == "2.6.0");
+    CHECK(find(back, "source", "tool")->version == tool->version);
+  }
+
+  // A newer commit of the kept tree shows in the release notes' table.
+  Contents later = read_contents(
+      {{kSite + "torch-2.6.0.dist-info/METADATA", metadata("torch", "2.6.0+cu126")}}, "x86_64");
+  auto moved = labels;
+  moved["dev.stackbuild.source.torch"] =
+      R"({"component":"pytorch","version":"2.7.0","git":"https://github.com/pytorch/pytorch","ref":"v2.7.0","path":"/opt/pytorch","built":false})";
+  add_source_packages(later, moved);
+  CHECK_THAT(contents_diff(c, later, "a", "b"),
+             Catch::Contains("| pytorch | source | 2.6.0 | 2.7.0 |"));
+}
+
 TEST_CASE("layout: a blob that is the store's own file is not hashed again, a copied one is",
           "[sbom]") {
   TempDir dir;
