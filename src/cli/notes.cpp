@@ -24,10 +24,10 @@ const char* const kNotesHelp =
     "reference names: an image, or each image of an index (the matrix index a build pushes as\n"
     "<stack>-matrix). From a registry, the packages come from the SBOM attached to each image\n"
     "(`build --sbom --push`), and only an image without one is pulled into the store; the test\n"
-    "report is the last one attached. With --since, each image is compared with its\n"
-    "counterpart in the older release, a layout or a reference (the same tag, else the same\n"
-    "matrix point, else the one image of the same CUDA X.Y): the components and packages that\n"
-    "changed, and the images no longer built. The page comes from\n"
+    "report is the newest one attached (by its created annotation). With --since, each image\n"
+    "is compared with its counterpart in the older release, a layout or a reference (the same\n"
+    "tag, else the same matrix point, else the one image of the same CUDA X.Y): the components\n"
+    "and packages that changed, and the images no longer built. The page comes from\n"
     "templates/release-notes.md.mustache, built into stackbuild; --template renders another\n"
     "(docs/notes.md names the fields).\n"
     "\n"
@@ -110,13 +110,11 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
     }
     std::sort(f.refs.begin(), f.refs.end());
     f.sbom = attached_sbom(li, ref.name(), ctx);
-    for (const auto& a : li.artifacts) {  // the last report attached
-      if (a.type != kTestReportType) continue;
-      auto rep = nlohmann::json::parse(a.file, nullptr, false);
-      if (!rep.is_object() || !rep.contains("summary")) continue;  // not a report stackbuild wrote
-      f.report = rep;
-      f.report_digest = a.manifest.str();
-    }
+    std::string newest;
+    for (const auto& a : li.artifacts)
+      if (a.type == kTestReportType)
+        notes::offer_report(f, newest, a.file, a.manifest,
+                            at(a.annotations, "org.opencontainers.image.created"));
     if (f.sbom.empty()) {
       ctx.status->message(Level::Info,
                           ref.name() + "@" + f.digest.str() +

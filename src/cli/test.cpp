@@ -1,8 +1,11 @@
+#include <chrono>
+#include <cstdio>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
+#include "image/image.hpp"
 #include "image/layout.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/matrix_build.hpp"
@@ -162,11 +165,24 @@ void write_reports(const std::vector<verify::VerifyReport>& reports, const Args&
 
 }  // namespace
 
+// A report artifact's annotations: its title, and when it was made (UTC, to
+// the millisecond), by which `notes` takes an image's newest report.
+static std::map<std::string, std::string> report_annotations() {
+  auto now = std::chrono::system_clock::now();
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
+  std::string created = rfc3339(ms / 1000);  // "2026-12-03T14:20:01Z"
+  char frac[8];
+  snprintf(frac, sizeof frac, ".%03dZ", static_cast<int>(ms % 1000));
+  created.replace(created.size() - 1, 1, frac);
+  return {{"org.opencontainers.image.title", "stackbuild test report"},
+          {"org.opencontainers.image.created", created}};
+}
+
 void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
                           Context& ctx) {
   Descriptor d{subject.media_type, subject.digest, subject.size, {}, {}};
   Digest a = add_layout_artifact(layout, kTestReportType, json(report).dump(2) + "\n", d,
-                                 {{"org.opencontainers.image.title", "stackbuild test report"}});
+                                 report_annotations());
   ctx.status->result("test report of " + report.image, a.str());
 }
 
@@ -181,7 +197,7 @@ void attach_reports(const std::vector<verify::VerifyReport>& reports, const std:
     std::string bytes = json(reports[i]).dump(2) + "\n";
     registry::Subject s{subjects[i].media_type, subjects[i].digest, subjects[i].size};
     auto r = registry::attach_artifact(ref, s, registry::kTestReportType, bytes,
-                                       {{"org.opencontainers.image.title", "stackbuild test report"}}, o, *ctx.status);
+                                       report_annotations(), o, *ctx.status);
     ctx.status->message(Level::Info, "test report of " + reports[i].image + " attached to " + ref.name() + "@" +
                                          s.digest.str() + " as " + r.artifact.str() + " (" + r.how + ")");
   }

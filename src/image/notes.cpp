@@ -26,6 +26,7 @@ namespace {
 
 constexpr const char* kRefName = "org.opencontainers.image.ref.name";
 constexpr const char* kVersionLabel = "dev.stackbuild.version.";
+constexpr const char* kCreated = "org.opencontainers.image.created";
 
 // How a component is named on the page; others as their catalog name.
 std::string display_name(const std::string& key) {
@@ -339,6 +340,16 @@ json compared_data(const Image& f, const sbom::Contents& contents, const Image& 
 
 }  // namespace
 
+void offer_report(Image& f, std::string& newest, const std::string& text, const Digest& manifest,
+                  const std::string& created) {
+  json rep = json::parse(text, nullptr, false);
+  if (!rep.is_object() || !rep.contains("summary")) return;  // not a report stackbuild wrote
+  if (!f.report.is_null() && created < newest) return;
+  f.report = std::move(rep);
+  f.report_digest = manifest.str();
+  newest = created;
+}
+
 Images read_layout(const fs::path& layout, const Store* store) {
   fs::path index = layout / "index.json";
   if (!fs::exists(index))
@@ -382,14 +393,15 @@ Images read_layout(const fs::path& layout, const Store* store) {
     for (size_t i = 0; i < li.layer_blobs.size(); ++i)
       f.layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()),
                             li.layer_blobs[i]);
-    for (const auto& a :
-         layout_referrers(layout, f.digest)) {  // the last report, as the layout keeps one
-      if (a.artifact_type != kTestReportType) continue;
-      json rep = json::parse(read_file(a.file), nullptr, false);
-      if (!rep.is_object() || !rep.contains("summary")) continue;  // not a report stackbuild wrote
-      f.report = rep;
-      f.report_digest = a.manifest.str();
-    }
+    std::string newest;
+    for (const auto& a : layout_referrers(layout, f.digest))
+      if (a.artifact_type == kTestReportType) {
+        json m = json::parse(a.manifest_json, nullptr, false);
+        json when =
+            m.is_object() ? m.value("annotations", json::object()).value(kCreated, json()) : json();
+        offer_report(f, newest, read_file(a.file), a.manifest,
+                     when.is_string() ? when.get<std::string>() : "");
+      }
     out.images.push_back(std::move(f));
   }
   std::sort(out.images.begin(), out.images.end(),

@@ -39,6 +39,16 @@ struct Image {
   std::string report_digest;  // the manifest digest of the artifact that holds it
 };
 
+// Offers a test report artifact that refers to `f` (its file's text, its
+// manifest's digest and org.opencontainers.image.created annotation, "" when
+// it has none): it becomes f's report when it is a report stackbuild wrote and
+// is no older than the one chosen so far, whose time `newest` keeps. So the
+// newest report wins, whatever order a registry lists referrers in (the
+// OCI distribution spec leaves it open); among reports of the same time or
+// of none (older stackbuild wrote none), the one listed last.
+void offer_report(Image& f, std::string& newest, const std::string& text, const Digest& manifest,
+                  const std::string& created);
+
 // The images of one release.
 struct Images {
   std::string where;           // the layout or the reference, as given

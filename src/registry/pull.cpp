@@ -352,7 +352,8 @@ Listing list_images(const Reference& ref, const Store& store, const SessionOptio
           json art = json::parse(get_manifest(s, *client, repo, ad.str(), ad).bytes);
           const json& layers = art.value("layers", json::array());
           if (layers.size() != 1) continue;  // not an artifact of one file, as stackbuild writes them
-          li.artifacts.push_back({type, ad, read_blob(s, *client, repo, layers[0], store, status)});
+          li.artifacts.push_back({type, ad, read_blob(s, *client, repo, layers[0], store, status),
+                                  string_map(art.value("annotations", json::object()))});
         }
       }
       out.images.push_back(std::move(li));

@@ -70,6 +70,7 @@ struct ListedArtifact {
   std::string type;  // its artifactType
   Digest manifest;
   std::string file;  // its one layer
+  std::map<std::string, std::string> annotations;  // its manifest's
 };
 struct ListedImage {
   FetchedManifest manifest;

@@ -92,6 +92,15 @@ if [[ $(id -u) == 0 ]]; then  # the tests run in the build sandbox
   expect_rc 1 tested2 sb test "$TMP/new:26.11-cuda12.8" --store "$STORE" --add-to-layout  # replaced, not added
   [[ $(json "$TMP/new/index.json" 'sum(m.get("artifactType") == "application/vnd.stackbuild.test-report.v1+json" for m in j["manifests"])') == 1 ]] ||
     fail "a second report was added beside the first"
+  python3 - "$TMP/new" <<'PY' || fail "the report's manifest does not say when it was made"
+import json, re, sys
+d = sys.argv[1]
+idx = json.load(open(d + "/index.json"))
+m = [m for m in idx["manifests"] if m.get("artifactType") == "application/vnd.stackbuild.test-report.v1+json"][0]
+man = json.load(open(d + "/blobs/sha256/" + m["digest"].split(":")[1]))
+created = man["annotations"]["org.opencontainers.image.created"]
+assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", created), created
+PY
 fi
 
 check "--since: per image what changed, the new image, the one no longer built"

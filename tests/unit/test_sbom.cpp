@@ -10,6 +10,7 @@
 
 #include "helpers.hpp"
 #include "image/layout.hpp"
+#include "image/notes.hpp"
 #include "image/sbom.hpp"
 #include "registry/push.hpp"
 #include "store/gc.hpp"
@@ -829,4 +830,39 @@ TEST_CASE("sbom: Debian packages take their licenses from copyright files, throu
   CHECK_FALSE(wanted_path("usr/share/doc/libc6/changelog.Debian.gz"));
   CHECK_FALSE(wanted_path("usr/share/doc/libc6/examples/copyright"));
   CHECK_FALSE(wanted_path("opt/thing/copyright"));
+}
+
+TEST_CASE("notes: an image's report is its newest, in whatever order the referrers come",
+          "[sbom][notes]") {
+  auto report = [](int failed) {
+    return json{{"image", "x"},
+                {"results", json::array()},
+                {"summary", {{"passed", 1}, {"failed", failed}}}}
+        .dump();
+  };
+  const Digest a = Digest::of_bytes("a"), b = Digest::of_bytes("b"), c = Digest::of_bytes("c");
+  const std::string t1 = "2026-12-01T10:00:00.000Z", t2 = "2026-12-02T09:00:00.500Z";
+  for (bool newest_first : {true, false}) {
+    notes::Image f{.digest = a};
+    std::string newest;
+    if (newest_first) {
+      notes::offer_report(f, newest, report(0), b, t2);
+      notes::offer_report(f, newest, report(1), a, t1);
+    } else {
+      notes::offer_report(f, newest, report(1), a, t1);
+      notes::offer_report(f, newest, report(0), b, t2);
+    }
+    CHECK(f.report_digest == b.str());
+    CHECK(f.report["summary"]["failed"] == 0);
+    notes::offer_report(f, newest, report(2), c, "");  // no time (older stackbuild): not newer
+    CHECK(f.report_digest == b.str());
+    notes::offer_report(f, newest, R"({"not": "a report"})", c, "2027-01-01T00:00:00.000Z");
+    CHECK(f.report_digest == b.str());
+  }
+  // Reports without a time: the one listed last, as before.
+  notes::Image g{.digest = a};
+  std::string newest;
+  notes::offer_report(g, newest, report(1), a, "");
+  notes::offer_report(g, newest, report(0), b, "");
+  CHECK(g.report_digest == b.str());
 }
