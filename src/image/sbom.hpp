@@ -95,9 +95,10 @@ constexpr const char* kSourceLabelPrefix = "dev.stackbuild.source.";
 // "+patches.<8 hex>" added when patches were applied;
 // where it comes from (`download`, `sha256`, a pkg:generic purl with
 // vcs_url or download_url and checksum), where the image keeps it (`file`)
-// and whether a layer was compiled from it. A label that is not such JSON
-// (another tool's, or a recipe's own) is passed over. Sorted as
-// read_contents() sorts.
+// and whether a layer was compiled from it; the supplier of a kept tree is
+// the image's org.opencontainers.image.vendor (who distributes that copy).
+// A label that is not such JSON (another tool's, or a recipe's own) is
+// passed over. Sorted as read_contents() sorts.
 void add_source_packages(Contents& contents, const std::map<std::string, std::string>& labels);
 
 // "amd64" -> "x86_64", "arm64" -> "aarch64"; others as they are.

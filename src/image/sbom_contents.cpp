@@ -487,6 +487,11 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
     p.purl = purl("generic", "", p.name, p.version, qualifiers);
     p.file = str("path");
     p.built = j.value("built", false) == true;
+    // SPDX's supplier is who distributes this copy: of a tree the image keeps
+    // (patched, maybe), the image's vendor. Its upstream is no statement here.
+    if (auto vendor = labels.find("org.opencontainers.image.vendor");
+        vendor != labels.end() && !p.file.empty())
+      p.supplier = vendor->second;
     std::string origin = !git.empty()       ? "git " + git + (at.empty() ? "" : " at " + at)
                          : !archive.empty() ? "the archive " + archive
                                             : "a local directory (tree " + str("local") + ")";
@@ -497,8 +502,8 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
     }
     p.comment += std::string(p.built ? "; the layer was compiled from it" : "") +
                  (p.file.empty() ? "; not kept in the image" : "; kept in the image at " + p.file);
-    for (std::string* f :
-         {&p.name, &p.version, &p.file, &p.download, &p.revision, &p.sha256, &p.purl, &p.comment})
+    for (std::string* f : {&p.name, &p.version, &p.file, &p.download, &p.revision, &p.sha256,
+                           &p.purl, &p.comment, &p.supplier})
       *f = printable_utf8(*f);
     set_id(p);
     c.packages.push_back(std::move(p));

@@ -45,7 +45,8 @@ cjson component_json(const Package& p) {
     if (!p.revision.empty()) r["comment"] = "at " + p.revision;
     refs.push_back(r);
   } else if (!p.download.empty()) {
-    cjson r{{"type", "source-distribution"}, {"url", p.download}};
+    // CycloneDX 1.6 has "source-distribution"; 1.5, which this document is, "distribution".
+    cjson r{{"type", "distribution"}, {"url", p.download}};
     if (!p.sha256.empty())
       r["hashes"] = cjson::array({{{"alg", "SHA-256"}, {"content", p.sha256}}});
     refs.push_back(r);

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <ctime>
 #include <functional>
+#include <regex>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -98,13 +99,28 @@ std::string image_purl(const ImageInfo& image) {
 
 namespace {
 
+// `where` as a package's downloadLocation when it is one SPDX accepts (a URL
+// of a named host, a VCS locator "git+https://host/repo@ref"); else
+// NOASSERTION: a file:// URL or a bare address says nothing to a reader
+// elsewhere (the purl and the comment still have it).
+std::string download_location(const std::string& where) {
+  static const std::regex spdx_location(
+      R"(^((git|hg|svn|bzr)\+)?(https?://(www\.)?|ssh://|git://|svn://|sftp://|ftp://)?)"
+      R"(([\w\-.!~*'()%;:&=+$,]+@)?[a-z0-9]+([\-.][a-z0-9]+){0,100}\.[a-z]{2,5}(:[0-9]{1,5})?(/.*)?$)",
+      std::regex::icase);
+  return !where.empty() && where.size() < 2000 && std::regex_match(where, spdx_location)
+             ? where
+             : "NOASSERTION";
+}
+
 ojson package_json(const Package& p) {
   ojson j;
   j["name"] = p.name;
   j["SPDXID"] = spdx_id(p.id);
   if (!p.version.empty()) j["versionInfo"] = p.version;
-  j["supplier"] = supplier_of(p.supplier, p.type == "cuda" ? "Organization" : "Person");
-  j["downloadLocation"] = p.download.empty() ? "NOASSERTION" : p.download;  // a VCS locator or URL
+  j["supplier"] =
+      supplier_of(p.supplier, p.type == "cuda" || p.type == "source" ? "Organization" : "Person");
+  j["downloadLocation"] = download_location(p.download);
   j["filesAnalyzed"] = false;
   if (!p.sha256.empty())
     j["checksums"] = ojson::array({{{"algorithm", "SHA256"}, {"checksumValue", p.sha256}}});

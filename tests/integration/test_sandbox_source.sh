@@ -104,13 +104,17 @@ assert p["name"] == "demo" and p["downloadLocation"] == "NOASSERTION", p
 assert p["versionInfo"].startswith("sha256:") and "+patches." in p["versionInfo"], p
 assert rels == {"GENERATED_FROM"}, rels
 assert tmp not in json.dumps(p), p  # no host path
-p, rels = source_of("out-git")
-assert p["downloadLocation"] == f"git+file://{tmp}/demo@{commit}", p
+p, rels = source_of("out-git")  # a file:// URL is no download location SPDX knows: the purl has it
+assert p["downloadLocation"] == "NOASSERTION", p
+purl = p["externalRefs"][0]["referenceLocator"]
+assert purl.startswith("pkg:generic/demo@") and purl.endswith(f"?vcs_url=git%2Bfile://{tmp}/demo%40{commit}"), purl
 assert p["versionInfo"].startswith(commit + "+patches."), p
 assert rels == {"CONTAINS", "GENERATED_FROM"}, rels
 p, rels = source_of("out-archive")
-assert p["downloadLocation"] == f"file://{tmp}/demo.tar.gz", p
+assert p["downloadLocation"] == "NOASSERTION", p
 assert p["checksums"] == [{"algorithm": "SHA256", "checksumValue": archive_sum}], p
+purl = p["externalRefs"][0]["referenceLocator"]
+assert f"checksum=sha256:{archive_sum}&download_url=file://{tmp}/demo.tar.gz" in purl, purl
 PY
 
 check "an unchanged rebuild is cached; editing the source or the patch rebuilds the layer"

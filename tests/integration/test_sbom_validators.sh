@@ -9,7 +9,11 @@
 # fixture repository (made with dpkg-deb), Python projects' metadata in the
 # forms found in the wild (License-Expression, a License that is no SPDX
 # identifier, classifiers, Requires-Dist with markers and extras, an
-# egg-info file), a CUDA version.json, and a vendor label.
+# egg-info file), a CUDA version.json, a vendor label, and source trees
+# (dev.stackbuild.source.* labels as stackbuild writes them for layers
+# compiled from or keeping a source; set by the recipe here, so that no
+# sandbox is needed): a git repository at a commit, a patched archive, a
+# file:// mirror (no download location SPDX accepts).
 # The tools come from scripts/install-deps.sh --with-tests ($STACKBUILD_SPDX_VENV,
 # default /opt/stackbuild-spdx-venv); without them the test is skipped.
 set -euo pipefail
@@ -56,6 +60,8 @@ printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.
   >doc/libgreet/copyright
 printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n\nFiles: *\nLicense: GPL-3+\n\nFiles: tz/*\nLicense: public-domain\n' \
   >doc/hello/copyright
+commit=2236df1770800ffea5697b11b0bb0d910b2e59e1
+sum=$(printf tool | sha256sum | cut -d' ' -f1)
 cat >r.yaml <<EOF
 stack: sbomv
 source_date_epoch: 1700000000
@@ -70,7 +76,11 @@ layers:
       - {src: os-release, dst: /etc/os-release}
       - {src: doc/, dst: /usr/share/doc/}
 config:
-  labels: {org.opencontainers.image.vendor: "Example Corp"}
+  labels:
+    org.opencontainers.image.vendor: "Example Corp"
+    dev.stackbuild.source.torch: '{"component":"pytorch","version":"2.6.0","git":"https://github.com/pytorch/pytorch","ref":"$commit","commit":"$commit","path":"/opt/pytorch","built":true}'
+    dev.stackbuild.source.tool: '{"archive":"https://downloads.example.com/tool-1.0.tar.gz","sha256":"$sum","patches":[{"path":"fix.patch","sha256":"$sum"}],"built":true}'
+    dev.stackbuild.source.mirror: '{"git":"file:///srv/mirror/lib","ref":"v1.0","path":"/opt/lib","built":false}'
 tags: ["sbomv:1"]
 EOF
 expect_ok build sb build r.yaml -o "$TMP/L" --store "$STORE"
@@ -111,8 +121,13 @@ python3 - "$TMP/doc.json" <<'PY' || fail "the document does not list the image's
 import json, sys
 d = json.load(open(sys.argv[1]))
 names = sorted(p["name"] for p in d["packages"][1:])
-assert names == ["cuda", "cuda_cudart", "filelock", "hello", "libgreet", "nvidia-cudnn-cu12", "oldstyle", "torch",
-                 "typing_extensions"], names
+assert names == ["cuda", "cuda_cudart", "filelock", "hello", "libgreet", "mirror", "nvidia-cudnn-cu12", "oldstyle",
+                 "pytorch", "tool", "torch", "typing_extensions"], names
+src = {p["name"]: p for p in d["packages"] if p.get("primaryPackagePurpose") == "SOURCE"}
+assert sorted(src) == ["mirror", "pytorch", "tool"], sorted(src)
+assert src["pytorch"]["downloadLocation"] == "git+https://github.com/pytorch/pytorch@2236df1770800ffea5697b11b0bb0d910b2e59e1"
+assert src["tool"]["downloadLocation"] == "https://downloads.example.com/tool-1.0.tar.gz", src["tool"]
+assert src["mirror"]["downloadLocation"] == "NOASSERTION", src["mirror"]
 lic = {p["name"]: p["licenseDeclared"] for p in d["packages"]}
 assert lic["oldstyle"] == "Apache-2.0 OR MIT" and lic["typing_extensions"] == "PSF-2.0", lic
 assert lic["nvidia-cudnn-cu12"] == "NOASSERTION", lic

@@ -549,6 +549,7 @@ TEST_CASE("sbom: the source trees an image was compiled from or keeps, from its 
         "pkg:generic/pytorch@2.6.0?vcs_url=git%2Bhttps://github.com/pytorch/pytorch%40" + commit);
   CHECK(torch->file == "/opt/pytorch");
   CHECK_FALSE(torch->built);
+  CHECK(torch->supplier.empty());  // no vendor label (below: with one)
   // Patched: the version says so, the comment says which.
   CHECK(tool->version.starts_with(
       "sha256:dddddddddddd+patches."));  // no component: the archive's digest
@@ -564,15 +565,27 @@ TEST_CASE("sbom: the source trees an image was compiled from or keeps, from its 
   CHECK_THAT(mine->comment, Catch::Contains("a local directory (tree sha256:" + sum + ")"));
 
   ImageInfo info = image_info("t:1", Digest::of_bytes("manifest"), R"({"architecture": "amd64"})");
+  labels["org.opencontainers.image.vendor"] = "Example Corp";  // who distributes the kept trees
+  c = read_contents({{kSite + "torch-2.6.0.dist-info/METADATA", metadata("torch", "2.6.0+cu126")}},
+                    "x86_64");
+  add_source_packages(c, labels);
+  torch = find(c, "source", "pytorch"), tool = find(c, "source", "tool"),
+  mine = find(c, "source", "mine");
+  CHECK(torch->supplier == "Example Corp");
+  CHECK(tool->supplier.empty());  // not kept: not distributed with the image
   info.labels = labels;
   json spdx = json::parse(spdx_json(c, info));
   std::map<std::string, json> by_name;
   for (const auto& p : spdx["packages"]) by_name[p["name"]] = p;
   CHECK(by_name.at("pytorch")["primaryPackagePurpose"] == "SOURCE");
+  CHECK(by_name.at("pytorch")["supplier"] == "Organization: Example Corp");
+  CHECK(by_name.at("tool")["supplier"] == "NOASSERTION");
   CHECK(by_name.at("pytorch")["downloadLocation"] ==
         "git+https://github.com/pytorch/pytorch@" + commit);
   CHECK(by_name.at("tool")["checksums"][0]["checksumValue"] == sum);
   CHECK(by_name.at("mine")["downloadLocation"] == "NOASSERTION");
+  // One SPDX accepts, or none: .invalid is no top-level domain it knows (nor file://).
+  CHECK(by_name.at("tool")["downloadLocation"] == "NOASSERTION");
   CHECK(by_name.at("torch")["primaryPackagePurpose"] == "LIBRARY");
   // Kept trees are in the image; compiled ones are what it was generated from.
   std::set<std::pair<std::string, std::string>> rels;
@@ -597,7 +610,7 @@ TEST_CASE("sbom: the source trees an image was compiled from or keeps, from its 
         json({{"type", "vcs"},
               {"url", "https://github.com/pytorch/pytorch"},
               {"comment", "at " + commit}}));
-  CHECK(comps.at("tool")["externalReferences"][0]["type"] == "source-distribution");
+  CHECK(comps.at("tool")["externalReferences"][0]["type"] == "distribution");
   CHECK(comps.at("tool")["externalReferences"][0]["hashes"][0]["content"] == sum);
 
   // Read back, from either document, a source tree is a source tree.
