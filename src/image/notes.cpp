@@ -239,6 +239,29 @@ json image_data(const Image& f, const sbom::Contents& contents) {
   img["packages"] = packages;
   img["package_counts"] = joined(said);
 
+  // The source trees it was compiled from or keeps, from its labels (as its
+  // SBOM lists them; the same from a layout and a registry).
+  sbom::Contents trees;
+  std::map<std::string, std::string> label_map;
+  for (const auto& [k, v] : labels.items())
+    if (v.is_string()) label_map[k] = v.get<std::string>();
+  sbom::add_source_packages(trees, label_map);
+  json sources = json::array();
+  for (const auto& p : trees.packages) {
+    std::string origin =
+        p.download.empty() ? "a local directory"
+        : !sbom::git_repository(p).empty()
+            ? "git " + sbom::git_repository(p) + (p.revision.empty() ? "" : " at " + p.revision)
+            : p.download;
+    sources.push_back({{"name", p.name},
+                       {"version", p.version},
+                       {"origin", origin},
+                       {"kept", !p.file.empty()},
+                       {"path", p.file},
+                       {"compiled", p.built}});
+  }
+  img["sources"] = sources;
+
   json tests = json::array();
   std::vector<std::string> gpu, plain;
   json declared = json::parse(string_at(labels, "dev.stackbuild.tests"), nullptr, false);

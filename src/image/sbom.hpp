@@ -101,6 +101,10 @@ constexpr const char* kSourceLabelPrefix = "dev.stackbuild.source.";
 // passed over. Sorted as read_contents() sorts.
 void add_source_packages(Contents& contents, const std::map<std::string, std::string>& labels);
 
+// A git source tree's repository: its `download` without "git+" and "@REVISION"; "" for other
+// packages.
+std::string git_repository(const Package& p);
+
 // "amd64" -> "x86_64", "arm64" -> "aarch64"; others as they are.
 std::string python_machine(const std::string& oci_architecture);
 

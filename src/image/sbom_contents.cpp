@@ -511,6 +511,12 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
   sort_packages(c);
 }
 
+std::string git_repository(const Package& p) {
+  if (!p.download.starts_with("git+")) return "";
+  const size_t tail = p.revision.empty() ? 0 : p.revision.size() + 1;  // "@REVISION"
+  return p.download.substr(4, p.download.size() - 4 - tail);
+}
+
 Contents image_contents(const Store& store, const ImageInfo& info,
                         const std::vector<std::pair<Digest, fs::path>>& layers) {
   Contents c = read_contents(image_files(store, layers), python_machine(info.architecture));

@@ -38,10 +38,8 @@ cjson component_json(const Package& p) {
   cjson refs = cjson::array();
   if (!p.homepage.empty() && (p.homepage.starts_with("http://") || p.homepage.starts_with("https://")))
     refs.push_back({{"type", "website"}, {"url", p.homepage}});
-  if (p.download.starts_with(
-          "git+")) {  // a source tree: its repository, and the commit in the comment
-    const size_t tail = p.revision.empty() ? 0 : p.revision.size() + 1;  // "@REV"
-    cjson r{{"type", "vcs"}, {"url", p.download.substr(4, p.download.size() - 4 - tail)}};
+  if (p.download.starts_with("git+")) {  // a source tree: its repository, the ref in the comment
+    cjson r{{"type", "vcs"}, {"url", git_repository(p)}};
     if (!p.revision.empty()) r["comment"] = "at " + p.revision;
     refs.push_back(r);
   } else if (!p.download.empty()) {

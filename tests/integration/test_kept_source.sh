@@ -10,7 +10,8 @@
 #     source, the top layer only the tree at /opt/torchy (the tag's tree, patched, no
 #     .git), and the wheel layer is the same blob as without keep_source;
 #   - both points share one source layer (same digest; built once, then cached);
-#   - the SBOM lists the kept tree (repository, ref, patch, path) as a source package;
+#   - the SBOM lists the kept tree (repository, ref, patch, path) as a source package,
+#     and the release notes name it;
 #   - a rebuild is all cached and gives the same index and manifests; a second store
 #     builds the same digests;
 #   - the layer's own `source:` overrides the catalog's; ${torchy} works in keep_source;
@@ -138,6 +139,10 @@ assert ("CONTAINS", p["SPDXID"]) in rels and ("GENERATED_FROM", p["SPDXID"]) not
 assert any(q["name"] == "torchy" and q["primaryPackagePurpose"] == "LIBRARY" for q in doc["packages"])  # the wheel
 PY
   fail "the SBOM does not describe the kept source as expected"
+expect_ok notes sb notes "$TMP/out" --store "$STORE"
+grep -q "^- \*\*Source:\*\* torchy 2.0+patches.[0-9a-f]\{8\}, from git file://$src at v2.0, kept at \`/opt/torchy\`$" "$TMP/notes.out" ||
+  { show_output notes; fail "the release notes do not name the kept source"; }
+[[ $(grep -c '^- \*\*Source:' "$TMP/notes.out") == 2 ]] || fail "expected a Source line for each of the two images"
 
 check "the wheel layer is the same blob as without keep_source"
 build nokeep nokeep.yaml out-nokeep

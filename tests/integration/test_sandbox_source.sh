@@ -116,6 +116,9 @@ assert p["checksums"] == [{"algorithm": "SHA256", "checksumValue": archive_sum}]
 purl = p["externalRefs"][0]["referenceLocator"]
 assert f"checksum=sha256:{archive_sum}&download_url=file://{tmp}/demo.tar.gz" in purl, purl
 PY
+expect_ok notes sb notes out-nokeep --store "$STORE"
+grep -q '^- \*\*Source:\*\* demo sha256:[0-9a-f]\{12\}+patches.[0-9a-f]\{8\}, from a local directory (compiled into the image; not kept)$' notes.out ||
+  { show_output notes; fail "the release notes do not name the tree the image was compiled from"; }
 
 check "an unchanged rebuild is cached; editing the source or the patch rebuilds the layer"
 expect_ok again sb build keep.yaml -o out-keep --store "$STORE"
