@@ -95,6 +95,34 @@ SB_FUZZ_TARGET(sbom) {
   }
 }
 
+// An image's dev.stackbuild.source.* labels (any image's config can carry
+// them), cut at "----" lines: the label values, then the vendor label.
+// Properties: the documents are JSON, each label gives at most one source
+// package, and both documents read back give the same packages.
+SB_FUZZ_TARGET(source_labels) {
+  auto parts = sb::fuzz::split(sb::fuzz::text(data, size), 4);
+  std::map<std::string, std::string> labels{{"dev.stackbuild.source.a", parts[0]},
+                                            {"dev.stackbuild.source.b", parts[1]},
+                                            {"dev.stackbuild.source.", parts[2]}};
+  if (!parts[3].empty()) labels["org.opencontainers.image.vendor"] = parts[3];
+  sb::sbom::Contents c;
+  if (!sb::fuzz::expect_errors([&] { sb::sbom::add_source_packages(c, labels); })) return;
+  sb::fuzz::check(c.packages.size() <= 2, "more source packages than labels");
+  for (const auto& p : c.packages) {
+    sb::fuzz::check(p.type == "source", "a label gave a package that is no source tree");
+    sb::fuzz::check(p.revision.empty() || p.download.ends_with("@" + p.revision),
+                    "a git source's download does not end with its revision");
+    (void)sb::sbom::git_repository(p);
+  }
+  sb::sbom::ImageInfo info{"fuzz:1", sb::Digest::of_bytes("m").str(), "amd64", "", labels, "stackbuild-fuzz"};
+  for (const std::string& d : {sb::sbom::spdx_json(c, info), sb::sbom::cyclonedx_json(c, info)}) {
+    (void)nlohmann::json::parse(d);  // a json exception here is a finding
+    auto back = sb::sbom::contents_from_document(d);
+    sb::fuzz::check(back.packages.size() == c.packages.size(), "a source package is lost when read back");
+    sb::fuzz::check(sb::sbom::package_changes(c, back).rows.empty(), "the SBOM read back differs");
+  }
+}
+
 // An SBOM document from anywhere (a registry's attached artifact) read back:
 // only sb::Error for what is not one.
 SB_FUZZ_TARGET(sbom_document) {
