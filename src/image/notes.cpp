@@ -420,10 +420,8 @@ Images read_layout(const fs::path& layout, const Store* store) {
     for (const auto& a : layout_referrers(layout, f.digest))
       if (a.artifact_type == kTestReportType) {
         json m = json::parse(a.manifest_json, nullptr, false);
-        json when =
-            m.is_object() ? m.value("annotations", json::object()).value(kCreated, json()) : json();
         offer_report(f, newest, read_file(a.file), a.manifest,
-                     when.is_string() ? when.get<std::string>() : "");
+                     string_at(object_at(m, "annotations"), kCreated));
       }
     out.images.push_back(std::move(f));
   }

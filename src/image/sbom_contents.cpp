@@ -469,8 +469,9 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
       for (const auto& q : j["patches"])
         if (q.is_object() && q.contains("sha256") && q["sha256"].is_string()) {
           patch_ids += q["sha256"].get<std::string>() + "\n";
-          patches.push_back(q.value("path", "?") + " (sha256:" + q["sha256"].get<std::string>() +
-                            ")");
+          const bool named = q.contains("path") && q["path"].is_string();
+          patches.push_back((named ? q["path"].get<std::string>() : "?") +
+                            " (sha256:" + q["sha256"].get<std::string>() + ")");
         }
     if (!patches.empty()) p.version += "+patches." + Digest::of_bytes(patch_ids).hex().substr(0, 8);
     std::vector<std::pair<std::string, std::string>> qualifiers;
@@ -486,7 +487,7 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
     }
     p.purl = purl("generic", "", p.name, p.version, qualifiers);
     p.file = str("path");
-    p.built = j.value("built", false) == true;
+    p.built = j.contains("built") && j["built"].is_boolean() && j["built"].get<bool>();
     // SPDX's supplier is who distributes this copy: of a tree the image keeps
     // (patched, maybe), the image's vendor. Its upstream is no statement here.
     if (auto vendor = labels.find("org.opencontainers.image.vendor");

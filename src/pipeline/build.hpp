@@ -65,8 +65,8 @@ struct LayerReport {
   double seconds = 0;
   std::vector<Layer> more;  // a layer split over the budget: its further parts, in order
   std::optional<Digest> key;  // its cache key (pipeline/layer_cache.hpp), for a registry cache
-  std::string source;  // a layer compiled from a source tree: its label value (source_tree.hpp:
-                       // source_label)
+  // A layer compiled from a source tree: its label's value (source_tree.hpp, source_label).
+  std::string source;
 };
 
 struct BuildResult {
