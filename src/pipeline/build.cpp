@@ -239,8 +239,6 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       history.push_back({created_by(i + 2), spec.comment, false});
     }
     if (!kept) continue;
-    source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] =
-        source_label(spec, *kept, options.variables, false);
     // The kept source, in a layer of its own above (pipeline/kept_source_layer.hpp).
     try {
       result.layers.push_back(build_kept_source_layer(spec, *kept, key, store, options,
@@ -250,6 +248,8 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       throw;
     }
     result.layers.back().key = key;
+    source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] =
+        source_label(spec, *kept, options.variables, false, recorded_source_commit(store, key));
     const LayerReport& src = result.layers.back();
     const size_t m = 1 + src.more.size();
     for (size_t i = 0; i < m; ++i) {

@@ -38,7 +38,7 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
 
   auto scratch = store.temp_dir();
   const fs::path tree = scratch->path() / "tree";
-  fetch_layer_source(spec, source, tree, store, status);
+  const std::string fetched = fetch_layer_source(spec, source, tree, store, status).commit;
 
   ScanOptions so;
   so.source_date_epoch = epoch;
@@ -58,6 +58,7 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
   std::vector<Layer> parts =
       store_layers(entries, store, options.layer, key, budget, by_top, status,
                    "layer " + name + " at " + source.image_path, "by top-level directory");
+  record_source_commit(store, key_out, fetched);  // under the key its report carries
   return layer_report(name, parts, false, seconds());
 }
 

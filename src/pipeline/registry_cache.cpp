@@ -12,6 +12,7 @@
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/duplicate_libraries.hpp"
+#include "pipeline/source_tree.hpp"
 #include "registry/pull.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
@@ -33,7 +34,12 @@ void check_record(const std::string& kind, const std::string& value) {
     (void)apt::AptState::parse(value);
   else if (kind == "duplicate-libraries")
     (void)json::parse(value).get<std::vector<DuplicateLibrary>>();
-  else
+  else if (kind == kSourceCommitRecord) {
+    json j = json::parse(value);
+    std::string commit = j.at("commit").get<std::string>();
+    if (commit.size() != 40 || commit.find_first_not_of("0123456789abcdef") != std::string::npos)
+      throw Error("'" + commit + "' is no commit");
+  } else
     throw Error("a record of unknown kind '" + kind + "'");
 }
 
@@ -87,7 +93,8 @@ registry::Reference cache_reference(const std::string& text, const std::string& 
 }
 
 std::vector<std::pair<std::string, Digest>> companion_records(const Digest& key, const std::vector<Layer>& parts) {
-  std::vector<std::pair<std::string, Digest>> out{{"duplicate-libraries", findings_key(key)}};
+  std::vector<std::pair<std::string, Digest>> out{{"duplicate-libraries", findings_key(key)},
+                                                  {kSourceCommitRecord, source_commit_key(key)}};
   if (!parts.empty()) out.emplace_back("apt-state", apt_state_key(parts.back().diff_id));
   return out;
 }

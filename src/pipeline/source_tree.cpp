@@ -208,8 +208,32 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
   return got;
 }
 
+Digest source_commit_key(const Digest& layer_key) {
+  return KeyHasher()
+      .field("stackbuild-source-commit", "1")
+      .field("layer", layer_key.str())
+      .finish();
+}
+
+void record_source_commit(const Store& store, const Digest& layer_key, const std::string& commit) {
+  if (is_commit(commit))
+    store.put_record(kSourceCommitRecord, source_commit_key(layer_key),
+                     nlohmann::json{{"commit", commit}}.dump());
+}
+
+std::string recorded_source_commit(const Store& store, const Digest& layer_key) {
+  auto text = store.get_record(kSourceCommitRecord, source_commit_key(layer_key));
+  if (!text) return "";
+  auto j = nlohmann::json::parse(*text, nullptr, false);
+  std::string commit = j.is_object() && j.contains("commit") && j["commit"].is_string()
+                           ? j["commit"].get<std::string>()
+                           : "";
+  return is_commit(commit) ? commit : "";
+}
+
 std::string source_label(const LayerSpec& spec, const LayerSource& source,
-                         const std::map<std::string, std::string>& vars, bool built) {
+                         const std::map<std::string, std::string>& vars, bool built,
+                         const std::string& fetched) {
   nlohmann::json j = nlohmann::json::object();
   if (!spec.use.empty()) {
     const std::string& name = spec.use.front();
@@ -223,7 +247,10 @@ std::string source_label(const LayerSpec& spec, const LayerSource& source,
     case source::SourceSpec::Kind::Git:
       j["git"] = s.url;
       j["ref"] = source.named_ref;
-      if (is_commit(source.named_ref)) j["commit"] = source.named_ref;
+      if (is_commit(fetched))
+        j["commit"] = fetched;
+      else if (is_commit(source.named_ref))
+        j["commit"] = source.named_ref;
       break;
     case source::SourceSpec::Kind::Archive:
       j["archive"] = s.url;

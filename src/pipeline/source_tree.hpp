@@ -85,11 +85,26 @@ nlohmann::json locked_sources(const std::string& point_lock);
 // where it comes from (git URL, ref and, when pinned, commit; archive URL and
 // sha256; a local directory's tree digest, never its host path), each patch's
 // path as the recipe names it and sha256, and its path in the image when kept.
-// Known without fetching, so a cached layer gives the same label; and the
-// same with or without --locked (the ref as named, a commit only where the
-// recipe names one), so that a locked build gives the unlocked one's image.
+// The same with or without --locked (the ref as named, and the commit
+// fetched), so that a locked build gives the unlocked one's image.
+//
+// `fetched` is the commit a git source was fetched at (its layer's
+// source-commit record, below), "" when not known: the label names it, so
+// that a source named by a tag is described by the commit the image holds.
 std::string source_label(const LayerSpec& spec, const LayerSource& source,
-                         const std::map<std::string, std::string>& variables, bool built);
+                         const std::map<std::string, std::string>& variables, bool built,
+                         const std::string& fetched = "");
+
+// The record "source-commit" under source_commit_key(K): {"commit": HEX}, the
+// commit a git source was fetched at into the layer whose cache key
+// (LayerReport::key) is K. Written when the layer is built, carried with it
+// by a registry cache (registry_cache.cpp, companion_records), read when it
+// is reused: the same label either way.
+constexpr const char* kSourceCommitRecord = "source-commit";
+Digest source_commit_key(const Digest& layer_key);
+void record_source_commit(const Store& store, const Digest& layer_key,
+                          const std::string& commit);                             // none for ""
+std::string recorded_source_commit(const Store& store, const Digest& layer_key);  // "" when none
 
 // Whether the layer's tree comes from a git source (its own or the catalog's).
 bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);

@@ -133,9 +133,12 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
 
   auto found = find_layers(store, key, spec.name, status, options.cache_from);
   auto report = [&](LayerReport r) {
-    if (source) r.source = source_label(spec, *source, options.variables, true);
+    if (source)
+      r.source =
+          source_label(spec, *source, options.variables, true, recorded_source_commit(store, key));
     return r;
   };
+  std::string fetched;  // the commit a git source was fetched at
   if (found.hit) return report(layer_report(spec.name, *found.hit, true, seconds()));
   if (below.empty())
     throw InputError(
@@ -165,7 +168,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.cache_root = store.root() / "cache";
   in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
-    fetch_layer_source(spec, *source, in.scratch / "source", store, status);
+    fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
     in.source = in.scratch / "source";
     in.source_at = source->image_path;
     in.keep_source = source->kept;
@@ -188,6 +191,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   // stay with what they hide (layer/split.hpp).
   std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
                                           "layer " + spec.name, "by top-level path");
+  record_source_commit(store, key, fetched);
   return report(layer_report(spec.name, parts, false, seconds()));
 }
 

@@ -123,16 +123,18 @@ check "the two points share the source layer: one digest, built once"
 
 check "the SBOM lists the kept tree: its repository and ref, its patch, where it is; not compiled into the image"
 expect_ok sbom sb sbom "$TMP/out:a" --store "$STORE" -o "$TMP/kept.spdx.json"
-python3 - "$TMP/kept.spdx.json" "file://$src" "$(sha256sum "$proj/fix.patch" | cut -d' ' -f1)" <<'PY' ||
+tagged=$(git -C "$src" rev-parse "v2.0^{commit}")
+python3 - "$TMP/kept.spdx.json" "file://$src" "$(sha256sum "$proj/fix.patch" | cut -d' ' -f1)" "$tagged" <<'PY' ||
 import hashlib, json, sys
-doc, url, patch = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3]
+doc, url, patch, commit = json.load(open(sys.argv[1])), sys.argv[2], sys.argv[3], sys.argv[4]
 src = [p for p in doc["packages"] if p.get("primaryPackagePurpose") == "SOURCE"]
 assert len(src) == 1, src
 p = src[0]
 assert p["name"] == "torchy", p
 assert p["versionInfo"] == "2.0+patches." + hashlib.sha256((patch + "\n").encode()).hexdigest()[:8], p
 assert p["downloadLocation"] == "NOASSERTION", p  # file:// is no location SPDX knows; the purl has it
-assert p["externalRefs"][0]["referenceLocator"].endswith("?vcs_url=git%2B" + url + "%40v2.0"), p
+# the commit the tag named when it was fetched, not the tag
+assert p["externalRefs"][0]["referenceLocator"].endswith("?vcs_url=git%2B" + url + "%40" + commit), p
 assert "fix.patch (sha256:" + patch + ")" in p["comment"] and "kept in the image at /opt/torchy" in p["comment"], p
 rels = {(r["relationshipType"], r["relatedSpdxElement"]) for r in doc["relationships"]}
 assert ("CONTAINS", p["SPDXID"]) in rels and ("GENERATED_FROM", p["SPDXID"]) not in rels, rels
@@ -140,7 +142,7 @@ assert any(q["name"] == "torchy" and q["primaryPackagePurpose"] == "LIBRARY" for
 PY
   fail "the SBOM does not describe the kept source as expected"
 expect_ok notes sb notes "$TMP/out" --store "$STORE"
-grep -q "^- \*\*Source:\*\* torchy 2.0+patches.[0-9a-f]\{8\}, from git file://$src at v2.0, kept at \`/opt/torchy\`$" "$TMP/notes.out" ||
+grep -q "^- \*\*Source:\*\* torchy 2.0+patches.[0-9a-f]\{8\}, from git file://$src at $tagged, kept at \`/opt/torchy\`$" "$TMP/notes.out" ||
   { show_output notes; fail "the release notes do not name the kept source"; }
 [[ $(grep -c '^- \*\*Source:' "$TMP/notes.out") == 2 ]] || fail "expected a Source line for each of the two images"
 

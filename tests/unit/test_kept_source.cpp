@@ -189,6 +189,11 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(label["patches"][0]["path"] == "fix.patch");
     CHECK(label["patches"][0]["sha256"] == Digest::of_file(tmp.path() / "fix.patch").hex());
     CHECK(label.dump().find(tmp.path().string()) == std::string::npos);
+    // Once fetched, the commit the tag named then (the layer's record).
+    auto fetched = nlohmann::json::parse(
+        source_label(q.recipe.layers[0], *patched, q.vars, false, std::string(40, 'c')));
+    CHECK(fetched["ref"] == "v2.7.0");
+    CHECK(fetched["commit"] == std::string(40, 'c'));
   }
   SECTION("the label of a layer compiled from a local directory or a pinned archive") {
     fs::create_directories(tmp.path() / "src");
