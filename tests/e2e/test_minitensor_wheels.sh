@@ -10,7 +10,7 @@
 # nothing else, no PTX, in libminitensor.so; minitensor_test has no GPU code; the
 # image's ldd resolves cuDNN, cuBLAS, NCCL and the runtime to the wheels'
 # site-packages/nvidia tree through the library's RUNPATH alone; /opt/minitensor
-# holds the example's source and ARCHS. `stackbuild test` passes (libraries resolve,
+# holds the example's source and ARCHS, and the SBOM names that tree. `stackbuild test` passes (libraries resolve,
 # CUDA code for 8.0 and 9.0, versions, the recipe's tests; GPU tests skipped without
 # a GPU) and fails its arch check for --arch 8.0,10.0 on libminitensor.so alone.
 # With --set arch=8.6 the image differs in the minitensor layer alone: sm_86 only.
@@ -107,6 +107,20 @@ done
 [[ $(tr '\n' ' ' <"$root/opt/minitensor/ARCHS" | sed 's/ $//') == "sm_80 sm_90" ]] ||
   fail "/opt/minitensor/ARCHS says '$(cat "$root/opt/minitensor/ARCHS")'"
 [[ ! -e $root/opt/minitensor/build ]] || fail "/opt/minitensor/build is still in the image"
+
+check "the SBOM names the tree the minitensor layer was compiled from and keeps at /opt/minitensor"
+expect_ok sbom sb sbom "out:$REF" --store "$S" -o "$TMP/minitensor.spdx.json"
+python3 - "$TMP/minitensor.spdx.json" <<'PY' || fail "the SBOM does not describe the minitensor source"
+import json, sys
+d = json.load(open(sys.argv[1]))
+src = [p for p in d["packages"] if p.get("primaryPackagePurpose") == "SOURCE"]
+assert [p["name"] for p in src] == ["minitensor"], src
+p = src[0]
+assert p["versionInfo"].startswith("sha256:") and p["downloadLocation"] == "NOASSERTION", p  # a local directory
+assert "kept in the image at /opt/minitensor" in p["comment"], p
+rels = {r["relationshipType"] for r in d["relationships"] if r["relatedSpdxElement"] == p["SPDXID"]}
+assert rels == {"CONTAINS", "GENERATED_FROM"}, rels
+PY
 
 # run_test NAME ARGS...: stackbuild test of the image with ARGS; sets RC; gives back the
 # root `test` unpacked in the store unless it was there before.
