@@ -247,9 +247,10 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
-    result.layers.back().key = key;
+    // Its report keeps its own key (kept_source_layer.hpp); `key` is now the chain key.
     source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] =
-        source_label(spec, *kept, options.variables, false, recorded_source_commit(store, key));
+        source_label(spec, *kept, options.variables, false,
+                     recorded_source_commit(store, *result.layers.back().key));
     const LayerReport& src = result.layers.back();
     const size_t m = 1 + src.more.size();
     for (size_t i = 0; i < m; ++i) {

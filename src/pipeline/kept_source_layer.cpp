@@ -33,8 +33,14 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
                 .field("layer", key.str())
                 .finish();
 
+  // Its report carries `key`, under which the layer is recorded (here and in
+  // a registry cache), not the chain key.
+  auto report = [&](LayerReport r) {
+    r.key = key;
+    return r;
+  };
   auto found = find_layers(store, key, name, status, options.cache_from);  // another point may be writing it
-  if (found.hit) return layer_report(name, *found.hit, true, seconds());
+  if (found.hit) return report(layer_report(name, *found.hit, true, seconds()));
 
   auto scratch = store.temp_dir();
   const fs::path tree = scratch->path() / "tree";
@@ -58,8 +64,8 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
   std::vector<Layer> parts =
       store_layers(entries, store, options.layer, key, budget, by_top, status,
                    "layer " + name + " at " + source.image_path, "by top-level directory");
-  record_source_commit(store, key_out, fetched);  // under the key its report carries
-  return layer_report(name, parts, false, seconds());
+  record_source_commit(store, key, fetched);
+  return report(layer_report(name, parts, false, seconds()));
 }
 
 }  // namespace sb

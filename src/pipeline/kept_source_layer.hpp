@@ -17,8 +17,9 @@ namespace sb {
 // executables, 0644 the rest), mtimes clamped to `epoch`, parents 0755.
 // The cache key covers what the tree is (LayerSource::identity), the path,
 // compression, epoch and budget, and not the layers below: points with the
-// same source share the layer. `key_out` receives the key the layers above
-// chain on (the packages' key `key_parent` and this layer's).
+// same source share the layer, and it is the report's `key` (the layer's
+// records, a registry cache's entry). `key_out` receives the key the layers
+// above chain on (the packages' key `key_parent` and this layer's).
 LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source,
                                     const Digest& key_parent, const Store& store,
                                     const BuildOptions& options, uint64_t budget, int64_t epoch,

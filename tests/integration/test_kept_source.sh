@@ -13,7 +13,8 @@
 #   - the SBOM lists the kept tree (repository, ref, patch, path) as a source package,
 #     and the release notes name it;
 #   - a rebuild is all cached and gives the same index and manifests; a second store
-#     builds the same digests;
+#     builds the same digests, and so does a third one from a registry cache
+#     (--cache-from), without the git repository;
 #   - the layer's own `source:` overrides the catalog's; ${torchy} works in keep_source;
 #   - a record without a source is an error at the keep_source key (file:line:col),
 #     before anything is fetched; a source that cannot be fetched names the URL and
@@ -21,6 +22,8 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=registry/lib.sh
+source "$HERE/registry/lib.sh"
 require_tool git
 py=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 glibc=$(ldd --version | sed -n '1s/.* \([0-9]*\.[0-9]*\)$/\1/p')
@@ -161,6 +164,24 @@ for f in a b; do
 done
 build fresh keep.yaml out-fresh "$TMP/store2"
 image_digests "$TMP/out-fresh" b | diff "$TMP/b.digests" - || fail "another store built other digests"
+
+if command -v docker-registry >/dev/null && command -v openssl >/dev/null && command -v curl >/dev/null; then
+  check "--cache-to a registry; a new store --cache-from it takes the source layer from there, not from git"
+  start_registry plain
+  expect_ok cacheto sb build "$proj/keep.yaml" -o "$TMP/out-ct" --store "$STORE" --catalog "$proj/layers" \
+    --cache-to "127.0.0.1:$REG_PORT/kept/cache"
+  mv "$src" "$src.away"  # a fetch would fail now
+  expect_ok cachefrom sb build "$proj/keep.yaml" -o "$TMP/out-cf" --store "$TMP/store-cf" --catalog "$proj/layers" \
+    --cache-from "127.0.0.1:$REG_PORT/kept/cache"
+  mv "$src.away" "$src"
+  grep -q "layer torchy (source): cached sha256:.* (from the cache " "$TMP/cachefrom.err" ||
+    { show_output cachefrom; fail "the source layer did not come from the registry cache"; }
+  for f in a b; do
+    image_digests "$TMP/out-cf" "$f" | diff "$TMP/$f.digests" - || fail "kept:$f from the cache differs (its label?)"
+  done
+else
+  say "note: no docker-registry, openssl or curl: the registry cache check is left out"
+fi
 
 check "lock pins the tag's commit; after the tag moves, --locked in a new store builds the pinned commit"
 expect_ok lock sb lock "$proj/keep.yaml" --catalog "$proj/layers" --store "$STORE"
