@@ -11,6 +11,7 @@
 
 #include "image/sbom.hpp"
 #include "util/error.hpp"
+#include "util/utf8.hpp"
 
 namespace sb::sbom {
 
@@ -25,6 +26,9 @@ int purl_hex(char c) {
   return -1;
 }
 
+// Percent-decoded: any bytes. Those that are not UTF-8 come back as \xHH,
+// as read_contents shows a database's bytes, so that the value compares
+// equal to what the image's layers give and JSON (notes --data) can hold it.
 std::string purl_decoded(std::string_view s) {
   std::string out;
   for (size_t i = 0; i < s.size(); ++i) {
@@ -35,7 +39,7 @@ std::string purl_decoded(std::string_view s) {
       out += s[i];
     }
   }
-  return out;
+  return printable_utf8(out);
 }
 
 // A package's kind and architecture from its purl: "pkg:deb/debian/libc6@2.36?arch=amd64"

@@ -10,6 +10,7 @@
 #include "image/layout.hpp"
 #include "image/sbom.hpp"
 #include "util/digest.hpp"
+#include "util/utf8.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
 
@@ -124,9 +125,23 @@ SB_FUZZ_TARGET(source_labels) {
 }
 
 // An SBOM document from anywhere (a registry's attached artifact) read back:
-// only sb::Error for what is not one.
+// only sb::Error for what is not one. Property: every text read is UTF-8, as
+// notes and sbom --diff print it and notes --data writes it as JSON.
 SB_FUZZ_TARGET(sbom_document) {
   std::string described;
-  sb::fuzz::expect_errors(
-      [&] { (void)sb::sbom::contents_from_document(std::string(sb::fuzz::text(data, size)), &described); });
+  sb::sbom::Contents c;
+  if (!sb::fuzz::expect_errors([&] {
+        c = sb::sbom::contents_from_document(std::string(sb::fuzz::text(data, size)), &described);
+      }))
+    return;
+  std::vector<const std::string*> texts{&described, &c.os_id, &c.os_version_id, &c.os_name};
+  for (const auto& p : c.packages) {
+    for (const std::string* f : {&p.id, &p.type, &p.name, &p.version, &p.arch, &p.source,
+                                 &p.supplier, &p.license, &p.license_text, &p.homepage, &p.summary,
+                                 &p.file, &p.purl, &p.download, &p.revision, &p.sha256, &p.comment})
+      texts.push_back(f);
+    for (const auto& d : p.depends) texts.push_back(&d);
+  }
+  for (const std::string* t : texts)
+    sb::fuzz::check(sb::valid_utf8(*t), "a text read back is not UTF-8: " + *t);
 }

@@ -512,6 +512,15 @@ TEST_CASE("sbom: an SBOM document read back gives the packages the layers gave",
   REQUIRE(o.packages.size() == 2);
   CHECK(o.packages[0].type == "npm");
   CHECK(o.packages[1].type == "unknown");
+  // A purl's architecture is percent-encoded bytes: those that are not UTF-8
+  // read back as \xHH, as the image's own reader shows them (and as JSON, the
+  // notes' --data, can hold them), never as raw bytes.
+  std::string bytes = R"({"bomFormat": "CycloneDX", "components": [
+      {"name": "libc6", "version": "2.36", "purl": "pkg:deb/debian/libc6@2.36?arch=amd64%F0x%3A"}]})";
+  Contents b = contents_from_document(bytes);
+  REQUIRE(b.packages.size() == 1);
+  CHECK(b.packages[0].arch == "amd64\\xF0x:");
+  CHECK_NOTHROW(nlohmann::json(b.packages[0].arch).dump());
   CHECK_THROWS_WITH(contents_from_document("[1, 2]"), Catch::Contains("not a JSON object"));
   CHECK_THROWS_WITH(contents_from_document(R"({"name": "x"})"), Catch::Contains("neither SPDX"));
 }
