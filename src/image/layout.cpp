@@ -299,12 +299,13 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
   } catch (const json::exception& e) {
     throw Error((layout / "index.json").string() + ": " + e.what());
   }
-  json manifests;
+  const json none = json::array();
   const json* chosen = nullptr;
   std::vector<std::string> refs;
   try {
     if (!index.is_object()) throw Error((layout / "index.json").string() + ": not a JSON object");
-    manifests = index.value("manifests", json::array());
+    // In place, not a copy: an error names /manifests/N/...
+    const json& manifests = index.contains("manifests") ? index["manifests"] : none;
     if (!manifests.is_array()) throw Error((layout / "index.json").string() + ": 'manifests' is not a list");
     for (const auto& m : manifests) {
       std::string r = m.is_object() ? m.value("annotations", json::object()).value("org.opencontainers.image.ref.name", "") : "";
@@ -326,8 +327,10 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
     throw Error(ref.empty() ? "layout holds several images; name one of: " + list
                             : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
   }
+  std::string where = (layout / "index.json").string();  // the document a json exception is about
   try {
     std::string manifest_json = read_file(checked_blob(layout, *chosen, store));
+    where = "manifest " + chosen->at("digest").get<std::string>() + " in " + layout.string();
     json manifest = json::parse(manifest_json);
     std::string config_json = read_file(checked_blob(layout, manifest.at("config"), store));
     std::vector<fs::path> layers;
@@ -335,7 +338,7 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
     std::string r = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
     return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers};
   } catch (const json::exception& e) {
-    throw Error("a malformed document in " + layout.string() + ": " + e.what());
+    throw Error(where + ": " + e.what());
   }
 }
 

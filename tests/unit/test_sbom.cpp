@@ -695,6 +695,32 @@ TEST_CASE("layout: a blob that is the store's own file is not hashed again, a co
   CHECK_THROWS_WITH(open_layout_image(layout, "t"), Catch::Contains("does not match its digest"));
 }
 
+TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the field", "[sbom]") {
+  TempDir dir;
+  fs::path layout = dir.path() / "layout";
+  fs::create_directories(layout / "blobs" / "sha256");
+  write_file_atomic(layout / "oci-layout", R"({"imageLayoutVersion":"1.0.0"})");
+  auto index_of = [&](const json& entry) {
+    write_file_atomic(layout / "index.json",
+                      json{{"schemaVersion", 2}, {"manifests", json::array({entry})}}.dump());
+  };
+  json entry = {{"mediaType", kMediaTypeManifest}, {"digest", 5}, {"annotations", {{"org.opencontainers.image.ref.name", "t"}}}};
+  index_of(entry);
+  CHECK_THROWS_WITH(open_layout_image(layout, "t"),
+                    Catch::Contains("index.json") && Catch::Contains("(/manifests/0/digest) type must be string"));
+
+  Digest cd = Digest::of_bytes("{}");
+  std::string manifest = R"({"schemaVersion":2,"config":{"digest":")" + cd.str() + R"(","size":2},"layers":[{"digest":7}]})";
+  Digest md = Digest::of_bytes(manifest);
+  write_file_atomic(layout / "blobs" / "sha256" / md.hex(), manifest);
+  write_file_atomic(layout / "blobs" / "sha256" / cd.hex(), "{}");
+  entry["digest"] = md.str();
+  index_of(entry);
+  CHECK_THROWS_WITH(open_layout_image(layout, "t"),
+                    Catch::Contains("manifest " + md.str() + " in " + layout.string()) &&
+                        Catch::Contains("(/layers/0/digest) type must be string"));
+}
+
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
   TempDir dir;
   fs::path layout = dir.path() / "layout";
