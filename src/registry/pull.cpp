@@ -178,28 +178,62 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
                             Descriptor{m.media_type, m.digest, m.bytes.size(), {}, {}}},
                       top.digest, 0};
     std::mutex mu;
-    std::atomic<size_t> next{0};
+    // Fetches blob i into the store, unless it is there.
+    auto fetch = [&](http::Client& c, size_t i) {
+      auto [d, size] = blobs[i];
+      if (store.has(d)) return;
+      int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
+      uint64_t n;
+      try {
+        n = fetch_blob(s, c, repo, d, size, store, task);
+      } catch (...) {
+        status.task_end(task, "failed");  // no progress bar left behind
+        throw;
+      }
+      status.task_end(task, "fetched " + human_bytes(static_cast<double>(n)));
+      remember_repository(store, ref.registry, d, repo);
+      std::lock_guard lk(mu);
+      result.bytes_fetched += n;
+    };
+    // The config first: one that does not describe the layers is refused
+    // before they are fetched.
+    fetch(*client, 0);
+    result.image.config_json = store.read(blobs[0].first);
+    // Each layer's diff_id (the digest of its uncompressed tar) is the
+    // config's, one for each layer, as umoci and the OCI spec have it.
+    const std::string config = "config " + blobs[0].first.str() + " of " + ref.str();
+    json cfg;
+    try {
+      cfg = json::parse(result.image.config_json);
+    } catch (const json::exception& e) {
+      throw Error(s.op() + ": " + config + " is not JSON: " + e.what());
+    }
+    const json* ids = cfg.is_object() && cfg.contains("rootfs") && cfg["rootfs"].is_object() &&
+                              cfg["rootfs"].contains("diff_ids") && cfg["rootfs"]["diff_ids"].is_array()
+                          ? &cfg["rootfs"]["diff_ids"]
+                          : nullptr;
+    if (!ids) throw Error(s.op() + ": " + config + " has no rootfs.diff_ids list");
+    std::vector<Digest> diff_ids;
+    for (const auto& d : *ids) {
+      if (!d.is_string())
+        throw Error(s.op() + ": " + config + ": rootfs.diff_ids holds a " + d.type_name() + ", not a digest");
+      try {
+        diff_ids.push_back(Digest::parse(d.get<std::string>()));
+      } catch (const Error& e) {
+        throw Error(s.op() + ": " + config + ": rootfs.diff_ids: " + e.what());
+      }
+    }
+    const json& layers = man.at("layers");
+    if (diff_ids.size() != layers.size())
+      throw Error(s.op() + ": " + config + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
+                  std::to_string(layers.size()) + " layers; refusing it");
+    std::atomic<size_t> next{1};
     std::exception_ptr error;  // under mu
     std::atomic<bool> stop{false};  // what the workers read, without mu
     auto worker = [&] {
       try {
         auto c = s.make_client();
-        for (size_t i; !stop && (i = next++) < blobs.size();) {
-          auto [d, size] = blobs[i];
-          if (store.has(d)) continue;
-          int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
-          uint64_t n;
-          try {
-            n = fetch_blob(s, *c, repo, d, size, store, task);
-          } catch (...) {
-            status.task_end(task, "failed");  // no progress bar left behind
-            throw;
-          }
-          status.task_end(task, "fetched " + human_bytes(static_cast<double>(n)));
-          remember_repository(store, ref.registry, d, repo);
-          std::lock_guard lk(mu);
-          result.bytes_fetched += n;
-        }
+        for (size_t i; !stop && (i = next++) < blobs.size();) fetch(*c, i);
       } catch (...) {
         std::lock_guard lk(mu);
         if (!error) error = std::current_exception();
@@ -207,18 +241,13 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
       }
     };
     client.reset();  // its connection and curl's socketpair: 3 descriptors the workers can use
-    int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size()))));
+    int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size() - 1))));
     run_on_threads(static_cast<size_t>(n), worker);
     if (error) std::rethrow_exception(error);
 
-    result.image.config_json = store.read(blobs[0].first);
-    json cfg = json::parse(result.image.config_json);
-    json diff_ids = cfg.value("rootfs", json::object()).value("diff_ids", json::array());
-    const json& layers = man.at("layers");
-    for (size_t i = 0; i < layers.size(); ++i) {
-      Digest diff = i < diff_ids.size() ? Digest::parse(diff_ids[i].get<std::string>()) : blobs[i + 1].first;
-      result.image.layers.push_back(Layer{diff, blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")});
-    }
+    for (size_t i = 0; i < layers.size(); ++i)
+      result.image.layers.push_back(
+          Layer{diff_ids[i], blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")});
     return result;
   }
 }

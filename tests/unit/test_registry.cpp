@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -239,5 +240,61 @@ TEST_CASE("registry: pull from an index takes the platform's image, and refuses 
   CHECK(pull_image(Reference::parse(reg + "/r:twice"), store, o, *status).image.manifest.digest == a);
   o.architecture = "arm64";  // both entries match; their platforms differ: the first, as always
   CHECK(pull_image(Reference::parse(reg + "/r:variants"), store, o, *status).image.manifest.digest == c);
+  fclose(devnull);
+}
+
+TEST_CASE("registry: pull refuses a config whose diff_ids do not match the layers, before fetching them",
+          "[registry]") {
+  std::map<std::string, std::string> docs;  // path -> bytes
+  std::atomic<int> layer_gets{0};
+  std::string layer = "the bytes of one layer";
+  Digest ld = Digest::of_bytes(layer);
+  docs["/v2/r/blobs/" + ld.str()] = layer;
+  auto image = [&](const std::string& tag, const std::string& config) {
+    Digest c = Digest::of_bytes(config);
+    docs["/v2/r/blobs/" + c.str()] = config;
+    docs["/v2/r/manifests/" + tag] =
+        R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
+        c.str() + R"(","size":)" + std::to_string(config.size()) +
+        R"(},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":")" + ld.str() +
+        R"(","size":)" + std::to_string(layer.size()) + "}]}";
+    return c;
+  };
+  Digest none = image("none", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})");
+  image("absent", R"({"architecture":"amd64","os":"linux"})");
+  image("number", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[5]}})");
+  image("short", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:12"]}})");
+  image("good", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[")" + ld.str() + R"("]}})");
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    if (r.path == "/v2/") return http_response(200, "{}");
+    auto it = docs.find(r.path);
+    if (it == docs.end()) return http_response(404, R"({"errors":[{"code":"MANIFEST_UNKNOWN"}]})");
+    if (r.path == "/v2/r/blobs/" + ld.str()) ++layer_gets;
+    std::string type = r.path.find("/manifests/") != std::string::npos
+                           ? "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n"
+                           : "Content-Type: application/octet-stream\r\n";
+    return http_response(200, r.method == "HEAD" ? "" : it->second, type);
+  });
+  TempDir dir;
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  std::string reg = "127.0.0.1:" + std::to_string(server.port());
+  PullOptions o;
+  o.session.check_policy = false;
+  o.session.plain_http = true;
+  auto pull = [&](const std::string& tag) { return pull_image(Reference::parse(reg + "/r:" + tag), store, o, *status); };
+
+  CHECK_THROWS_WITH(pull("none"), Catch::Contains("config " + none.str()) &&
+                                      Catch::Contains("lists 0 diff_ids for 1 layers; refusing it"));
+  CHECK_THROWS_WITH(pull("absent"), Catch::Contains("has no rootfs.diff_ids list"));
+  CHECK_THROWS_WITH(pull("number"), Catch::Contains("rootfs.diff_ids holds a number, not a digest"));
+  CHECK_THROWS_WITH(pull("short"), Catch::Contains("rootfs.diff_ids: bad digest 'sha256:12'"));
+  CHECK(layer_gets == 0);
+  CHECK(!store.has(ld));
+  PullResult good = pull("good");
+  REQUIRE(good.image.layers.size() == 1);
+  CHECK(good.image.layers[0].diff_id == ld);
+  CHECK(layer_gets == 1);
   fclose(devnull);
 }
