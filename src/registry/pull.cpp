@@ -116,6 +116,13 @@ FetchedManifest get_manifest(Session& s, http::Client& c, const std::string& rep
   return *fetch_manifest(s, c, repo, selector, pinned, false);
 }
 
+// An index's manifests, in place (a copy would lose the path an error names:
+// /manifests/0/digest); an empty list when it has none.
+const json& index_manifests(const json& idx) {
+  static const json none = json::array();
+  return idx.is_object() && idx.contains("manifests") ? idx["manifests"] : none;
+}
+
 bool platform_matches(const json& p, const PullOptions& o) {
   return p.value("os", "") == o.os && p.value("architecture", "") == o.architecture &&
          (o.variant.empty() || p.value("variant", "") == o.variant);
@@ -144,7 +151,7 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
       // (a build's matrix index: one image per point) leave nothing to choose by.
       std::set<std::string> same;
       auto exact = [](const json& p) { return p.dump(); };
-      for (const auto& e : idx.value("manifests", json::array())) {
+      for (const auto& e : index_manifests(idx)) {
         if (e.contains("artifactType")) continue;  // an SBOM or report listed beside its image
         json p = e.value("platform", json::object());
         have += (have.empty() ? "" : ", ") + p.value("os", "?") + "/" + p.value("architecture", "?") +
@@ -355,7 +362,7 @@ Listing list_images(const Reference& ref, const Store& store, const SessionOptio
     if (index_media_type(out.top.media_type)) {
       json idx = json::parse(out.top.bytes);
       out.annotations = string_map(idx.value("annotations", json::object()));
-      for (const auto& e : idx.value("manifests", json::array())) {
+      for (const auto& e : index_manifests(idx)) {
         if (e.contains("artifactType")) continue;  // an SBOM or a report listed beside its image
         std::string type = e.value("mediaType", "");
         if (index_media_type(type)) continue;  // an index of indexes: not an image

@@ -218,6 +218,7 @@ TEST_CASE("registry: pull from an index takes the platform's image, and refuses 
   index("twice", {entry(a, a_size, amd64), entry(a, a_size, amd64)});
   index("variants", {entry(c, c_size, R"({"os":"linux","architecture":"arm64","variant":"v8"})"),
                      entry(b, b_size, R"({"os":"linux","architecture":"arm64"})")});
+  index("malformed", {R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":5,"platform":)" + amd64 + "}"});
   test::HttpServer server([&](const test::HttpRequest& r) {
     if (r.path == "/v2/") return http_response(200, "{}");
     auto it = docs.find(r.path);
@@ -238,6 +239,8 @@ TEST_CASE("registry: pull from an index takes the platform's image, and refuses 
                     Catch::Contains("lists 2 images for linux/amd64") && Catch::Contains(a.str()) &&
                         Catch::Contains(b.str()));
   CHECK(pull_image(Reference::parse(reg + "/r:twice"), store, o, *status).image.manifest.digest == a);
+  CHECK_THROWS_WITH(pull_image(Reference::parse(reg + "/r:malformed"), store, o, *status),
+                    Catch::Contains("(/manifests/0/digest) type must be string"));
   o.architecture = "arm64";  // both entries match; their platforms differ: the first, as always
   CHECK(pull_image(Reference::parse(reg + "/r:variants"), store, o, *status).image.manifest.digest == c);
   fclose(devnull);
