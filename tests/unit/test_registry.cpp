@@ -3,7 +3,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <memory>
 
 #include "helpers.hpp"
 #include "http_server.hpp"
@@ -185,10 +187,45 @@ TEST_CASE("registry: other registries stay on https unless listed with --insecur
   CHECK(server.requests() == 1);
 }
 
+namespace {
+
+// A registry that serves `docs` (path -> media type and bytes) on 127.0.0.1,
+// and a store to pull from it into.
+struct DocumentRegistry {
+  std::map<std::string, std::pair<std::string, std::string>> docs;
+  std::function<void(const std::string& path)> on_get = [](const std::string&) {};
+  test::HttpServer server{[this](const test::HttpRequest& r) {
+    if (r.path == "/v2/") return http_response(200, "{}");
+    auto it = docs.find(r.path);
+    if (it == docs.end()) return http_response(404, R"({"errors":[{"code":"MANIFEST_UNKNOWN"}]})");
+    on_get(r.path);
+    return http_response(200, r.method == "HEAD" ? "" : it->second.second, "Content-Type: " + it->second.first + "\r\n");
+  }};
+  TempDir dir;
+  Store store{dir.path() / "store"};
+  FILE* devnull = fopen("/dev/null", "w");
+  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
+  PullOptions options = [] {
+    PullOptions o;
+    o.session.check_policy = false;
+    o.session.plain_http = true;  // no https probe (the server answers none)
+    return o;
+  }();
+  ~DocumentRegistry() { fclose(devnull); }
+
+  PullResult pull(const std::string& tag) {
+    return pull_image(Reference::parse("127.0.0.1:" + std::to_string(server.port()) + "/r:" + tag), store, options,
+                      *status);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("registry: pull from an index takes the platform's image, and refuses several of the very same platform",
           "[registry]") {
   // A registry of three tiny images (a config, no layers) and the indexes below.
-  std::map<std::string, std::pair<std::string, std::string>> docs;  // path -> (media type, bytes)
+  DocumentRegistry reg;
+  auto& docs = reg.docs;
   auto image = [&](const std::string& arch) {
     std::string config = R"({"architecture":")" + arch + R"(","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})";
     Digest c = Digest::of_bytes(config);
@@ -219,48 +256,32 @@ TEST_CASE("registry: pull from an index takes the platform's image, and refuses 
   index("variants", {entry(c, c_size, R"({"os":"linux","architecture":"arm64","variant":"v8"})"),
                      entry(b, b_size, R"({"os":"linux","architecture":"arm64"})")});
   index("malformed", {R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":5,"platform":)" + amd64 + "}"});
-  test::HttpServer server([&](const test::HttpRequest& r) {
-    if (r.path == "/v2/") return http_response(200, "{}");
-    auto it = docs.find(r.path);
-    if (it == docs.end()) return http_response(404, R"({"errors":[{"code":"MANIFEST_UNKNOWN"}]})");
-    return http_response(200, r.method == "HEAD" ? "" : it->second.second,
-                         "Content-Type: " + it->second.first + "\r\n");
-  });
-  TempDir dir;
-  Store store(dir.path() / "store");
-  FILE* devnull = fopen("/dev/null", "w");
-  auto status = make_status(StatusMode::Plain, devnull);
-  std::string reg = "127.0.0.1:" + std::to_string(server.port());
-  PullOptions o;
-  o.session.check_policy = false;
-  o.session.plain_http = true;  // no https probe (the server answers none)
 
-  CHECK_THROWS_WITH(pull_image(Reference::parse(reg + "/r:matrix"), store, o, *status),
-                    Catch::Contains("lists 2 images for linux/amd64") && Catch::Contains(a.str()) &&
-                        Catch::Contains(b.str()));
-  CHECK(pull_image(Reference::parse(reg + "/r:twice"), store, o, *status).image.manifest.digest == a);
-  CHECK_THROWS_WITH(pull_image(Reference::parse(reg + "/r:malformed"), store, o, *status),
-                    Catch::Contains("(/manifests/0/digest) type must be string"));
-  o.architecture = "arm64";  // both entries match; their platforms differ: the first, as always
-  CHECK(pull_image(Reference::parse(reg + "/r:variants"), store, o, *status).image.manifest.digest == c);
-  fclose(devnull);
+  CHECK_THROWS_WITH(reg.pull("matrix"), Catch::Contains("lists 2 images for linux/amd64") &&
+                                            Catch::Contains(a.str()) && Catch::Contains(b.str()));
+  CHECK(reg.pull("twice").image.manifest.digest == a);
+  CHECK_THROWS_WITH(reg.pull("malformed"), Catch::Contains("(/manifests/0/digest) type must be string"));
+  reg.options.architecture = "arm64";  // both entries match; their platforms differ: the first, as always
+  CHECK(reg.pull("variants").image.manifest.digest == c);
 }
 
 TEST_CASE("registry: pull refuses a config whose diff_ids do not match the layers, before fetching them",
           "[registry]") {
-  std::map<std::string, std::string> docs;  // path -> bytes
-  std::atomic<int> layer_gets{0};
+  DocumentRegistry reg;
   std::string layer = "the bytes of one layer";
   Digest ld = Digest::of_bytes(layer);
-  docs["/v2/r/blobs/" + ld.str()] = layer;
+  reg.docs["/v2/r/blobs/" + ld.str()] = {"application/octet-stream", layer};
+  std::atomic<int> layer_gets{0};
+  reg.on_get = [&](const std::string& path) { layer_gets += path == "/v2/r/blobs/" + ld.str(); };
   auto image = [&](const std::string& tag, const std::string& config) {
     Digest c = Digest::of_bytes(config);
-    docs["/v2/r/blobs/" + c.str()] = config;
-    docs["/v2/r/manifests/" + tag] =
+    reg.docs["/v2/r/blobs/" + c.str()] = {"application/octet-stream", config};
+    reg.docs["/v2/r/manifests/" + tag] = {
+        "application/vnd.oci.image.manifest.v1+json",
         R"({"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":")" +
-        c.str() + R"(","size":)" + std::to_string(config.size()) +
-        R"(},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":")" + ld.str() +
-        R"(","size":)" + std::to_string(layer.size()) + "}]}";
+            c.str() + R"(","size":)" + std::to_string(config.size()) +
+            R"(},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":")" + ld.str() +
+            R"(","size":)" + std::to_string(layer.size()) + "}]}"};
     return c;
   };
   Digest none = image("none", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[]}})");
@@ -268,36 +289,16 @@ TEST_CASE("registry: pull refuses a config whose diff_ids do not match the layer
   image("number", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[5]}})");
   image("short", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":["sha256:12"]}})");
   image("good", R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[")" + ld.str() + R"("]}})");
-  test::HttpServer server([&](const test::HttpRequest& r) {
-    if (r.path == "/v2/") return http_response(200, "{}");
-    auto it = docs.find(r.path);
-    if (it == docs.end()) return http_response(404, R"({"errors":[{"code":"MANIFEST_UNKNOWN"}]})");
-    if (r.path == "/v2/r/blobs/" + ld.str()) ++layer_gets;
-    std::string type = r.path.find("/manifests/") != std::string::npos
-                           ? "Content-Type: application/vnd.oci.image.manifest.v1+json\r\n"
-                           : "Content-Type: application/octet-stream\r\n";
-    return http_response(200, r.method == "HEAD" ? "" : it->second, type);
-  });
-  TempDir dir;
-  Store store(dir.path() / "store");
-  FILE* devnull = fopen("/dev/null", "w");
-  auto status = make_status(StatusMode::Plain, devnull);
-  std::string reg = "127.0.0.1:" + std::to_string(server.port());
-  PullOptions o;
-  o.session.check_policy = false;
-  o.session.plain_http = true;
-  auto pull = [&](const std::string& tag) { return pull_image(Reference::parse(reg + "/r:" + tag), store, o, *status); };
 
-  CHECK_THROWS_WITH(pull("none"), Catch::Contains("config " + none.str()) &&
-                                      Catch::Contains("lists 0 diff_ids for 1 layers; refusing it"));
-  CHECK_THROWS_WITH(pull("absent"), Catch::Contains("has no rootfs.diff_ids list"));
-  CHECK_THROWS_WITH(pull("number"), Catch::Contains("rootfs.diff_ids holds a number, not a digest"));
-  CHECK_THROWS_WITH(pull("short"), Catch::Contains("rootfs.diff_ids: bad digest 'sha256:12'"));
+  CHECK_THROWS_WITH(reg.pull("none"), Catch::Contains("config " + none.str()) &&
+                                          Catch::Contains("lists 0 diff_ids for 1 layers; refusing it"));
+  CHECK_THROWS_WITH(reg.pull("absent"), Catch::Contains("has no rootfs.diff_ids list"));
+  CHECK_THROWS_WITH(reg.pull("number"), Catch::Contains("rootfs.diff_ids holds a number, not a digest"));
+  CHECK_THROWS_WITH(reg.pull("short"), Catch::Contains("rootfs.diff_ids: bad digest 'sha256:12'"));
   CHECK(layer_gets == 0);
-  CHECK(!store.has(ld));
-  PullResult good = pull("good");
+  CHECK(!reg.store.has(ld));
+  PullResult good = reg.pull("good");
   REQUIRE(good.image.layers.size() == 1);
   CHECK(good.image.layers[0].diff_id == ld);
   CHECK(layer_gets == 1);
-  fclose(devnull);
 }
