@@ -192,6 +192,7 @@ class GzipCompressor final : public Compressor {
     if (!job) job = std::make_shared<GzipJob>();
     job->done = false;
     job->dict = std::move(dict_);
+    dict_.clear();  // moved from: valid, but only clear() makes it empty
     job->last = last;
     size_t keep = std::min(kWindow, current_.size());
     // The next chunk's dictionary: the last 32 KiB of everything so far.
