@@ -1,8 +1,7 @@
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include "cli/cli.hpp"
+#include "image/image.hpp"
 #include "image/layout.hpp"
 #include "util/error.hpp"
 #include "verify/run_in_image.hpp"
@@ -38,14 +37,14 @@ int cmd_run(const std::vector<std::string>& argv) {
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
   LayoutImage image = open_layout_image(layout, ref, &store);
+  ImageConfig config =
+      read_image_config(image.config_json, "the config of " + args.positional()[0]);
   verify::UnpackedRoot unpacked = verify::unpacked_root(store, image);  // held while the command runs
   verify::ImageRoot root(unpacked.path);
 
-  auto config = nlohmann::json::parse(image.config_json).value("config", nlohmann::json::object());
   verify::RunOptions o;
   o.argv.assign(args.positional().begin() + 1, args.positional().end());
-  for (const auto& e : config.value("Env", nlohmann::json::array())) {
-    std::string s = e.get<std::string>();
+  for (const std::string& s : config.env) {
     auto eq = s.find('=');
     if (eq != std::string::npos) o.env[s.substr(0, eq)] = s.substr(eq + 1);
   }
@@ -55,8 +54,7 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (eq == std::string::npos || eq == 0) throw Error("--env wants KEY=VALUE, not '" + e + "'", kExitUsage);
     o.env[e.substr(0, eq)] = e.substr(eq + 1);
   }
-  o.cwd = args.get("--workdir").value_or(config.value("WorkingDir", std::string("/")));
-  if (o.cwd.empty()) o.cwd = "/";
+  o.cwd = args.get("--workdir").value_or(config.working_dir.empty() ? "/" : config.working_dir);
   o.network = args.has("--network");
   if (auto t = args.integer("--timeout", 1, 86400 * 7)) o.timeout_seconds = *t;
 
@@ -66,11 +64,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (!gpu) gpu = verify::discover_gpus("/", *sel);
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");
     for (const auto& w : gpu->warnings) ctx.status->message(Level::Warning, w);
-    auto required = nlohmann::json::parse(image.config_json)
-                        .value("config", nlohmann::json::object())
-                        .value("Labels", nlohmann::json::object())
-                        .value("dev.stackbuild.driver_min", std::string());
-    verify::check_driver(*gpu, required);
+    auto required = config.labels.find("dev.stackbuild.driver_min");
+    verify::check_driver(*gpu, required == config.labels.end() ? "" : required->second);
     o.gpu = &*gpu;
   }
   sandbox::LinuxSandbox sandbox;

@@ -26,6 +26,82 @@ void to_json(json& j, const Descriptor& d) {
   if (d.platform) j["platform"] = json{{"os", d.platform->first}, {"architecture", d.platform->second}};
 }
 
+namespace {
+
+// Reads a config's fields for read_image_config(); every error names `where`
+// and the field ("config.WorkingDir").
+struct ConfigFields {
+  const std::string& where;
+
+  [[noreturn]] void wrong(const std::string& field, const json& v, const char* want) const {
+    std::string type = v.type_name();  // "number", "array", "object", ...
+    throw Error(where + ": " + field + " is " +
+                (v.is_null() ? "null" : (type[0] == 'a' || type[0] == 'o' ? "an " : "a ") + type) +
+                ", not " + want);
+  }
+  // j[key], or nullptr when it is absent or null.
+  static const json* get(const json& j, const char* key) {
+    auto it = j.find(key);
+    return it == j.end() || it->is_null() ? nullptr : &*it;
+  }
+  void string(const json& j, const char* key, const std::string& field, std::string& out) const {
+    if (const json* v = get(j, key)) {
+      if (!v->is_string()) wrong(field, *v, "a string");
+      out = v->get<std::string>();
+    }
+  }
+  void strings(const json& j, const char* key, const std::string& field,
+               std::vector<std::string>& out) const {
+    if (const json* v = get(j, key)) {
+      if (!v->is_array()) wrong(field, *v, "a list of strings");
+      for (size_t i = 0; i < v->size(); ++i) {
+        if (!(*v)[i].is_string()) wrong(field + "[" + std::to_string(i) + "]", (*v)[i], "a string");
+        out.push_back((*v)[i].get<std::string>());
+      }
+    }
+  }
+  const json* object(const json& j, const char* key, const std::string& field) const {
+    const json* v = get(j, key);
+    if (v && !v->is_object()) wrong(field, *v, "an object");
+    return v;
+  }
+};
+
+}  // namespace
+
+ImageConfig read_image_config(const std::string& bytes, const std::string& where) {
+  json cfg;
+  try {
+    cfg = json::parse(bytes);
+  } catch (const json::exception& e) {
+    throw Error(where + " is not JSON: " + e.what());
+  }
+  if (!cfg.is_object()) throw Error(where + " is not a JSON object");
+  ConfigFields f{where};
+  ImageConfig c;
+  c.os = "linux";
+  c.architecture = "";
+  f.string(cfg, "os", "os", c.os);
+  f.string(cfg, "architecture", "architecture", c.architecture);
+  f.string(cfg, "variant", "variant", c.variant);
+  const json* inner = f.object(cfg, "config", "config");
+  if (!inner) return c;
+  f.strings(*inner, "Env", "config.Env", c.env);
+  f.strings(*inner, "Entrypoint", "config.Entrypoint", c.entrypoint);
+  f.strings(*inner, "Cmd", "config.Cmd", c.cmd);
+  f.string(*inner, "WorkingDir", "config.WorkingDir", c.working_dir);
+  f.string(*inner, "User", "config.User", c.user);
+  f.string(*inner, "StopSignal", "config.StopSignal", c.stop_signal);
+  if (const json* labels = f.object(*inner, "Labels", "config.Labels"))
+    for (const auto& [k, v] : labels->items()) {
+      if (!v.is_string()) f.wrong("config.Labels[\"" + k + "\"]", v, "a string");
+      c.labels[k] = v.get<std::string>();
+    }
+  if (const json* ports = f.object(*inner, "ExposedPorts", "config.ExposedPorts"))
+    for (const auto& [k, v] : ports->items()) c.exposed_ports.push_back(k);
+  return c;
+}
+
 static std::string canonical(const json& j) { return j.dump(); }  // keys sorted: nlohmann objects are std::map
 
 static json config_document(const ImageConfig& c, const std::vector<Layer>& layers,

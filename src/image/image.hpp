@@ -69,6 +69,14 @@ constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";  //
 // RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z".
 std::string rfc3339(int64_t epoch);
 
+// The ImageConfig of a config document's bytes (os, architecture, variant and
+// the `config` object's Env, Entrypoint, Cmd, WorkingDir, User, Labels,
+// ExposedPorts and StopSignal), read as a runtime reads them: a field of the
+// wrong type is refused, as Go's JSON decoding of the spec's structs refuses
+// it, and null is absent. `where` names the document in errors ("the config
+// of app:1"). An absent os is "linux"; an absent architecture "".
+ImageConfig read_image_config(const std::string& bytes, const std::string& where);
+
 // Assembles config and manifest. `history` has one entry per layer.
 Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
                  const std::vector<HistoryEntry>& history, int64_t created_epoch,

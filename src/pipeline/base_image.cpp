@@ -81,33 +81,12 @@ std::vector<std::string> strings(const json& j, const char* key) {
 
 // The parts of an image config a recipe can override, its diff_ids and history.
 void read_config(const std::string& bytes, BaseImage& b, const std::string& arch) {
-  json cfg;
-  try {
-    cfg = json::parse(bytes);
-  } catch (const json::exception& e) {
-    throw Error("base image " + b.pinned + ": its config is not JSON: " + e.what());
-  }
-  if (!cfg.is_object()) throw Error("base image " + b.pinned + ": its config is not a JSON object");
   ImageConfig& c = b.config;
-  c.os = cfg.value("os", "linux");
-  c.architecture = cfg.value("architecture", "");
-  c.variant = cfg.value("variant", "");
+  c = read_image_config(bytes, "base image " + b.pinned + ": its config");  // a JSON object, so:
+  json cfg = json::parse(bytes);
   if (c.os != "linux" || c.architecture != arch)
-    throw Error("base image " + b.pinned + " is for " + c.os + "/" + c.architecture + ", and the recipe builds linux/" +
-                arch + " (architecture:)");
-  json inner = cfg.value("config", json::object());
-  if (!inner.is_object()) inner = json::object();
-  c.env = strings(inner, "Env");
-  c.entrypoint = strings(inner, "Entrypoint");
-  c.cmd = strings(inner, "Cmd");
-  c.working_dir = inner.value("WorkingDir", "");
-  c.user = inner.value("User", "");
-  c.stop_signal = inner.value("StopSignal", "");
-  if (inner.contains("Labels") && inner["Labels"].is_object())
-    for (const auto& [k, v] : inner["Labels"].items())
-      if (v.is_string()) c.labels[k] = v.get<std::string>();
-  if (inner.contains("ExposedPorts") && inner["ExposedPorts"].is_object())
-    for (const auto& [k, v] : inner["ExposedPorts"].items()) c.exposed_ports.push_back(k);
+    throw Error("base image " + b.pinned + " is for " + c.os + "/" + c.architecture +
+                ", and the recipe builds linux/" + arch + " (architecture:)");
 
   std::vector<std::string> diff_ids = strings(cfg.value("rootfs", json::object()), "diff_ids");
   if (diff_ids.size() != b.layers.size())

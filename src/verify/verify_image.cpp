@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image/image.hpp"
 #include "util/error.hpp"
 #include "verify/builtin_tests.hpp"
 #include "verify/static_checks.hpp"
@@ -38,35 +39,30 @@ LayoutImage stored_image(const Store& store, const std::string& manifest_json, c
 
 VerifyReport verify_image(const Store& store, const LayoutImage& image, const std::string& name,
                           const VerifyOptions& o, Status& status) {
-  json config = json::parse(image.config_json).value("config", json::object());
-  json labels = config.value("Labels", json::object());
-  if (!labels.is_object()) labels = json::object();
+  ImageConfig config = read_image_config(image.config_json, "the config of " + name);
   auto label = [&](const std::string& k) {
-    auto it = labels.find(k);
-    return it != labels.end() && it->is_string() ? it->get<std::string>() : std::string();
+    auto it = config.labels.find(k);
+    return it != config.labels.end() ? it->second : std::string();
   };
 
   std::vector<std::string> arch = o.arch ? *o.arch : split(label("dev.stackbuild.arch"), ',');
   std::map<std::string, std::string> versions;
   const std::string prefix = "dev.stackbuild.version.";
-  for (const auto& [k, v] : labels.items())
-    if (k.rfind(prefix, 0) == 0 && v.is_string()) versions[k.substr(prefix.size())] = v.get<std::string>();
+  for (const auto& [k, v] : config.labels)
+    if (k.rfind(prefix, 0) == 0) versions[k.substr(prefix.size())] = v;
   std::map<std::string, std::string> expected = versions;
   for (const auto& [k, v] : o.expect) expected[k] = v;
 
   TestEnvironment env;
   std::vector<std::string> ld_path;
-  for (const auto& e : config.value("Env", json::array())) {
-    if (!e.is_string()) continue;
-    std::string s = e.get<std::string>();
+  for (const std::string& s : config.env) {
     auto eq = s.find('=');
     if (eq == std::string::npos) continue;
     env.env[s.substr(0, eq)] = s.substr(eq + 1);
     if (s.substr(0, eq) == "LD_LIBRARY_PATH") ld_path = split(s.substr(eq + 1), ':');
   }
   if (!env.env.count("PATH")) env.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  env.cwd = config.value("WorkingDir", std::string("/"));
-  if (env.cwd.empty()) env.cwd = "/";
+  env.cwd = config.working_dir.empty() ? "/" : config.working_dir;
   env.host_root = o.host_root;
 
   int task = status.task_begin("unpack " + image.manifest_digest.str(), 0);

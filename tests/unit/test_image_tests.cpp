@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
+#include "image/image.hpp"
 #include "util/process.hpp"
 #include "pipeline/labels.hpp"
 #include "recipe/recipe.hpp"
@@ -402,4 +403,56 @@ TEST_CASE("the PyTorch test reports versions and compares them to the resolved o
   std::tie(status, j) = run("12.6", 0);
   CHECK(status == 1);
   CHECK(j["errors"][0] == "cuda 12.4, the image was resolved with 12.6");
+}
+
+TEST_CASE("image config: read as a runtime reads it, a field of the wrong type refused by name", "[verify]") {
+  ImageConfig c = read_image_config(
+      R"({"architecture":"arm64","os":"linux","variant":"v8","config":{"Env":["PATH=/bin","A=b=c"],"Cmd":null,)"
+      R"("Entrypoint":["/bin/sh","-c"],"WorkingDir":"/w","User":"1000","Labels":{"k":"v"},"ExposedPorts":{"80/tcp":{}}},)"
+      R"("rootfs":{"type":"layers","diff_ids":[]}})",
+      "the config of x");
+  CHECK(c.architecture == "arm64");
+  CHECK(c.variant == "v8");
+  CHECK(c.env == std::vector<std::string>{"PATH=/bin", "A=b=c"});
+  CHECK(c.cmd.empty());
+  CHECK(c.entrypoint == std::vector<std::string>{"/bin/sh", "-c"});
+  CHECK(c.working_dir == "/w");
+  CHECK(c.user == "1000");
+  CHECK(c.labels == std::map<std::string, std::string>{{"k", "v"}});
+  CHECK(c.exposed_ports == std::vector<std::string>{"80/tcp"});
+  ImageConfig bare = read_image_config(R"({"config":null})", "w");
+  CHECK(bare.os == "linux");
+  CHECK(bare.architecture.empty());
+  CHECK(bare.env.empty());
+
+  auto refused = [](const std::string& doc) {
+    try {
+      read_image_config(doc, "the config of app:1");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  CHECK(refused("nope").rfind("the config of app:1 is not JSON: ", 0) == 0);
+  CHECK(refused("[]") == "the config of app:1 is not a JSON object");
+  CHECK(refused(R"({"architecture":5})") == "the config of app:1: architecture is a number, not a string");
+  CHECK(refused(R"({"config":[]})") == "the config of app:1: config is an array, not an object");
+  CHECK(refused(R"({"config":{"Env":"PATH=/bin"}})") ==
+        "the config of app:1: config.Env is a string, not a list of strings");
+  CHECK(refused(R"({"config":{"Env":["A=1",null]}})") == "the config of app:1: config.Env[1] is null, not a string");
+  CHECK(refused(R"({"config":{"WorkingDir":5}})") == "the config of app:1: config.WorkingDir is a number, not a string");
+  CHECK(refused(R"({"config":{"Labels":{"k":true}}})") ==
+        "the config of app:1: config.Labels[\"k\"] is a boolean, not a string");
+  CHECK(refused(R"({"config":{"ExposedPorts":["80/tcp"]}})") ==
+        "the config of app:1: config.ExposedPorts is an array, not an object");
+
+  // `stackbuild test` says the same, before it unpacks anything (the image has no layer blobs).
+  TempDir dir;
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  LayoutImage image{Digest::of_bytes("m"), "", "{}", R"({"config":{"WorkingDir":5}})", {dir.path() / "none"}};
+  CHECK_THROWS_WITH(verify_image(store, image, "app:1", VerifyOptions{}, *status),
+                    "the config of app:1: config.WorkingDir is a number, not a string");
+  fclose(devnull);
 }
