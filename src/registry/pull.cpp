@@ -189,7 +189,8 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
     auto fetch = [&](http::Client& c, size_t i) {
       auto [d, size] = blobs[i];
       if (store.has(d)) return;
-      int task = status.task_begin("blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
+      int task = status.task_begin(
+          "blob " + d.str().substr(0, 19) + " " + human_bytes(static_cast<double>(size)), size);
       uint64_t n;
       try {
         n = fetch_blob(s, c, repo, d, size, store, task);
@@ -215,25 +216,29 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
     } catch (const json::exception& e) {
       throw Error(s.op() + ": " + config + " is not JSON: " + e.what());
     }
-    const json* ids = cfg.is_object() && cfg.contains("rootfs") && cfg["rootfs"].is_object() &&
-                              cfg["rootfs"].contains("diff_ids") && cfg["rootfs"]["diff_ids"].is_array()
-                          ? &cfg["rootfs"]["diff_ids"]
-                          : nullptr;
+    const json* ids = nullptr;
+    if (cfg.is_object() && cfg.contains("rootfs") && cfg["rootfs"].is_object()) {
+      const json& rootfs = cfg["rootfs"];
+      if (rootfs.contains("diff_ids") && rootfs["diff_ids"].is_array()) ids = &rootfs["diff_ids"];
+    }
     if (!ids) throw Error(s.op() + ": " + config + " has no rootfs.diff_ids list");
     std::vector<Digest> diff_ids;
-    for (const auto& d : *ids) {
+    for (size_t i = 0; i < ids->size(); ++i) {
+      const json& d = (*ids)[i];
+      std::string at = ": rootfs.diff_ids[" + std::to_string(i) + "]";
       if (!d.is_string())
-        throw Error(s.op() + ": " + config + ": rootfs.diff_ids holds a " + d.type_name() + ", not a digest");
+        throw Error(s.op() + ": " + config + at + " is JSON type " + d.type_name() +
+                    ", not a digest string");
       try {
         diff_ids.push_back(Digest::parse(d.get<std::string>()));
       } catch (const Error& e) {
-        throw Error(s.op() + ": " + config + ": rootfs.diff_ids: " + e.what());
+        throw Error(s.op() + ": " + config + at + ": " + e.what());
       }
     }
     const json& layers = man.at("layers");
     if (diff_ids.size() != layers.size())
-      throw Error(s.op() + ": " + config + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
-                  std::to_string(layers.size()) + " layers; refusing it");
+      throw Error(s.op() + ": " + config + " lists " + std::to_string(diff_ids.size()) +
+                  " diff_ids for " + std::to_string(layers.size()) + " layers; refusing it");
     std::atomic<size_t> next{1};
     std::exception_ptr error;  // under mu
     std::atomic<bool> stop{false};  // what the workers read, without mu
@@ -248,13 +253,14 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
       }
     };
     client.reset();  // its connection and curl's socketpair: 3 descriptors the workers can use
-    int n = usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size() - 1))));
+    int n =
+        usable_connections(std::max(1, std::min<int>(o.jobs, static_cast<int>(blobs.size() - 1))));
     run_on_threads(static_cast<size_t>(n), worker);
     if (error) std::rethrow_exception(error);
 
     for (size_t i = 0; i < layers.size(); ++i)
-      result.image.layers.push_back(
-          Layer{diff_ids[i], blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")});
+      result.image.layers.push_back(Layer{diff_ids[i], blobs[i + 1].first, blobs[i + 1].second, 0,
+                                          layers[i].value("mediaType", "")});
     return result;
   }
 }

@@ -9,10 +9,10 @@
 
 #include "helpers.hpp"
 #include "image/image.hpp"
-#include "util/process.hpp"
 #include "pipeline/labels.hpp"
 #include "recipe/recipe.hpp"
 #include "registry/referrers.hpp"
+#include "util/process.hpp"
 #include "verify/builtin_tests.hpp"
 #include "verify/image_tests.hpp"
 #include "verify/verify_image.hpp"
@@ -405,7 +405,8 @@ TEST_CASE("the PyTorch test reports versions and compares them to the resolved o
   CHECK(j["errors"][0] == "cuda 12.4, the image was resolved with 12.6");
 }
 
-TEST_CASE("image config: read as a runtime reads it, a field of the wrong type refused by name", "[verify]") {
+TEST_CASE("image config: read as a runtime reads it, a field of the wrong type refused by name",
+          "[verify]") {
   ImageConfig c = read_image_config(
       R"({"architecture":"arm64","os":"linux","variant":"v8","config":{"Env":["PATH=/bin","A=b=c"],"Cmd":null,)"
       R"("Entrypoint":["/bin/sh","-c"],"WorkingDir":"/w","User":"1000","Labels":{"k":"v"},"ExposedPorts":{"80/tcp":{}}},)"
@@ -435,12 +436,15 @@ TEST_CASE("image config: read as a runtime reads it, a field of the wrong type r
   };
   CHECK(refused("nope").rfind("the config of app:1 is not JSON: ", 0) == 0);
   CHECK(refused("[]") == "the config of app:1 is not a JSON object");
-  CHECK(refused(R"({"architecture":5})") == "the config of app:1: architecture is a number, not a string");
+  CHECK(refused(R"({"architecture":5})") ==
+        "the config of app:1: architecture is a number, not a string");
   CHECK(refused(R"({"config":[]})") == "the config of app:1: config is an array, not an object");
   CHECK(refused(R"({"config":{"Env":"PATH=/bin"}})") ==
         "the config of app:1: config.Env is a string, not a list of strings");
-  CHECK(refused(R"({"config":{"Env":["A=1",null]}})") == "the config of app:1: config.Env[1] is null, not a string");
-  CHECK(refused(R"({"config":{"WorkingDir":5}})") == "the config of app:1: config.WorkingDir is a number, not a string");
+  CHECK(refused(R"({"config":{"Env":["A=1",null]}})") ==
+        "the config of app:1: config.Env[1] is null, not a string");
+  CHECK(refused(R"({"config":{"WorkingDir":5}})") ==
+        "the config of app:1: config.WorkingDir is a number, not a string");
   CHECK(refused(R"({"config":{"Labels":{"k":true}}})") ==
         "the config of app:1: config.Labels[\"k\"] is a boolean, not a string");
   CHECK(refused(R"({"config":{"ExposedPorts":["80/tcp"]}})") ==
@@ -451,7 +455,8 @@ TEST_CASE("image config: read as a runtime reads it, a field of the wrong type r
   Store store(dir.path() / "store");
   FILE* devnull = fopen("/dev/null", "w");
   auto status = make_status(StatusMode::Plain, devnull);
-  LayoutImage image{Digest::of_bytes("m"), "", "{}", R"({"config":{"WorkingDir":5}})", {dir.path() / "none"}};
+  LayoutImage image{
+      Digest::of_bytes("m"), "", "{}", R"({"config":{"WorkingDir":5}})", {dir.path() / "none"}};
   CHECK_THROWS_WITH(verify_image(store, image, "app:1", VerifyOptions{}, *status),
                     "the config of app:1: config.WorkingDir is a number, not a string");
   fclose(devnull);

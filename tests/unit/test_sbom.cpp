@@ -704,13 +704,17 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
     write_file_atomic(layout / "index.json",
                       json{{"schemaVersion", 2}, {"manifests", json::array({entry})}}.dump());
   };
-  json entry = {{"mediaType", kMediaTypeManifest}, {"digest", 5}, {"annotations", {{"org.opencontainers.image.ref.name", "t"}}}};
+  json entry = {{"mediaType", kMediaTypeManifest},
+                {"digest", 5},
+                {"annotations", {{"org.opencontainers.image.ref.name", "t"}}}};
   index_of(entry);
   CHECK_THROWS_WITH(open_layout_image(layout, "t"),
-                    Catch::Contains("index.json") && Catch::Contains("(/manifests/0/digest) type must be string"));
+                    Catch::Contains("index.json") &&
+                        Catch::Contains("(/manifests/0/digest) type must be string"));
 
   Digest cd = Digest::of_bytes("{}");
-  std::string manifest = R"({"schemaVersion":2,"config":{"digest":")" + cd.str() + R"(","size":2},"layers":[{"digest":7}]})";
+  std::string manifest = R"({"schemaVersion":2,"config":{"digest":")" + cd.str() +
+                         R"(","size":2},"layers":[{"digest":7}]})";
   Digest md = Digest::of_bytes(manifest);
   write_file_atomic(layout / "blobs" / "sha256" / md.hex(), manifest);
   write_file_atomic(layout / "blobs" / "sha256" / cd.hex(), "{}");
