@@ -124,6 +124,30 @@ app_recipe "$W/app/arm.yaml" "$R/base:1" arm64
 expect_rc 1 arm sb build "$W/app/arm.yaml" -o "$W/app/out-arm" --store "$STORE"
 grep -q "is for linux/amd64, and the recipe builds linux/arm64" "$TMP/arm.err" || { show_output arm; fail "no arch error"; }
 
+check "a base whose config has a field of the wrong type: refused naming it"
+python3 - "$W/bad-base" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+os.makedirs(d + "/blobs/sha256")
+def put(b):
+    h = hashlib.sha256(b).hexdigest()
+    open(d + "/blobs/sha256/" + h, "wb").write(b)
+    return {"digest": "sha256:" + h, "size": len(b)}
+config = put(b'{"architecture":"amd64","os":"linux","config":{"Env":"PATH=/bin"},"rootfs":{"type":"layers","diff_ids":[]}}')
+manifest = put(json.dumps({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                           "config": dict(config, mediaType="application/vnd.oci.image.config.v1+json"),
+                           "layers": []}).encode())
+open(d + "/oci-layout", "w").write('{"imageLayoutVersion":"1.0.0"}')
+json.dump({"schemaVersion": 2, "manifests": [dict(manifest, mediaType="application/vnd.oci.image.manifest.v1+json",
+                                                  annotations={"org.opencontainers.image.ref.name": "1"})]},
+          open(d + "/index.json", "w"))
+PY
+app_recipe "$W/app/bad-config.yaml" "oci:../bad-base:1"
+expect_rc 1 bad-config sb build "$W/app/bad-config.yaml" -o "$W/app/out-bad" --store "$STORE"
+grep -q "its config: config.Env is a string, not a list of strings" "$TMP/bad-config.err" ||
+  { show_output bad-config; fail "no clear error for a base config with Env a string"; }
+[[ ! -e "$W/app/out-bad" ]] || fail "a failed build left an output"
+
 check "a Docker v2 base (skopeo --format v2s2): its layers under OCI media types"
 skopeo copy -q --dest-tls-verify=false --format v2s2 "oci:$W/base/layout:amd64" "docker://$R/docker-base:1" >/dev/null
 [[ "$(skopeo inspect --tls-verify=false --raw "docker://$R/docker-base:1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["mediaType"])')" == \
