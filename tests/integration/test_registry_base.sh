@@ -3,7 +3,8 @@
 # plain HTTP on 127.0.0.1), checked with skopeo: the base's layers (and diff_ids and
 # history) at the bottom, its config inherited and overridden; a Docker v2 base; an image
 # index base (the recipe's architecture chosen); `from: oci:` layouts; a pinned digest
-# that needs no registry once pulled; a wrong pin and a wrong architecture fail clearly;
+# that needs no registry once pulled; a wrong pin, a wrong architecture and a config
+# field of the wrong type fail clearly;
 # a changed base rebuilds the layers above; `lock` pins a tag's digest for `--locked`.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
