@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image/image.hpp"
 #include "image/sbom.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
@@ -176,16 +177,14 @@ ImageInfo image_info(const std::string& name, const Digest& manifest, const std:
   info.name = name;
   info.manifest_digest = manifest.str();
   info.tool = std::string("stackbuild-") + kStackbuildVersion;
-  try {
-    auto cfg = nlohmann::json::parse(config_json);
-    info.architecture = cfg.value("architecture", "");
-    info.created = spdx_time(cfg.value("created", ""));
-    if (cfg.contains("config") && cfg["config"].is_object() && cfg["config"].contains("Labels") &&
-        cfg["config"]["Labels"].is_object())
-      for (const auto& [k, v] : cfg["config"]["Labels"].items())
-        if (v.is_string()) info.labels[k] = v.get<std::string>();
-  } catch (const nlohmann::json::exception& e) {
-    throw Error("the config of " + name + " is not valid JSON: " + e.what());
+  // Read as test and run read it: a field of the wrong type is refused by name.
+  ImageConfig config = read_image_config(config_json, "the config of " + name);
+  info.architecture = config.architecture;
+  info.labels = config.labels;
+  auto cfg = nlohmann::json::parse(config_json);  // an object: read_image_config() said so
+  if (auto it = cfg.find("created"); it != cfg.end() && !it->is_null()) {
+    if (!it->is_string()) throw Error("the config of " + name + ": created is not a string");
+    info.created = spdx_time(it->get<std::string>());
   }
   return info;
 }

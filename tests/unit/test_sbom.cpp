@@ -695,6 +695,18 @@ TEST_CASE("layout: a blob that is the store's own file is not hashed again, a co
   CHECK_THROWS_WITH(open_layout_image(layout, "t"), Catch::Contains("does not match its digest"));
 }
 
+TEST_CASE("sbom: an image config of the wrong shape is refused naming the field", "[sbom]") {
+  auto info = [](const std::string& config) {
+    return image_info("t:1", Digest::of_bytes("m"), config);
+  };
+  CHECK(info(R"({"architecture":"arm64","config":{"Labels":{"k":"v"}},"created":null})")
+            .labels.at("k") == "v");
+  CHECK_THROWS_WITH(info("[1]"), "the config of t:1 is not a JSON object");
+  CHECK_THROWS_WITH(info(R"({"config":{"Labels":{"k":1}}})"),
+                    "the config of t:1: config.Labels[\"k\"] is a number, not a string");
+  CHECK_THROWS_WITH(info(R"({"created":5})"), "the config of t:1: created is not a string");
+}
+
 TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the field", "[sbom]") {
   TempDir dir;
   fs::path layout = dir.path() / "layout";
