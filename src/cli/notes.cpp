@@ -92,10 +92,11 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
   out.release = at(listing.annotations, "dev.stackbuild.release");
   std::string named = ref.tag.empty() ? listing.top.digest.str() : ref.tag;
   for (auto& li : listing.images) {
-    notes::Image f{.point = nlohmann::json::object(),
-                   .digest = li.manifest.digest,
-                   .manifest = nlohmann::json::parse(li.manifest.bytes),
-                   .config = nlohmann::json::parse(li.config_json)};
+    notes::Image f{
+        .point = nlohmann::json::object(),
+        .digest = li.manifest.digest,
+        .manifest = nlohmann::json::parse(li.manifest.bytes),
+        .config = notes::image_config(li.config_json, ref.name() + "@" + li.manifest.digest.str())};
     for (const auto& [k, v] : li.annotations) f.point[k] = v;
     // The ref names the build's layout gives it (from the tags it recorded);
     // else what named it, and its platform.

@@ -9,6 +9,7 @@
 
 #include <kainjow/mustache.hpp>
 
+#include "image/image.hpp"
 #include "image/layout.hpp"
 #include "image/sbom.hpp"
 #include "util/error.hpp"
@@ -373,6 +374,11 @@ void offer_report(Image& f, std::string& newest, const std::string& text, const 
   newest = created;
 }
 
+json image_config(const std::string& bytes, const std::string& name) {
+  read_image_config(bytes, "the config of " + name);  // throws naming the field
+  return json::parse(bytes);
+}
+
 Images read_layout(const fs::path& layout, const Store* store) {
   fs::path index = layout / "index.json";
   if (!fs::exists(index))
@@ -411,7 +417,7 @@ Images read_layout(const fs::path& layout, const Store* store) {
             .point = points.count(d) ? points[d] : json::object(),
             .digest = li.manifest_digest,
             .manifest = json::parse(li.manifest_json),
-            .config = json::parse(li.config_json)};
+            .config = image_config(li.config_json, names.front())};
     const json& ls = f.manifest.at("layers");
     for (size_t i = 0; i < li.layer_blobs.size(); ++i)
       f.layers.emplace_back(Digest::parse(ls.at(i).at("digest").get<std::string>()),

@@ -49,6 +49,11 @@ struct Image {
 void offer_report(Image& f, std::string& newest, const std::string& text, const Digest& manifest,
                   const std::string& created);
 
+// An image's config document for Image::config, read as `test` and `run` read
+// it (read_image_config(): a field of the wrong type is refused naming `name`
+// and the field).
+nlohmann::json image_config(const std::string& bytes, const std::string& name);
+
 // The images of one release.
 struct Images {
   std::string where;           // the layout or the reference, as given

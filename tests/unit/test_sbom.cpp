@@ -735,6 +735,22 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
   CHECK_THROWS_WITH(open_layout_image(layout, "t"),
                     Catch::Contains("manifest " + md.str() + " in " + layout.string()) &&
                         Catch::Contains("(/layers/0/digest) type must be string"));
+
+  // A config that is not JSON, or has a field of the wrong type: notes says which image and field.
+  for (const auto& [config, says] : std::vector<std::pair<std::string, std::string>>{
+           {"no", "the config of t is not JSON: "},
+           {R"({"config":{"Env":"A=1"}})",
+            "the config of t: config.Env is a string, not a list of strings"}}) {
+    Digest bad = Digest::of_bytes(config);
+    write_file_atomic(layout / "blobs" / "sha256" / bad.hex(), config);
+    std::string m = R"({"schemaVersion":2,"config":{"digest":")" + bad.str() + R"(","size":)" +
+                    std::to_string(config.size()) + R"(},"layers":[]})";
+    Digest mbad = Digest::of_bytes(m);
+    write_file_atomic(layout / "blobs" / "sha256" / mbad.hex(), m);
+    entry["digest"] = mbad.str();
+    index_of(entry);
+    CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith(says));
+  }
 }
 
 TEST_CASE("sbom: an artifact in an OCI layout refers to its image", "[sbom]") {
