@@ -64,8 +64,11 @@ ManifestRef manifest_from_layout(const fs::path& dir, const std::string& media_t
       if (!fs::exists(p)) throw Error(dir.string() + " lacks blob " + bd.str() + " of manifest " + digest.str());
       m.blobs.push_back({bd, d.at("size").get<uint64_t>(), d.value("mediaType", ""), p, {}});
     }
-    json cfg = json::parse(checked_blob(dir, m.blobs.front().digest));
-    m.os = cfg.value("os", ""), m.architecture = cfg.value("architecture", ""), m.variant = cfg.value("variant", "");
+    const Digest& cd = m.blobs.front().digest;
+    ImageConfig cfg =
+        read_image_config(checked_blob(dir, cd),
+                          dir.string() + ": config " + cd.str() + " of manifest " + digest.str());
+    m.os = cfg.os, m.architecture = cfg.architecture, m.variant = cfg.variant;
   } catch (const json::exception& e) {
     throw Error(dir.string() + ": manifest " + digest.str() + ": " + e.what());
   }

@@ -736,11 +736,12 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
                     Catch::Contains("manifest " + md.str() + " in " + layout.string()) &&
                         Catch::Contains("(/layers/0/digest) type must be string"));
 
-  // A config that is not JSON, or has a field of the wrong type: notes says which image and field.
-  for (const auto& [config, says] : std::vector<std::pair<std::string, std::string>>{
-           {"no", "the config of t is not JSON: "},
-           {R"({"config":{"Env":"A=1"}})",
-            "the config of t: config.Env is a string, not a list of strings"}}) {
+  // A config that is not JSON, or has a field of the wrong type: notes and
+  // push say which image and field.
+  for (const auto& [config, what] : std::vector<std::pair<std::string, std::string>>{
+           {"no", " is not JSON: "},
+           {R"({"os":5})", ": os is a number, not a string"},
+           {R"({"config":{"Env":"A=1"}})", ": config.Env is a string, not a list of strings"}}) {
     Digest bad = Digest::of_bytes(config);
     write_file_atomic(layout / "blobs" / "sha256" / bad.hex(), config);
     std::string m = R"({"schemaVersion":2,"config":{"digest":")" + bad.str() + R"(","size":)" +
@@ -749,7 +750,10 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
     write_file_atomic(layout / "blobs" / "sha256" / mbad.hex(), m);
     entry["digest"] = mbad.str();
     index_of(entry);
-    CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith(says));
+    CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith("the config of t" + what));
+    CHECK_THROWS_WITH(registry::manifest_from_layout(layout, kMediaTypeManifest, mbad),
+                      Catch::StartsWith(layout.string() + ": config " + bad.str() +
+                                        " of manifest " + mbad.str() + what));
   }
 }
 
