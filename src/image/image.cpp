@@ -69,7 +69,7 @@ struct ConfigFields {
 
 }  // namespace
 
-ImageConfig read_image_config(const std::string& bytes, const std::string& where) {
+json parse_config_document(const std::string& bytes, const std::string& where) {
   json cfg;
   try {
     cfg = json::parse(bytes);
@@ -77,6 +77,10 @@ ImageConfig read_image_config(const std::string& bytes, const std::string& where
     throw Error(where + " is not JSON: " + e.what());
   }
   if (!cfg.is_object()) throw Error(where + " is not a JSON object");
+  return cfg;
+}
+
+ImageConfig image_config_from(const json& cfg, const std::string& where) {
   ConfigFields f{where};
   ImageConfig c;
   c.os = "linux";
@@ -100,6 +104,28 @@ ImageConfig read_image_config(const std::string& bytes, const std::string& where
   if (const json* ports = f.object(*inner, "ExposedPorts", "config.ExposedPorts"))
     for (const auto& [k, v] : ports->items()) c.exposed_ports.push_back(k);
   return c;
+}
+
+ImageConfig read_image_config(const std::string& bytes, const std::string& where) {
+  return image_config_from(parse_config_document(bytes, where), where);
+}
+
+std::vector<Digest> read_diff_ids(const json& cfg, const std::string& where) {
+  ConfigFields f{where};
+  const json* rootfs = f.object(cfg, "rootfs", "rootfs");
+  if (!rootfs || !ConfigFields::get(*rootfs, "diff_ids"))
+    throw Error(where + " has no rootfs.diff_ids list");
+  std::vector<std::string> ids;
+  f.strings(*rootfs, "diff_ids", "rootfs.diff_ids", ids);
+  std::vector<Digest> out;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    try {
+      out.push_back(Digest::parse(ids[i]));
+    } catch (const Error& e) {
+      throw Error(where + ": rootfs.diff_ids[" + std::to_string(i) + "]: " + e.what());
+    }
+  }
+  return out;
 }
 
 static std::string canonical(const json& j) { return j.dump(); }  // keys sorted: nlohmann objects are std::map

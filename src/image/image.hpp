@@ -69,13 +69,23 @@ constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";  //
 // RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z".
 std::string rfc3339(int64_t epoch);
 
-// The ImageConfig of a config document's bytes (os, architecture, variant and
-// the `config` object's Env, Entrypoint, Cmd, WorkingDir, User, Labels,
+// An image config document's bytes as JSON; refused unless they are a JSON
+// object. `where` names the document in errors ("the config of app:1").
+nlohmann::json parse_config_document(const std::string& bytes, const std::string& where);
+
+// The ImageConfig of a config document's bytes (os, architecture, variant and the
+// `config` object's Env, Entrypoint, Cmd, WorkingDir, User, Labels,
 // ExposedPorts and StopSignal), read as a runtime reads them: a field of the
-// wrong type is refused, as Go's JSON decoding of the spec's structs refuses
-// it, and null is absent. `where` names the document in errors ("the config
-// of app:1"). An absent os is "linux"; an absent architecture "".
+// wrong type is refused naming it, as Go's JSON decoding of the spec's
+// structs refuses it, and null is absent. An absent os is "linux"; an absent
+// architecture "".
 ImageConfig read_image_config(const std::string& bytes, const std::string& where);
+// The same, of a document parse_config_document() gave.
+ImageConfig image_config_from(const nlohmann::json& config, const std::string& where);
+
+// A config document's rootfs.diff_ids, one for each layer: refused, naming the
+// entry, unless it is a list of sha256 digests.
+std::vector<Digest> read_diff_ids(const nlohmann::json& config, const std::string& where);
 
 // Assembles config and manifest. `history` has one entry per layer.
 Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,

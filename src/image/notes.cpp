@@ -375,8 +375,9 @@ void offer_report(Image& f, std::string& newest, const std::string& text, const 
 }
 
 json image_config(const std::string& bytes, const std::string& name) {
-  read_image_config(bytes, "the config of " + name);  // throws naming the field
-  return json::parse(bytes);
+  json config = parse_config_document(bytes, "the config of " + name);
+  image_config_from(config, "the config of " + name);  // throws naming the field
+  return config;
 }
 
 Images read_layout(const fs::path& layout, const Store* store) {

@@ -178,10 +178,10 @@ ImageInfo image_info(const std::string& name, const Digest& manifest, const std:
   info.manifest_digest = manifest.str();
   info.tool = std::string("stackbuild-") + kStackbuildVersion;
   // Read as test and run read it: a field of the wrong type is refused by name.
-  ImageConfig config = read_image_config(config_json, "the config of " + name);
+  auto cfg = parse_config_document(config_json, "the config of " + name);
+  ImageConfig config = image_config_from(cfg, "the config of " + name);
   info.architecture = config.architecture;
   info.labels = config.labels;
-  auto cfg = nlohmann::json::parse(config_json);  // an object: read_image_config() said so
   if (auto it = cfg.find("created"); it != cfg.end() && !it->is_null()) {
     if (!it->is_string()) throw Error("the config of " + name + ": created is not a string");
     info.created = spdx_time(it->get<std::string>());

@@ -71,28 +71,21 @@ std::string oci_layer_type(const std::string& type, const std::string& ref, size
               "', which stackbuild does not build on (foreign or non-distributable layers)");
 }
 
-std::vector<std::string> strings(const json& j, const char* key) {
-  std::vector<std::string> out;
-  if (j.contains(key) && j[key].is_array())
-    for (const auto& s : j[key])
-      if (s.is_string()) out.push_back(s.get<std::string>());
-  return out;
-}
-
 // The parts of an image config a recipe can override, its diff_ids and history.
 void read_config(const std::string& bytes, BaseImage& b, const std::string& arch) {
+  const std::string where = "base image " + b.pinned + ": its config";
+  json cfg = parse_config_document(bytes, where);
   ImageConfig& c = b.config;
-  c = read_image_config(bytes, "base image " + b.pinned + ": its config");  // a JSON object, so:
-  json cfg = json::parse(bytes);
+  c = image_config_from(cfg, where);
   if (c.os != "linux" || c.architecture != arch)
     throw Error("base image " + b.pinned + " is for " + c.os + "/" + c.architecture +
                 ", and the recipe builds linux/" + arch + " (architecture:)");
 
-  std::vector<std::string> diff_ids = strings(cfg.value("rootfs", json::object()), "diff_ids");
+  std::vector<Digest> diff_ids = read_diff_ids(cfg, where);
   if (diff_ids.size() != b.layers.size())
-    throw Error("base image " + b.pinned + ": its config lists " + std::to_string(diff_ids.size()) +
-                " diff_ids for " + std::to_string(b.layers.size()) + " layers");
-  for (size_t i = 0; i < diff_ids.size(); ++i) b.layers[i].diff_id = Digest::parse(diff_ids[i]);
+    throw Error(where + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
+                std::to_string(b.layers.size()) + " layers");
+  for (size_t i = 0; i < diff_ids.size(); ++i) b.layers[i].diff_id = diff_ids[i];
 
   size_t real = 0;
   if (cfg.contains("history") && cfg["history"].is_array()) {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image/image.hpp"
 #include "registry/push.hpp"
 #include "registry/referrers.hpp"
 #include "util/threads.hpp"
@@ -209,36 +210,13 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
     result.image.config_json = store.read(blobs[0].first);
     // Each layer's diff_id (the digest of its uncompressed tar) is the
     // config's, one for each layer, as umoci and the OCI spec have it.
-    const std::string config = "config " + blobs[0].first.str() + " of " + ref.str();
-    json cfg;
-    try {
-      cfg = json::parse(result.image.config_json);
-    } catch (const json::exception& e) {
-      throw Error(s.op() + ": " + config + " is not JSON: " + e.what());
-    }
-    const json* ids = nullptr;
-    if (cfg.is_object() && cfg.contains("rootfs") && cfg["rootfs"].is_object()) {
-      const json& rootfs = cfg["rootfs"];
-      if (rootfs.contains("diff_ids") && rootfs["diff_ids"].is_array()) ids = &rootfs["diff_ids"];
-    }
-    if (!ids) throw Error(s.op() + ": " + config + " has no rootfs.diff_ids list");
-    std::vector<Digest> diff_ids;
-    for (size_t i = 0; i < ids->size(); ++i) {
-      const json& d = (*ids)[i];
-      std::string at = ": rootfs.diff_ids[" + std::to_string(i) + "]";
-      if (!d.is_string())
-        throw Error(s.op() + ": " + config + at + " is JSON type " + d.type_name() +
-                    ", not a digest string");
-      try {
-        diff_ids.push_back(Digest::parse(d.get<std::string>()));
-      } catch (const Error& e) {
-        throw Error(s.op() + ": " + config + at + ": " + e.what());
-      }
-    }
+    const std::string config = s.op() + ": config " + blobs[0].first.str() + " of " + ref.str();
+    std::vector<Digest> diff_ids =
+        read_diff_ids(parse_config_document(result.image.config_json, config), config);
     const json& layers = man.at("layers");
     if (diff_ids.size() != layers.size())
-      throw Error(s.op() + ": " + config + " lists " + std::to_string(diff_ids.size()) +
-                  " diff_ids for " + std::to_string(layers.size()) + " layers; refusing it");
+      throw Error(config + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
+                  std::to_string(layers.size()) + " layers; refusing it");
     std::atomic<size_t> next{1};
     std::exception_ptr error;  // under mu
     std::atomic<bool> stop{false};  // what the workers read, without mu

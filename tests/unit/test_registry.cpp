@@ -306,7 +306,7 @@ TEST_CASE(
                         Catch::Contains("lists 0 diff_ids for 1 layers; refusing it"));
   CHECK_THROWS_WITH(reg.pull("absent"), Catch::Contains("has no rootfs.diff_ids list"));
   CHECK_THROWS_WITH(reg.pull("number"),
-                    Catch::Contains("rootfs.diff_ids[0] is JSON type number, not a digest string"));
+                    Catch::Contains("rootfs.diff_ids[0] is a number, not a string"));
   CHECK_THROWS_WITH(reg.pull("short"),
                     Catch::Contains("rootfs.diff_ids[0]: bad digest 'sha256:12'"));
   CHECK(layer_gets == 0);
