@@ -2,8 +2,6 @@
 
 #include <map>
 
-#include <nlohmann/json.hpp>
-
 #include "image/image.hpp"
 #include "util/error.hpp"
 #include "verify/builtin_tests.hpp"
@@ -11,8 +9,6 @@
 #include "verify/unpacked.hpp"
 
 namespace sb::verify {
-
-using json = nlohmann::json;
 
 namespace {
 
