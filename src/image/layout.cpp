@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "image/image.hpp"
 #include "layer/extract.hpp"
 #include "layer/tar_writer.hpp"
 #include "util/error.hpp"
@@ -335,6 +336,14 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
     std::string config_json = read_file(checked_blob(layout, manifest.at("config"), store));
     std::vector<fs::path> layers;
     for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l, store));
+    // A diff_id for each layer, as pull checks a registry's images.
+    std::string config =
+        "config " + manifest["config"].at("digest").get<std::string>() + " in " + layout.string();
+    std::vector<Digest> diff_ids =
+        read_diff_ids(parse_config_document(config_json, config), config);
+    if (diff_ids.size() != layers.size())
+      throw Error(config + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
+                  std::to_string(layers.size()) + " layers");
     std::string r = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
     return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers};
   } catch (const json::exception& e) {

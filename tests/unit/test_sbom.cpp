@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <set>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -646,8 +647,13 @@ TEST_CASE("layout: a blob that is the store's own file is not hashed again, a co
           "[sbom]") {
   TempDir dir;
   Store store(dir.path() / "store");
-  std::string layer = "the bytes of a layer", config = R"({"architecture":"amd64","os":"linux"})";
-  Digest ld = store.put(layer), cd = store.put(config);
+  std::string layer = "the bytes of a layer";
+  Digest ld = Digest::of_bytes(layer);  // an uncompressed layer: its diff_id is its digest
+  std::string config =
+      R"({"architecture":"amd64","os":"linux","rootfs":{"type":"layers","diff_ids":[")" + ld.str() +
+      R"("]}})";
+  store.put(layer);
+  Digest cd = store.put(config);
   std::string manifest = json{{"schemaVersion", 2},
                               {"mediaType", kMediaTypeManifest},
                               {"config", {{"mediaType", "application/vnd.oci.image.config.v1+json"},
@@ -736,12 +742,17 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
                     Catch::Contains("manifest " + md.str() + " in " + layout.string()) &&
                         Catch::Contains("(/layers/0/digest) type must be string"));
 
-  // A config that is not JSON, or has a field of the wrong type: notes and
-  // push say which image and field.
-  for (const auto& [config, what] : std::vector<std::pair<std::string, std::string>>{
-           {"no", " is not JSON: "},
-           {R"({"os":5})", ": os is a number, not a string"},
-           {R"({"config":{"Env":"A=1"}})", ": config.Env is a string, not a list of strings"}}) {
+  // A config that is not JSON, has no diff_id for each layer, or has a field
+  // of the wrong type: opening the layout, notes and push say which and where.
+  const std::string rootfs = R"("rootfs":{"type":"layers","diff_ids":[]})";
+  for (const auto& [config, opening, what] :
+       std::vector<std::tuple<std::string, bool, std::string>>{
+           {"no", true, " is not JSON: "},
+           {R"({"rootfs":{"type":"layers","diff_ids":[")" + Digest::of_bytes("x").str() + R"("]}})",
+            true, " lists 1 diff_ids for 0 layers"},
+           {"{" + rootfs + R"(,"os":5})", false, ": os is a number, not a string"},
+           {"{" + rootfs + R"(,"config":{"Env":"A=1"}})", false,
+            ": config.Env is a string, not a list of strings"}}) {
     Digest bad = Digest::of_bytes(config);
     write_file_atomic(layout / "blobs" / "sha256" / bad.hex(), config);
     std::string m = R"({"schemaVersion":2,"config":{"digest":")" + bad.str() + R"(","size":)" +
@@ -750,10 +761,16 @@ TEST_CASE("sbom: a malformed OCI layout is refused naming the document and the f
     write_file_atomic(layout / "blobs" / "sha256" / mbad.hex(), m);
     entry["digest"] = mbad.str();
     index_of(entry);
-    CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith("the config of t" + what));
-    CHECK_THROWS_WITH(registry::manifest_from_layout(layout, kMediaTypeManifest, mbad),
-                      Catch::StartsWith(layout.string() + ": config " + bad.str() +
-                                        " of manifest " + mbad.str() + what));
+    std::string in_layout = "config " + bad.str() + " in " + layout.string() + what;
+    if (opening) {
+      CHECK_THROWS_WITH(open_layout_image(layout, "t"), Catch::StartsWith(in_layout));
+      CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith(in_layout));
+    } else {
+      CHECK_THROWS_WITH(notes::read_layout(layout), Catch::StartsWith("the config of t" + what));
+      CHECK_THROWS_WITH(registry::manifest_from_layout(layout, kMediaTypeManifest, mbad),
+                        Catch::StartsWith(layout.string() + ": config " + bad.str() +
+                                          " of manifest " + mbad.str() + what));
+    }
   }
 }
 
