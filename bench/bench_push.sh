@@ -6,14 +6,15 @@
 # fresh registry with the order swapped) and the ratio (bar: >= 1).
 #   SB=build/stackbuild bash bench/bench_push.sh [SRC]
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SB=${SB:-build/stackbuild}
 SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
 SRC=${1:-/usr/local/cuda}
 [[ -d $SRC ]] || SRC=/usr
 for t in docker-registry skopeo curl python3; do command -v $t >/dev/null || { echo "bench_push: needs $t"; exit 77; }; done
 W=$(mktemp -d /tmp/bench_push.XXXXXX)
-trap 'kill $RP 2>/dev/null || true; rm -rf "$W"' EXIT
-RP=
+trap 'bench_registry_stop; rm -rf "$W"' EXIT
 mkdir -p "$W/recipe"
 ln -s "$(readlink -f "$SRC")" "$W/recipe/src"
 cat >"$W/recipe/r.yaml" <<YAML
@@ -25,22 +26,7 @@ YAML
 echo "bench_push: building the image from $SRC ..."
 "$SB" build "$W/recipe/r.yaml" -o "$W/layout" --store "$W/store" --progress plain --level 1 >/dev/null 2>&1
 BYTES=$(du -sb "$W/layout/blobs" | cut -f1)
-PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-RP=
-start_registry() {  # a fresh registry (empty storage) on $PORT
-  rm -rf "$W/data"
-  cat >"$W/config.yml" <<YAML
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $W/data}}
-http: {addr: 127.0.0.1:$PORT, secret: bench}
-YAML
-  docker-registry serve "$W/config.yml" >"$W/reg.log" 2>&1 &
-  RP=$!
-  for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$PORT/v2/" && break; sleep 0.1; done
-}
-stop_registry() { kill "$RP" 2>/dev/null || true; wait "$RP" 2>/dev/null || true; }
-now() { date +%s.%N; }
+PORT=$(bench_port)
 push_skopeo() { skopeo copy -q --dest-tls-verify=false "oci:$W/layout:1" "docker://127.0.0.1:$PORT/skopeo:1" >/dev/null; }
 push_sb() {
   rm -rf "$W/store2"  # a store that remembers no registry: every blob is sent
@@ -51,15 +37,15 @@ push_sb() {
 ROUNDS=${ROUNDS:-2}
 times=()
 for r in $(seq "$ROUNDS"); do
-  start_registry
+  bench_registry_start "$W" "$PORT" || exit 1
   if (( r % 2 )); then
-    t0=$(now); push_skopeo; t1=$(now); push_sb; t2=$(now)
+    t0=$(bench_now); push_skopeo; t1=$(bench_now); push_sb; t2=$(bench_now)
     times+=("$(python3 -c "print($t1-$t0, $t2-$t1)")")
   else
-    t0=$(now); push_sb; t1=$(now); push_skopeo; t2=$(now)
+    t0=$(bench_now); push_sb; t1=$(bench_now); push_skopeo; t2=$(bench_now)
     times+=("$(python3 -c "print($t2-$t1, $t1-$t0)")")
   fi
-  stop_registry
+  bench_registry_stop
 done
 python3 - "$BYTES" "${times[@]}" <<'PY'
 import statistics, sys

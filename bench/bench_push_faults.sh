@@ -7,6 +7,8 @@
 # run completes when the tool exits 0 and the registry holds the image's manifest digest.
 #   SB=build/stackbuild bash bench/bench_push_faults.sh [N] [RATE] [CUT_MODE]
 set -euo pipefail
+# shellcheck source=bench/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SB=${SB:-build/stackbuild}
 SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
 HERE=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,8 +18,8 @@ MODE=${3:-buffer}
 for t in docker-registry skopeo curl python3; do command -v $t >/dev/null || { echo "bench_push_faults: needs $t"; exit 77; }; done
 W=$(mktemp -d /tmp/bench_push_faults.XXXXXX)
 PIDS=()
+# shellcheck disable=SC2154  # p is the loop's own variable, inside the quoted trap
 trap 'for p in "${PIDS[@]}"; do kill $p 2>/dev/null || true; done; rm -rf "$W"' EXIT
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 mkdir -p "$W/src/big" "$W/src/small"
 python3 -c 'import random,sys; open(sys.argv[1],"wb").write(random.Random(7).randbytes(127<<20))' "$W/src/big/data.bin"
@@ -33,16 +35,9 @@ YAML
 M=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' "$W/layout/index.json")
 echo "bench_push_faults: image $(du -sb "$W/layout/blobs" | cut -f1) bytes of blobs, manifest $M"
 
-REG=$(port)
-cat >"$W/config.yml" <<YAML
-version: 0.1
-log: {level: error, accesslog: {disabled: true}}
-storage: {filesystem: {rootdirectory: $W/data}}
-http: {addr: 127.0.0.1:$REG, secret: bench}
-YAML
-docker-registry serve "$W/config.yml" >"$W/reg.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$REG/v2/" && break; sleep 0.1; done
+REG=$(bench_port)
+bench_registry_start "$W" "$REG" || exit 1
+PIDS+=("$BENCH_REGISTRY_PID")
 
 # proxy SEED LOG: a fresh fault proxy in front of the registry; sets PROXY and PPID_.
 proxy() {
@@ -50,7 +45,7 @@ proxy() {
   python3 "$HERE/tests/integration/registry/faultproxy.py" --upstream "127.0.0.1:$REG" --port-file "$W/pport" \
     --log "$2" --seed "$1" --rate "$RATE" --cut-min 1048576 --cut-mode "$MODE" 2>/dev/null &
   PPID_=$!
-  PIDS+=($PPID_)
+  PIDS+=("$PPID_")
   for _ in $(seq 100); do [[ -s $W/pport ]] && break; sleep 0.1; done
   PROXY=$(cat "$W/pport")
 }

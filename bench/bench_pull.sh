@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Pull throughput: stackbuild pull against skopeo copy, from the same local registry
+# (distribution 2.8, plain HTTP, 127.0.0.1) into an OCI layout.
+#
+#   SB=build/stackbuild bash bench/bench_pull.sh [SRC]   (default SRC: /usr/local/cuda)
+#
+# The image is built from a copy of SRC, one gzip layer per top-level directory of SRC,
+# and pushed once. Then ROUNDS rounds (default 3), each pulling it once with each tool
+# into a new layout (and, for stackbuild, an empty store), the order swapped every round:
+#   skopeo copy docker://REG/bench:1 oci:DIR:1       (digests checked as it copies)
+#   stackbuild pull REG/bench:1 DIR:1 --store EMPTY  (digests checked before a blob
+#                                                     enters the store)
+# Both run with their default parallelism. Prints each round, the medians (MB/s of blob
+# bytes) and the ratio skopeo time / stackbuild time (bar: >= 1).
+# Environment: SB, ROUNDS, WORK (scratch, default a new folder under /tmp, removed at the
+# end; it needs about 3 x the blobs' size).
+# Not a test: run it by hand on a quiet machine. MB is 10^6 bytes.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+SB=${SB:-$here/../build/stackbuild}
+SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
+SRC=${1:-/usr/local/cuda}
+ROUNDS=${ROUNDS:-3}
+die() { printf 'bench_pull: %s\n' "$*" >&2; exit 1; }
+log() { printf 'bench_pull: %s\n' "$*" >&2; }
+
+[[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
+[[ -d "$SRC" ]] || die "no directory at $SRC"
+SRC=$(readlink -f "$SRC")
+for t in docker-registry skopeo curl python3; do command -v $t >/dev/null || die "'$t' is not installed"; done
+[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+
+if [[ -n "${WORK:-}" ]]; then mkdir -p "$WORK"; W=$(mktemp -d "$WORK/bench_pull.XXXXXX")
+else W=$(mktemp -d /tmp/bench_pull.XXXXXX); fi
+trap 'bench_registry_stop; rm -rf "$W"' EXIT
+
+log "building the image from $SRC ..."
+bench_tree_image "$SB" "$SRC" "$W" || die "the build failed"
+BLOBS=$(du -sb "$W/layout/blobs" | cut -f1)
+PORT=$(bench_port)
+REG=127.0.0.1:$PORT
+bench_registry_start "$W" "$PORT" || die "no registry"
+"$SB" push "$W/layout:1" "$REG/bench:1" --store "$W/pushstore" --progress plain >"$W/push.log" 2>&1 ||
+  { cat "$W/push.log" >&2; die "the push failed"; }
+rm -rf "$W/pushstore" "$W/layout"
+log "image: $((BLOBS >> 20)) MiB of blobs in $REG/bench:1"
+
+pull_skopeo() { skopeo copy -q --src-tls-verify=false "docker://$REG/bench:1" "oci:$W/out:1" >/dev/null; }
+pull_stackbuild() {
+  "$SB" pull "$REG/bench:1" "$W/out:1" --store "$W/store" --insecure-registry "$REG" \
+    --progress plain >"$W/pull.log" 2>&1 || { cat "$W/pull.log" >&2; return 1; }
+}
+timed() {  # timed TOOL: prints the seconds of one pull into a fresh layout (and store)
+  rm -rf "$W/out" "$W/store"
+  sync
+  local t0 t1
+  t0=$(bench_now)
+  "pull_$1" || die "$1 failed"
+  t1=$(bench_now)
+  python3 -c "print(f'{$t1-$t0:.3f}')"
+}
+
+times=()
+for ((r = 0; r < ROUNDS; r++)); do
+  if (( r % 2 == 0 )); then a=$(timed skopeo); b=$(timed stackbuild)
+  else b=$(timed stackbuild); a=$(timed skopeo); fi
+  log "round $((r + 1))/$ROUNDS: skopeo $a s, stackbuild $b s"
+  times+=("$a $b")
+done
+rm -rf "$W/out" "$W/store"
+
+python3 - "$BLOBS" "${times[@]}" <<'PY'
+import statistics, sys
+b = int(sys.argv[1])
+runs = [tuple(map(float, t.split())) for t in sys.argv[2:]]
+sk = statistics.median(r[0] for r in runs)
+sb = statistics.median(r[1] for r in runs)
+print(f"bench_pull: {b/1e6:.0f} MB of blobs, median of {len(runs)} rounds (order swapped each round)")
+print(f"bench_pull: skopeo copy       {sk:7.2f} s  {b/sk/1e6:7.1f} MB/s")
+print(f"bench_pull: stackbuild pull   {sb:7.2f} s  {b/sb/1e6:7.1f} MB/s")
+print(f"bench_pull: ratio skopeo / stackbuild  {sk/sb:.2f}  (bar: >= 1)")
+PY

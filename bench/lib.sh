@@ -1,0 +1,64 @@
+# shellcheck shell=bash
+# Helpers shared by the benchmarks (sourced, not run).
+
+bench_now() { date +%s.%N; }
+
+# bench_port: a free TCP port on 127.0.0.1.
+bench_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# bench_registry_start DIR PORT: a docker-registry (distribution 2.8, plain HTTP) on
+# 127.0.0.1:PORT with fresh storage in DIR/data; sets BENCH_REGISTRY_PID. Fails when it
+# does not answer within 10 s.
+bench_registry_start() {
+  local dir=$1 port=$2
+  rm -rf "$dir/data"
+  cat >"$dir/registry.yml" <<YAML
+version: 0.1
+log: {level: error, accesslog: {disabled: true}}
+storage: {filesystem: {rootdirectory: $dir/data}}
+http: {addr: 127.0.0.1:$port, secret: bench}
+YAML
+  docker-registry serve "$dir/registry.yml" >"$dir/registry.log" 2>&1 &
+  BENCH_REGISTRY_PID=$!
+  local _
+  for _ in $(seq 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/v2/" && return 0
+    sleep 0.1
+  done
+  echo "the registry on port $port did not start; its log: $dir/registry.log" >&2
+  return 1
+}
+bench_registry_stop() {
+  [[ -n ${BENCH_REGISTRY_PID:-} ]] || return 0
+  kill "$BENCH_REGISTRY_PID" 2>/dev/null || true
+  wait "$BENCH_REGISTRY_PID" 2>/dev/null || true
+  BENCH_REGISTRY_PID=
+}
+
+# bench_tree_image SB SRC DIR: builds DIR/layout, an image tagged 1 made of a copy of the
+# directory SRC under /opt/tree, one gzip layer per top-level directory of SRC (links to
+# directories are left out: cuda's lib64 -> lib would store lib twice). The store and
+# the build's log are DIR/store and DIR/build.log; the store is removed afterwards.
+bench_tree_image() {
+  local sb=$1 src=$2 dir=$3 d
+  mkdir -p "$dir/recipe"
+  ln -sfn "$src" "$dir/recipe/src"
+  {
+    echo "stack: benchtree"
+    echo "layers:"
+    for d in "$src"/*/; do
+      [[ -L ${d%/} ]] && continue
+      d=$(basename "$d")
+      [[ "$d" =~ ^[A-Za-z0-9._-]+$ ]] || continue
+      echo "  - {name: l-$d, copy: [{src: src/$d/, dst: /opt/tree/$d/}]}"
+    done
+    echo 'tags: ["benchtree:1"]'
+  } >"$dir/recipe/r.yaml"
+  if ! "$sb" build "$dir/recipe/r.yaml" -o "$dir/layout" --store "$dir/store" --progress plain \
+    >"$dir/build.log" 2>&1; then
+    cat "$dir/build.log" >&2
+    echo "the benchmark image did not build" >&2
+    return 1
+  fi
+  rm -rf "$dir/store"
+}
