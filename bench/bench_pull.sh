@@ -20,22 +20,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
-SB=${SB:-$here/../build/stackbuild}
-SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
-SRC=${1:-/usr/local/cuda}
-ROUNDS=${ROUNDS:-3}
-die() { printf 'bench_pull: %s\n' "$*" >&2; exit 1; }
-log() { printf 'bench_pull: %s\n' "$*" >&2; }
-
-[[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
-[[ -d "$SRC" ]] || die "no directory at $SRC"
-SRC=$(readlink -f "$SRC")
-for t in docker-registry skopeo curl python3; do command -v $t >/dev/null || die "'$t' is not installed"; done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
-
-if [[ -n "${WORK:-}" ]]; then mkdir -p "$WORK"; W=$(mktemp -d "$WORK/bench_pull.XXXXXX")
-else W=$(mktemp -d /tmp/bench_pull.XXXXXX); fi
-trap 'bench_registry_stop; rm -rf "$W"' EXIT
+bench_setup bench_pull "${1:-/usr/local/cuda}" docker-registry skopeo curl python3
 
 log "building the image from $SRC ..."
 bench_tree_image "$SB" "$SRC" "$W" || die "the build failed"

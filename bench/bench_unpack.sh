@@ -22,23 +22,8 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
-SB=${SB:-$here/../build/stackbuild}
-SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
-SRC=${1:-/usr/local/cuda}
-ROUNDS=${ROUNDS:-3}
-die() { printf 'bench_unpack: %s\n' "$*" >&2; exit 1; }
-log() { printf 'bench_unpack: %s\n' "$*" >&2; }
-
-[[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
-[[ -d "$SRC" ]] || die "no directory at $SRC"
-SRC=$(readlink -f "$SRC")
-for t in umoci pigz tar python3; do command -v $t >/dev/null || die "'$t' is not installed"; done
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+bench_setup bench_unpack "${1:-/usr/local/cuda}" umoci pigz tar python3
 (( $(id -u) == 0 )) || die "run as root: umoci unpack as another user needs --rootless, which does more"
-
-if [[ -n "${WORK:-}" ]]; then mkdir -p "$WORK"; W=$(mktemp -d "$WORK/bench_unpack.XXXXXX")
-else W=$(mktemp -d /tmp/bench_unpack.XXXXXX); fi
-trap 'rm -rf "$W"' EXIT
 
 src_bytes=$(du -sb "$SRC" | cut -f1)
 free_bytes=$(( $(df -Pk "$W" | awk 'NR == 2 { print $4 }') * 1024 ))

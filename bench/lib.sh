@@ -3,6 +3,35 @@
 
 bench_now() { date +%s.%N; }
 
+# bench_setup NAME SRC TOOL...: the common start of a benchmark of a tree. Sets die and
+# log (messages prefixed NAME), SB (absolute; default: this checkout's build), SRC (the
+# directory, links resolved), ROUNDS (checked; default 3) and W, a new scratch folder
+# under $WORK or /tmp that is removed on exit (with any registry started). Every TOOL
+# must be installed.
+bench_setup() {
+  BENCH_NAME=$1 SRC=$2
+  shift 2
+  local bench_dir t
+  bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  SB=${SB:-$bench_dir/../build/stackbuild}
+  SB=$(realpath -m "$SB")
+  ROUNDS=${ROUNDS:-3}
+  [[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
+  [[ -d "$SRC" ]] || die "no directory at $SRC"
+  SRC=$(readlink -f "$SRC")
+  for t in "$@"; do command -v "$t" >/dev/null || die "'$t' is not installed"; done
+  [[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || die "ROUNDS must be a positive integer"
+  if [[ -n "${WORK:-}" ]]; then
+    mkdir -p "$WORK"
+    W=$(mktemp -d "$WORK/$BENCH_NAME.XXXXXX")
+  else
+    W=$(mktemp -d "/tmp/$BENCH_NAME.XXXXXX")
+  fi
+  trap 'bench_registry_stop; rm -rf "$W"' EXIT
+}
+die() { printf '%s: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; exit 1; }
+log() { printf '%s: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; }
+
 # bench_port: a free TCP port on 127.0.0.1.
 bench_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
