@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "apt/deb.hpp"
+#include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/json.hpp"
 #include "util/threads.hpp"
 
 namespace sb::apt {
@@ -27,7 +29,8 @@ void from_json(const nlohmann::json& j, LockedPackage& p) {
   p.architecture = j.value("architecture", std::string());
   p.url = j.at("url").get<std::string>();
   p.sha256 = j.at("sha256").get<std::string>();
-  p.size = j.value("size", uint64_t{0});
+  Digest::parse("sha256:" + p.sha256);  // 64 hex digits, or an error that says so
+  p.size = j.contains("size") ? json_size(j, "size") : 0;
 }
 
 std::vector<LockedPackage> lock_solution(const PackageIndex& index, const Solution& solution) {

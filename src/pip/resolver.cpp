@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json.hpp"
 
 namespace sb::pip {
 
@@ -22,10 +23,12 @@ void from_json(const nlohmann::json& j, PinnedWheel& w) {
   w.key = normalize_name(w.name);
   w.version = j.at("version").get<std::string>();
   w.filename = j.at("filename").get<std::string>();
+  if (!WheelName::parse(w.filename))
+    throw Error("filename '" + w.filename + "' is not a wheel file name");
   w.url = j.at("url").get<std::string>();
   std::string sha = j.value("sha256", "");
   if (!sha.empty()) w.sha256 = Digest::parse("sha256:" + sha);
-  if (j.contains("size")) w.size = j["size"].get<uint64_t>();
+  if (j.contains("size")) w.size = json_size(j, "size");
   w.requested = j.value("requested", false);
   if (j.contains("extras")) w.extras = j["extras"].get<std::set<std::string>>();
 }

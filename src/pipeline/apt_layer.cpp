@@ -430,6 +430,29 @@ fs::path unlock_path(const std::string& path, const fs::path& recipe_dir) {
   return fs::absolute(recipe_dir.empty() ? fs::path(".") : recipe_dir) / path;
 }
 
+// What a lockfile entry pins: the packages, and the repositories with their
+// keyrings. apt_lock_mismatch() reads an entry with it too, so a malformed
+// one is refused before the build starts.
+Resolved pinned_resolution(const nlohmann::json& entry, const fs::path& recipe_dir) {
+  Resolved r;
+  r.packages = pinned_list<apt::LockedPackage>(entry, "packages");
+  if (!entry.contains("repositories")) return r;
+  std::vector<apt::Repository> repos = pinned_list<apt::Repository>(entry, "repositories");
+  for (size_t i = 0; i < repos.size(); ++i) {
+    const nlohmann::json& j = entry["repositories"][i];  // an object: pinned_list read it
+    std::string keyring;
+    if (auto k = j.find("keyring"); k != j.end()) {
+      if (!k->is_string())
+        throw Error("repositories[" + std::to_string(i) + "]: keyring is " + k->dump() +
+                    ", not a path");
+      keyring = k->get<std::string>();
+    }
+    repos[i].signed_by = unlock_path(repos[i].signed_by.string(), recipe_dir);
+    r.repos.push_back({repos[i], {}, unlock_path(keyring, recipe_dir)});
+  }
+  return r;
+}
+
 // `configure: true`: the maintainer scripts the installer did not run, run
 // now by `dpkg --configure -a` in the sandbox on the layers below plus this
 // one; what they change joins the layer, and dpkg's status after it is the
@@ -482,12 +505,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   Resolved r;
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
-    r.packages = lock[spec.name].at("packages").get<std::vector<apt::LockedPackage>>();
-    for (const auto& j : lock[spec.name].value("repositories", nlohmann::json::array())) {
-      apt::Repository repo = j.get<apt::Repository>();
-      repo.signed_by = unlock_path(repo.signed_by.string(), recipe.dir());
-      r.repos.push_back({repo, {}, unlock_path(j.value("keyring", std::string()), recipe.dir())});
-    }
+    r = pinned_resolution(lock[spec.name], recipe.dir());
     // The logins of the repository URLs, which the lockfile does not hold.
     // Working the repositories out reads only local files; when it cannot
     // be done now, the lockfile still says what to fetch, and a login that
@@ -605,7 +623,9 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   if (!entry.is_object() || !entry.contains("packages")) return "the entry has no packages";
   if (!entry.contains("request"))
     return "the lockfile does not record what it asked for (written by an older stackbuild)";
-  return request_changes(without_logins(entry["request"]), request_of(recipe, spec));
+  std::string changes = request_changes(without_logins(entry["request"]), request_of(recipe, spec));
+  if (!changes.empty()) return changes;
+  return malformed_entry([&] { pinned_resolution(entry, recipe.dir()); });
 }
 
 }  // namespace sb

@@ -66,7 +66,8 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
 
 // For `build --locked`: "" when the lockfile's entry for apt layer `spec`
 // was written for what it asks now; else what changed (packages added and
-// removed, repositories, pins or options).
+// removed, repositories, pins or options), or "a malformed entry: ..." when
+// its packages or repositories do not read.
 std::string apt_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec, const nlohmann::json& entry);
 
 }  // namespace sb

@@ -76,12 +76,12 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
   fs::path path = resolve::lock_path(planned.recipe.file);
   std::error_code ec;
   if (!fs::exists(path, ec)) return in;  // check_lock() has said so already
-  std::string text = read_file(path);
-  nlohmann::json lock = nlohmann::json::object();
-  for (const char* kind : {"apt", "pip", "redist", "source"}) {
-    nlohmann::json j = resolve::locked_field(text, point.point, kind);
-    if (!j.is_null()) lock[kind] = j;
-  }
+  // Entries are read where they stand in the parsed file, so that a JSON
+  // error names their place in it ("/points/1/pip/torch/wheels/0/size").
+  const nlohmann::json doc = nlohmann::json::parse(read_file(path), nullptr, false);
+  const nlohmann::json* locked = resolve::locked_point(doc, point.point);
+  const nlohmann::json none = nlohmann::json::object();
+  const nlohmann::json& lock = locked ? *locked : none;
   Recipe r = resolve::instantiate(planned.recipe, point);
   auto vars = resolve::point_variables(planned.recipe, point);
   std::vector<std::string> problems;
@@ -93,7 +93,7 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
       problems.push_back(where + ": the lockfile pins no " + std::string(kind) + " files for it");
       continue;
     }
-    const nlohmann::json& entry = lock[kind][spec.name];
+    const nlohmann::json& entry = lock[kind][spec.name];  // by reference: see above
     std::string d;
     try {
       if (std::string(kind) == "pip") d = pip_lock_mismatch(r, spec, vars, in, entry);
@@ -120,6 +120,8 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
       }
       std::string d = source_lock_mismatch(r, spec, vars, lock["source"][spec.name]);
       if (!d.empty()) problems.push_back(where + ": " + d);
+    } catch (const nlohmann::json::exception& e) {
+      problems.push_back(where + ": a malformed entry: " + e.what());
     } catch (const Error& e) {
       problems.push_back(where + ": " + e.what());
     }
@@ -131,7 +133,10 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     msg += "\n  review the recipe, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
     throw Error(msg, kExitInput);
   }
-  in.lock = lock.dump();
+  nlohmann::json pins = nlohmann::json::object();
+  for (const char* kind : {"apt", "pip", "redist", "source"})
+    if (lock.contains(kind)) pins[kind] = lock[kind];
+  in.lock = pins.dump();
   return in;
 }
 

@@ -15,6 +15,7 @@
 #include "pipeline/build.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
+#include "util/error.hpp"
 
 namespace sb {
 
@@ -36,5 +37,40 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
 // its entry was written for other requirements, manifests or targets, naming
 // the layer and what changed. Call after check_lock().
 PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point);
+
+// entry[key], a list of pins (wheels, packages, archives), each read with T's
+// from_json. An item that does not read is named: "wheels[2]: bad digest ...".
+template <class T>
+std::vector<T> pinned_list(const nlohmann::json& entry, const char* key) {
+  if (!entry.is_object() || !entry.contains(key) || !entry[key].is_array())
+    throw Error("the entry has no " + std::string(key) + " list");
+  const nlohmann::json& list = entry[key];
+  std::vector<T> out;
+  out.reserve(list.size());
+  for (size_t i = 0; i < list.size(); ++i) {
+    std::string item = std::string(key) + "[" + std::to_string(i) + "]: ";
+    try {
+      out.push_back(list[i].get<T>());
+    } catch (const nlohmann::json::exception& e) {
+      throw Error(item + e.what());
+    } catch (const Error& e) {
+      throw Error(item + e.what());
+    }
+  }
+  return out;
+}
+
+// "" when `read` reads a lockfile entry, else "a malformed entry: WHY" (from
+// the Error it threw): how the *_lock_mismatch() functions report an entry
+// that the layer could not use.
+template <class Read>
+std::string malformed_entry(Read&& read) {
+  try {
+    read();
+    return "";
+  } catch (const Error& e) {
+    return std::string("a malformed entry: ") + e.what();
+  }
+}
 
 }  // namespace sb

@@ -270,7 +270,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     std::vector<pip::PinnedWheel> wheels;
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
     if (lock.contains("pip") && lock["pip"].contains(spec.name)) {  // --locked: exactly the pinned wheels
-      wheels = lock["pip"][spec.name].at("wheels").get<std::vector<pip::PinnedWheel>>();
+      wheels = pinned_list<pip::PinnedWheel>(lock["pip"][spec.name], "wheels");
     } else {
       list_lower();
       // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
@@ -395,7 +395,8 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   std::string d = differs("requirements", pip_requirements(recipe, spec, variables, point));
   if (d.empty()) d = differs("constraints", constraint_json(pip_constraints(recipe, point)));
   if (d.empty()) d = differs("target", pip_target(recipe, variables).describe());
-  return d;
+  if (!d.empty()) return d;
+  return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
 }
 
 }  // namespace sb

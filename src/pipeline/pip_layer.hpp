@@ -70,7 +70,7 @@ nlohmann::json lock_pip_layers(const Recipe& instantiated, const std::map<std::s
 
 // What a --locked build checks before using `entry` (lock_pip_layers()[name]):
 // "" when it was written for the layer's current requirements, constraints
-// and target, else what changed.
+// and target and its wheels read, else what changed or "a malformed entry: ...".
 std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
                               const std::map<std::string, std::string>& variables, const PointInputs& point,
                               const nlohmann::json& entry);

@@ -12,6 +12,7 @@
 #include "pipeline/plan.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
+#include "util/json.hpp"
 #include "util/process.hpp"
 
 namespace sb {
@@ -59,7 +60,7 @@ void from_json(const nlohmann::json& j, Archive& a) {
   std::string sha = j.at("sha256").get<std::string>();
   if (sha.empty()) throw Error("the archive " + a.url + " has no sha256 in the lockfile");
   a.sha256 = Digest::parse("sha256:" + sha);
-  if (j.contains("size")) a.size = j["size"].get<uint64_t>();
+  if (j.contains("size")) a.size = json_size(j, "size");
 }
 
 std::string label_of(const Archive& a) { return a.url.substr(a.url.rfind('/') + 1); }
@@ -127,10 +128,12 @@ LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std
 
 LayerInputs from_lock(const nlohmann::json& entry) {
   LayerInputs in;
-  in.cuda_xy = entry.at("cuda").get<std::string>();
+  if (!entry.is_object() || !entry.contains("cuda") || !entry["cuda"].is_string())
+    throw Error("the entry has no cuda version");
+  in.cuda_xy = entry["cuda"].get<std::string>();
   in.requests = entry.value("requests", nlohmann::json::array());
   in.manifests = entry.value("manifests", nlohmann::json::array());
-  in.archives = entry.at("archives").get<std::vector<Archive>>();
+  in.archives = pinned_list<Archive>(entry, "archives");
   return in;
 }
 
@@ -266,12 +269,11 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   for (const auto& r : redist_requests(recipe, spec, variables, point)) now.push_back(request_json(r));
   nlohmann::json was = entry.value("requests", nlohmann::json());
   if (was != now) return "requests " + was.dump() + " -> " + now.dump();
+  LayerInputs pinned;
+  if (std::string bad = malformed_entry([&] { pinned = from_lock(entry); }); !bad.empty())
+    return bad;
   std::string cuda = cuda_of(spec, variables, point);
-  if (entry.value("cuda", "") != cuda) return "cuda " + entry.value("cuda", "") + " -> " + cuda;
-  for (const auto& a : entry["archives"]) {  // each must parse
-    Archive one;
-    from_json(a, one);
-  }
+  if (pinned.cuda_xy != cuda) return "cuda " + pinned.cuda_xy + " -> " + cuda;
   return "";
 }
 

@@ -55,7 +55,8 @@ nlohmann::json lock_redist_layers(const Recipe& instantiated, const std::map<std
                                   const PointInputs& point, const Store& store, Status& status);
 
 // What a --locked build checks before using `entry`: "" when it was written
-// for the layer's current requests and CUDA, else what changed.
+// for the layer's current requests and CUDA and its archives read, else what
+// changed or "a malformed entry: ...".
 std::string redist_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
                                  const std::map<std::string, std::string>& variables, const PointInputs& point,
                                  const nlohmann::json& entry);

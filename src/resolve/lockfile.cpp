@@ -72,6 +72,62 @@ void compare(const std::string& name, const nlohmann::json& old_p, const nlohman
                     n.value(f, nlohmann::json()).dump());
 }
 
+// Refuses a lockfile whose fields lock_changes() reads have the wrong shape,
+// naming the field: "points[1].resolved.versions.cudnn is 9, not a string".
+// A hand edit or a bad merge should not pass as "no changes".
+void check_shape(const nlohmann::json& lock) {
+  auto wrong = [](const std::string& field, const nlohmann::json& v, const char* want) {
+    std::string shown = v.dump();
+    if (shown.size() > 40) shown = shown.substr(0, 37) + "...";
+    throw Error(field + " is " + shown + ", not " + want);
+  };
+  auto strings = [&](const nlohmann::json& obj, const std::string& field) {
+    if (!obj.is_object()) wrong(field, obj, "an object");
+    for (const auto& [k, v] : obj.items())
+      if (!v.is_string()) wrong(field + "." + k, v, "a string");
+  };
+  if (!lock.contains("stack") || !lock["stack"].is_string())
+    wrong("stack", lock.value("stack", nlohmann::json()), "a string");
+  std::map<std::string, size_t> seen;
+  for (size_t i = 0; i < lock["points"].size(); ++i) {
+    const auto& p = lock["points"][i];
+    const std::string at = "points[" + std::to_string(i) + "]";
+    if (!p.is_object()) wrong(at, p, "an object");
+    if (!p.contains("matrix") || !p["matrix"].is_object())
+      wrong(at + ".matrix", p.value("matrix", nlohmann::json()), "an object");
+    for (const auto& [k, v] : p["matrix"].items()) {
+      bool ok = v.is_string() || v.is_array();
+      if (v.is_array())
+        for (const auto& x : v) ok = ok && x.is_string();
+      if (!ok) wrong(at + ".matrix." + k, v, "a string or a list of strings");
+    }
+    if (auto [it, added] = seen.emplace(p["matrix"].dump(), i); !added)
+      throw Error(at + " has the matrix of points[" + std::to_string(it->second) +
+                  "]: " + p["matrix"].dump());
+    if (p.contains("resolved") == p.contains("unsatisfiable"))
+      throw Error(at + " has " + (p.contains("resolved") ? "both" : "neither") +
+                  " of resolved and unsatisfiable");
+    if (p.contains("unsatisfiable")) {
+      if (!p["unsatisfiable"].is_string())
+        wrong(at + ".unsatisfiable", p["unsatisfiable"], "a string");
+      continue;
+    }
+    const auto& r = p["resolved"];
+    if (!r.is_object()) wrong(at + ".resolved", r, "an object");
+    for (const char* f : {"versions", "builds"})
+      strings(r.contains(f) ? r[f] : nlohmann::json(), at + ".resolved." + f);
+    for (const char* f : {"driver_min", "driver_min_compat", "nvidia_require_cuda"})
+      if (r.contains(f) && !r[f].is_string()) wrong(at + ".resolved." + f, r[f], "a string");
+    if (r.contains("arch")) {
+      const auto& a = r["arch"];
+      if (!a.is_array()) wrong(at + ".resolved.arch", a, "a list of strings");
+      for (size_t k = 0; k < a.size(); ++k)
+        if (!a[k].is_string())
+          wrong(at + ".resolved.arch[" + std::to_string(k) + "]", a[k], "a string");
+    }
+  }
+}
+
 }  // namespace
 
 std::filesystem::path lock_path(const std::filesystem::path& recipe) {
@@ -86,13 +142,19 @@ std::string render_lock(const Plan& plan, const std::vector<nlohmann::json>& ext
   return lock_json(plan, extras).dump(2) + "\n";
 }
 
-nlohmann::json locked_field(const std::string& lock_text, const Point& point, const std::string& field) {
-  nlohmann::json lock = nlohmann::json::parse(lock_text, nullptr, false);
+const nlohmann::json* locked_point(const nlohmann::json& lock, const Point& point) {
   if (!lock.is_object() || !lock.contains("points") || !lock["points"].is_array()) return nullptr;
   nlohmann::json want = matrix_json(point);
   for (const auto& p : lock["points"])
-    if (p.is_object() && p.value("matrix", nlohmann::json()) == want && p.contains(field)) return p[field];
+    if (p.is_object() && p.contains("matrix") && p["matrix"] == want) return &p;
   return nullptr;
+}
+
+nlohmann::json locked_field(const std::string& lock_text, const Point& point,
+                            const std::string& field) {
+  nlohmann::json lock = nlohmann::json::parse(lock_text, nullptr, false);
+  const nlohmann::json* p = locked_point(lock, point);
+  return p && p->contains(field) ? (*p)[field] : nlohmann::json(nullptr);
 }
 
 std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan) {
@@ -107,10 +169,17 @@ std::vector<std::string> lock_changes(const std::string& lock_text, const std::s
       !old_lock.contains("points") || !old_lock["points"].is_array())
     throw InputError({lock_file, 0, 0}, "not a version " + std::to_string(kLockfileVersion) + " lockfile",
                      "write it again with 'stackbuild lock'");
+  try {
+    check_shape(old_lock);
+  } catch (const Error& e) {
+    throw InputError({lock_file, 0, 0}, "a malformed lockfile: " + std::string(e.what()),
+                     "write it again with 'stackbuild lock'");
+  }
   nlohmann::json now = lock_json(plan);
   std::vector<std::string> out;
-  if (old_lock.value("stack", "") != now["stack"])
-    out.push_back("stack " + old_lock.value("stack", "") + " -> " + now["stack"].get<std::string>());
+  if (old_lock["stack"] != now["stack"])
+    out.push_back("stack " + old_lock["stack"].get<std::string>() + " -> " +
+                  now["stack"].get<std::string>());
   std::map<std::string, const nlohmann::json*> old_points;
   try {
     for (const auto& p : old_lock["points"]) old_points[p.at("matrix").dump()] = &p;

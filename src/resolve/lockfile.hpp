@@ -38,6 +38,10 @@ std::string render_lock(const Plan& plan, const std::vector<nlohmann::json>& ext
 // "apt" packages a --locked build fetches exactly.
 nlohmann::json locked_field(const std::string& lock_text, const Point& point, const std::string& field);
 
+// The object a parsed lockfile holds for `point` (null when there is none), by
+// reference: errors about what it holds carry its JSON pointer in the file.
+const nlohmann::json* locked_point(const nlohmann::json& lock, const Point& point);
+
 // What differs between a lockfile's text and `plan`, one line a change:
 //   "point cuda=12.6 pytorch=2.6: cudnn 9.5.1.17 -> 9.6.0.74"
 //   "point cuda=12.8: not in the lock (new in the matrix)"

@@ -141,6 +141,36 @@ if PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3"
   >"$TMP/build3.out" 2>&1; then fail "a tampered lock was accepted"; fi
 grep -q "sha256" "$TMP/build3.out" || fail "the error does not say sha256: $(cat "$TMP/build3.out")"
 
+check "a malformed wheel entry (a negative size) is refused before anything is fetched: exit 3, the file and the item"
+cp "$TMP/good.lock" "$TMP/recipe/r.yaml.lock"
+python3 - "$TMP/recipe/r.yaml.lock" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["points"][0]["pip"]["wheels"]["wheels"][1]["size"] = -5
+json.dump(j, open(sys.argv[1], "w"))
+PY
+rc=0
+PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout5" --store "$TMP/s5" \
+  >"$TMP/build5.out" 2>&1 || rc=$?
+[[ $rc == 3 ]] || fail "exit $rc, not 3: $(cat "$TMP/build5.out")"
+grep -q "lockfile $TMP/recipe/r.yaml.lock does not pin" "$TMP/build5.out" || fail "the file: $(cat "$TMP/build5.out")"
+grep -q "layer 'wheels'.*wheels\[1\]: size is -5, not a size in bytes" "$TMP/build5.out" ||
+  fail "the item: $(cat "$TMP/build5.out")"
+[[ ! -e $TMP/layout5 && ! -e $TMP/s5/blobs ]] || fail "something was written: $(ls -R "$TMP/layout5" "$TMP/s5" 2>&1 | head)"
+python3 - "$TMP/recipe/r.yaml.lock" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j["points"][0]["pip"]["wheels"]["wheels"][1]["size"] = 900
+j["points"][0]["pip"]["wheels"]["wheels"][0]["url"] = 5
+json.dump(j, open(sys.argv[1], "w"))
+PY
+rc=0
+PIP_INDEX_URL=$index sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout5" --store "$TMP/s5" \
+  >"$TMP/build5.out" 2>&1 || rc=$?
+[[ $rc == 3 ]] || fail "exit $rc, not 3: $(cat "$TMP/build5.out")"
+grep -q "wheels\[0\]: .*(/points/0/pip/wheels/wheels/0/url) type must be string" "$TMP/build5.out" ||
+  fail "the JSON pointer in the file: $(cat "$TMP/build5.out")"
+
 check "a lock written for other requirements is refused, naming the layer"
 cp "$TMP/good.lock" "$TMP/recipe/r.yaml.lock"
 sed -i 's/pip: \[torchy\]/pip: [torchy, helper]/' "$TMP/recipe/r.yaml"

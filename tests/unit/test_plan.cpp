@@ -3,7 +3,13 @@
 // `plan --json` outputs for recipes/.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
+#include "apt/install.hpp"
+#include "apt/sources.hpp"
 #include "helpers.hpp"
+#include "pip/resolver.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/lockfile.hpp"
 
@@ -148,6 +154,50 @@ TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[
     test::write(lock, "{\"lockfile_version\": 1, \"points\": [");
     CHECK_THROWS_AS(check_lock(p), InputError);
   }
+  SECTION("a lockfile of the wrong shape is refused, naming the field, not read as unchanged") {
+    // Each edit used to be read as "no change", or to end in a bare JSON
+    // error with exit 1 that named neither the lockfile nor the field.
+    const nlohmann::json five = 5, list = nlohmann::json::array({1});
+    const std::vector<std::tuple<std::string, nlohmann::json, std::string>> edits = {
+        {"/stack", five, "stack is 5, not a string"},
+        {"/points/0/resolved/versions", list, "points[0].resolved.versions is [1], not an object"},
+        {"/points/1/resolved/versions/cudnn", five,
+         "points[1].resolved.versions.cudnn is 5, not a string"},
+        {"/points/0/resolved/builds", list, "points[0].resolved.builds is [1], not an object"},
+        {"/points/0/resolved/driver_min", five, "points[0].resolved.driver_min is 5, not a string"},
+        {"/points/0/resolved/arch", five, "points[0].resolved.arch is 5, not a list of strings"},
+        {"/points/0/matrix/cuda", five,
+         "points[0].matrix.cuda is 5, not a string or a list of strings"},
+        {"/points/2", five, "points[2] is 5, not an object"},
+        {"/points/0/resolved", five, "points[0].resolved is 5, not an object"},
+    };
+    for (const auto& [pointer, value, message] : edits) {
+      CAPTURE(pointer);
+      nlohmann::json j = nlohmann::json::parse(text);
+      j[nlohmann::json::json_pointer(pointer)] = value;
+      test::write(lock, j.dump(2));
+      try {
+        check_lock(p);
+        FAIL("a malformed lockfile was accepted");
+      } catch (const InputError& e) {
+        CHECK(e.exit_code() == kExitInput);
+        CHECK(e.location().file == lock.string());
+        CHECK_THAT(e.message(), Catch::Contains("a malformed lockfile: " + message));
+      }
+    }
+    nlohmann::json j = nlohmann::json::parse(text);
+    SECTION("two points with one matrix") {
+      j["points"][2]["matrix"] = j["points"][0]["matrix"];
+      test::write(lock, j.dump(2));
+      CHECK_THROWS_WITH(check_lock(p), Catch::Contains("points[2] has the matrix of points[0]"));
+    }
+    SECTION("a point both resolved and unsatisfiable") {
+      j["points"][1]["unsatisfiable"] = "no";
+      test::write(lock, j.dump(2));
+      CHECK_THROWS_WITH(check_lock(p),
+                        Catch::Contains("points[1] has both of resolved and unsatisfiable"));
+    }
+  }
   SECTION("a recipe error leaves the lock as it was, and no temp file") {
     test::write(tmp.path() / "r.yaml", kFramework + "layrs: []\n");
     auto lock_cli = [&] { write_lock(plan_recipe(load_recipe(tmp.path() / "r.yaml"), PlanOptions{kSource / "layers", {}})); };
@@ -159,6 +209,61 @@ TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[
     for (const auto& e : fs::directory_iterator(tmp.path())) files += e.is_regular_file() ? 1 : 0;
     CHECK(files == 2);  // r.yaml and r.yaml.lock
   }
+}
+
+TEST_CASE("a lockfile's pins are read strictly, naming the item", "[plan][lock]") {
+  const std::string sha(64, 'a');
+  nlohmann::json wheel = {{"name", "torchy"},
+                          {"version", "2.0"},
+                          {"filename", "torchy-2.0-py3-none-any.whl"},
+                          {"url", "http://127.0.0.1/torchy-2.0-py3-none-any.whl"},
+                          {"sha256", sha},
+                          {"size", 781}};
+  nlohmann::json entry = {{"wheels", {wheel, wheel}}};
+  REQUIRE(pinned_list<pip::PinnedWheel>(entry, "wheels").size() == 2);
+  auto refused = [&](const char* key, const nlohmann::json& entry) -> std::string {
+    try {
+      if (std::string(key) == "wheels")
+        pinned_list<pip::PinnedWheel>(entry, key);
+      else if (std::string(key) == "packages")
+        pinned_list<apt::LockedPackage>(entry, key);
+      else
+        pinned_list<apt::Repository>(entry, key);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  auto with = [&](const char* field, const nlohmann::json& value) {
+    nlohmann::json e = entry;
+    e["wheels"][1][field] = value;
+    return e;
+  };
+  // Before, -5 became 18446744073709551611 bytes, 1.5 became 1, and a name
+  // that is no wheel's failed only when the layer was installed.
+  CHECK(refused("wheels", with("size", -5)) == "wheels[1]: size is -5, not a size in bytes");
+  CHECK(refused("wheels", with("size", 1.5)) == "wheels[1]: size is 1.5, not a size in bytes");
+  CHECK(refused("wheels", with("filename", "../../etc/passwd")) ==
+        "wheels[1]: filename '../../etc/passwd' is not a wheel file name");
+  CHECK_THAT(refused("wheels", with("sha256", "abc")), Catch::StartsWith("wheels[1]: bad digest"));
+  CHECK_THAT(refused("wheels", with("url", 5)),
+             Catch::StartsWith("wheels[1]: [json.exception.type_error.302]"));
+  CHECK(refused("wheels", {{"wheels", 5}}) == "the entry has no wheels list");
+  CHECK(refused("wheels", nlohmann::json::array()) == "the entry has no wheels list");
+
+  nlohmann::json package = {{"name", "zlib1g"},        {"version", "1:1.2.13"},
+                            {"architecture", "amd64"}, {"url", "http://127.0.0.1/z.deb"},
+                            {"sha256", sha},           {"size", 90}};
+  CHECK(refused("packages", {{"packages", {package}}}) == "accepted");
+  package["sha256"] = "12";
+  CHECK_THAT(refused("packages", {{"packages", {package}}}),
+             Catch::StartsWith("packages[0]: bad digest"));
+  package["sha256"] = sha;
+  package["size"] = -1;
+  CHECK(refused("packages", {{"packages", {package}}}) ==
+        "packages[0]: size is -1, not a size in bytes");
+  CHECK_THAT(refused("repositories", {{"repositories", {{{"uri", 5}}}}}),
+             Catch::StartsWith("repositories[0]: [json.exception"));
 }
 
 TEST_CASE("golden plan --json for every recipe in recipes/", "[plan][golden]") {
