@@ -336,6 +336,23 @@ std::string locked_base(const Planned& planned, const resolve::PlanPoint& point)
                     " (from: " + planned.recipe.from.value + ")\n  run 'stackbuild lock " + planned.recipe.file.string() +
                     "' to record its digest",
                 kExitInput);
+  std::string bad;
+  if (!j["from"].is_string())
+    bad = "its from is " + j["from"].dump() + ", not a string";
+  else if (!j["digest"].is_string())
+    bad = "its digest is " + j["digest"].dump() + ", not a string";
+  else
+    try {
+      Digest::parse(j["digest"].get<std::string>());
+    } catch (const Error& e) {
+      bad = e.what();
+    }
+  if (!bad.empty())
+    throw Error("--locked: the lockfile " + path.string() +
+                    " pins a malformed base image for point " + point.point.id() + ": " + bad +
+                    "\n  run 'stackbuild lock " + planned.recipe.file.string() +
+                    "' to record its digest again",
+                kExitInput);
   return j.dump();
 }
 

@@ -186,6 +186,14 @@ layer_list "$W/app/out2" 1 2 | cmp -s - "$TMP/base2.layers" || fail "the rebuild
 expect_ok locked sb build "$W/app/tag.yaml" --locked -o "$W/app/out-locked" --store "$STORE"
 [[ "$(manifest_digest "$W/app/out-locked" 1)" == "$(manifest_digest "$W/app/out" 1)" ]] ||
   fail "--locked did not build from the pinned base"
+cp "$W/app/tag.yaml.lock" "$TMP/tag.lock.good"
+python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["points"][0]["base"]["digest"]="sha256:zz"; json.dump(j,open(sys.argv[1],"w"))' \
+  "$W/app/tag.yaml.lock"
+expect_rc 3 badbase sb build "$W/app/tag.yaml" --locked -o "$W/app/out-badbase" --store "$STORE"
+grep -q "pins a malformed base image for point .*: bad digest 'sha256:zz'" "$TMP/badbase.err" ||
+  { show_output badbase; fail "no clear error for a malformed base digest in the lockfile"; }
+[[ ! -e $W/app/out-badbase ]] || fail "a layout was written"
+cp "$TMP/tag.lock.good" "$W/app/tag.yaml.lock"
 app_recipe "$W/app/tag.yaml" "$R/docker-base:1"
 expect_rc 3 stale sb build "$W/app/tag.yaml" --locked -o "$W/app/out-stale" --store "$STORE"
 grep -q "the recipe's base image is $R/docker-base:1, and the lockfile pins $R/base:1" "$TMP/stale.err" ||
