@@ -9,6 +9,7 @@
 namespace sb::yaml {
 
 const char* describe(const YAML::Node& node) {
+  if (!node.IsDefined()) return "nothing";  // a missing key of a const map: Type() would throw
   switch (node.Type()) {
     case YAML::NodeType::Sequence:
       return "a list";
@@ -54,6 +55,9 @@ YAML::Node Reader::parse(const std::string& text) const {
 }
 
 SourceLocation Reader::at(const YAML::Node& node) const {
+  // A missing key read from a const map is an invalid node, whose Mark()
+  // throws yaml-cpp's InvalidNode ("invalid node; first invalid key: ...").
+  if (!node.IsDefined()) return {file_, 0, 0};
   YAML::Mark m = node.Mark();
   if (m.is_null() || m.line < 0) return {file_, 0, 0};
   return {file_, m.line + 1, m.column + 1};
@@ -64,11 +68,13 @@ void Reader::fail(const YAML::Node& node, const std::string& message, const std:
 }
 
 void Reader::expect_map(const YAML::Node& node, std::string_view what) const {
-  if (!node.IsMap()) fail(node, "expected a map for " + std::string(what) + ", got " + describe(node));
+  if (!node.IsDefined() || !node.IsMap())
+    fail(node, "expected a map for " + std::string(what) + ", got " + describe(node));
 }
 
 void Reader::expect_list(const YAML::Node& node, std::string_view what) const {
-  if (!node.IsSequence()) fail(node, "expected a list for " + std::string(what) + ", got " + describe(node));
+  if (!node.IsDefined() || !node.IsSequence())
+    fail(node, "expected a list for " + std::string(what) + ", got " + describe(node));
 }
 
 void Reader::check_keys(const YAML::Node& map, std::string_view what,
@@ -93,7 +99,8 @@ void Reader::check_keys(const YAML::Node& map, std::string_view what,
 }
 
 std::string Reader::string(const YAML::Node& node, std::string_view what) const {
-  if (!node.IsScalar()) fail(node, "expected a string for " + std::string(what) + ", got " + describe(node));
+  if (!node.IsDefined() || !node.IsScalar())
+    fail(node, "expected a string for " + std::string(what) + ", got " + describe(node));
   return node.Scalar();
 }
 
@@ -134,8 +141,8 @@ std::vector<std::string> Reader::strings(const YAML::Node& node, std::string_vie
 }
 
 std::vector<std::string> Reader::string_or_strings(const YAML::Node& node, std::string_view what) const {
-  if (node.IsScalar()) return {node.Scalar()};
-  if (!node.IsSequence())
+  if (node.IsDefined() && node.IsScalar()) return {node.Scalar()};
+  if (!node.IsDefined() || !node.IsSequence())
     fail(node, "expected a string or a list of strings for " + std::string(what) + ", got " + describe(node));
   return strings(node, what);
 }

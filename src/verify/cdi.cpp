@@ -16,6 +16,21 @@ namespace sb::verify {
 
 namespace {
 
+// A path a CDI spec names (a device node, a mount's host or container side):
+// absolute and without "..", for it is joined to the host's or the image's
+// root. `what` names it in the error ("deviceNodes[1].path").
+std::string spec_path(const yaml::Reader& r, const YAML::Node& map, const char* key,
+                      const std::string& what) {
+  const YAML::Node v = map[key];
+  if (!v) r.fail(map, "missing '" + std::string(key) + "' in " + what.substr(0, what.rfind('.')));
+  std::string path = r.string(v, "'" + what + "'");
+  if (path.empty() || path[0] != '/')
+    r.fail(v, "'" + what + "' is not an absolute path: '" + path + "'");
+  for (const auto& c : fs::path(path))
+    if (c == "..") r.fail(v, "'" + what + "' contains '..': '" + path + "'");
+  return path;
+}
+
 // Adds one containerEdits block (the spec's or a device's) to `g`.
 void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g) {
   if (!edits) return;
@@ -24,17 +39,21 @@ void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g
     for (const auto& e : r.strings(env, "'env'")) g.env.push_back(e);
   if (const auto& nodes = edits["deviceNodes"]) {
     r.expect_list(nodes, "'deviceNodes'");
-    for (const auto& n : nodes) {
-      std::string path = r.string(n["path"], "'deviceNodes.path'");
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const std::string at = "deviceNodes[" + std::to_string(i) + "]";
+      r.expect_map(nodes[i], "'" + at + "'");
+      std::string path = spec_path(r, nodes[i], "path", at + ".path");
       if (std::find(g.device_nodes.begin(), g.device_nodes.end(), path) == g.device_nodes.end())
         g.device_nodes.push_back(path);
     }
   }
   if (const auto& mounts = edits["mounts"]) {
     r.expect_list(mounts, "'mounts'");
-    for (const auto& m : mounts) {
-      std::string host = r.string(m["hostPath"], "'mounts.hostPath'");
-      std::string container = r.string(m["containerPath"], "'mounts.containerPath'");
+    for (size_t i = 0; i < mounts.size(); ++i) {
+      const std::string at = "mounts[" + std::to_string(i) + "]";
+      r.expect_map(mounts[i], "'" + at + "'");
+      std::string host = spec_path(r, mounts[i], "hostPath", at + ".hostPath");
+      std::string container = spec_path(r, mounts[i], "containerPath", at + ".containerPath");
       g.mounts.push_back({fs::path(host).relative_path(), container});
     }
   }
@@ -78,8 +97,13 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
       if (const auto& devices = spec["devices"]) {
         r.expect_list(devices, "'devices'");
         std::vector<std::pair<std::string, YAML::Node>> named;
-        for (const auto& d : devices) {
-          std::string name = r.string(d["name"], "'devices.name'");
+        for (size_t i = 0; i < devices.size(); ++i) {
+          const YAML::Node d = devices[i];
+          r.expect_map(d, "'devices[" + std::to_string(i) + "]'");
+          if (!d["name"]) r.fail(d, "missing 'name' in devices[" + std::to_string(i) + "]");
+          std::string name = r.string(d["name"], "'devices[" + std::to_string(i) + "].name'");
+          GpuInjection checked;  // every device's edits are checked, selected or not
+          apply_edits(r, d["containerEdits"], checked);
           if (name != "all") named.emplace_back(name, d);
         }
         // The selection's items, each a device name (or, by UUID, the index /proc gives it).
@@ -108,11 +132,11 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
           GpuDevice gpu;
           gpu.index = is_index(name) ? std::atoi(name.c_str()) : static_cast<int>(g.gpus.size());
           gpu.minor = gpu.index;
-          if (const auto& edits = d["containerEdits"]; edits && edits.IsMap() && edits["deviceNodes"].IsSequence())
-            for (const auto& n : edits["deviceNodes"]) {  // its /dev/nvidiaN says the minor
-              std::string p = n["path"] && n["path"].IsScalar() ? n["path"].Scalar() : "";
-              if (p.rfind("/dev/nvidia", 0) == 0 && is_index(p.substr(11))) gpu.minor = std::atoi(p.c_str() + 11);
-            }
+          GpuInjection own;  // the device's own edits; its /dev/nvidiaN says the minor
+          apply_edits(r, d["containerEdits"], own);
+          for (const auto& p : own.device_nodes)
+            if (p.rfind("/dev/nvidia", 0) == 0 && is_index(p.substr(11)))
+              gpu.minor = std::atoi(p.c_str() + 11);
           gpu.uuid = name.rfind("GPU-", 0) == 0 ? name : "";
           for (const auto& h : host)
             if ((is_index(name) && h.index == gpu.index) || (!gpu.uuid.empty() && h.uuid == gpu.uuid)) gpu = h;

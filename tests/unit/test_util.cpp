@@ -13,8 +13,9 @@
 #include "util/glob.hpp"
 #include "util/http.hpp"
 #include "util/number.hpp"
-#include "util/utf8.hpp"
 #include "util/process.hpp"
+#include "util/utf8.hpp"
+#include "util/yaml_reader.hpp"
 
 using namespace sb;
 
@@ -362,4 +363,26 @@ TEST_CASE("Retry-After of more seconds than fit is a long wait and no exception"
   r.headers["retry-after"] = std::string(400, '9');
   REQUIRE(http::retry_after(r));
   CHECK(*http::retry_after(r) > 1e17);
+}
+
+TEST_CASE(
+    "yaml::Reader: a key missing from a const map is an input error, not yaml-cpp's InvalidNode",
+    "[util][yaml]") {
+  yaml::Reader r("f.yaml");
+  const YAML::Node map = r.parse("a: {b: 1}\n");
+  const YAML::Node inner = map["a"];
+  const YAML::Node missing = inner["nope"];  // an invalid node: its Type() and Mark() throw
+  CHECK(yaml::describe(missing) == std::string("nothing"));
+  CHECK(r.at(missing).str() == "f.yaml");
+  try {
+    r.string(missing, "'nope'");
+    FAIL("read a missing key");
+  } catch (const InputError& e) {
+    CHECK(e.message() == "expected a string for 'nope', got nothing");
+    CHECK(e.location().file == "f.yaml");
+  }
+  CHECK_THROWS_AS(r.expect_map(missing, "'nope'"), InputError);
+  CHECK_THROWS_AS(r.expect_list(missing, "'nope'"), InputError);
+  CHECK_THROWS_AS(r.string_or_strings(missing, "'nope'"), InputError);
+  CHECK(r.string(inner["b"], "'b'") == "1");
 }

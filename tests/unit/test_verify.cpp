@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "helpers.hpp"
+#include "util/error.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
 #include "verify/gpu.hpp"
@@ -144,6 +145,58 @@ containerEdits:
   CHECK(no_proc->gpus[1].minor == 1);
   CHECK_NOTHROW(check_driver(*no_proc, "550.54.14"));
   CHECK_THROWS_WITH(check_driver(*no_proc, "560.35.05"), Catch::Contains("this host runs 550.54.15"));
+}
+
+TEST_CASE("a CDI spec: a device with no deviceNodes reads, a bad path is refused where it is",
+          "[verify][gpu][cdi]") {
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  auto load = [&](const std::string& spec) {
+    test::write(root / "etc/cdi/nvidia.yaml", "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\n" + spec);
+    return load_cdi(root);
+  };
+  // Every containerEdits field is optional; this used to fail with yaml-cpp's
+  // bare "invalid node; first invalid key: \"deviceNodes\"".
+  auto no_nodes =
+      load("devices:\n  - {name: \"0\", containerEdits: {env: [A=1]}}\n  - {name: \"1\"}\n");
+  REQUIRE(no_nodes);
+  REQUIRE(no_nodes->gpus.size() == 2);
+  CHECK(no_nodes->gpus[1].minor == 1);
+  CHECK(no_nodes->env == std::vector<std::string>{"A=1"});
+
+  auto refused = [&](const std::string& spec) -> std::string {
+    try {
+      load(spec);
+    } catch (const InputError& e) {
+      CHECK(e.exit_code() == kExitInput);
+      return e.location().str() + ": " + e.message();
+    }
+    return "accepted";
+  };
+  const std::string file = (root / "etc/cdi/nvidia.yaml").string();
+  CHECK(refused("devices:\n  - {name: \"0\", containerEdits: {deviceNodes: [{major: 195}]}}\n") ==
+        file + ":4:48: missing 'path' in deviceNodes[0]");
+  CHECK(
+      refused(
+          "devices:\n  - {name: \"0\", containerEdits: {deviceNodes: [{path: dev/nvidia0}]}}\n") ==
+      file + ":4:55: 'deviceNodes[0].path' is not an absolute path: 'dev/nvidia0'");
+  // A mount's container side is joined to the image's root.
+  CHECK(
+      refused(
+          "devices: [{name: \"0\"}]\ncontainerEdits:\n  mounts: [{hostPath: /usr/lib/libcuda.so.1, "
+          "containerPath: /usr/lib/../../etc/passwd}]\n") ==
+      file + ":5:61: 'mounts[0].containerPath' contains '..': '/usr/lib/../../etc/passwd'");
+  CHECK(refused("devices: [{name: \"0\"}]\ncontainerEdits:\n  mounts: [{containerPath: /x}]\n") ==
+        file + ":5:12: missing 'hostPath' in mounts[0]");
+  // A device that is not selected is checked too.
+  CHECK(
+      refused(
+          "devices:\n  - {name: \"0\"}\n  - {name: \"1\", containerEdits: {mounts: [{hostPath: x, "
+          "containerPath: /x}]}}\n") ==
+      file + ":5:54: 'mounts[0].hostPath' is not an absolute path: 'x'");
+  CHECK(refused("devices:\n  - {containerEdits: {}}\n") ==
+        file + ":4:5: missing 'name' in devices[0]");
+  CHECK(refused("devices: [5]\n") == file + ":3:11: expected a map for 'devices[0]', got a string");
 }
 
 TEST_CASE("the driver requirement is checked against the host driver", "[verify][gpu]") {
