@@ -16,6 +16,7 @@
 #include "registry/reference.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
+#include "verify/gpu.hpp"
 
 namespace sb::cli {
 
@@ -140,6 +141,8 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
+  if (auto g = args.get("--gpus"))
+    verify::check_gpu_selection(*g);  // before the build, not after it
 
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);

@@ -31,6 +31,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   if (!args.positional().empty()) throw Error("gpu takes no arguments", kExitUsage);
   fs::path root = args.get("--host-root").value_or("/");
   std::string sel = args.get("--gpus").value_or("all");
+  verify::check_gpu_selection(sel);
 
   auto found = verify::load_cdi(root, sel);
   if (!found) found = verify::discover_gpus(root, sel);

@@ -60,6 +60,7 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   std::optional<verify::GpuInjection> gpu;
   if (auto sel = args.get("--gpus")) {
+    verify::check_gpu_selection(*sel);
     gpu = verify::load_cdi("/", *sel);
     if (!gpu) gpu = verify::discover_gpus("/", *sel);
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");

@@ -86,6 +86,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 verify::VerifyOptions verify_options(const Args& args) {
   verify::VerifyOptions o;
   o.gpus = args.get("--gpus").value_or("all");
+  verify::check_gpu_selection(o.gpus);
   if (auto a = args.get("--arch")) o.arch = split_commas(*a);
   for (const auto& e : args.all("--expect")) {
     auto eq = e.find('=');

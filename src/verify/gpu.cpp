@@ -69,6 +69,37 @@ std::vector<GpuDevice> select(const std::vector<GpuDevice>& all, const std::stri
   return out;
 }
 
+}  // namespace
+
+void check_gpu_selection(const std::string& selection) {
+  if (selection == "all" || selection == "none") return;
+  auto bad = [&](const std::string& why) {
+    throw Error(
+        "--gpus wants all, none, or GPU indices or UUIDs separated by commas (0,1 or GPU-...), not "
+        "'" +
+            selection + "': " + why,
+        kExitUsage);
+  };
+  if (selection.empty()) bad("it is empty");
+  std::set<std::string> seen;
+  size_t start = 0;
+  for (;;) {
+    size_t end = selection.find(',', start);
+    std::string item =
+        selection.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    if (item.empty()) bad("an empty item");
+    if (item == "all" || item == "none") bad("'" + item + "' stands alone");
+    if (!std::all_of(item.begin(), item.end(),
+                     [](unsigned char c) { return std::isalnum(c) || c == '-'; }))
+      bad("'" + item + "' is neither an index nor a UUID");
+    if (!seen.insert(item).second) bad("'" + item + "' twice");
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+}
+
+namespace {
+
 // (soname or file name) -> image path, from the host's /etc/ld.so.cache.
 std::vector<std::string> ld_cache_paths(const fs::path& root) {
   std::string data = read_file_or_empty(under(root, "/etc/ld.so.cache"));

@@ -682,3 +682,27 @@ TEST_CASE("reports: a file name that is not UTF-8 is shown - JSON and JUnit stay
   CHECK_THAT(junit_xml(r), Catch::Contains(">/usr/bin/t\\xFFx: needs libc.so.6"));
   CHECK_THAT(summary_table(r), Catch::Contains("/usr/bin/t\\xFFx: needs"));
 }
+
+TEST_CASE("a --gpus value is checked on any host", "[verify][gpu]") {
+  for (const char* ok : {"all", "none", "0", "0,1", "GPU-aaaa-bbbb", "1,GPU-aaaa", "MIG-1234"}) {
+    CAPTURE(ok);
+    CHECK_NOTHROW(check_gpu_selection(ok));
+  }
+  auto why = [](const std::string& sel) -> std::string {
+    try {
+      check_gpu_selection(sel);
+    } catch (const Error& e) {
+      CHECK(e.exit_code() == kExitUsage);
+      std::string w = e.what();
+      return w.substr(w.rfind(": ") + 2);
+    }
+    return "accepted";
+  };
+  CHECK(why("") == "it is empty");
+  CHECK(why("0,,1") == "an empty item");
+  CHECK(why("0,") == "an empty item");
+  CHECK(why("0,0") == "'0' twice");
+  CHECK(why("all,1") == "'all' stands alone");
+  CHECK(why(" 1") == "' 1' is neither an index nor a UUID");
+  CHECK(why("0;1") == "'0;1' is neither an index nor a UUID");
+}
