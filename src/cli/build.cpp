@@ -143,6 +143,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
   if (auto g = args.get("--gpus"))
     verify::check_gpu_selection(*g);  // before the build, not after it
+  check_report_files(args);
 
   Context ctx = make_context(args);
   Recipe recipe = load_recipe(args.positional()[0]);

@@ -120,6 +120,9 @@ void push_built_images(const MatrixResult& built, const std::vector<std::vector<
 // Point i's reports go to reports[i] and its counts ("3 passed, 2 skipped")
 // to built.points[i].tests; the failure is returned, for the caller to throw
 // after the summary.
+// Refuses --report and --junit files whose directory does not exist (exit 2),
+// before the tests run rather than after.
+void check_report_files(const Args& args);
 std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
                                 std::vector<std::vector<verify::VerifyReport>>& reports);
 // Pushes each report as an artifact referring to its image in each of its

@@ -84,6 +84,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 verify::VerifyOptions verify_options(const Args& args) {
+  check_report_files(args);
   verify::VerifyOptions o;
   o.gpus = args.get("--gpus").value_or("all");
   verify::check_gpu_selection(o.gpus);
@@ -165,6 +166,19 @@ void write_reports(const std::vector<verify::VerifyReport>& reports, const Args&
 }
 
 }  // namespace
+
+void check_report_files(const Args& args) {
+  for (const char* option : {"--report", "--junit"}) {
+    auto f = args.get(option);
+    if (!f) continue;
+    fs::path dir = fs::path(*f).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(dir.empty() ? "." : dir, ec))
+      throw Error(
+          std::string(option) + " " + *f + ": the directory " + dir.string() + " does not exist",
+          kExitUsage);
+  }
+}
 
 // A report artifact's annotations: its title, and when it was made (UTC, to
 // the millisecond), by which `notes` takes an image's newest report.

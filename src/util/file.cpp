@@ -97,7 +97,17 @@ AtomicFile::AtomicFile(fs::path dest, int mode) : dest_(std::move(dest)) {
       ::fchmod(fd, mode);  // not subject to the umask: the same bytes and modes everywhere
       return;
     }
-    if (errno != EEXIST) throw_errno("create " + temp_.string());
+    // The file the user named, not the temporary one beside it; and a
+    // missing directory said as such.
+    const int err = errno;
+    if (err == EEXIST) continue;
+    std::error_code ec;
+    if (err == ENOENT &&
+        !fs::is_directory(dest_.parent_path().empty() ? "." : dest_.parent_path(), ec))
+      throw Error("cannot write " + dest_.string() + ": the directory " +
+                  dest_.parent_path().string() + " does not exist");
+    errno = err;
+    throw_errno("write " + dest_.string());
   }
   throw Error("create " + temp_.string() + ": too many temporary files");
 }

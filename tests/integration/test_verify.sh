@@ -56,6 +56,15 @@ suite = ET.parse("junit.xml").getroot().find("testsuite")
 assert int(suite.get("failures")) == 0 and int(suite.get("tests")) == len(r["results"])
 PY
 
+check "a --report or --junit into a directory that does not exist is refused before the tests run (exit 2)"
+rc=0; out=$(sb test "$TMP/layout:good" --store "$STORE" --report "$TMP/no-such-dir/r.json" 2>&1) || rc=$?
+[[ $rc == 2 ]] || fail "exit $rc, not 2: $out"
+grep -q "^stackbuild: error: --report $TMP/no-such-dir/r.json: the directory $TMP/no-such-dir does not exist$" <<<"$out" ||
+  fail "the error: $out"
+! grep -q "^passed" <<<"$out" || fail "the tests ran: $out"
+rc=0; out=$(sb test "$TMP/layout:good" --store "$STORE" --junit "$TMP/no-such-dir/j.xml" 2>&1) || rc=$?
+[[ $rc == 2 ]] || fail "--junit: exit $rc, not 2: $out"
+
 check "an arch the binary has no code for fails, naming the file and the arch"
 if out=$(sb test "$TMP/layout:good" --arch 7.5 --store "$STORE"); then fail "sm_75 passed: $out"; fi
 grep -q "/usr/local/bin/kernel: no code for sm_75 (has sm_80 compute_90)" <<<"$out" || fail "unclear arch failure: $out"

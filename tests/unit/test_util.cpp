@@ -386,3 +386,14 @@ TEST_CASE(
   CHECK_THROWS_AS(r.string_or_strings(missing, "'nope'"), InputError);
   CHECK(r.string(inner["b"], "'b'") == "1");
 }
+
+TEST_CASE(
+    "write_file_atomic into a directory that does not exist names the file, not its temporary",
+    "[util][file]") {
+  TempDir tmp;
+  fs::path dest = tmp.path() / "no-such-dir" / "out.json";
+  CHECK_THROWS_WITH(write_file_atomic(dest, "x"),
+                    "cannot write " + dest.string() + ": the directory " +
+                        dest.parent_path().string() + " does not exist");
+  CHECK_FALSE(fs::exists(dest.parent_path()));
+}
