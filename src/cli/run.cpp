@@ -33,6 +33,13 @@ int cmd_run(const std::vector<std::string>& argv) {
   Args args(argv, flags, options, {"--env"});
   if (maybe_help(args, kRunHelp)) return kExitOk;
   if (args.positional().size() < 2) throw Error("run wants LAYOUT[:REF] and a command after --", kExitUsage);
+  // Usage errors before the image is opened and unpacked.
+  if (auto sel = args.get("--gpus")) verify::check_gpu_selection(*sel);
+  if (auto w = args.get("--workdir"); w && (w->empty() || (*w)[0] != '/'))
+    throw Error("--workdir wants an absolute path in the image, not '" + *w + "'", kExitUsage);
+  for (const auto& e : args.all("--env"))
+    if (e.find('=') == std::string::npos || e[0] == '=')
+      throw Error("--env wants KEY=VALUE, not '" + e + "'", kExitUsage);
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
@@ -49,9 +56,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (eq != std::string::npos) o.env[s.substr(0, eq)] = s.substr(eq + 1);
   }
   if (!o.env.count("PATH")) o.env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-  for (const auto& e : args.all("--env")) {
+  for (const auto& e : args.all("--env")) {  // each has a KEY= (checked above)
     auto eq = e.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--env wants KEY=VALUE, not '" + e + "'", kExitUsage);
     o.env[e.substr(0, eq)] = e.substr(eq + 1);
   }
   o.cwd = args.get("--workdir").value_or(config.working_dir.empty() ? "/" : config.working_dir);
@@ -60,7 +66,6 @@ int cmd_run(const std::vector<std::string>& argv) {
 
   std::optional<verify::GpuInjection> gpu;
   if (auto sel = args.get("--gpus")) {
-    verify::check_gpu_selection(*sel);
     gpu = verify::load_cdi("/", *sel);
     if (!gpu) gpu = verify::discover_gpus("/", *sel);
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2016  # the commands in single quotes expand in the image
+# `stackbuild run` (runs as root; skipped otherwise): a command inside an image of a
+# layout, in the build sandbox, with the image config's environment and working
+# directory; --env and --workdir override them; the command's exit status comes
+# back; its writes are thrown away (a second run and the store's unpacked root do
+# not see them); --timeout kills it; usage errors come before the image is unpacked;
+# --gpus on a host without a GPU is a clear error.
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=sandbox_lib.sh
+source "$(dirname "$0")/sandbox_lib.sh"
+require_sandbox
+cd "$TMP"
+
+make_busybox_root base
+mkdir -p base/srv/app
+echo "from the image" >base/srv/app/data.txt
+cat >r.yaml <<'YAML'
+stack: runtest
+layers:
+  - {name: base, copy: [{src: base/, dst: /}]}
+config:
+  env: {PATH: /bin, GREETING: hello}
+  workdir: /srv/app
+tags: ["runtest:1"]
+YAML
+expect_ok build sb build r.yaml -o layout --store "$STORE"
+
+check "the image's environment and working directory; --env and --workdir override them"
+out=$(sb run layout:1 --store "$STORE" -- sh -c 'echo "$GREETING $(pwd) $(cat data.txt)"') ||
+  fail "run failed: $out"
+[[ $out == "hello /srv/app from the image" ]] || fail "got: $out"
+out=$(sb run layout:1 --store "$STORE" --env GREETING=bye --env EXTRA=x=y --workdir /etc -- \
+  sh -c 'echo "$GREETING $EXTRA $(pwd)"') || fail "run with --env failed: $out"
+[[ $out == "bye x=y /etc" ]] || fail "got: $out"
+
+check "the command's exit status comes back"
+rc=0; sb run layout:1 --store "$STORE" -- sh -c 'exit 7' || rc=$?
+[[ $rc == 7 ]] || fail "exit $rc, not 7"
+
+check "a command's writes are thrown away"
+sb run layout:1 --store "$STORE" -- sh -c 'echo written-by-run-7f3a >/srv/app/data.txt; touch /new-file' ||
+  fail "the writing run failed"
+out=$(sb run layout:1 --store "$STORE" -- sh -c 'cat /srv/app/data.txt; ls /new-file 2>&1 || true') ||
+  fail "run failed: $out"
+[[ $out == "from the image"* && $out != *"/new-file"$'\n'* && $out == *"No such file"* ]] ||
+  fail "a write survived: $out"
+! grep -rqs written-by-run-7f3a "$STORE" || fail "the write reached the store"
+
+check "--timeout kills the command"
+t0=$(date +%s)
+rc=0; sb run layout:1 --store "$STORE" --timeout 2 -- sh -c 'sleep 60' >run-timeout.out 2>&1 || rc=$?
+(( rc != 0 && $(date +%s) - t0 < 30 )) || fail "exit $rc after $(($(date +%s) - t0)) s: $(cat run-timeout.out)"
+no_process_matching "sleep 60"
+
+check "usage errors (exit 2) before anything is unpacked"
+rm -rf "$TMP/s2"
+for bad in "--workdir rel" "--env NOEQUALS" "--gpus 0,,1"; do
+  rc=0
+  # shellcheck disable=SC2086  # $bad is two words on purpose
+  out=$(sb run layout:1 --store "$TMP/s2" $bad -- true 2>&1) || rc=$?
+  [[ $rc == 2 ]] || fail "$bad: exit $rc, not 2: $out"
+  grep -q "^stackbuild: error: ${bad%% *} wants" <<<"$out" || fail "$bad: the error: $out"
+done
+[[ ! -e $TMP/s2/roots && -z $(find "$TMP/s2" -name 'root-*' 2>/dev/null) ]] || fail "an image was unpacked"
+
+if [[ ! -e /dev/nvidiactl ]]; then
+  check "--gpus on a host without a GPU says so"
+  rc=0; out=$(sb run layout:1 --store "$STORE" --gpus all -- true 2>&1) || rc=$?
+  [[ $rc != 0 ]] || fail "--gpus all ran without a GPU"
+  grep -q "this host has no NVIDIA GPU" <<<"$out" || fail "the error: $out"
+fi
+pass
