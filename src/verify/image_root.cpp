@@ -8,7 +8,8 @@
 
 namespace sb::verify {
 
-std::optional<fs::path> ImageRoot::resolve(const std::string& p) const {
+std::optional<std::vector<std::string>> ImageRoot::walk(const std::string& p,
+                                                        bool missing_ok) const {
   std::vector<std::string> todo;  // a stack of components, next at the back
   auto push_path = [&](const std::string& s) {
     std::vector<std::string> parts;
@@ -23,6 +24,7 @@ std::optional<fs::path> ImageRoot::resolve(const std::string& p) const {
   };
   push_path(p);
   std::vector<std::string> real;
+  size_t missing_from = std::string::npos;  // real[i] for i >= this does not exist
   int hops = 0;
   while (!todo.empty()) {
     std::string c = todo.back();
@@ -30,6 +32,12 @@ std::optional<fs::path> ImageRoot::resolve(const std::string& p) const {
     if (c == ".") continue;
     if (c == "..") {
       if (!real.empty()) real.pop_back();
+      if (missing_from != std::string::npos && real.size() <= missing_from)
+        missing_from = std::string::npos;
+      continue;
+    }
+    if (missing_from != std::string::npos) {  // under a missing directory: nothing to look at
+      real.push_back(c);
       continue;
     }
     fs::path host = root_;
@@ -37,20 +45,43 @@ std::optional<fs::path> ImageRoot::resolve(const std::string& p) const {
     host /= c;
     std::error_code ec;
     auto st = fs::symlink_status(host, ec);
-    if (ec || !fs::exists(st)) return std::nullopt;
+    if (ec || !fs::exists(st)) {
+      if (!missing_ok) return std::nullopt;
+      missing_from = real.size();
+      real.push_back(c);
+      continue;
+    }
     if (fs::is_symlink(st)) {
-      if (++hops > 40) return std::nullopt;
       std::string target = fs::read_symlink(host, ec).string();
-      if (ec) return std::nullopt;
+      if (ec || ++hops > 40) {
+        if (!missing_ok) return std::nullopt;
+        missing_from =
+            real.size();  // a loop or an unreadable link: the link itself, not through it
+        real.push_back(c);
+        continue;
+      }
       if (!target.empty() && target[0] == '/') real.clear();
       push_path(target);
       continue;
     }
     real.push_back(c);
   }
+  return real;
+}
+
+std::optional<fs::path> ImageRoot::resolve(const std::string& p) const {
+  auto real = walk(p, false);
+  if (!real) return std::nullopt;
   fs::path out = root_;
-  for (const auto& r : real) out /= r;
+  for (const auto& r : *real) out /= r;
   return out;
+}
+
+std::string ImageRoot::mount_path(const std::string& p) const {
+  const std::vector<std::string> real = *walk(p, true);  // never nullopt with missing_ok
+  std::string out;
+  for (const auto& r : real) out += "/" + r;
+  return out.empty() ? "/" : out;
 }
 
 std::string ImageRoot::image_path(const fs::path& host) const {

@@ -20,6 +20,12 @@ class ImageRoot {
   // The host path of image path `p` (absolute, e.g. "/usr/lib/libx.so"), with
   // every symlink followed inside the root; nullopt when it does not exist.
   std::optional<fs::path> resolve(const std::string& p) const;
+  // The image path a mount on image path `p` lands on: the symlinks of the
+  // components that exist followed as for resolve(), the rest taken as
+  // written ("/lib/firmware/nvidia/x" -> "/usr/lib/firmware/nvidia/x" where
+  // /lib -> usr/lib), as runc's securejoin does. Never outside the root; a
+  // symlink loop ends it where it is.
+  std::string mount_path(const std::string& p) const;
   // The image path of a host path under the root: root/usr/bin/x -> /usr/bin/x.
   std::string image_path(const fs::path& host) const;
 
@@ -28,6 +34,10 @@ class ImageRoot {
   std::vector<std::string> linker_dirs() const;
 
  private:
+  // The components `p` names under the root; a missing one ends the walk
+  // (nullopt) unless `missing_ok`, when it and the rest are taken as written.
+  std::optional<std::vector<std::string>> walk(const std::string& p, bool missing_ok) const;
+
   fs::path root_;
 };
 

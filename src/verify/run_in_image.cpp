@@ -21,7 +21,11 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
   spec.mounts = o.mounts;
 
   if (o.gpu) {
-    for (const auto& m : o.gpu->mounts) spec.mounts.push_back({o.host_root / m.host_path, m.container_path, true});
+    // Each where the image's own symlinks take it: /lib/firmware/... lands in
+    // /usr/lib/firmware/... of a merged-/usr image, rather than a mount point
+    // directory made at /lib hiding the image's /lib -> usr/lib.
+    for (const auto& m : o.gpu->mounts)
+      spec.mounts.push_back({o.host_root / m.host_path, root.mount_path(m.container_path), true});
     for (const auto& node : o.gpu->device_nodes)
       if (node.rfind("/dev/", 0) == 0) spec.devices.push_back(node.substr(5));
     for (const auto& e : o.gpu->env) {

@@ -706,3 +706,27 @@ TEST_CASE("a --gpus value is checked on any host", "[verify][gpu]") {
   CHECK(why(" 1") == "' 1' is neither an index nor a UUID");
   CHECK(why("0;1") == "'0;1' is neither an index nor a UUID");
 }
+
+TEST_CASE("a GPU mount lands where the image's symlinks take it, never outside the root", "[verify][gpu]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  fs::create_directories(root / "usr/lib/x86_64-linux-gnu");
+  fs::create_directories(root / "usr/bin");
+  fs::create_symlink("usr/lib", root / "lib");  // merged /usr
+  fs::create_symlink("/usr/bin", root / "bin");
+  fs::create_symlink("../../../../..", root / "usr/lib/up");
+  fs::create_symlink("loop2", root / "usr/lib/loop1");
+  fs::create_symlink("loop1", root / "usr/lib/loop2");
+  ImageRoot image(root);
+  // Before, /lib/firmware/... made a mount point directory /lib over the
+  // image's /lib -> usr/lib link, hiding everything the image has in it.
+  CHECK(image.mount_path("/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin") ==
+        "/usr/lib/firmware/nvidia/550.54.15/gsp_ga10x.bin");
+  CHECK(image.mount_path("/lib/x86_64-linux-gnu/libcuda.so.550.54.15") ==
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.15");
+  CHECK(image.mount_path("/bin/nvidia-smi") == "/usr/bin/nvidia-smi");
+  CHECK(image.mount_path("/usr/lib/up/etc/passwd") == "/etc/passwd");  // '..' stops at the root
+  CHECK(image.mount_path("/opt/a/../b/c") == "/opt/b/c");              // missing, then '..'
+  CHECK(image.mount_path("/usr/lib/loop1/x") == "/usr/lib/loop1/x");   // a loop: the link itself
+  CHECK(image.mount_path("/") == "/");
+}
