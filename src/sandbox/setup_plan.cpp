@@ -58,14 +58,14 @@ class StubMaker {
       bool file = leaf_file && i == comps.size();
       struct stat st;
       if (::lstat(p.c_str(), &st) == 0) {
-        if (S_ISLNK(st.st_mode))
-          throw Error("sandbox mount point " + rel + " goes through the symlink " + sub +
-                      " in the root");
-        if (!file && !S_ISDIR(st.st_mode))
-          throw Error("sandbox mount point " + rel + ": " + sub +
-                      " is not a directory in the root");
+        check(st, rel, sub, file);
         continue;
       }
+      // In overlay mode `base_` holds only the stubs: what the step sees at
+      // `sub` is the topmost lower's entry. A stub directory made above a
+      // lower symlink would hide it (a mount on /lib/x in a merged-/usr image
+      // would replace its /lib -> usr/lib with a directory holding x alone).
+      if (const struct stat* below = topmost_lower(sub, st)) check(*below, rel, sub, file);
       if (file) {
         UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
         if (fd.get() < 0) throw_errno("create " + p.string());
@@ -101,6 +101,26 @@ class StubMaker {
   std::vector<fs::path> created() const { return created_; }
 
  private:
+  static void check(const struct stat& st, const std::string& rel, const std::string& sub,
+                    bool file) {
+    if (S_ISLNK(st.st_mode))
+      throw Error("sandbox mount point " + rel + " goes through the symlink " + sub +
+                  " in the root");
+    if (!file && !S_ISDIR(st.st_mode))
+      throw Error("sandbox mount point " + rel + ": " + sub + " is not a directory in the root");
+  }
+
+  // The entry at `sub` of the topmost lower that has one, in `st`; null when
+  // none has, or the topmost one's is a whiteout (a deletion: nothing there).
+  const struct stat* topmost_lower(const std::string& sub, struct stat& st) const {
+    for (const auto& lower : lowers_) {
+      if (::lstat((lower / sub.substr(1)).c_str(), &st) != 0) continue;
+      if (S_ISCHR(st.st_mode) && st.st_rdev == 0) return nullptr;
+      return &st;
+    }
+    return nullptr;
+  }
+
   fs::path base_;
   std::vector<fs::path> lowers_;
   bool record_;

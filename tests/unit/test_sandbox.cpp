@@ -174,4 +174,21 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
                     Catch::Contains("goes through the symlink /opt/link"));
   r.mounts = {{tmp.path() / "cache", "/opt/../etc", false}};
   CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false), Catch::Contains("'..'"));
+
+  // Overlay mode: the same for a symlink of a lower layer. Before, a stub
+  // directory /opt/link was made above it, hiding the link from the step.
+  sandbox::SandboxSpec o = s;
+  o.scratch = tmp.path() / "scratch2";
+  o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(o, false),
+                    Catch::Contains("goes through the symlink /opt/link"));
+  // ... unless a higher layer deleted it (a whiteout): then nothing is there.
+  fs::path upper_layer = tmp.path() / "lower2";
+  fs::create_directories(upper_layer / "opt");
+  if (::mknod((upper_layer / "opt/link").c_str(), S_IFCHR | 0600, 0) == 0) {
+    o.lower = {lower, upper_layer};  // bottom first
+    o.scratch = tmp.path() / "scratch3";
+    CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, false));
+    CHECK(fs::is_directory(o.scratch / "stubs/opt/link/cache"));
+  }
 }
