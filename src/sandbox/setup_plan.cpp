@@ -220,9 +220,21 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
        "mount /proc"});
   add({Op::Mount, "tmpfs", root + "/dev", "tmpfs", "mode=0755,size=65536k", MS_NOSUID | MS_NOEXEC,
        0, "mount /dev"});
+  // Device nodes, also in directories of /dev: a CDI spec of nvidia-ctk names
+  // the GPUs' /dev/dri/card1 and /dev/dri/renderD128 beside /dev/nvidia0.
+  std::set<std::string> dev_dirs;
   for (const auto& d : spec.devices) {
-    if (d.empty() || d.find('/') != std::string::npos || d == "." || d == "..")
-      throw Error("sandbox: bad device name '" + d + "'");
+    std::vector<std::string> comps;
+    try {
+      comps = components(d);
+    } catch (const Error&) {
+    }
+    if (comps.empty() || join(comps, comps.size()) != "/" + d)
+      throw Error("sandbox: bad device name '" + d +
+                  "' (want a path under /dev such as nvidia0 or dri/card1)");
+    for (size_t i = 1; i < comps.size(); ++i)
+      if (std::string dir = join(comps, i); dev_dirs.insert(dir).second)
+        add({Op::Mkdir, "", root + "/dev" + dir, "", "", 0, 0755, "mkdir /dev" + dir});
     add({Op::Touch, "", root + "/dev/" + d, "", "", 0, 0, "create /dev/" + d});
     add({Op::Mount, "/dev/" + d, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
   }

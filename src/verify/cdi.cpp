@@ -144,6 +144,19 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
           apply_edits(r, d["containerEdits"], g);
         }
       }
+      // A node the spec names that this host lacks (a spec generated before a
+      // GPU went, or on another machine) is left out, as discovery does,
+      // rather than failing every GPU test at the bind.
+      std::vector<std::string> present;
+      for (const auto& n : g.device_nodes) {
+        std::error_code ec;
+        if (fs::exists(under(root, n), ec))
+          present.push_back(n);
+        else
+          g.warnings.push_back(n + " (in " + g.source.substr(4) +
+                               ") is missing on this host: not injected");
+      }
+      g.device_nodes = present;
       for (const auto& e : g.env)
         if (e.rfind("NVIDIA_DRIVER_VERSION=", 0) == 0) g.driver_version = e.substr(22);
       if (g.driver_version.empty()) g.driver_version = host_driver_version(root);

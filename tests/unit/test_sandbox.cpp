@@ -192,3 +192,42 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
     CHECK(fs::is_directory(o.scratch / "stubs/opt/link/cache"));
   }
 }
+
+TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev/dri/card1)",
+          "[sandbox][setup]") {
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower";
+  fs::create_directories(lower);
+  sandbox::SandboxSpec s;
+  s.lower = {lower};
+  s.upper = tmp.path() / "upper";
+  s.work = tmp.path() / "work";
+  s.scratch = tmp.path() / "scratch";
+  s.argv = {"true"};
+  // Before, any name with a '/' was refused, so a GPU test under an
+  // nvidia-ctk spec failed with "sandbox: bad device name 'dri/card1'".
+  s.devices = {"nvidia0", "dri/card1", "dri/renderD128"};
+  auto plan = sandbox::detail::make_setup_plan(s, false);
+  std::vector<std::string> made;
+  for (const auto& op : plan.ops) {
+    if (op.b.find("/dev/") == std::string::npos || op.b.ends_with("/dev/pts") ||
+        op.b.ends_with("/dev/shm"))
+      continue;
+    std::string dev = op.b.substr(op.b.find("/dev/"));
+    if (op.kind == sandbox::detail::Op::Mkdir) made.push_back("mkdir " + dev);
+    if (op.kind == sandbox::detail::Op::Touch) made.push_back("touch " + dev);
+    if (op.kind == sandbox::detail::Op::Mount && op.a == dev) made.push_back("bind " + dev);
+  }
+  CHECK(made == std::vector<std::string>{"touch /dev/nvidia0", "bind /dev/nvidia0",
+                                         "mkdir /dev/dri", "touch /dev/dri/card1",
+                                         "bind /dev/dri/card1", "touch /dev/dri/renderD128",
+                                         "bind /dev/dri/renderD128"});
+  for (const char* bad :
+       {"", "/nvidia0", "../nvidia0", "dri/../../etc", "dri//card1", "dri/./card1", "dri/"}) {
+    CAPTURE(bad);
+    s.devices = {bad};
+    s.scratch = tmp.path() / ("scratch-" + std::to_string(std::hash<std::string>{}(bad)));
+    CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+                      Catch::Contains("bad device name"));
+  }
+}

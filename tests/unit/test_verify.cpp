@@ -163,6 +163,16 @@ TEST_CASE("a CDI spec: a device with no deviceNodes reads, a bad path is refused
   REQUIRE(no_nodes->gpus.size() == 2);
   CHECK(no_nodes->gpus[1].minor == 1);
   CHECK(no_nodes->env == std::vector<std::string>{"A=1"});
+  // Nodes this host lacks are left out with a warning; nested ones (nvidia-ctk's /dev/dri) stay.
+  test::write(root / "dev/dri/card1", "");
+  auto nested = load(
+      "devices:\n  - {name: \"0\", containerEdits: {deviceNodes: [{path: /dev/nvidia0}, "
+      "{path: /dev/dri/card1}, {path: /dev/dri/renderD128}]}}\n");
+  REQUIRE(nested);
+  CHECK(nested->device_nodes == std::vector<std::string>{"/dev/nvidia0", "/dev/dri/card1"});
+  CHECK(nested->warnings ==
+        std::vector<std::string>{
+            "/dev/dri/renderD128 (in /etc/cdi/nvidia.yaml) is missing on this host: not injected"});
 
   auto refused = [&](const std::string& spec) -> std::string {
     try {
