@@ -36,7 +36,9 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   auto found = verify::load_cdi(root, sel);
   if (!found) found = verify::discover_gpus(root, sel);
   if (!found) {
-    printf("no NVIDIA driver on this host (no CDI spec, no /proc/driver/nvidia/version)\n");
+    printf(
+        "no NVIDIA driver on this host (no CDI spec, no /proc/driver/nvidia/version, no "
+        "/dev/nvidiactl with a libcuda.so)\n");
     return kExitOk;
   }
   const auto& g = *found;

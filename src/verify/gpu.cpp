@@ -12,6 +12,44 @@
 
 namespace sb::verify {
 
+namespace {
+
+// (soname or file name) -> image path, from the host's /etc/ld.so.cache.
+std::vector<std::string> ld_cache_paths(const fs::path& root) {
+  std::string data = read_file_or_empty(under(root, "/etc/ld.so.cache"));
+  const char magic[] = "glibc-ld.so.cache1.1";
+  size_t base = data.find(magic);
+  std::vector<std::string> out;
+  if (base == std::string::npos || base + 48 > data.size()) return out;
+  uint32_t nlibs;
+  std::memcpy(&nlibs, data.data() + base + 20, 4);
+  for (uint32_t i = 0; i < nlibs; ++i) {
+    size_t e = base + 48 + static_cast<size_t>(i) * 24;
+    if (e + 24 > data.size()) break;
+    uint32_t value;
+    std::memcpy(&value, data.data() + e + 8, 4);
+    if (base + value >= data.size()) continue;
+    out.emplace_back(data.c_str() + base + value);
+  }
+  return out;
+}
+
+// The files of the linker cache and the usual driver directories, as image
+// paths, where the driver's libraries are looked for.
+std::vector<std::string> driver_file_candidates(const fs::path& root) {
+  std::vector<std::string> candidates = ld_cache_paths(root);
+  for (const char* dir :
+       {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/nvidia/lib64",
+        "/usr/local/nvidia/lib", "/usr/lib/aarch64-linux-gnu"}) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(under(root, dir), ec))
+      candidates.push_back(std::string(dir) + "/" + e.path().filename().string());
+  }
+  return candidates;
+}
+
+}  // namespace
+
 std::string host_driver_version(const fs::path& root) {
   static const std::regex re(R"(Kernel Module\s+(?:for\s+\S+\s+)?(\d+\.\d+(?:\.\d+)?))");
   std::smatch m;
@@ -19,7 +57,17 @@ std::string host_driver_version(const fs::path& root) {
   if (std::regex_search(text, m, re)) return m[1];
   std::string sys = read_file_or_empty(under(root, "/sys/module/nvidia/version"));
   sys.erase(sys.find_last_not_of(" \n") + 1);
-  return sys;
+  if (!sys.empty() || !fs::exists(under(root, "/dev/nvidiactl"))) return sys;
+  // A container may see the driver's device nodes and libraries but not the
+  // kernel's files: the version of the installed libcuda.so, when only one is.
+  static const std::regex lib(R"(libcuda\.so\.(\d+\.\d+(?:\.\d+)?))");
+  std::set<std::string> versions;
+  for (const auto& c : driver_file_candidates(root)) {
+    std::smatch m;
+    std::string name = fs::path(c).filename().string();
+    if (std::regex_match(name, m, lib) && fs::exists(under(root, c))) versions.insert(m[1]);
+  }
+  return versions.size() == 1 ? *versions.begin() : "";
 }
 
 std::vector<GpuDevice> host_gpus(const fs::path& root) {
@@ -42,6 +90,17 @@ std::vector<GpuDevice> host_gpus(const fs::path& root) {
       if (key == "Device Minor") g.minor = std::atoi(value.c_str());
     }
     if (g.minor >= 0) out.push_back(g);
+  }
+  if (out.empty()) {  // /proc/driver/nvidia not visible: the GPUs' device nodes
+    for (const auto& e : fs::directory_iterator(under(root, "/dev"), ec)) {
+      std::string name = e.path().filename().string();
+      if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+          name.find_first_not_of("0123456789", 6) == std::string::npos) {
+        GpuDevice g;
+        g.minor = std::atoi(name.c_str() + 6);
+        out.push_back(g);
+      }
+    }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.minor < b.minor; });
   for (size_t i = 0; i < out.size(); ++i) out[i].index = static_cast<int>(i);
@@ -98,30 +157,6 @@ void check_gpu_selection(const std::string& selection) {
   }
 }
 
-namespace {
-
-// (soname or file name) -> image path, from the host's /etc/ld.so.cache.
-std::vector<std::string> ld_cache_paths(const fs::path& root) {
-  std::string data = read_file_or_empty(under(root, "/etc/ld.so.cache"));
-  const char magic[] = "glibc-ld.so.cache1.1";
-  size_t base = data.find(magic);
-  std::vector<std::string> out;
-  if (base == std::string::npos || base + 48 > data.size()) return out;
-  uint32_t nlibs;
-  std::memcpy(&nlibs, data.data() + base + 20, 4);
-  for (uint32_t i = 0; i < nlibs; ++i) {
-    size_t e = base + 48 + static_cast<size_t>(i) * 24;
-    if (e + 24 > data.size()) break;
-    uint32_t value;
-    std::memcpy(&value, data.data() + e + 8, 4);
-    if (base + value >= data.size()) continue;
-    out.emplace_back(data.c_str() + base + value);
-  }
-  return out;
-}
-
-}  // namespace
-
 const std::vector<std::string>& driver_library_names() {
   static const std::vector<std::string> names = {
       "libcuda.so",          "libcudadebugger.so",       "libnvidia-ml.so",     "libnvidia-cfg.so",
@@ -149,6 +184,10 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
   g.source = "discovered";
   g.driver_version = version;
   g.gpus = select(host_gpus(root), selection);
+  if (!fs::exists(under(root, "/proc/driver/nvidia/version")) &&
+      !fs::exists(under(root, "/sys/module/nvidia/version")))
+    g.warnings.push_back("the kernel's /proc/driver/nvidia is not visible here: driver " + version +
+                         " is the installed libcuda.so's, and the GPUs are the /dev/nvidiaN nodes");
 
   for (const auto& gpu : g.gpus) {
     std::string node = "/dev/nvidia" + std::to_string(gpu.minor);
@@ -166,13 +205,7 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
 
   // Libraries: the file whose suffix is exactly the running driver's version,
   // from the linker cache first, then the usual driver directories.
-  std::vector<std::string> candidates = ld_cache_paths(root);
-  for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/nvidia/lib64",
-                          "/usr/local/nvidia/lib", "/usr/lib/aarch64-linux-gnu"}) {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(under(root, dir), ec))
-      candidates.push_back(std::string(dir) + "/" + e.path().filename().string());
-  }
+  std::vector<std::string> candidates = driver_file_candidates(root);
   std::set<std::string> taken;
   for (const auto& name : driver_library_names()) {
     std::string want = name + "." + version;

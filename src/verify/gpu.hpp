@@ -57,11 +57,14 @@ void check_gpu_selection(const std::string& selection);
 std::optional<GpuInjection> discover_gpus(const fs::path& host_root, const std::string& selection = "all");
 
 // The running driver's version from host_root's /proc/driver/nvidia/version
-// (else /sys/module/nvidia/version); empty when there is no driver.
+// (else /sys/module/nvidia/version; else, where /dev/nvidiactl exists but the
+// kernel's files are not visible, as in some containers, the suffix of the
+// one libcuda.so.X.Y.Z version installed); empty when there is no driver.
 std::string host_driver_version(const fs::path& host_root);
 
 // The host's GPUs from /proc/driver/nvidia/gpus/*/information, indexed in
-// the order of their minor numbers.
+// the order of their minor numbers; where /proc has none, one per
+// /dev/nvidiaN node (no UUID or model).
 std::vector<GpuDevice> host_gpus(const fs::path& host_root);
 
 // Reads the first CDI spec for kind nvidia.com/gpu under host_root's /etc/cdi

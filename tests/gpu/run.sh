@@ -97,6 +97,19 @@ echo "gpu check: stackbuild from ${bundle:-$SB}"
 cat "$work/gpu.json"
 has_gpu=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(1 if d.get("gpus") else 0)' "$work/gpu.json" 2>/dev/null || echo 0)
 cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' ')
+# stackbuild must see the GPUs nvidia-smi sees: were discovery to miss them
+# here, every GPU test would be skipped and the run would read as "no GPU".
+smi_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+if [[ ${smi_count:-0} -gt 0 ]]; then
+  sb_count=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1])).get("gpus", [])))' "$work/gpu.json" 2>/dev/null || echo 0)
+  if [[ "$sb_count" == "$smi_count" ]]; then
+    result "stackbuild gpu finds the GPUs nvidia-smi lists" passed "$smi_count"
+  else
+    result "stackbuild gpu finds the GPUs nvidia-smi lists" failed \
+      "nvidia-smi -L lists $smi_count, stackbuild gpu found $sb_count: $(head -c 2000 "$work/gpu.json")"
+    [[ "$has_gpu" == 1 ]] || finish 1
+  fi
+fi
 cc=${cc:-9.0}
 sm=${cc/./}
 

@@ -740,3 +740,31 @@ TEST_CASE("a GPU mount lands where the image's symlinks take it, never outside t
   CHECK(image.mount_path("/usr/lib/loop1/x") == "/usr/lib/loop1/x");   // a loop: the link itself
   CHECK(image.mount_path("/") == "/");
 }
+
+TEST_CASE(
+    "discovery where /proc/driver/nvidia is not visible: libcuda's version, the /dev/nvidiaN nodes",
+    "[verify][gpu]") {
+  TempDir dir;
+  fs::path root = dir.path() / "host";
+  for (const char* n : {"dev/nvidiactl", "dev/nvidia-uvm", "dev/nvidia0", "dev/nvidia2"})
+    test::write(root / n, "");
+  test::write(root / "usr/local/nvidia/lib64/libcuda.so.550.54.15", "");
+  test::write(root / "usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15", "");
+  auto g = discover_gpus(root);
+  REQUIRE(g);
+  CHECK(g->driver_version == "550.54.15");
+  REQUIRE(g->gpus.size() == 2);
+  CHECK(g->gpus[1].index == 1);
+  CHECK(g->gpus[1].minor == 2);
+  CHECK(std::count(g->device_nodes.begin(), g->device_nodes.end(), "/dev/nvidia2") == 1);
+  CHECK(g->mounts.size() == 2);
+  REQUIRE(g->warnings.size() == 1);
+  CHECK_THAT(g->warnings[0], Catch::Contains("/proc/driver/nvidia is not visible"));
+  // Two driver versions side by side: which one runs cannot be told; no driver.
+  test::write(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "");
+  CHECK_FALSE(discover_gpus(root));
+  // Without /dev/nvidiactl a libcuda.so (a toolkit's stub, a copied file) is no driver.
+  fs::remove(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05");
+  fs::remove(root / "dev/nvidiactl");
+  CHECK_FALSE(discover_gpus(root));
+}
