@@ -156,10 +156,34 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
   }
 }
 
+// Refuses a field of an auth file that has the wrong type, as skopeo and
+// docker do (Go's decoding fails on it), rather than going on without a
+// login and meeting a 401 that does not say why. It names the value's kind
+// alone: the file holds secrets, which are never printed.
+void wrong_type(const std::string& shown, const std::string& field, const json& v,
+                const char* want) {
+  const char* kind = v.is_array()     ? "a list"
+                     : v.is_object()  ? "an object"
+                     : v.is_boolean() ? "a boolean"
+                     : v.is_number()  ? "a number"
+                                      : "a string";
+  throw Error(shown + ": " + field + " is " + kind + ", not " + want);
+}
+
+// Every auths entry, whichever registry it is for, as Go decodes the file.
+void check_entry(const json& entry, const std::string& key, const std::string& shown) {
+  const std::string field = "auths[\"" + key + "\"]";
+  if (!entry.is_object()) wrong_type(shown, field, entry, "an object");
+  for (const char* k : {"auth", "username", "password", "identitytoken", "email"})
+    if (entry.contains(k) && !entry[k].is_string() && !entry[k].is_null())
+      wrong_type(shown, field + "." + k, entry[k], "a string");
+}
+
 // An auths entry's login: "auth" (base64 USER:PASSWORD) or username and
 // password; with an "identitytoken", that token in place of the password.
-std::optional<Credentials> entry_login(const json& entry, const std::string& key, const std::string& shown) {
-  if (!entry.is_object()) return std::nullopt;
+// The entry passed check_entry().
+std::optional<Credentials> entry_login(const json& entry, const std::string& key,
+                                       const std::string& shown) {
   auto text = [&](const char* k) { return entry.contains(k) && entry[k].is_string() ? entry[k].get<std::string>() : ""; };
   Credentials c{"", "", shown, text("identitytoken")};
   if (!text("auth").empty()) {
@@ -195,15 +219,27 @@ std::optional<Credentials> from_file(const AuthFile& f, const std::string& regis
   if (!cfg.is_object()) throw Error(f.shown + " is not a JSON object");
   const std::string& host = names.back();
   if (!f.legacy) {
-    json helpers = cfg.value("credHelpers", json::object());
-    if (helpers.is_object())
-      for (const auto& [key, helper] : helpers.items())
-        if (normalize_key(key) == host && helper.is_string()) return from_helper(helper.get<std::string>(), registry, o);
-    if (f.docker && cfg.contains("credsStore") && cfg["credsStore"].is_string())
+    if (cfg.contains("credHelpers") && !cfg["credHelpers"].is_null()) {
+      const json& helpers = cfg["credHelpers"];
+      if (!helpers.is_object()) wrong_type(f.shown, "credHelpers", helpers, "an object");
+      for (const auto& [key, helper] : helpers.items()) {
+        if (!helper.is_string())
+          wrong_type(f.shown, "credHelpers[\"" + key + "\"]", helper, "a string");
+        if (normalize_key(key) == host) return from_helper(helper.get<std::string>(), registry, o);
+      }
+    }
+    if (f.docker && cfg.contains("credsStore") && !cfg["credsStore"].is_null()) {
+      if (!cfg["credsStore"].is_string())
+        wrong_type(f.shown, "credsStore", cfg["credsStore"], "a string");
       if (auto c = from_helper(cfg["credsStore"].get<std::string>(), registry, o)) return c;
+    }
   }
-  json auths = f.legacy ? cfg : cfg.value("auths", json::object());
-  if (!auths.is_object()) return std::nullopt;
+  const json none = json::object();
+  const json& auths = f.legacy                                           ? cfg
+                      : cfg.contains("auths") && !cfg["auths"].is_null() ? cfg["auths"]
+                                                                         : none;
+  if (!auths.is_object()) wrong_type(f.shown, "auths", auths, "an object");
+  for (const auto& [key, entry] : auths.items()) check_entry(entry, key, f.shown);
   for (const auto& want : names)
     for (const auto& [key, entry] : auths.items())
       if (normalize_key(key) == want)

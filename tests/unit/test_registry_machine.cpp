@@ -395,3 +395,40 @@ TEST_CASE("policy.json: the most specific docker scope decides - signatures aske
   test::write(t.path() / "home/.config/containers/policy.json", R"({"default": [{"type": "insecureAcceptAnything"}]})");
   CHECK_NOTHROW(Policy::load(m)->check(Reference::parse("x.io/y")));
 }
+
+TEST_CASE("auth files: a field of the wrong type is refused, naming it, never its value",
+          "[registry][machine]") {
+  TempDir t;
+  CredentialOptions o;
+  o.root = t.path() / "root";
+  o.env = {{"HOME", (t.path() / "home").string()},
+           {"REGISTRY_AUTH_FILE", (t.path() / "auth.json").string()}};
+  const std::string file = (t.path() / "auth.json").string();
+  auto refused = [&](const std::string& doc) -> std::string {
+    test::write(t.path() / "auth.json", doc);
+    try {
+      auto c = find_credentials("reg.io", "team/app", o);
+      return c ? "login " + c->username : "anonymous";
+    } catch (const Error& e) {
+      return e.what();
+    }
+  };
+  // Each of these used to be skipped without a word: the pull went on
+  // anonymously and met a 401 that did not say why. skopeo refuses them too.
+  CHECK(refused(R"({"auths": []})") == file + ": auths is a list, not an object");
+  CHECK(refused(R"({"auths": {"reg.io": {"auth": 5}}})") ==
+        file + ": auths[\"reg.io\"].auth is a number, not a string");
+  CHECK(refused(R"({"auths": {"reg.io": "dTpw"}})") ==
+        file + ": auths[\"reg.io\"] is a string, not an object");
+  CHECK(refused(R"({"auths": {"other.io": {"password": ["hunter2"]}}})") ==
+        file + ": auths[\"other.io\"].password is a list, not a string");  // any entry; the secret
+                                                                           // is not shown
+  CHECK(refused(R"({"credHelpers": {"reg.io": 5}})") ==
+        file + ": credHelpers[\"reg.io\"] is a number, not a string");
+  CHECK(refused(R"({"credHelpers": []})") == file + ": credHelpers is a list, not an object");
+  // null is absent, as in Go; other keys of the file are not this reader's business.
+  CHECK(
+      refused(
+          R"({"auths": {"reg.io": {"auth": "dTpw", "email": null}}, "credHelpers": null, "psFormat": 5})") ==
+      "login u");
+}
