@@ -13,7 +13,8 @@ const char* const kGpuHelp =
     "the selected GPUs, device nodes, and the driver's libraries, binaries and firmware\n"
     "(read-only mounts). A CDI spec for nvidia.com/gpu in /etc/cdi or /var/run/cdi is used\n"
     "when there is one; otherwise the driver is discovered the way libnvidia-container does.\n"
-    "Exits 0 with \"no NVIDIA driver\" on a host without one.\n"
+    "Exits 0 with \"no NVIDIA driver\" on a host without one (with --json: no GPUs and that as a\n"
+    "warning; with --cdi: exit 1, there being no spec to write).\n"
     "\n"
     "options:\n"
     "  --gpus SEL         all (default), none, indices (0,1) or GPU UUIDs\n"
@@ -36,9 +37,23 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   auto found = verify::load_cdi(root, sel);
   if (!found) found = verify::discover_gpus(root, sel);
   if (!found) {
-    printf(
+    const char* none =
         "no NVIDIA driver on this host (no CDI spec, no /proc/driver/nvidia/version, no "
-        "/dev/nvidiactl with a libcuda.so)\n");
+        "/dev/nvidiactl with a libcuda.so)";
+    // --json stays JSON for scripts; --cdi has no spec to write.
+    if (args.has("--cdi")) throw Error(std::string(none) + ": no CDI spec to write");
+    if (args.has("--json")) {
+      nlohmann::json j{{"source", nullptr},
+                       {"driver_version", ""},
+                       {"gpus", nlohmann::json::array()},
+                       {"device_nodes", nlohmann::json::array()},
+                       {"mounts", nlohmann::json::array()},
+                       {"env", nlohmann::json::array()},
+                       {"warnings", nlohmann::json::array({none})}};
+      printf("%s\n", j.dump(2).c_str());
+    } else {
+      printf("%s\n", none);
+    }
     return kExitOk;
   }
   const auto& g = *found;

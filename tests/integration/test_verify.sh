@@ -72,4 +72,13 @@ grep -q "/usr/local/bin/kernel: no code for sm_75 (has sm_80 compute_90)" <<<"$o
 check "an image missing a library fails, naming the file and the library"
 if out=$(sb test "$TMP/layout:nolibc" --store "$STORE"); then fail "an image without libc passed: $out"; fi
 grep -q "/usr/local/bin/kernel: needs libc.so.6, which is not in the image" <<<"$out" || fail "unclear library failure: $out"
+
+if [[ ! -e /dev/nvidiactl && ! -e /proc/driver/nvidia/version ]]; then
+  check "without a GPU: gpu --json is still JSON (no GPUs, a warning); gpu --cdi has nothing to write (exit 1)"
+  out=$("$SB" gpu --json) || fail "gpu --json failed: $out"
+  python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["gpus"] == [] and j["source"] is None and "no NVIDIA driver" in j["warnings"][0], j' "$out" ||
+    fail "gpu --json: $out"
+  rc=0; out=$("$SB" gpu --cdi 2>&1) || rc=$?
+  [[ $rc == 1 ]] && grep -q "no CDI spec to write" <<<"$out" || fail "gpu --cdi: exit $rc: $out"
+fi
 pass
