@@ -63,9 +63,12 @@ class StubMaker {
       }
       // In overlay mode `base_` holds only the stubs: what the step sees at
       // `sub` is the topmost lower's entry. A stub directory made above a
-      // lower symlink would hide it (a mount on /lib/x in a merged-/usr image
-      // would replace its /lib -> usr/lib with a directory holding x alone).
-      if (const struct stat* below = topmost_lower(sub, st)) check(*below, rel, sub, file);
+      // lower symlink would hide it and all under it (a mount on /lib/x in a
+      // merged-/usr image would replace its /lib -> usr/lib with a directory
+      // holding x alone). The mount point itself may shadow a link: that is
+      // what a mount does (an image's /etc/resolv.conf -> ../run/... link).
+      if (i < comps.size())
+        if (const struct stat* below = topmost_lower(sub, st)) check(*below, rel, sub, file);
       if (file) {
         UniqueFd fd(::open(p.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
         if (fd.get() < 0) throw_errno("create " + p.string());

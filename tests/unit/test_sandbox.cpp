@@ -182,6 +182,15 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
   CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(o, false),
                     Catch::Contains("goes through the symlink /opt/link"));
+  // The mount point itself may be a link of a lower layer: the mount replaces
+  // it (an image whose /etc/resolv.conf links to ../run/systemd/...).
+  fs::remove(lower / "etc/resolv.conf");  // the root-mode plan above made it
+  fs::create_symlink("../run/systemd/resolve/stub-resolv.conf", lower / "etc/resolv.conf");
+  o.mounts = {{tmp.path() / "cache", "/opt/link", false}};
+  o.scratch = tmp.path() / "scratch4";
+  CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, false));  // network: resolv.conf is mounted too
+  CHECK(fs::is_regular_file(o.scratch / "stubs/etc/resolv.conf"));
+  o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
   // ... unless a higher layer deleted it (a whiteout): then nothing is there.
   fs::path upper_layer = tmp.path() / "lower2";
   fs::create_directories(upper_layer / "opt");
