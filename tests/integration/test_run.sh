@@ -51,9 +51,11 @@ out=$(sb run layout:1 --store "$STORE" -- sh -c 'cat /srv/app/data.txt; ls /new-
 
 check "--timeout kills the command"
 t0=$(date +%s)
-rc=0; sb run layout:1 --store "$STORE" --timeout 2 -- sh -c 'sleep 60' >run-timeout.out 2>&1 || rc=$?
+rc=0; sb run layout:1 --store "$STORE" --timeout 2 -- sh -c 'sleep 61234' >run-timeout.out 2>&1 || rc=$?
 (( rc != 0 && $(date +%s) - t0 < 30 )) || fail "exit $rc after $(($(date +%s) - t0)) s: $(cat run-timeout.out)"
-no_process_matching "sleep 60"
+# The kernel tears the namespace down after the kill; give it a moment (as test_sandbox does).
+for _ in $(seq 25); do pgrep -f "sleep 61234" >/dev/null || break; sleep 0.2; done
+no_process_matching "sleep 61234"
 
 check "usage errors (exit 2) before anything is unpacked"
 rm -rf "$TMP/s2"
