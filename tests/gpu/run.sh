@@ -46,7 +46,7 @@ cuda_libs=$(find "$cuda_root"/lib64 "$cuda_root"/lib "$cuda_root"/targets/*/lib 
 # (nvidia-cudnn-cu13 and the like, under site-packages/nvidia/): their lib and
 # include directories are searched after the toolkit's and the system's.
 wheel_roots=$(python3 -c 'import os, site; print("\n".join(p for p in dict.fromkeys(site.getsitepackages() + [site.getusersitepackages()]) if os.path.isdir(os.path.join(p, "nvidia"))))' 2>/dev/null |
-  sed 's|$|/nvidia|')
+  sed '/^$/d; s|$|/nvidia|')  # none: no line, not "/nvidia"
 wheel_libs=$(for r in $wheel_roots; do find "$r" -maxdepth 3 -type d -name lib; done | paste -sd:)
 export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$cuda_libs${wheel_libs:+:$wheel_libs}"
 # Where a library found on this host goes in an image: the system's stay where
