@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "util/error.hpp"
+#include "util/json.hpp"
 
 namespace sb {
 
@@ -34,10 +35,7 @@ struct ConfigFields {
   const std::string& where;
 
   [[noreturn]] void wrong(const std::string& field, const json& v, const char* want) const {
-    std::string type = v.type_name();  // "number", "array", "object", ...
-    throw Error(where + ": " + field + " is " +
-                (v.is_null() ? "null" : (type[0] == 'a' || type[0] == 'o' ? "an " : "a ") + type) +
-                ", not " + want);
+    throw Error(where + ": " + field + " is " + json_kind(v) + ", not " + want);
   }
   // j[key], or nullptr when it is absent or null.
   static const json* get(const json& j, const char* key) {

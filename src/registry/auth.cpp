@@ -9,6 +9,7 @@
 #include "registry/machine.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/json.hpp"
 #include "util/process.hpp"
 
 namespace sb::registry {
@@ -160,14 +161,9 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
 // docker do (Go's decoding fails on it), rather than going on without a
 // login and meeting a 401 that does not say why. It names the value's kind
 // alone: the file holds secrets, which are never printed.
-void wrong_type(const std::string& shown, const std::string& field, const json& v,
-                const char* want) {
-  const char* kind = v.is_array()     ? "a list"
-                     : v.is_object()  ? "an object"
-                     : v.is_boolean() ? "a boolean"
-                     : v.is_number()  ? "a number"
-                                      : "a string";
-  throw Error(shown + ": " + field + " is " + kind + ", not " + want);
+[[noreturn]] void wrong_type(const std::string& shown, const std::string& field, const json& v,
+                             const char* want) {
+  throw Error(shown + ": " + field + " is " + json_kind(v) + ", not " + want);
 }
 
 // Every auths entry, whichever registry it is for, as Go decodes the file.

@@ -11,6 +11,15 @@
 
 namespace sb {
 
+// What a JSON value is, for "X is an array, not a string" messages: "an
+// array", "an object", "a number", "a string", "a boolean", "null". Never the
+// value itself, which may be a secret.
+inline std::string json_kind(const nlohmann::json& v) {
+  if (v.is_null()) return "null";
+  std::string type = v.type_name();  // "array", "object", "number", "string", "boolean"
+  return (type[0] == 'a' || type[0] == 'o' ? "an " : "a ") + type;
+}
+
 // j[key] as a byte count: a JSON integer >= 0. nlohmann's get<uint64_t>()
 // would turn -5 into 18446744073709551611 and 1.5 into 1.
 inline uint64_t json_size(const nlohmann::json& j, const char* key) {

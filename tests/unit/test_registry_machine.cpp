@@ -415,17 +415,17 @@ TEST_CASE("auth files: a field of the wrong type is refused, naming it, never it
   };
   // Each of these used to be skipped without a word: the pull went on
   // anonymously and met a 401 that did not say why. skopeo refuses them too.
-  CHECK(refused(R"({"auths": []})") == file + ": auths is a list, not an object");
+  CHECK(refused(R"({"auths": []})") == file + ": auths is an array, not an object");
   CHECK(refused(R"({"auths": {"reg.io": {"auth": 5}}})") ==
         file + ": auths[\"reg.io\"].auth is a number, not a string");
   CHECK(refused(R"({"auths": {"reg.io": "dTpw"}})") ==
         file + ": auths[\"reg.io\"] is a string, not an object");
   CHECK(refused(R"({"auths": {"other.io": {"password": ["hunter2"]}}})") ==
-        file + ": auths[\"other.io\"].password is a list, not a string");  // any entry; the secret
-                                                                           // is not shown
+        file + ": auths[\"other.io\"].password is an array, not a string");  // any entry; the
+                                                                             // secret is not shown
   CHECK(refused(R"({"credHelpers": {"reg.io": 5}})") ==
         file + ": credHelpers[\"reg.io\"] is a number, not a string");
-  CHECK(refused(R"({"credHelpers": []})") == file + ": credHelpers is a list, not an object");
+  CHECK(refused(R"({"credHelpers": []})") == file + ": credHelpers is an array, not an object");
   // null is absent, as in Go; other keys of the file are not this reader's business.
   CHECK(
       refused(
