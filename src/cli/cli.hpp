@@ -113,16 +113,17 @@ registry::PushOptions push_options(const Args& args, const Store& store);
 void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
                        const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx);
 
-// Verification (cli/test.cpp). The gate of build: with --push/--push-to (or
+// Verification (cli/test.cpp).
+// Refuses --report and --junit files whose directory does not exist (exit 2),
+// before the tests run rather than after.
+void check_report_files(const Args& args);
+// The gate of build: with --push/--push-to (or
 // --verify) the built images are verified as `stackbuild test` does; a
 // failure throws (exit 1), naming image and test, unless --no-verify, which
 // skips the tests. `reports` receives what ran.
 // Point i's reports go to reports[i] and its counts ("3 passed, 2 skipped")
 // to built.points[i].tests; the failure is returned, for the caller to throw
 // after the summary.
-// Refuses --report and --junit files whose directory does not exist (exit 2),
-// before the tests run rather than after.
-void check_report_files(const Args& args);
 std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
                                 std::vector<std::vector<verify::VerifyReport>>& reports);
 // Pushes each report as an artifact referring to its image in each of its

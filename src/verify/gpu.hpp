@@ -46,14 +46,14 @@ struct GpuInjection {
 // The libraries libnvidia-container mounts for compute and utility use.
 const std::vector<std::string>& driver_library_names();
 
-// `selection`: "all", "none", indices "0,1", or GPU UUIDs "GPU-...,GPU-...".
-// Returns nullopt when the host has no NVIDIA driver. Throws sb::Error for a
-// selection naming a GPU that is not there.
 // Refuses a --gpus value that is not "all", "none" or a list of distinct
 // indices and UUIDs ("0,,1", "0,0", "all,1", " 1"), exit 2, on any host:
 // a GPU-less host would otherwise skip the GPU tests without a word about it.
 void check_gpu_selection(const std::string& selection);
 
+// `selection`: "all", "none", indices "0,1", or GPU UUIDs "GPU-...,GPU-...".
+// Returns nullopt when the host has no NVIDIA driver. Throws sb::Error for a
+// selection naming a GPU that is not there.
 std::optional<GpuInjection> discover_gpus(const fs::path& host_root, const std::string& selection = "all");
 
 // The running driver's version from host_root's /proc/driver/nvidia/version
