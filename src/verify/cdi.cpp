@@ -96,25 +96,31 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
       std::vector<GpuDevice> host = host_gpus(root);  // for UUIDs, models and minors, where /proc has them
       if (const auto& devices = spec["devices"]) {
         r.expect_list(devices, "'devices'");
-        std::vector<std::pair<std::string, YAML::Node>> named;
+        struct Named {
+          std::string name;
+          YAML::Node node;
+          GpuInjection own;  // its own edits, read (and so checked) whether selected or not
+        };
+        std::vector<Named> named;
         for (size_t i = 0; i < devices.size(); ++i) {
           const YAML::Node d = devices[i];
           r.expect_map(d, "'devices[" + std::to_string(i) + "]'");
           if (!d["name"]) r.fail(d, "missing 'name' in devices[" + std::to_string(i) + "]");
           std::string name = r.string(d["name"], "'devices[" + std::to_string(i) + "].name'");
-          GpuInjection checked;  // every device's edits are checked, selected or not
-          apply_edits(r, d["containerEdits"], checked);
-          if (name != "all") named.emplace_back(name, d);
+          GpuInjection own;
+          apply_edits(r, d["containerEdits"], own);
+          if (name != "all") named.push_back({name, d, std::move(own)});
         }
         // The selection's items, each a device name (or, by UUID, the index /proc gives it).
         std::vector<std::string> wanted;
         if (selection.empty() || selection == "all") {
-          for (const auto& [name, d] : named) wanted.push_back(name);
+          for (const auto& n : named) wanted.push_back(n.name);
         } else if (selection != "none") {
           std::stringstream ss(selection);
           for (std::string item; std::getline(ss, item, ',');) {
             auto has = [&](const std::string& n) {
-              return std::any_of(named.begin(), named.end(), [&](const auto& p) { return p.first == n; });
+              return std::any_of(named.begin(), named.end(),
+                                 [&](const auto& p) { return p.name == n; });
             };
             std::string name = item;
             if (!has(name))
@@ -127,14 +133,12 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
             wanted.push_back(name);
           }
         }
-        for (const auto& [name, d] : named) {
+        for (const auto& [name, d, own] : named) {
           if (std::find(wanted.begin(), wanted.end(), name) == wanted.end()) continue;
           GpuDevice gpu;
           gpu.index = is_index(name) ? std::atoi(name.c_str()) : static_cast<int>(g.gpus.size());
           gpu.minor = gpu.index;
-          GpuInjection own;  // the device's own edits; its /dev/nvidiaN says the minor
-          apply_edits(r, d["containerEdits"], own);
-          for (const auto& p : own.device_nodes)
+          for (const auto& p : own.device_nodes)  // its /dev/nvidiaN says the minor
             if (p.rfind("/dev/nvidia", 0) == 0 && is_index(p.substr(11)))
               gpu.minor = std::atoi(p.c_str() + 11);
           gpu.uuid = name.rfind("GPU-", 0) == 0 ? name : "";
