@@ -57,14 +57,4 @@ for ((r = 0; r < ROUNDS; r++)); do
 done
 rm -rf "$W/out" "$W/store"
 
-python3 - "$BLOBS" "${times[@]}" <<'PY'
-import statistics, sys
-b = int(sys.argv[1])
-runs = [tuple(map(float, t.split())) for t in sys.argv[2:]]
-sk = statistics.median(r[0] for r in runs)
-sb = statistics.median(r[1] for r in runs)
-print(f"bench_pull: {b/1e6:.0f} MB of blobs, median of {len(runs)} rounds (order swapped each round)")
-print(f"bench_pull: skopeo copy       {sk:7.2f} s  {b/sk/1e6:7.1f} MB/s")
-print(f"bench_pull: stackbuild pull   {sb:7.2f} s  {b/sb/1e6:7.1f} MB/s")
-print(f"bench_pull: ratio skopeo / stackbuild  {sk/sb:.2f}  (bar: >= 1)")
-PY
+bench_against_skopeo bench_pull pull "$BLOBS" "${times[@]}"

@@ -47,16 +47,4 @@ for r in $(seq "$ROUNDS"); do
   fi
   bench_registry_stop
 done
-python3 - "$BYTES" "${times[@]}" <<'PY'
-import statistics, sys
-b = int(sys.argv[1])
-runs = [tuple(map(float, t.split())) for t in sys.argv[2:]]
-sk = statistics.median(r[0] for r in runs)
-sb = statistics.median(r[1] for r in runs)
-print(f"bench_push: image {b/1e6:.0f} MB of blobs, {len(runs)} rounds (order swapped each round)")
-for i, (a, c) in enumerate(runs, 1):
-    print(f"bench_push: round {i}: skopeo {a:6.2f} s, stackbuild {c:6.2f} s, ratio {a/c:.2f}")
-print(f"bench_push: skopeo copy      {sk:6.2f} s  {b/sk/1e6:7.1f} MB/s (median)")
-print(f"bench_push: stackbuild push  {sb:6.2f} s  {b/sb/1e6:7.1f} MB/s (median)")
-print(f"bench_push: ratio (stackbuild/skopeo) {sk/sb:.2f}")
-PY
+bench_against_skopeo bench_push push "$BYTES" "${times[@]}"

@@ -64,6 +64,25 @@ bench_registry_stop() {
   BENCH_REGISTRY_PID=
 }
 
+# bench_against_skopeo NAME WHAT BYTES "SKOPEO_S STACKBUILD_S"...: prints each round,
+# the medians (MB/s of BYTES) and the ratio skopeo time / stackbuild time (bar: >= 1).
+# WHAT names stackbuild's command ("push", "pull").
+bench_against_skopeo() {
+  python3 - "$@" <<'PY'
+import statistics, sys
+name, what, b = sys.argv[1], sys.argv[2], int(sys.argv[3])
+runs = [tuple(map(float, t.split())) for t in sys.argv[4:]]
+sk = statistics.median(r[0] for r in runs)
+sb = statistics.median(r[1] for r in runs)
+print(f"{name}: {b/1e6:.0f} MB of blobs, {len(runs)} rounds (order swapped each round)")
+for i, (a, c) in enumerate(runs, 1):
+    print(f"{name}: round {i}: skopeo {a:6.2f} s, stackbuild {c:6.2f} s, ratio {a/c:.2f}")
+print(f"{name}: skopeo copy {' ' * len(what)} {sk:7.2f} s  {b/sk/1e6:7.1f} MB/s (median)")
+print(f"{name}: stackbuild {what}  {sb:7.2f} s  {b/sb/1e6:7.1f} MB/s (median)")
+print(f"{name}: ratio skopeo / stackbuild  {sk/sb:.2f}  (bar: >= 1)")
+PY
+}
+
 # bench_tree_image SB SRC DIR: builds DIR/layout, an image tagged 1 made of a copy of the
 # directory SRC under /opt/tree, one gzip layer per top-level directory of SRC (links to
 # directories are left out: cuda's lib64 -> lib would store lib twice). The store and
