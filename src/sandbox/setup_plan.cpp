@@ -61,9 +61,9 @@ class StubMaker {
         check(st, rel, sub, file);
         continue;
       }
-      // In overlay mode `base_` holds only the stubs: what the step sees at
-      // `sub` is the topmost lower's entry. A stub directory made above a
-      // lower symlink would hide it and all under it (a mount on /lib/x in a
+      // In overlay mode `base_` holds only the mount points made here: what
+      // the step sees at `sub` is the topmost lower's entry. A mount point
+      // directory made above a lower symlink would hide it and all under it (a mount on /lib/x in a
       // merged-/usr image would replace its /lib -> usr/lib with a directory
       // holding x alone). The mount point itself may shadow a link: that is
       // what a mount does (an image's /etc/resolv.conf -> ../run/... link).

@@ -175,8 +175,8 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   r.mounts = {{tmp.path() / "cache", "/opt/../etc", false}};
   CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false), Catch::Contains("'..'"));
 
-  // Overlay mode: the same for a symlink of a lower layer. Before, a stub
-  // directory /opt/link was made above it, hiding the link from the step.
+  // Overlay mode: the same for a symlink of a lower layer. Before, a mount
+  // point directory /opt/link was made above it, hiding the link from the step.
   sandbox::SandboxSpec o = s;
   o.scratch = tmp.path() / "scratch2";
   o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
@@ -185,7 +185,7 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   // The mount point itself may be a link of a lower layer: the mount replaces
   // it (an image whose /etc/resolv.conf links to ../run/systemd/...).
   fs::remove(lower / "etc/resolv.conf");  // the root-mode plan above made it
-  fs::create_symlink("../run/systemd/resolve/stub-resolv.conf", lower / "etc/resolv.conf");
+  fs::create_symlink("../run/systemd/resolve/resolv.conf", lower / "etc/resolv.conf");
   o.mounts = {{tmp.path() / "cache", "/opt/link", false}};
   o.scratch = tmp.path() / "scratch4";
   CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, false));  // network: resolv.conf is mounted too

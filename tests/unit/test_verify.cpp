@@ -763,7 +763,7 @@ TEST_CASE(
   // Two driver versions side by side: which one runs cannot be told; no driver.
   test::write(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "");
   CHECK_FALSE(discover_gpus(root));
-  // Without /dev/nvidiactl a libcuda.so (a toolkit's stub, a copied file) is no driver.
+  // Without /dev/nvidiactl a libcuda.so (a copy in a toolkit or an image) is no driver.
   fs::remove(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05");
   fs::remove(root / "dev/nvidiactl");
   CHECK_FALSE(discover_gpus(root));
