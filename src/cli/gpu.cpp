@@ -10,11 +10,13 @@ const char* const kGpuHelp =
     "usage: stackbuild gpu [options]\n"
     "\n"
     "Prints what a GPU test would inject into an image from this host: the driver version,\n"
-    "the selected GPUs, device nodes, and the driver's libraries, binaries and firmware\n"
-    "(read-only mounts). A CDI spec for nvidia.com/gpu in /etc/cdi or /var/run/cdi is used\n"
-    "when there is one; otherwise the driver is discovered the way libnvidia-container does.\n"
-    "Exits 0 with \"no NVIDIA driver\" on a host without one (with --json: no GPUs and that as a\n"
-    "warning; with --cdi: exit 1, there being no spec to write).\n"
+    "the selected GPUs, device nodes, the driver's libraries, binaries and firmware\n"
+    "(read-only mounts), and the links and linker-cache folders a CDI spec's nvidia-ctk\n"
+    "hooks ask for (stackbuild applies them; it runs no hook). A CDI spec for nvidia.com/gpu\n"
+    "in /etc/cdi or /var/run/cdi is used when there is one; otherwise the driver is\n"
+    "discovered the way libnvidia-container does. Exits 0 with \"no NVIDIA driver\" on a\n"
+    "host without one (with --json: no GPUs and that as a warning; with --cdi: exit 1,\n"
+    "there being no spec to write).\n"
     "\n"
     "options:\n"
     "  --gpus SEL         all (default), none, indices (0,1) or GPU UUIDs\n"
@@ -49,6 +51,9 @@ int cmd_gpu(const std::vector<std::string>& argv) {
                        {"device_nodes", nlohmann::json::array()},
                        {"mounts", nlohmann::json::array()},
                        {"env", nlohmann::json::array()},
+                       {"symlinks", nlohmann::json::array()},
+                       {"ldconfig_folders", nlohmann::json::array()},
+                       {"cuda_compat", false},
                        {"warnings", nlohmann::json::array({none})}};
       printf("%s\n", j.dump(2).c_str());
     } else {
@@ -66,8 +71,18 @@ int cmd_gpu(const std::vector<std::string>& argv) {
     for (const auto& d : g.gpus)
       gpus.push_back({{"index", d.index}, {"minor", d.minor}, {"uuid", d.uuid}, {"model", d.model}, {"pci", d.pci_bus}});
     for (const auto& m : g.mounts) mounts.push_back({{"host", "/" + m.host_path.string()}, {"container", m.container_path}});
-    nlohmann::json j{{"source", g.source}, {"driver_version", g.driver_version}, {"gpus", gpus},
-                     {"device_nodes", g.device_nodes}, {"mounts", mounts}, {"env", g.env}, {"warnings", g.warnings}};
+    nlohmann::json links = nlohmann::json::array();
+    for (const auto& l : g.symlinks) links.push_back({{"link", l.link}, {"target", l.target}});
+    nlohmann::json j{{"source", g.source},
+                     {"driver_version", g.driver_version},
+                     {"gpus", gpus},
+                     {"device_nodes", g.device_nodes},
+                     {"mounts", mounts},
+                     {"env", g.env},
+                     {"symlinks", links},
+                     {"ldconfig_folders", g.ldconfig_folders},
+                     {"cuda_compat", g.cuda_compat},
+                     {"warnings", g.warnings}};
     printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
@@ -76,6 +91,8 @@ int cmd_gpu(const std::vector<std::string>& argv) {
     printf("gpu %d: %s %s (minor %d, %s)\n", d.index, d.model.c_str(), d.uuid.c_str(), d.minor, d.pci_bus.c_str());
   for (const auto& n : g.device_nodes) printf("device: %s\n", n.c_str());
   for (const auto& m : g.mounts) printf("mount: /%s -> %s (ro)\n", m.host_path.c_str(), m.container_path.c_str());
+  for (const auto& l : g.symlinks) printf("link: %s -> %s\n", l.link.c_str(), l.target.c_str());
+  for (const auto& f : g.ldconfig_folders) printf("ldconfig: %s\n", f.c_str());
   for (const auto& w : g.warnings) printf("warning: %s\n", w.c_str());
   return kExitOk;
 }

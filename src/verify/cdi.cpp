@@ -16,19 +16,81 @@ namespace sb::verify {
 
 namespace {
 
-// A path a CDI spec names (a device node, a mount's host or container side):
-// absolute and without "..", for it is joined to the host's or the image's
-// root. `what` names it in the error ("deviceNodes[1].path").
+// A path a CDI spec names (a device node, a mount's host or container side, a
+// hook's link or folder): absolute and without "..", for it is joined to the
+// host's or the image's root. `what` names it in the error ("deviceNodes[1].path").
+void check_path(const yaml::Reader& r, const YAML::Node& at, const std::string& path,
+                const std::string& what) {
+  if (path.empty() || path[0] != '/')
+    r.fail(at, "'" + what + "' is not an absolute path: '" + path + "'");
+  for (const auto& c : fs::path(path))
+    if (c == "..") r.fail(at, "'" + what + "' contains '..': '" + path + "'");
+}
+
 std::string spec_path(const yaml::Reader& r, const YAML::Node& map, const char* key,
                       const std::string& what) {
   const YAML::Node v = map[key];
   if (!v) r.fail(map, "missing '" + std::string(key) + "' in " + what.substr(0, what.rfind('.')));
   std::string path = r.string(v, "'" + what + "'");
-  if (path.empty() || path[0] != '/')
-    r.fail(v, "'" + what + "' is not an absolute path: '" + path + "'");
-  for (const auto& c : fs::path(path))
-    if (c == "..") r.fail(v, "'" + what + "' contains '..': '" + path + "'");
+  check_path(r, v, path, what);
   return path;
+}
+
+// One hook of a containerEdits block. nvidia-ctk's (`nvidia-ctk hook NAME`,
+// or `nvidia-cdi-hook NAME` since toolkit 1.17) run on the host against the
+// container's root; stackbuild does what they do itself: create-symlinks'
+// links and update-ldcache's folders go into `g`, enable-cuda-compat sets
+// cuda_compat, and chmod (of /dev directories the sandbox makes 0755) and
+// disable-device-node-modification need nothing here. Any other hook is not
+// run, with a warning.
+void read_hook(const yaml::Reader& r, const YAML::Node& hook, const std::string& at,
+               GpuInjection& g) {
+  r.expect_map(hook, "'" + at + "'");
+  std::vector<std::string> args;
+  if (const auto& a = hook["args"]) args = r.strings(a, "'" + at + ".args'");
+  std::string path = hook["path"] ? r.string(hook["path"], "'" + at + ".path'") : "";
+  if (path.empty()) r.fail(hook, "missing 'path' in " + at);
+  size_t first = 0;  // the hook's own name in args
+  std::string tool = args.empty() ? "" : fs::path(args[0]).filename().string();
+  if (tool == "nvidia-ctk" && args.size() > 1 && args[1] == "hook")
+    first = 2;
+  else if (tool == "nvidia-cdi-hook")
+    first = 1;
+  const std::string name = first && first < args.size() ? args[first] : "";
+  // The values of option `opt`, given as "--opt V" or "--opt=V".
+  auto values = [&](const std::string& opt) {
+    std::vector<std::string> out;
+    for (size_t i = first + 1; i < args.size(); ++i) {
+      if (args[i] == opt && i + 1 < args.size())
+        out.push_back(args[++i]);
+      else if (args[i].rfind(opt + "=", 0) == 0)
+        out.push_back(args[i].substr(opt.size() + 1));
+    }
+    return out;
+  };
+  if (name == "create-symlinks") {
+    for (const auto& l : values("--link")) {
+      auto sep = l.find("::");
+      if (sep == std::string::npos || sep == 0)
+        r.fail(hook, "'" + at + "': create-symlinks wants --link TARGET::LINK, not '" + l + "'");
+      Symlink s{l.substr(0, sep), l.substr(sep + 2)};
+      check_path(r, hook, s.link, at + " --link");
+      g.symlinks.push_back(std::move(s));
+    }
+  } else if (name == "update-ldcache") {
+    for (const auto& f : values("--folder")) {
+      check_path(r, hook, f, at + " --folder");
+      if (std::find(g.ldconfig_folders.begin(), g.ldconfig_folders.end(), f) ==
+          g.ldconfig_folders.end())
+        g.ldconfig_folders.push_back(f);
+    }
+  } else if (name == "enable-cuda-compat") {
+    g.cuda_compat = true;
+  } else if (name != "chmod" && name != "disable-device-node-modification") {
+    std::string cmd = path;
+    for (size_t i = 1; i < args.size(); ++i) cmd += " " + args[i];
+    g.warnings.push_back("hook '" + cmd + "' (" + at + " in " + r.file() + ") is not run");
+  }
 }
 
 // Adds one containerEdits block (the spec's or a device's) to `g`.
@@ -56,6 +118,11 @@ void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g
       std::string container = spec_path(r, mounts[i], "containerPath", at + ".containerPath");
       g.mounts.push_back({fs::path(host).relative_path(), container});
     }
+  }
+  if (const auto& hooks = edits["hooks"]) {
+    r.expect_list(hooks, "'hooks'");
+    for (size_t i = 0; i < hooks.size(); ++i)
+      read_hook(r, hooks[i], "hooks[" + std::to_string(i) + "]", g);
   }
 }
 

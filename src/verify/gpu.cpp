@@ -1,7 +1,10 @@
 #include "verify/gpu.hpp"
 
+#include <elf.h>
+
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -12,7 +15,31 @@
 
 namespace sb::verify {
 
+const char* multiarch_tuple() {
+#if defined(__aarch64__)
+  return "aarch64-linux-gnu";
+#else
+  return "x86_64-linux-gnu";
+#endif
+}
+
 namespace {
+
+// True when `file` is a 64-bit ELF file for this machine. A host with the
+// driver's 32-bit libraries (the .run installer puts them in by default) has
+// a second libcuda.so.VERSION, for i386, in the same linker cache.
+bool native_elf(const fs::path& file) {
+#if defined(__aarch64__)
+  constexpr uint16_t machine = EM_AARCH64;
+#else
+  constexpr uint16_t machine = EM_X86_64;
+#endif
+  unsigned char h[20] = {};
+  std::ifstream in(file, std::ios::binary);
+  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) return false;
+  return std::memcmp(h, ELFMAG, SELFMAG) == 0 && h[EI_CLASS] == ELFCLASS64 &&
+         h[EI_DATA] == ELFDATA2LSB && (h[18] | (h[19] << 8)) == machine;
+}
 
 // (soname or file name) -> image path, from the host's /etc/ld.so.cache.
 std::vector<std::string> ld_cache_paths(const fs::path& root) {
@@ -35,15 +62,16 @@ std::vector<std::string> ld_cache_paths(const fs::path& root) {
 }
 
 // The files of the linker cache and the usual driver directories, as image
-// paths, where the driver's libraries are looked for.
+// paths, where the driver's libraries are looked for (the 32-bit ones too:
+// callers take only native_elf() files).
 std::vector<std::string> driver_file_candidates(const fs::path& root) {
   std::vector<std::string> candidates = ld_cache_paths(root);
-  for (const char* dir :
-       {"/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/nvidia/lib64",
-        "/usr/local/nvidia/lib", "/usr/lib/aarch64-linux-gnu"}) {
+  for (const std::string& dir : {std::string("/usr/lib/") + multiarch_tuple(),
+                                 std::string("/usr/lib64"), std::string("/usr/local/nvidia/lib64"),
+                                 std::string("/usr/local/nvidia/lib"), std::string("/usr/lib")}) {
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(under(root, dir), ec))
-      candidates.push_back(std::string(dir) + "/" + e.path().filename().string());
+      candidates.push_back(dir + "/" + e.path().filename().string());
   }
   return candidates;
 }
@@ -65,7 +93,7 @@ std::string host_driver_version(const fs::path& root) {
   for (const auto& c : driver_file_candidates(root)) {
     std::smatch m;
     std::string name = fs::path(c).filename().string();
-    if (std::regex_match(name, m, lib) && fs::exists(under(root, c))) versions.insert(m[1]);
+    if (std::regex_match(name, m, lib) && native_elf(under(root, c))) versions.insert(m[1]);
   }
   return versions.size() == 1 ? *versions.begin() : "";
 }
@@ -183,6 +211,7 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
   GpuInjection g;
   g.source = "discovered";
   g.driver_version = version;
+  g.cuda_compat = true;
   g.gpus = select(host_gpus(root), selection);
   if (!fs::exists(under(root, "/proc/driver/nvidia/version")) &&
       !fs::exists(under(root, "/sys/module/nvidia/version")))
@@ -204,14 +233,18 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
   }
 
   // Libraries: the file whose suffix is exactly the running driver's version,
-  // from the linker cache first, then the usual driver directories.
+  // built for this machine, from the linker cache first, then the usual
+  // driver directories.
   std::vector<std::string> candidates = driver_file_candidates(root);
   std::set<std::string> taken;
+  const std::string lib_dir = std::string("/usr/lib/") + multiarch_tuple() + "/";
   for (const auto& name : driver_library_names()) {
     std::string want = name + "." + version;
     for (const auto& c : candidates) {
-      if (fs::path(c).filename() != want || !fs::exists(under(root, c)) || !taken.insert(want).second) continue;
-      g.mounts.push_back({fs::path(c).relative_path(), "/usr/lib/x86_64-linux-gnu/" + want});
+      if (fs::path(c).filename() != want || taken.count(want) || !native_elf(under(root, c)))
+        continue;
+      taken.insert(want);
+      g.mounts.push_back({fs::path(c).relative_path(), lib_dir + want, true});
     }
   }
   for (const char* bin : {"nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control",

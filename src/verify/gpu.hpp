@@ -29,6 +29,17 @@ struct GpuDevice {
 struct Mount {
   fs::path host_path;     // relative to the host root the discovery ran on
   std::string container_path;
+  // A driver library discovery found: it goes to the image's own library
+  // directory, as libnvidia-container does (container_path names the one of
+  // a Debian-family image; see run_in_image).
+  bool library = false;
+};
+
+// A link a CDI spec's create-symlinks hook makes inside the container:
+// `link` (an absolute image path) pointing to `target`, as written.
+struct Symlink {
+  std::string target;
+  std::string link;
 };
 
 struct GpuInjection {
@@ -38,6 +49,16 @@ struct GpuInjection {
   std::vector<std::string> device_nodes;  // every node to create, e.g. /dev/nvidia0, /dev/nvidiactl
   std::vector<Mount> mounts;          // libraries, binaries, firmware; read-only
   std::vector<std::string> env;       // "KEY=value" from a CDI spec
+  // From a CDI spec's nvidia-ctk hooks, which stackbuild applies itself
+  // rather than running them: create-symlinks' links, and update-ldcache's
+  // folders for the image's linker cache.
+  std::vector<Symlink> symlinks;
+  std::vector<std::string> ldconfig_folders;
+  // CUDA forward compatibility, as the toolkit applies it (discovery always,
+  // a CDI spec through its enable-cuda-compat hook): an image's
+  // /usr/local/cuda/compat/libcuda.so of a newer driver branch than the
+  // host's is used before the host's.
+  bool cuda_compat = false;
   std::vector<std::string> warnings;  // e.g. a GPU whose device node is missing
 
   bool has_gpu() const { return !gpus.empty(); }
@@ -45,6 +66,9 @@ struct GpuInjection {
 
 // The libraries libnvidia-container mounts for compute and utility use.
 const std::vector<std::string>& driver_library_names();
+
+// This machine's Debian multiarch tuple: "x86_64-linux-gnu", "aarch64-linux-gnu".
+const char* multiarch_tuple();
 
 // Refuses a --gpus value that is not "all", "none" or a list of distinct
 // indices and UUIDs ("0,,1", "0,0", "all,1", " 1"), exit 2, on any host:

@@ -3,6 +3,7 @@
 #include <glob.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 
@@ -124,6 +125,28 @@ std::vector<std::string> ImageRoot::linker_dirs() const {
                         "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"})
     dirs.push_back(d);
   return dirs;
+}
+
+bool ImageRoot::debian_family() const {
+  return resolve("/etc/debian_version").has_value();
+}
+
+std::vector<std::string> ImageRoot::ldconfig_dirs(const std::string& tuple) const {
+  std::vector<std::string> conf;
+  std::set<std::string> seen;
+  read_ld_conf(*this, "/etc/ld.so.conf", conf, seen, 0);
+  if (debian_family()) {
+    for (const std::string& d :
+         {"/lib/" + tuple, "/usr/lib/" + tuple, std::string("/lib"), std::string("/usr/lib")})
+      conf.push_back(d);
+  } else {
+    conf.insert(conf.end(), {"/lib64", "/usr/lib64"});
+  }
+  std::vector<std::string> out;
+  for (const auto& d : conf)
+    if (std::string p = mount_path(d); std::find(out.begin(), out.end(), p) == out.end())
+      out.push_back(p);
+  return out;
 }
 
 }  // namespace sb::verify

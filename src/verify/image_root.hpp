@@ -32,6 +32,14 @@ class ImageRoot {
   // The library directories the image's dynamic linker searches by default:
   // /etc/ld.so.conf (with its includes) then the multiarch and plain dirs.
   std::vector<std::string> linker_dirs() const;
+  // Whether the image is Debian's or a derivative (/etc/debian_version): its
+  // libraries are in glibc's multiarch directories (/usr/lib/x86_64-linux-gnu).
+  bool debian_family() const;
+  // The directories the image's ldconfig caches unasked, each as mount_path()
+  // gives it: those /etc/ld.so.conf names (with its includes), then glibc's
+  // trusted ones: /lib/TUPLE, /usr/lib/TUPLE, /lib and /usr/lib in a
+  // Debian-family image, /lib64 and /usr/lib64 in others.
+  std::vector<std::string> ldconfig_dirs(const std::string& multiarch_tuple) const;
 
  private:
   // The components `p` names under the root; a missing one ends the walk

@@ -1,9 +1,76 @@
 #include "verify/run_in_image.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
 #include "util/error.hpp"
 #include "util/file.hpp"
 
 namespace sb::verify {
+
+namespace {
+
+// "libcuda.so.550.54.15", "libfoo.so": a shared library's file name.
+bool is_shared_library(const std::string& name) {
+  auto at = name.find(".so");
+  return at != std::string::npos && at > 0 && (at + 3 == name.size() || name[at + 3] == '.');
+}
+
+// Makes the directories of image path `dir` (symlinks already followed) in
+// the writable layer `upper`, each with the mode and owner the image gives
+// it: overlayfs shows the upper one's over the lower's.
+void make_upper_dirs(const ImageRoot& root, const fs::path& upper, const std::string& dir) {
+  fs::path at = upper, image = "/";
+  for (const auto& c : fs::path(dir).relative_path()) {
+    at /= c;
+    image /= c;
+    if (fs::is_directory(at)) continue;
+    fs::create_directory(at);
+    struct stat st {};
+    if (::lstat((root.root() / image.relative_path()).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      ::chmod(at.c_str(), st.st_mode & 07777);
+      (void)!::lchown(at.c_str(), st.st_uid,
+                      st.st_gid);  // fails unprivileged: the mode is what counts
+    }
+  }
+}
+
+// A create-symlinks hook's link, in the writable layer over the image: its
+// directory where the image's links take it, an entry of the image there
+// (a file, another link) shadowed, a directory left alone.
+void make_link(const ImageRoot& root, const fs::path& upper, const Symlink& l) {
+  const fs::path link(l.link);
+  const std::string dir = root.mount_path(link.parent_path().string());
+  const std::string image = (fs::path(dir) / link.filename()).string();
+  std::error_code ec;
+  if (fs::is_directory(fs::symlink_status(root.root() / fs::path(image).relative_path(), ec)))
+    throw Error("a CDI create-symlinks hook links " + l.link + " -> " + l.target +
+                ", and the image has a directory " + image);
+  make_upper_dirs(root, upper, dir);
+  fs::path at = upper / fs::path(image).relative_path();
+  fs::remove(at, ec);
+  fs::create_symlink(l.target, at);
+}
+
+// The image's CUDA forward-compatibility directory, where its libcuda.so is
+// of a newer driver branch than the host's `driver` ("535.104.05"), as the
+// toolkit's enable-cuda-compat hook decides; "" otherwise.
+std::string compat_dir(const ImageRoot& root, const std::string& driver) {
+  const std::string dir = "/usr/local/cuda/compat";
+  auto host = root.resolve(dir);
+  if (!host || driver.empty()) return "";
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(*host, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("libcuda.so.", 0) != 0 || name.find('.', 11) == std::string::npos) continue;
+    if (std::atol(name.c_str() + 11) > std::atol(driver.c_str())) return root.mount_path(dir);
+  }
+  return "";
+}
+
+}  // namespace
 
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root, const RunOptions& o,
                                     const sandbox::OutputFn& output) {
@@ -21,22 +88,52 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
   spec.mounts = o.mounts;
 
   if (o.gpu) {
-    // Each where the image's own symlinks take it: /lib/firmware/... lands in
-    // /usr/lib/firmware/... of a merged-/usr image, rather than a mount point
-    // directory made at /lib hiding the image's /lib -> usr/lib.
-    for (const auto& m : o.gpu->mounts)
-      spec.mounts.push_back({o.host_root / m.host_path, root.mount_path(m.container_path), true});
-    for (const auto& node : o.gpu->device_nodes)
+    const GpuInjection& g = *o.gpu;
+    // The directories of the injected libraries, where the image's ldconfig
+    // must look.
+    std::vector<std::string> lib_dirs = g.ldconfig_folders;
+    const bool debian = root.debian_family();
+    for (const auto& m : g.mounts) {
+      // Discovery's libraries go where libnvidia-container puts them: the
+      // multiarch directory of a Debian-family image, /usr/lib64 in others.
+      std::string target = m.container_path;
+      if (m.library && !debian) target = "/usr/lib64/" + fs::path(target).filename().string();
+      // Each where the image's own symlinks take it: /lib/firmware/... lands
+      // in /usr/lib/firmware/... of a merged-/usr image, rather than a mount
+      // point directory made at /lib hiding the image's /lib -> usr/lib.
+      target = root.mount_path(target);
+      spec.mounts.push_back({o.host_root / m.host_path, target, true});
+      if (is_shared_library(fs::path(target).filename().string()))
+        lib_dirs.push_back(fs::path(target).parent_path().string());
+    }
+    for (const auto& node : g.device_nodes)
       if (node.rfind("/dev/", 0) == 0) spec.devices.push_back(node.substr(5));
-    for (const auto& e : o.gpu->env) {
+    for (const auto& e : g.env) {
       auto eq = e.find('=');
       if (eq != std::string::npos && e.substr(0, eq) != "NVIDIA_VISIBLE_DEVICES") spec.env[e.substr(0, eq)] = e.substr(eq + 1);
     }
+    // A CDI spec's create-symlinks hook, made in the writable layer.
+    for (const auto& l : g.symlinks) make_link(root, spec.upper, l);
     // The injected libraries enter the image's linker cache, as the toolkit's
-    // update-ldcache hook does: an ldconfig run in the same writable layer.
+    // update-ldcache hook does: an ldconfig run in the same writable layer,
+    // told the directories it would not look in by itself (a CDI spec's
+    // /usr/lib64 in a Debian image, discovery's multiarch directory in
+    // another), after a newer driver branch's compat libraries where the
+    // toolkit would use them.
     if (auto ldconfig = root.resolve("/sbin/ldconfig"); ldconfig || root.resolve("/usr/sbin/ldconfig")) {
       sandbox::SandboxSpec ld = spec;
       ld.argv = {ldconfig ? "/sbin/ldconfig" : "/usr/sbin/ldconfig"};
+      if (g.cuda_compat) {
+        if (std::string compat = compat_dir(root, g.driver_version); !compat.empty())
+          ld.argv.push_back(compat);
+      }
+      const std::vector<std::string> searched = root.ldconfig_dirs(multiarch_tuple());
+      for (const auto& d : lib_dirs) {
+        std::string dir = root.mount_path(d);
+        if (std::find(searched.begin(), searched.end(), dir) == searched.end() &&
+            std::find(ld.argv.begin() + 1, ld.argv.end(), dir) == ld.argv.end())
+          ld.argv.push_back(dir);
+      }
       std::string out;
       auto r = sb.run(ld, [&](std::string_view s) { out += s; });
       if (r.exit_status != 0) throw Error("ldconfig in the image failed (" + std::to_string(r.exit_status) + "): " + out);

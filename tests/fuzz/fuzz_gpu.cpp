@@ -32,6 +32,10 @@ SB_FUZZ_TARGET(cdi) {
     }
     for (const auto& n : g->device_nodes)
       sb::fuzz::check(inside(n), "a device node path escapes: " + n);
+    for (const auto& l : g->symlinks)
+      sb::fuzz::check(inside(l.link) && !l.target.empty(), "a hook's link escapes: " + l.link);
+    for (const auto& f : g->ldconfig_folders)
+      sb::fuzz::check(inside(f), "a hook's ldconfig folder escapes: " + f);
     // What stackbuild writes for it (gpu --cdi) reads back to the same injection.
     std::string spec = sb::verify::to_cdi_json(*g);
     const auto& again_root = sb::fuzz::fresh_scratch();

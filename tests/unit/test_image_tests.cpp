@@ -15,6 +15,7 @@
 #include "util/process.hpp"
 #include "verify/builtin_tests.hpp"
 #include "verify/image_tests.hpp"
+#include "verify/run_in_image.hpp"
 #include "verify/verify_image.hpp"
 
 using namespace sb;
@@ -62,8 +63,10 @@ class FakeSandbox : public sandbox::Sandbox {
  public:
   std::vector<sandbox::SandboxSpec> runs;
   std::map<std::string, std::pair<int, std::string>> answers;  // the command's last word -> status, output
+  std::function<void(const sandbox::SandboxSpec&)> during;  // looks at a run's layers while it runs
   sandbox::SandboxResult run(const sandbox::SandboxSpec& spec, const sandbox::OutputFn& out) override {
     runs.push_back(spec);
+    if (during) during(spec);
     auto it = answers.find(spec.argv.back());
     if (it == answers.end()) return {0, false};
     out(it->second.second);
@@ -460,4 +463,90 @@ TEST_CASE("image config: read as a runtime reads it, a field of the wrong type r
   CHECK_THROWS_WITH(verify_image(store, image, "app:1", VerifyOptions{}, *status),
                     "the config of app:1: config.WorkingDir is a number, not a string");
   fclose(devnull);
+}
+
+TEST_CASE("GPU injection into an image: library directory, ldconfig folders, hook links, compat",
+          "[verify][gpu]") {
+  TempDir dir;
+  fs::path root = dir.path() / "roots" / "img";
+  test::write(root / "sbin/ldconfig", "", 0755);
+  fs::create_directories(root / "usr/lib64");
+  fs::create_directories(root / "usr/lib" / multiarch_tuple());
+  fs::permissions(root / "usr/lib", fs::perms::owner_all | fs::perms::group_read |
+                                        fs::perms::group_exec);  // 0750: kept in the upper layer
+  const std::string multiarch = std::string("/usr/lib/") + multiarch_tuple();
+  GpuInjection gpu;
+  gpu.gpus.push_back({0, 0, "GPU-a", "H200", ""});
+  gpu.driver_version = "535.104.05";
+  gpu.mounts.push_back(
+      {"usr/lib/libcuda.so.535.104.05", multiarch + "/libcuda.so.535.104.05", true});
+  gpu.mounts.push_back({"usr/bin/nvidia-smi", "/usr/bin/nvidia-smi"});
+  FakeSandbox sb;
+  RunOptions o;
+  o.argv = {"/bin/true"};
+  o.gpu = &gpu;
+  auto run = [&] {
+    sb.runs.clear();
+    run_in_image(sb, ImageRoot(root), o, [](std::string_view) {});
+    REQUIRE(sb.runs.size() == 2);  // ldconfig, then the command
+    std::vector<std::string> targets;
+    for (const auto& m : sb.runs[1].mounts) targets.push_back(m.target);
+    return std::make_pair(targets, sb.runs[0].argv);
+  };
+  // Not Debian's (no /etc/debian_version): discovery's libraries go to
+  // /usr/lib64, as libnvidia-container puts them; ldconfig looks there unasked.
+  auto [targets, ld] = run();
+  CHECK(targets ==
+        std::vector<std::string>{"/usr/lib64/libcuda.so.535.104.05", "/usr/bin/nvidia-smi"});
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig"});
+  // Debian's: the multiarch directory, also unasked.
+  test::write(root / "etc/debian_version", "12.8\n");
+  std::tie(targets, ld) = run();
+  CHECK(targets[0] == multiarch + "/libcuda.so.535.104.05");
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig"});
+  // A CDI spec's paths stay as written; ldconfig is told the folders it
+  // would not look in (its update-ldcache hook's, and the libraries'), once.
+  gpu.mounts = {{"usr/lib64/libcuda.so.535.104.05", "/usr/lib64/libcuda.so.535.104.05"},
+                {"opt/nv/libnvidia-ml.so.535.104.05", "/opt/nv/libnvidia-ml.so.535.104.05"}};
+  gpu.ldconfig_folders = {"/usr/lib64", multiarch};
+  std::tie(targets, ld) = run();
+  CHECK(targets[0] == "/usr/lib64/libcuda.so.535.104.05");
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig", "/usr/lib64", "/opt/nv"});
+  // create-symlinks' links, made in the writable layer where the image's
+  // links take them, its directories with the image's modes.
+  fs::create_symlink("usr/lib", root / "lib");
+  gpu.symlinks = {{"libcuda.so.1", "/lib/" + std::string(multiarch_tuple()) + "/libcuda.so"},
+                  {"../card1", "/dev/dri/by-path/pci-0000:3b:00.0-card"}};
+  std::vector<std::string> seen;
+  sb.during = [&](const sandbox::SandboxSpec& spec) {
+    if (spec.argv[0] != "/sbin/ldconfig") return;
+    fs::path link = spec.upper / "usr/lib" / multiarch_tuple() / "libcuda.so";
+    seen.push_back(fs::read_symlink(link).string());
+    seen.push_back(fs::read_symlink(spec.upper / "dev/dri/by-path/pci-0000:3b:00.0-card").string());
+    CHECK((fs::status(spec.upper / "usr/lib").permissions() & fs::perms::all) ==
+          (fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec));
+    CHECK_FALSE(fs::exists(spec.upper / "lib"));
+  };
+  run();
+  CHECK(seen == std::vector<std::string>{"libcuda.so.1", "../card1"});
+  // A directory where a link should go is refused, naming both.
+  fs::create_directories(root / "usr/lib" / multiarch_tuple() / "libcuda.so");
+  CHECK_THROWS_WITH(run_in_image(sb, ImageRoot(root), o, [](std::string_view) {}),
+                    Catch::Contains("the image has a directory " + multiarch + "/libcuda.so"));
+  fs::remove(root / "usr/lib" / multiarch_tuple() / "libcuda.so");
+  gpu.symlinks.clear();
+  sb.during = nullptr;
+  // Compat: an image's libcuda of a newer branch comes first where asked for.
+  test::write(root / "usr/local/cuda/compat/libcuda.so.550.54.15", "");
+  test::write(root / "usr/local/cuda/compat/libcuda.so.1", "");
+  gpu.ldconfig_folders.clear();
+  gpu.mounts.resize(1);
+  std::tie(targets, ld) = run();
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig", "/usr/lib64"});
+  gpu.cuda_compat = true;
+  std::tie(targets, ld) = run();
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig", "/usr/local/cuda/compat", "/usr/lib64"});
+  gpu.driver_version = "550.54.15";  // not newer than the host's
+  std::tie(targets, ld) = run();
+  CHECK(ld == std::vector<std::string>{"/sbin/ldconfig", "/usr/lib64"});
 }

@@ -18,6 +18,49 @@ using namespace sb::verify;
 
 namespace {
 
+// The first bytes of a shared library, for this machine or for i386.
+std::string elf_header(bool native = true) {
+  std::string h(64, '\0');
+  std::memcpy(h.data(), ELFMAG, SELFMAG);
+  h[EI_CLASS] = native ? ELFCLASS64 : ELFCLASS32;
+  h[EI_DATA] = ELFDATA2LSB;
+  h[16] = ET_DYN;
+#if defined(__aarch64__)
+  const uint16_t machine = native ? EM_AARCH64 : EM_ARM;
+#else
+  const uint16_t machine = native ? EM_X86_64 : EM_386;
+#endif
+  h[18] = static_cast<char>(machine & 0xff);
+  h[19] = static_cast<char>(machine >> 8);
+  return h;
+}
+
+// A linker cache (glibc's "new" format) listing `paths`, each under its file name.
+std::string ld_cache(const std::vector<std::string>& paths) {
+  std::string head = "glibc-ld.so.cache1.1";
+  std::string strings;
+  std::vector<std::pair<uint32_t, uint32_t>> offsets;  // key, value
+  const uint32_t base = 48 + 24 * static_cast<uint32_t>(paths.size());
+  for (const auto& p : paths) {
+    uint32_t value = base + static_cast<uint32_t>(strings.size());
+    strings += p + '\0';
+    uint32_t key = value + static_cast<uint32_t>(p.rfind('/') + 1);
+    offsets.push_back({key, value});
+  }
+  std::string out = head;
+  auto u32 = [&](uint32_t v) { out.append(reinterpret_cast<const char*>(&v), 4); };
+  u32(static_cast<uint32_t>(paths.size()));
+  u32(static_cast<uint32_t>(strings.size()));
+  out.resize(48, '\0');
+  for (const auto& [key, value] : offsets) {
+    u32(0x0303);  // the flags: not read
+    u32(key);
+    u32(value);
+    out.append(12, '\0');  // osversion, hwcap
+  }
+  return out + strings;
+}
+
 // A fake host with an NVIDIA driver: two driver versions side by side, two GPUs.
 fs::path fake_driver_host(const fs::path& root, bool missing_gpu1_node = false) {
   test::write(root / "proc/driver/nvidia/version",
@@ -32,8 +75,8 @@ fs::path fake_driver_host(const fs::path& root, bool missing_gpu1_node = false) 
   if (!missing_gpu1_node) test::write(root / "dev/nvidia1", "");
   for (const char* lib : {"libcuda.so.550.54.15", "libcuda.so.535.104.05", "libnvidia-ml.so.550.54.15",
                           "libnvidia-ptxjitcompiler.so.550.54.15", "libnvidia-ml.so.535.104.05"})
-    test::write(root / "usr/lib/x86_64-linux-gnu" / lib, "elf");
-  test::write(root / "usr/local/nvidia/lib64/libnvidia-nvvm.so.550.54.15", "elf");
+    test::write(root / "usr/lib" / multiarch_tuple() / lib, elf_header());
+  test::write(root / "usr/local/nvidia/lib64/libnvidia-nvvm.so.550.54.15", elf_header());
   test::write(root / "usr/bin/nvidia-smi", "#!", 0755);
   test::write(root / "lib/firmware/nvidia/550.54.15/gsp_ga10x.bin", "fw");
   test::write(root / "lib/firmware/nvidia/535.104.05/gsp_ga10x.bin", "old fw");
@@ -748,8 +791,8 @@ TEST_CASE(
   fs::path root = dir.path() / "host";
   for (const char* n : {"dev/nvidiactl", "dev/nvidia-uvm", "dev/nvidia0", "dev/nvidia2"})
     test::write(root / n, "");
-  test::write(root / "usr/local/nvidia/lib64/libcuda.so.550.54.15", "");
-  test::write(root / "usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15", "");
+  test::write(root / "usr/local/nvidia/lib64/libcuda.so.550.54.15", elf_header());
+  test::write(root / "usr/local/nvidia/lib64/libnvidia-ml.so.550.54.15", elf_header());
   auto g = discover_gpus(root);
   REQUIRE(g);
   CHECK(g->driver_version == "550.54.15");
@@ -761,10 +804,108 @@ TEST_CASE(
   REQUIRE(g->warnings.size() == 1);
   CHECK_THAT(g->warnings[0], Catch::Contains("/proc/driver/nvidia is not visible"));
   // Two driver versions side by side: which one runs cannot be told; no driver.
-  test::write(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", "");
+  test::write(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05", elf_header());
   CHECK_FALSE(discover_gpus(root));
   // Without /dev/nvidiactl a libcuda.so (a copy in a toolkit or an image) is no driver.
   fs::remove(root / "usr/lib/x86_64-linux-gnu/libcuda.so.535.104.05");
   fs::remove(root / "dev/nvidiactl");
   CHECK_FALSE(discover_gpus(root));
+}
+
+TEST_CASE("discovery takes the driver's libraries built for this machine, not its 32-bit ones",
+          "[verify][gpu]") {
+  // The .run installer adds the 32-bit libraries by default: libcuda.so.550.54.15
+  // twice in the linker cache, the i386 one listed first here.
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  const std::string lib64 = std::string("/usr/lib/") + multiarch_tuple() + "/libcuda.so.550.54.15";
+  test::write(root / "usr/lib/i386-linux-gnu/libcuda.so.550.54.15", elf_header(false));
+  test::write(root / "usr/lib/i386-linux-gnu/libnvidia-ml.so.550.54.15", elf_header(false));
+  test::write(root / "etc/ld.so.cache",
+              ld_cache({"/usr/lib/i386-linux-gnu/libcuda.so.550.54.15", lib64,
+                        "/usr/lib/i386-linux-gnu/libnvidia-ml.so.550.54.15"}));
+  auto g = discover_gpus(root);
+  REQUIRE(g);
+  std::vector<std::string> hosts;
+  for (const auto& m : g->mounts) {
+    hosts.push_back("/" + m.host_path.string());
+    CHECK(m.library == (m.container_path.find(".so.") != std::string::npos));
+  }
+  CHECK(std::count(hosts.begin(), hosts.end(), lib64) == 1);
+  for (const auto& h : hosts) CHECK(h.find("i386") == std::string::npos);
+  // libnvidia-ml: the i386 one skipped, the native one from the directories.
+  CHECK(std::count(hosts.begin(), hosts.end(),
+                   std::string("/usr/lib/") + multiarch_tuple() + "/libnvidia-ml.so.550.54.15") ==
+        1);
+  CHECK(g->cuda_compat);
+  // Where /proc is hidden, only the native libcuda.so says the version.
+  fs::remove_all(root / "proc");
+  fs::remove(root / "usr/lib" / multiarch_tuple() / "libcuda.so.535.104.05");
+  fs::remove(root / lib64.substr(1));
+  test::write(root / "usr/lib/i386-linux-gnu/libcuda.so.535.104.05", elf_header(false));
+  test::write(root / "usr/local/nvidia/lib64/libcuda.so.550.54.15", elf_header());
+  test::write(root / "etc/ld.so.cache",
+              ld_cache({"/usr/lib/i386-linux-gnu/libcuda.so.535.104.05"}));
+  CHECK(host_driver_version(root) == "550.54.15");
+}
+
+TEST_CASE("a CDI spec's nvidia-ctk hooks: links and ldconfig folders read, others warned about",
+          "[verify][gpu][cdi]") {
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  const std::string file = (root / "etc/cdi/nvidia.yaml").string();
+  auto load = [&](const std::string& edits) {
+    test::write(root / "etc/cdi/nvidia.yaml",
+                "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices: [{name: \"0\"}]\n"
+                "containerEdits:\n  hooks:\n" +
+                    edits);
+    return load_cdi(root);
+  };
+  // As nvidia-ctk 1.16 writes them, and nvidia-cdi-hook (1.17) with --opt=value.
+  auto g = load(
+      "  - {hookName: createContainer, path: /usr/bin/nvidia-ctk, args: [nvidia-ctk, hook, "
+      "create-symlinks, --link, 'libcuda.so.1::/usr/lib/x86_64-linux-gnu/libcuda.so', --link, "
+      "'../card1::/dev/dri/by-path/pci-0000:3b:00.0-card']}\n"
+      "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, "
+      "update-ldcache, --folder=/usr/lib64, --folder, /usr/lib/x86_64-linux-gnu]}\n"
+      "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, "
+      "enable-cuda-compat, --host-driver-version=550.54.15]}\n"
+      "  - {hookName: createContainer, path: /usr/bin/nvidia-ctk, args: [nvidia-ctk, hook, chmod, "
+      "--mode, '755', --path, /dev/dri]}\n"
+      "  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, "
+      "disable-device-node-modification]}\n"
+      "  - {hookName: poststart, path: /usr/local/bin/report, args: [report, --to, x]}\n");
+  REQUIRE(g);
+  REQUIRE(g->symlinks.size() == 2);
+  CHECK(g->symlinks[0].target == "libcuda.so.1");
+  CHECK(g->symlinks[0].link == "/usr/lib/x86_64-linux-gnu/libcuda.so");
+  CHECK(g->symlinks[1].target == "../card1");
+  CHECK(g->symlinks[1].link == "/dev/dri/by-path/pci-0000:3b:00.0-card");
+  CHECK(g->ldconfig_folders == std::vector<std::string>{"/usr/lib64", "/usr/lib/x86_64-linux-gnu"});
+  CHECK(g->cuda_compat);
+  REQUIRE(g->warnings.size() == 1);
+  CHECK(g->warnings[0] ==
+        "hook '/usr/local/bin/report --to x' (hooks[5] in " + file + ") is not run");
+  // Without the compat hook, no compat.
+  CHECK_FALSE(load("  - {hookName: createContainer, path: /bin/true}\n")->cuda_compat);
+
+  auto refused = [&](const std::string& edits) -> std::string {
+    try {
+      load(edits);
+    } catch (const InputError& e) {
+      return e.location().str() + ": " + e.message();
+    }
+    return "accepted";
+  };
+  CHECK(refused("  - {hookName: createContainer, path: /usr/bin/nvidia-ctk, args: [nvidia-ctk, "
+                "hook, create-symlinks, --link, libcuda.so.1]}\n") ==
+        file + ":6:5: 'hooks[0]': create-symlinks wants --link TARGET::LINK, not 'libcuda.so.1'");
+  CHECK(refused("  - {hookName: createContainer, path: /usr/bin/nvidia-ctk, args: [nvidia-ctk, "
+                "hook, create-symlinks, --link, 'libcuda.so.1::../../etc/passwd']}\n") ==
+        file + ":6:5: 'hooks[0] --link' is not an absolute path: '../../etc/passwd'");
+  CHECK(refused("  - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: "
+                "[nvidia-cdi-hook, update-ldcache, --folder, /usr/../etc]}\n") ==
+        file + ":6:5: 'hooks[0] --folder' contains '..': '/usr/../etc'");
+  CHECK(refused("  - {hookName: createContainer, args: [x]}\n") ==
+        file + ":6:5: missing 'path' in hooks[0]");
 }
