@@ -23,11 +23,13 @@ const char* const kRunHelp =
     "  --env KEY=VALUE   set a variable (repeatable)\n"
     "  --workdir DIR     the working directory (default: the image's, else /)\n"
     "  --network         share the host's network\n"
-    "  --timeout SECS    kill the command (and everything it started) after SECS seconds\n";
+    "  --timeout SECS    kill the command (and everything it started) after SECS seconds\n"
+    "  --host-root DIR   with --gpus: look for the driver and CDI specs under DIR (for tests;\n"
+    "                    device nodes still come from /dev)\n";
 
 int cmd_run(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--gpus", "--workdir", "--timeout"});
+  options.insert(options.end(), {"--gpus", "--workdir", "--timeout", "--host-root"});
   std::vector<std::string> flags = kCommonFlags;
   flags.push_back("--network");
   Args args(argv, flags, options, {"--env"});
@@ -65,9 +67,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   if (auto t = args.integer("--timeout", 1, 86400 * 7)) o.timeout_seconds = *t;
 
   std::optional<verify::GpuInjection> gpu;
+  o.host_root = args.get("--host-root").value_or("/");
   if (auto sel = args.get("--gpus")) {
-    gpu = verify::load_cdi("/", *sel);
-    if (!gpu) gpu = verify::discover_gpus("/", *sel);
+    gpu = verify::load_cdi(o.host_root, *sel);
+    if (!gpu) gpu = verify::discover_gpus(o.host_root, *sel);
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");
     for (const auto& w : gpu->warnings) ctx.status->message(Level::Warning, w);
     auto required = config.labels.find("dev.stackbuild.driver_min");

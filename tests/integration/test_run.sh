@@ -5,7 +5,9 @@
 # directory; --env and --workdir override them; the command's exit status comes
 # back; its writes are thrown away (a second run and the store's unpacked root do
 # not see them); --timeout kills it; usage errors come before the image is unpacked;
-# --gpus on a host without a GPU is a clear error.
+# --gpus on a host without a GPU is a clear error; --gpus with a CDI spec of a fake
+# host (--host-root): its mounts land where a merged-/usr image's links take them,
+# its hooks' links are made and its folders reach the image's ldconfig.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -67,6 +69,55 @@ for bad in "--workdir rel" "--env NOEQUALS" "--gpus 0,,1"; do
   grep -q "^stackbuild: error: ${bad%% *} wants" <<<"$out" || fail "$bad: the error: $out"
 done
 [[ ! -e $TMP/s2/roots && -z $(find "$TMP/s2" -name 'root-*' 2>/dev/null) ]] || fail "an image was unpacked"
+
+check "--gpus with a CDI spec: mounts through /lib -> usr/lib, hook links, ldconfig folders"
+# A fake host: the driver's libraries (with their sonames) and firmware, and
+# nvidia-ctk's kind of spec, devices without nodes (none to bind here).
+mkdir -p host/opt/drv host/etc/cdi
+for l in cuda nvidia-ml; do
+  echo "int sb_$RANDOM;" >"lib$l.c"
+  cc -shared -fPIC -Wl,-soname,"lib$l.so.1" -o "host/opt/drv/lib$l.so.550.54.15" "lib$l.c"
+done
+echo firmware-7c1 >host/opt/drv/gsp.bin
+cat >host/etc/cdi/nvidia.yaml <<'YAML'
+cdiVersion: 0.6.0
+kind: nvidia.com/gpu
+devices: [{name: "0"}]
+containerEdits:
+  mounts:
+    - {hostPath: /opt/drv/libcuda.so.550.54.15, containerPath: /usr/lib64/libcuda.so.550.54.15}
+    - {hostPath: /opt/drv/libnvidia-ml.so.550.54.15, containerPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15}
+    - {hostPath: /opt/drv/gsp.bin, containerPath: /lib/firmware/nvidia/550.54.15/gsp.bin}
+  hooks:
+    - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, 'libcuda.so.1::/usr/lib64/libcuda.so']}
+    - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache, --folder, /usr/lib64]}
+YAML
+# A merged-/usr Debian image with glibc's ldconfig.
+make_busybox_root merged
+mkdir -p merged/usr/lib/x86_64-linux-gnu
+ln -s usr/lib merged/lib
+cp /sbin/ldconfig merged/sbin/ldconfig
+echo 12.8 >merged/etc/debian_version
+cat >g.yaml <<'YAML'
+stack: gputest
+layers:
+  - {name: base, copy: [{src: merged/, dst: /}]}
+config:
+  env: {PATH: /bin:/sbin}
+tags: ["gputest:1"]
+YAML
+expect_ok build-merged sb build g.yaml -o glayout --store "$STORE"
+out=$(sb run glayout:1 --store "$STORE" --host-root "$TMP/host" --gpus all -- sh -c \
+  'ldconfig -p | grep -E "lib(cuda|nvidia-ml)"; echo "link $(readlink /usr/lib64/libcuda.so)";
+   echo "lib $(readlink /lib)"; cat /usr/lib/firmware/nvidia/550.54.15/gsp.bin' 2>&1) ||
+  fail "run --gpus with the fake host's CDI spec failed: $out"
+for want in "libcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1" \
+    "x86_64-linux-gnu/libnvidia-ml.so.1" \
+    "link libcuda.so.1" "lib usr/lib" "firmware-7c1"; do
+  grep -qF "$want" <<<"$out" || fail "no '$want' in: $out"
+done
+out=$(sb run glayout:1 --store "$STORE" -- sh -c 'ls /usr/lib64 2>&1; readlink /lib') || fail "a plain run failed: $out"
+[[ $out == *"No such file"*"usr/lib" ]] || fail "the injection outlived its run: $out"
 
 if [[ ! -e /dev/nvidiactl ]]; then
   check "--gpus on a host without a GPU says so"
