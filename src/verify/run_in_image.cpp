@@ -7,6 +7,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "verify/elf.hpp"
 
 namespace sb::verify {
 
@@ -70,6 +71,21 @@ std::string compat_dir(const ImageRoot& root, const std::string& driver) {
   return "";
 }
 
+// The host's ldconfig where it is static (Debian's /sbin/ldconfig, Ubuntu's
+// /sbin/ldconfig.real), so it runs inside any image; nullopt otherwise.
+std::optional<fs::path> host_static_ldconfig() {
+  for (const char* p : {"/sbin/ldconfig.real", "/sbin/ldconfig", "/usr/sbin/ldconfig"}) {
+    std::error_code ec;
+    fs::path real = fs::canonical(p, ec);
+    if (ec) continue;
+    try {
+      if (auto elf = read_elf(real); elf && elf->interpreter.empty()) return real;
+    } catch (const Error&) {  // not an ELF file we can read: not this one
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root, const RunOptions& o,
@@ -119,15 +135,26 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
     // told the directories it would not look in by itself (a CDI spec's
     // /usr/lib64 in a Debian image, discovery's multiarch directory in
     // another), after a newer driver branch's compat libraries where the
-    // toolkit would use them.
-    if (auto ldconfig = root.resolve("/sbin/ldconfig"); ldconfig || root.resolve("/usr/sbin/ldconfig")) {
-      sandbox::SandboxSpec ld = spec;
-      ld.argv = {ldconfig ? "/sbin/ldconfig" : "/usr/sbin/ldconfig"};
+    // toolkit would use them. The image's own ldconfig; in an image without
+    // one, the host's where it is static (the toolkit always runs the
+    // host's), told every directory, for its trusted ones are the host's.
+    sandbox::SandboxSpec ld = spec;
+    std::vector<std::string> searched;  // by the image's own ldconfig
+    if (root.resolve("/sbin/ldconfig")) {
+      ld.argv = {"/sbin/ldconfig"};
+      searched = root.ldconfig_dirs(multiarch_tuple());
+    } else if (root.resolve("/usr/sbin/ldconfig")) {
+      ld.argv = {"/usr/sbin/ldconfig"};
+      searched = root.ldconfig_dirs(multiarch_tuple());
+    } else if (auto host = host_static_ldconfig()) {
+      ld.argv = {"/.stackbuild-ldconfig"};
+      ld.mounts.push_back({*host, ld.argv[0], true});
+    }
+    if (!ld.argv.empty()) {
       if (g.cuda_compat) {
         if (std::string compat = compat_dir(root, g.driver_version); !compat.empty())
           ld.argv.push_back(compat);
       }
-      const std::vector<std::string> searched = root.ldconfig_dirs(multiarch_tuple());
       for (const auto& d : lib_dirs) {
         std::string dir = root.mount_path(d);
         if (std::find(searched.begin(), searched.end(), dir) == searched.end() &&
@@ -136,7 +163,9 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
       }
       std::string out;
       auto r = sb.run(ld, [&](std::string_view s) { out += s; });
-      if (r.exit_status != 0) throw Error("ldconfig in the image failed (" + std::to_string(r.exit_status) + "): " + out);
+      if (r.exit_status != 0)
+        throw Error("ldconfig (" + ld.argv[0] + ") in the image failed (" +
+                    std::to_string(r.exit_status) + "): " + out);
     }
   }
   spec.argv = o.argv;

@@ -7,7 +7,8 @@
 # not see them); --timeout kills it; usage errors come before the image is unpacked;
 # --gpus on a host without a GPU is a clear error; --gpus with a CDI spec of a fake
 # host (--host-root): its mounts land where a merged-/usr image's links take them,
-# its hooks' links are made and its folders reach the image's ldconfig.
+# its hooks' links are made and its folders reach the image's ldconfig (the host's
+# in an image without one).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -116,6 +117,11 @@ for want in "libcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1" \
     "link libcuda.so.1" "lib usr/lib" "firmware-7c1"; do
   grep -qF "$want" <<<"$out" || fail "no '$want' in: $out"
 done
+# An image without ldconfig (the first one, busybox only): the host's, as the toolkit runs it.
+out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/host" --gpus all -- sh -c \
+  'readlink /usr/lib64/libcuda.so.1; grep -c libnvidia-ml.so.1 /etc/ld.so.cache' 2>&1) ||
+  fail "run --gpus in an image without ldconfig failed: $out"
+[[ $out == "libcuda.so.550.54.15"$'\n'1 ]] || fail "no linker cache for the driver's libraries: $out"
 out=$(sb run glayout:1 --store "$STORE" -- sh -c 'ls /usr/lib64 2>&1; readlink /lib') || fail "a plain run failed: $out"
 [[ $out == *"No such file"*"usr/lib" ]] || fail "the injection outlived its run: $out"
 
