@@ -162,7 +162,21 @@ done
 "$NVCC" -O2 -gencode arch=compute_75,code=sm_75 -o "$work/broken/opt/gputests/device_query" \
   "$here/programs/device_query.cu" >/dev/null 2>&1
 
-# 3. Images made of host files: the programs, ldconfig, and every library they need.
+# 3. Images made of host files: the programs, ldconfig, and every library they
+#    need, laid out as Debian 12 and Ubuntu 24.04 are (merged /usr: /lib, /lib64,
+#    /bin and /sbin links into /usr; /etc/debian_version), so the GPU tests inject
+#    the driver through those links: discovery's firmware under /lib/firmware,
+#    a CDI spec's /lib/x86_64-linux-gnu. (The built-in tests' image below is
+#    neither merged nor Debian's and has no ldconfig: the other placement.)
+mkdir -p "$work/merged/etc"
+for d in bin sbin lib lib64; do ln -s "usr/$d" "$work/merged/$d"; done
+echo "12 (the GPU check's image)" >"$work/merged/etc/debian_version"
+merged_path() {  # $1: an image path -> where it is in a merged-/usr image
+  case "$1" in
+    /lib/*|/lib64/*|/bin/*|/sbin/*) echo "/usr$1" ;;
+    *) echo "$1" ;;
+  esac
+}
 make_recipe() {  # $1: name, $2: the tree of programs
   {
     echo "stack: $1"
@@ -170,8 +184,9 @@ make_recipe() {  # $1: name, $2: the tree of programs
     echo "  - name: programs"
     echo "    preserve_modes: true"
     echo "    copy:"
+    echo "      - {src: $work/merged/, dst: /}"
     echo "      - {src: $2/opt/gputests/, dst: /opt/gputests/}"
-    echo "      - {src: $(readlink -f /sbin/ldconfig), dst: /sbin/ldconfig}"
+    echo "      - {src: $(readlink -f /sbin/ldconfig), dst: /usr/sbin/ldconfig}"
     { for f in "$2"/opt/gputests/*; do ldd "$f"; done
       # cuDNN loads its sub-libraries (graph, ops, engines) at run time: them too, and what they need.
       for f in $(for p in "$2"/opt/gputests/*; do ldd "$p"; done | awk '$1 ~ /^libcudnn\.so/ {print $3}' | sort -u); do
@@ -181,7 +196,7 @@ make_recipe() {  # $1: name, $2: the tree of programs
       done; } | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
-        echo "      - {src: $(readlink -f "$lib"), dst: $(image_path /usr/lib/x86_64-linux-gnu "$lib")}"
+        echo "      - {src: $(readlink -f "$lib"), dst: $(merged_path "$(image_path /usr/lib/x86_64-linux-gnu "$lib")")}"
       done
     echo "tags: [\"$1:t\"]"
   } > "$work/$1.yaml"
