@@ -228,6 +228,19 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
                                ") is missing on this host: not injected");
       }
       g.device_nodes = present;
+      // So is a mount of a file the host lacks: nvidia-ctk lists libraries
+      // the open kernel modules' driver does not ship (libnvidia-tileiras.so),
+      // and such a spec fails every container at the bind.
+      std::vector<Mount> mounts;
+      for (auto& m : g.mounts) {
+        std::error_code ec;
+        if (fs::exists(root / m.host_path, ec))
+          mounts.push_back(std::move(m));
+        else
+          g.warnings.push_back("/" + m.host_path.string() + " (in " + g.source.substr(4) +
+                               ") is missing on this host: not mounted");
+      }
+      g.mounts = std::move(mounts);
       for (const auto& e : g.env)
         if (e.rfind("NVIDIA_DRIVER_VERSION=", 0) == 0) g.driver_version = e.substr(22);
       if (g.driver_version.empty()) g.driver_version = host_driver_version(root);

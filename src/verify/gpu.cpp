@@ -186,11 +186,20 @@ void check_gpu_selection(const std::string& selection) {
 }
 
 const std::vector<std::string>& driver_library_names() {
-  static const std::vector<std::string> names = {
-      "libcuda.so",          "libcudadebugger.so",       "libnvidia-ml.so",     "libnvidia-cfg.so",
-      "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so", "libnvidia-gpucomp.so", "libnvidia-opencl.so",
-      "libnvidia-allocator.so", "libnvidia-compiler.so", "libnvidia-pkcs11.so", "libnvidia-pkcs11-openssl3.so",
-      "libnvidia-fatbinaryloader.so"};
+  static const std::vector<std::string> names = {"libcuda.so",
+                                                 "libcudadebugger.so",
+                                                 "libnvidia-ml.so",
+                                                 "libnvidia-cfg.so",
+                                                 "libnvidia-ptxjitcompiler.so",
+                                                 "libnvidia-nvvm.so",
+                                                 "libnvidia-gpucomp.so",
+                                                 "libnvidia-opencl.so",
+                                                 "libnvidia-allocator.so",
+                                                 "libnvidia-compiler.so",
+                                                 "libnvidia-pkcs11.so",
+                                                 "libnvidia-pkcs11-openssl3.so",
+                                                 "libnvidia-fatbinaryloader.so",
+                                                 "libnvidia-tileiras.so"};
   return names;
 }
 

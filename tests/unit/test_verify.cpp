@@ -909,3 +909,26 @@ TEST_CASE("a CDI spec's nvidia-ctk hooks: links and ldconfig folders read, other
   CHECK(refused("  - {hookName: createContainer, args: [x]}\n") ==
         file + ":6:5: missing 'path' in hooks[0]");
 }
+
+TEST_CASE("a CDI spec's mount of a file the host lacks is left out with a warning",
+          "[verify][gpu][cdi]") {
+  // nvidia-ctk lists libraries the open kernel modules' driver does not ship.
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  const std::string lib = std::string("/usr/lib/") + multiarch_tuple();
+  test::write(root / "etc/cdi/nvidia.yaml",
+              "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices: [{name: \"0\"}]\n"
+              "containerEdits:\n  mounts:\n"
+              "    - {hostPath: " +
+                  lib + "/libcuda.so.550.54.15, containerPath: " + lib +
+                  "/libcuda.so.550.54.15}\n"
+                  "    - {hostPath: " +
+                  lib + "/libnvidia-tileiras.so.550.54.15, containerPath: " + lib +
+                  "/libnvidia-tileiras.so.550.54.15}\n");
+  auto g = load_cdi(root);
+  REQUIRE(g);
+  CHECK(containers(*g) == std::vector<std::string>{lib + "/libcuda.so.550.54.15"});
+  CHECK(g->warnings == std::vector<std::string>{
+                           lib + "/libnvidia-tileiras.so.550.54.15 (in /etc/cdi/nvidia.yaml) is "
+                                 "missing on this host: not mounted"});
+}
