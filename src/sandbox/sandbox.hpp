@@ -18,6 +18,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace sb::sandbox {
@@ -46,6 +47,9 @@ struct SandboxSpec {
   std::vector<Mount> mounts;
   // Device nodes of the host bound into the fresh /dev, by name.
   std::vector<std::string> devices = {"null", "zero", "full", "random", "urandom", "tty"};
+  // Symlinks made in the fresh /dev after its nodes: name (as for devices,
+  // "dri/by-path/pci-0000:3b:00.0-card") -> target, as written ("../card1").
+  std::vector<std::pair<std::string, std::string>> device_links;
   std::vector<std::string> argv;           // argv[0]: an absolute path, or looked up in env's PATH
   std::map<std::string, std::string> env;  // the whole environment
   std::string cwd = "/";                   // created when missing (as a Dockerfile's WORKDIR)

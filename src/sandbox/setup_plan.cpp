@@ -226,20 +226,41 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
   // Device nodes, also in directories of /dev: a CDI spec of nvidia-ctk names
   // the GPUs' /dev/dri/card1 and /dev/dri/renderD128 beside /dev/nvidia0.
   std::set<std::string> dev_dirs;
-  for (const auto& d : spec.devices) {
+  // The components of a name under /dev, checked; its directories made.
+  auto dev_name = [&](const std::string& d, const char* what) {
     std::vector<std::string> comps;
     try {
       comps = components(d);
     } catch (const Error&) {
     }
     if (comps.empty() || join(comps, comps.size()) != "/" + d)
-      throw Error("sandbox: bad device name '" + d +
+      throw Error("sandbox: bad " + std::string(what) + " '" + d +
                   "' (want a path under /dev such as nvidia0 or dri/card1)");
     for (size_t i = 1; i < comps.size(); ++i)
       if (std::string dir = join(comps, i); dev_dirs.insert(dir).second)
         add({Op::Mkdir, "", root + "/dev" + dir, "", "", 0, 0755, "mkdir /dev" + dir});
+  };
+  for (const auto& d : spec.devices) {
+    dev_name(d, "device name");
     add({Op::Touch, "", root + "/dev/" + d, "", "", 0, 0, "create /dev/" + d});
     add({Op::Mount, "/dev/" + d, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
+  }
+  // A CDI spec's links among them (nvidia-ctk's /dev/dri/by-path/...). No
+  // name may go through one: the links are made before the root is entered.
+  std::set<std::string> link_names;
+  for (const auto& l : spec.device_links) link_names.insert("/" + l.first);
+  auto through_link = [&](const std::string& name) {
+    for (size_t at = name.find('/'); at != std::string::npos; at = name.find('/', at + 1))
+      if (link_names.count("/" + name.substr(0, at)))
+        throw Error("sandbox: /dev/" + name + " would be made through the link /dev/" +
+                    name.substr(0, at));
+  };
+  for (const auto& d : spec.devices) through_link(d);
+  for (const auto& [name, target] : spec.device_links) {
+    through_link(name);
+    dev_name(name, "device link name");
+    if (target.empty()) throw Error("sandbox: device link /dev/" + name + " has no target");
+    add({Op::Symlink, target, root + "/dev/" + name, "", "", 0, 0, "link /dev/" + name});
   }
   add({Op::Mkdir, "", root + "/dev/pts", "", "", 0, 0755, "mkdir /dev/pts"});
   add({Op::Mount, "devpts", root + "/dev/pts", "devpts", "newinstance,ptmxmode=0666,mode=0620",

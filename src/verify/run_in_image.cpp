@@ -128,8 +128,14 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
       auto eq = e.find('=');
       if (eq != std::string::npos && e.substr(0, eq) != "NVIDIA_VISIBLE_DEVICES") spec.env[e.substr(0, eq)] = e.substr(eq + 1);
     }
-    // A CDI spec's create-symlinks hook, made in the writable layer.
-    for (const auto& l : g.symlinks) make_link(root, spec.upper, l);
+    // A CDI spec's create-symlinks hook: links in /dev made in the sandbox's
+    // fresh /dev, the others in the writable layer.
+    for (const auto& l : g.symlinks) {
+      if (l.link.rfind("/dev/", 0) == 0)
+        spec.device_links.push_back({l.link.substr(5), l.target});
+      else
+        make_link(root, spec.upper, l);
+    }
     // The injected libraries enter the image's linker cache, as the toolkit's
     // update-ldcache hook does: an ldconfig run in the same writable layer,
     // told the directories it would not look in by itself (a CDI spec's

@@ -90,7 +90,7 @@ containerEdits:
     - {hostPath: /opt/drv/libnvidia-ml.so.550.54.15, containerPath: /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.15}
     - {hostPath: /opt/drv/gsp.bin, containerPath: /lib/firmware/nvidia/550.54.15/gsp.bin}
   hooks:
-    - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, 'libcuda.so.1::/usr/lib64/libcuda.so']}
+    - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, create-symlinks, --link, 'libcuda.so.1::/usr/lib64/libcuda.so', --link, '../card1::/dev/dri/by-path/pci-0000:3b:00.0-card']}
     - {hookName: createContainer, path: /usr/bin/nvidia-cdi-hook, args: [nvidia-cdi-hook, update-ldcache, --folder, /usr/lib64]}
 YAML
 # A merged-/usr Debian image with glibc's ldconfig.
@@ -110,11 +110,12 @@ YAML
 expect_ok build-merged sb build g.yaml -o glayout --store "$STORE"
 out=$(sb run glayout:1 --store "$STORE" --host-root "$TMP/host" --gpus all -- sh -c \
   'ldconfig -p | grep -E "lib(cuda|nvidia-ml)"; echo "link $(readlink /usr/lib64/libcuda.so)";
+   echo "dev $(readlink /dev/dri/by-path/pci-0000:3b:00.0-card)";
    echo "lib $(readlink /lib)"; cat /usr/lib/firmware/nvidia/550.54.15/gsp.bin' 2>&1) ||
   fail "run --gpus with the fake host's CDI spec failed: $out"
 for want in "libcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1" \
     "x86_64-linux-gnu/libnvidia-ml.so.1" \
-    "link libcuda.so.1" "lib usr/lib" "firmware-7c1"; do
+    "link libcuda.so.1" "dev ../card1" "lib usr/lib" "firmware-7c1"; do
   grep -qF "$want" <<<"$out" || fail "no '$want' in: $out"
 done
 # An image without ldconfig (the first one, busybox only): the host's, as the toolkit runs it.

@@ -231,6 +231,23 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
                                          "mkdir /dev/dri", "touch /dev/dri/card1",
                                          "bind /dev/dri/card1", "touch /dev/dri/renderD128",
                                          "bind /dev/dri/renderD128"});
+  // A CDI spec's links among them, made after the nodes; no name through one.
+  s.device_links = {{"dri/by-path/pci-0000:3b:00.0-card", "../card1"}};
+  plan = sandbox::detail::make_setup_plan(s, false);
+  auto link = std::find_if(plan.ops.begin(), plan.ops.end(), [](const auto& op) {
+    return op.kind == sandbox::detail::Op::Symlink && op.a == "../card1";
+  });
+  REQUIRE(link != plan.ops.end());
+  CHECK(link->b.ends_with("/dev/dri/by-path/pci-0000:3b:00.0-card"));
+  s.device_links = {{"x", "/etc"}, {"x/passwd", "y"}};
+  s.scratch = tmp.path() / "scratch-links";
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+                    Catch::Contains("/dev/x/passwd would be made through the link /dev/x"));
+  s.device_links = {{"dri/../../etc/x", "y"}};
+  s.scratch = tmp.path() / "scratch-links2";
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+                    Catch::Contains("bad device link name"));
+  s.device_links.clear();
   for (const char* bad :
        {"", "/nvidia0", "../nvidia0", "dri/../../etc", "dri//card1", "dri/./card1", "dri/"}) {
     CAPTURE(bad);
