@@ -57,7 +57,8 @@ struct SandboxChoice {
   bool overlay = true;
 };
 
-SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& options, Status& status) {
+SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& options,
+                             const Store& store, Status& status) {
   SandboxChoice c;
   c.sandbox = options.sandbox;
   if (c.sandbox) return c;
@@ -68,12 +69,16 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
   c.sandbox = c.own.get();
   // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
   const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
-  c.overlay = sandbox::overlay_unavailable().empty() && !(force && std::string(force) == "0");
-  if (!c.overlay && sandbox::overlay_unavailable().empty())
+  // The upper directory is in the store (its tmp/): overlayfs must take the
+  // store's filesystem, which it does not where that is overlayfs itself (a
+  // store inside a container's own root).
+  const std::string why = sandbox::overlay_unavailable(store.root() / "tmp");
+  c.overlay = why.empty() && !(force && std::string(force) == "0");
+  if (!c.overlay && why.empty())
     status.message(Level::Info, "layer " + layer + ": built in a full copy of its root (STACKBUILD_SANDBOX_OVERLAY=0)");
   else if (!c.overlay)
-    status.message(Level::Warning, "overlayfs is unavailable (" + sandbox::overlay_unavailable() + "): layer " +
-                                       layer + " is built in a full copy of its root");
+    status.message(Level::Warning, "overlayfs is unavailable (" + why + "): layer " + layer +
+                                       " is built in a full copy of its root");
   return c;
 }
 
@@ -160,7 +165,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
     for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ftp_proxy", "FTP_PROXY",
                              "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"})
       if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
-  SandboxChoice sbx = choose_sandbox(spec.name, options, status);
+  SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
   in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, below, status);
   auto scratch = store.temp_dir();
@@ -213,7 +218,7 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   in.layer = spec.name;
   in.spec = steps;
   in.env = step_environment(recipe, steps, options.variables, epoch);
-  SandboxChoice sbx = choose_sandbox(spec.name, options, status);
+  SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
   in.overlay = sbx.overlay;
   in.lower = rootfs_of(store, chain, status);
   auto scratch = store.temp_dir();

@@ -2,10 +2,12 @@
 // tried once in a short-lived child, the way LinuxSandbox would use it.
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "sandbox/sandbox.hpp"
@@ -63,33 +65,41 @@ std::string namespaces_unavailable() {
   return answer;
 }
 
-std::string overlay_unavailable() {
-  static std::once_flag once;
-  static std::string answer;
-  std::call_once(once, [] {
-    if (std::string ns = namespaces_unavailable(); !ns.empty()) {
-      answer = ns;
-      return;
-    }
-    bool user = ::geteuid() != 0;
-    TempDir tmp;
-    for (const char* d : {"lower", "upper", "work", "merged"})
-      fs::create_directories(tmp.path() / d);
-    std::string options = detail::overlay_options({tmp.path() / "lower"}, tmp.path() / "upper",
-                                                  tmp.path() / "work", user, false);
-    std::string merged = (tmp.path() / "merged").string();
-    std::string uid_map = "0 " + std::to_string(::geteuid()) + " 1\n";
-    std::string gid_map = "0 " + std::to_string(::getegid()) + " 1\n";
-    int err = in_child([&] {
-      if (::unshare(CLONE_NEWNS | (user ? CLONE_NEWUSER : 0)) != 0) return errno;
-      if (user)
-        if (int e = map_self("deny", uid_map, gid_map)) return e;
-      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
-      return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
-    });
-    answer = describe("mount -t overlay", err);
+std::string overlay_unavailable(const fs::path& dir) {
+  if (std::string ns = namespaces_unavailable(); !ns.empty()) return ns;
+  // One answer per filesystem: the device of `dir` (the temporary directory's
+  // when none is given).
+  static std::mutex mutex;
+  static std::map<dev_t, std::string> answers;
+  std::error_code ec;
+  if (!dir.empty()) fs::create_directories(dir, ec);
+  TempDir tmp(dir);
+  struct stat st {};
+  if (::stat(tmp.path().c_str(), &st) != 0)
+    return "stat " + tmp.path().string() + ": " + std::strerror(errno);
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = answers.find(st.st_dev); it != answers.end()) return it->second;
+  bool user = ::geteuid() != 0;
+  for (const char* d : {"lower", "upper", "work", "merged"}) fs::create_directories(tmp.path() / d);
+  std::string options = detail::overlay_options({tmp.path() / "lower"}, tmp.path() / "upper",
+                                                tmp.path() / "work", user, false);
+  std::string merged = (tmp.path() / "merged").string();
+  std::string uid_map = "0 " + std::to_string(::geteuid()) + " 1\n";
+  std::string gid_map = "0 " + std::to_string(::getegid()) + " 1\n";
+  int err = in_child([&] {
+    if (::unshare(CLONE_NEWNS | (user ? CLONE_NEWUSER : 0)) != 0) return errno;
+    if (user)
+      if (int e = map_self("deny", uid_map, gid_map)) return e;
+    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+    return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
   });
-  return answer;
+  std::string what = dir.empty() ? std::string("mount -t overlay")
+                                 : "mount -t overlay, its upper layer in " + dir.string();
+  return answers[st.st_dev] = describe(what.c_str(), err);
+}
+
+std::string LinuxSandbox::overlay_unavailable_in(const fs::path& dir) const {
+  return overlay_unavailable(dir);
 }
 
 }  // namespace sb::sandbox

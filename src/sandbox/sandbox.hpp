@@ -72,16 +72,27 @@ class Sandbox {
  public:
   virtual ~Sandbox() = default;
   virtual SandboxResult run(const SandboxSpec& spec, const OutputFn& output) = 0;
+  // Why an overlay root cannot have its upper and work directories in `dir`
+  // ("" when it can), for callers that pick where those go.
+  virtual std::string overlay_unavailable_in(const fs::path& dir) const {
+    (void)dir;
+    return "";
+  }
 };
 
 class LinuxSandbox final : public Sandbox {
  public:
   SandboxResult run(const SandboxSpec& spec, const OutputFn& output) override;
+  std::string overlay_unavailable_in(const fs::path& dir) const override;
 };
 
 // Why namespaces or overlayfs cannot be used here, "" when they can. Starts a
-// short-lived process that tries them (as run() would), once per process.
+// short-lived process that tries them (as run() would), once per process, and
+// for overlayfs once per filesystem: with `dir`, the upper and work
+// directories are made in it (overlayfs takes no overlayfs as its upper
+// layer: a store inside a container's own root cannot hold one); without, in
+// the temporary directory.
 std::string namespaces_unavailable();
-std::string overlay_unavailable();
+std::string overlay_unavailable(const fs::path& dir = {});
 
 }  // namespace sb::sandbox

@@ -86,11 +86,37 @@ std::optional<fs::path> host_static_ldconfig() {
   return std::nullopt;
 }
 
+// Where the writable layer's directories go: beside the unpacked root in the
+// store, else, where overlayfs does not take the store's filesystem as its
+// upper layer (overlayfs itself: a store inside a container's own root), the
+// first temporary directory it does take.
+fs::path writable_base(const sandbox::Sandbox& sb, const ImageRoot& root) {
+  const fs::path store_dir = root.root().parent_path();
+  const std::string why = sb.overlay_unavailable_in(store_dir);
+  if (why.empty() || why == sandbox::namespaces_unavailable()) return store_dir;  // run() says why
+  std::string tried = store_dir.string() + " (" + why + ")";
+  std::vector<fs::path> candidates;
+  if (const char* t = getenv("TMPDIR"); t && *t) candidates.emplace_back(t);
+  for (const char* d : {"/tmp", "/var/tmp", "/dev/shm"}) candidates.emplace_back(d);
+  for (const auto& c : candidates) {
+    std::error_code ec;
+    if (!fs::is_directory(c, ec)) continue;
+    if (std::string w = sb.overlay_unavailable_in(c); !w.empty())
+      tried += ", " + c.string() + " (" + w + ")";
+    else
+      return c;
+  }
+  throw Error(
+      "a command in an image runs on a writable overlayfs layer, and overlayfs takes "
+      "none of these filesystems as its upper layer: " +
+      tried + "; put the store (--store) on another filesystem");
+}
+
 }  // namespace
 
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root, const RunOptions& o,
                                     const sandbox::OutputFn& output) {
-  TempDir tmp(root.root().parent_path(), ".run-");
+  TempDir tmp(writable_base(sb, root), ".run-");
   sandbox::SandboxSpec spec;
   spec.lower = {root.root()};
   spec.upper = tmp.path() / "upper";
