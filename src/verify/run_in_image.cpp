@@ -27,8 +27,10 @@ void make_upper_dirs(const ImageRoot& root, const fs::path& upper, const std::st
   for (const auto& c : fs::path(dir).relative_path()) {
     at /= c;
     image /= c;
-    if (fs::is_directory(at)) continue;
-    fs::create_directory(at);
+    std::error_code ec;
+    if (fs::is_directory(at, ec)) continue;
+    if (!fs::create_directory(at, ec) && ec)
+      throw Error("a CDI create-symlinks hook's directory " + image.string() + ": " + ec.message());
     struct stat st {};
     if (::lstat((root.root() / image.relative_path()).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
       ::chmod(at.c_str(), st.st_mode & 07777);
@@ -52,7 +54,8 @@ void make_link(const ImageRoot& root, const fs::path& upper, const Symlink& l) {
   make_upper_dirs(root, upper, dir);
   fs::path at = upper / fs::path(image).relative_path();
   fs::remove(at, ec);
-  fs::create_symlink(l.target, at);
+  fs::create_symlink(l.target, at, ec);
+  if (ec) throw Error("a CDI create-symlinks hook's link " + image + ": " + ec.message());
 }
 
 // The image's CUDA forward-compatibility directory, where its libcuda.so is
