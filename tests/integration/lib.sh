@@ -54,8 +54,16 @@ trap cleanup EXIT
 # shellcheck disable=SC2034  # used by the scripts that source this file
 STORE="$TMP/store"
 
-# sb ARGS...: runs stackbuild with plain progress (the store is given by the caller).
-sb() { "$SB" "$@" --progress plain; }
+# sb ARGS...: runs stackbuild with plain progress (the store is given by the caller),
+# the option put before a "--": what follows it is the command `stackbuild run` runs.
+sb() {
+  local args=() x done=0
+  for x in "$@"; do
+    if [[ $x == -- && $done == 0 ]]; then args+=(--progress plain --); done=1; else args+=("$x"); fi
+  done
+  ((done)) || args+=(--progress plain)
+  "$SB" "${args[@]}"
+}
 
 # in_dir DIR CMD...: runs CMD (a command or a function) in DIR, in a subshell.
 in_dir() {

@@ -126,6 +126,30 @@ out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/host" --gpus all -- sh 
 out=$(sb run glayout:1 --store "$STORE" -- sh -c 'ls /usr/lib64 2>&1; readlink /lib') || fail "a plain run failed: $out"
 [[ $out == *"No such file"*"usr/lib" ]] || fail "the injection outlived its run: $out"
 
+check "--gpus by discovery: the multiarch directory of a Debian image, /usr/lib64 of another"
+# A fake host without a CDI spec: the kernel's files, the driver's library,
+# firmware, nvidia-smi. No device nodes: those would be bound from this host's
+# /dev (their absence is warned about).
+mkdir -p dhost/proc/driver/nvidia/gpus/0000:3b:00.0 dhost/usr/lib/x86_64-linux-gnu \
+  dhost/lib/firmware/nvidia/550.54.15 dhost/usr/bin
+echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC 2024" \
+  >dhost/proc/driver/nvidia/version
+printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n' \
+  >dhost/proc/driver/nvidia/gpus/0000:3b:00.0/information
+cp host/opt/drv/libcuda.so.550.54.15 dhost/usr/lib/x86_64-linux-gnu/
+echo firmware-d2 >dhost/lib/firmware/nvidia/550.54.15/gsp.bin
+printf '#!/bin/sh\necho "GPU 0: fake"\n' >dhost/usr/bin/nvidia-smi
+chmod +x dhost/usr/bin/nvidia-smi
+out=$(sb run glayout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh -c \
+  'readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; /usr/bin/nvidia-smi; cat /lib/firmware/nvidia/550.54.15/gsp.bin' \
+  2>warnings.log) || fail "run --gpus by discovery in a Debian image failed: $out $(cat warnings.log)"
+[[ $out == "libcuda.so.550.54.15"$'\n'"GPU 0: fake"$'\n'"firmware-d2" ]] || fail "a Debian image: $out"
+grep -q "/dev/nvidiactl is missing: CUDA will not start" warnings.log || fail "no warning: $(cat warnings.log)"
+out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh -c \
+  'readlink /usr/lib64/libcuda.so.1; ls /usr/lib/x86_64-linux-gnu 2>&1; true' 2>warnings.log) ||
+  fail "run --gpus by discovery in another image failed: $out $(cat warnings.log)"
+[[ $out == "libcuda.so.550.54.15"$'\n'*"No such file"* ]] || fail "an image not Debian's: $out"
+
 if [[ ! -e /dev/nvidiactl ]]; then
   check "--gpus on a host without a GPU says so"
   rc=0; out=$(sb run layout:1 --store "$STORE" --gpus all -- true 2>&1) || rc=$?
