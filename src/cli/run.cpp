@@ -78,6 +78,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     o.gpu = &*gpu;
   }
   sandbox::LinuxSandbox sandbox;
+  if (std::string w = verify::full_copy_warning(sandbox, root); !w.empty())
+    ctx.status->message(Level::Warning, w);
   auto r = verify::run_in_image(sandbox, root, o, [](std::string_view s) { (void)!::write(1, s.data(), s.size()); });
   if (r.timed_out) throw Error("the command ran past --timeout and was killed");
   return r.exit_status;

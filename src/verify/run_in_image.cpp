@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "build/changeset.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "verify/elf.hpp"
@@ -89,14 +90,25 @@ std::optional<fs::path> host_static_ldconfig() {
   return std::nullopt;
 }
 
-// Where the writable layer's directories go: beside the unpacked root in the
-// store, else, where overlayfs does not take the store's filesystem as its
-// upper layer (overlayfs itself: a store inside a container's own root), the
-// first temporary directory it does take.
-fs::path writable_base(const sandbox::Sandbox& sb, const ImageRoot& root) {
+// Where a command's writable layer goes: an overlayfs upper directory beside
+// the unpacked root in the store, else, where overlayfs does not take the
+// store's filesystem as its upper layer (overlayfs itself: a store inside a
+// container's own root), in the first temporary directory it does take;
+// where it takes none (or STACKBUILD_SANDBOX_OVERLAY=0, as for builds), a
+// full copy of the root in the store.
+struct WritablePlace {
+  fs::path base;
+  bool overlay = true;
+  std::string why_not;  // each place tried, and why overlayfs refused it
+};
+
+WritablePlace writable_place(const sandbox::Sandbox& sb, const ImageRoot& root) {
   const fs::path store_dir = root.root().parent_path();
+  if (const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY"); force && std::string(force) == "0")
+    return {store_dir, false, "STACKBUILD_SANDBOX_OVERLAY=0"};
   const std::string why = sb.overlay_unavailable_in(store_dir);
-  if (why.empty() || why == sandbox::namespaces_unavailable()) return store_dir;  // run() says why
+  if (why.empty() || why == sandbox::namespaces_unavailable())
+    return {store_dir};  // run() says why
   std::string tried = store_dir.string() + " (" + why + ")";
   std::vector<fs::path> candidates;
   if (const char* t = getenv("TMPDIR"); t && *t) candidates.emplace_back(t);
@@ -104,28 +116,34 @@ fs::path writable_base(const sandbox::Sandbox& sb, const ImageRoot& root) {
   for (const auto& c : candidates) {
     std::error_code ec;
     if (!fs::is_directory(c, ec)) continue;
-    if (std::string w = sb.overlay_unavailable_in(c); !w.empty())
-      tried += ", " + c.string() + " (" + w + ")";
+    if (std::string w = sb.overlay_unavailable_in(c); w.empty())
+      return {c};
     else
-      return c;
+      tried += ", " + c.string() + " (" + w + ")";
   }
-  throw Error(
-      "a command in an image runs on a writable overlayfs layer, and overlayfs takes "
-      "none of these filesystems as its upper layer: " +
-      tried + "; put the store (--store) on another filesystem");
+  return {store_dir, false, "overlayfs takes none of these as its upper layer: " + tried};
 }
 
 }  // namespace
 
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root, const RunOptions& o,
                                     const sandbox::OutputFn& output) {
-  TempDir tmp(writable_base(sb, root), ".run-");
+  const WritablePlace place = writable_place(sb, root);
+  TempDir tmp(place.base, ".run-");
   sandbox::SandboxSpec spec;
-  spec.lower = {root.root()};
-  spec.upper = tmp.path() / "upper";
-  spec.work = tmp.path() / "work";
   spec.scratch = tmp.path() / "scratch";
-  for (const auto& d : {spec.upper, spec.work, spec.scratch}) fs::create_directories(d);
+  fs::create_directories(spec.scratch);
+  if (place.overlay) {
+    spec.lower = {root.root()};
+    spec.upper = tmp.path() / "upper";
+    spec.work = tmp.path() / "work";
+    for (const auto& d : {spec.upper, spec.work}) fs::create_directories(d);
+  } else {
+    spec.root = tmp.path() / "root";
+    fs::create_directories(spec.root);
+    copy_tree(root.root(), spec.root);
+  }
+  const fs::path& writable = place.overlay ? spec.upper : spec.root;  // what the command may change
   spec.env = o.env;
   spec.cwd = o.cwd;
   spec.timeout_seconds = o.timeout_seconds;
@@ -163,7 +181,7 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
       if (l.link.rfind("/dev/", 0) == 0)
         spec.device_links.push_back({l.link.substr(5), l.target});
       else
-        make_link(root, spec.upper, l);
+        make_link(root, writable, l);
     }
     // The injected libraries enter the image's linker cache, as the toolkit's
     // update-ldcache hook does: an ldconfig run in the same writable layer,
@@ -205,6 +223,14 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
   }
   spec.argv = o.argv;
   return sb.run(spec, output);
+}
+
+std::string full_copy_warning(const sandbox::Sandbox& sandbox, const ImageRoot& root) {
+  const WritablePlace place = writable_place(sandbox, root);
+  if (place.overlay) return "";
+  return "each command in the image runs in a full copy of its root, which is slow for a big image "
+         "(" +
+         place.why_not + ")";
 }
 
 }  // namespace sb::verify

@@ -27,8 +27,16 @@ struct RunOptions {
 };
 
 // Runs the command in a fresh writable layer over `root` (discarded after),
-// streaming its output. Returns its exit status (128+N for signal N).
+// streaming its output. Returns its exit status (128+N for signal N). The
+// layer is an overlayfs upper directory beside `root` in the store, else in
+// the first of $TMPDIR, /tmp, /var/tmp and /dev/shm that overlayfs takes;
+// where it takes none (or STACKBUILD_SANDBOX_OVERLAY=0), a full copy of the
+// root.
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sandbox, const ImageRoot& root, const RunOptions& options,
                                     const sandbox::OutputFn& output);
+
+// "" where commands run on an overlayfs layer over `root`; else a warning
+// that each runs in a full copy of it, saying why, for the caller to show once.
+std::string full_copy_warning(const sandbox::Sandbox& sandbox, const ImageRoot& root);
 
 }  // namespace sb::verify

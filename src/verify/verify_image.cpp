@@ -5,6 +5,7 @@
 #include "image/image.hpp"
 #include "util/error.hpp"
 #include "verify/builtin_tests.hpp"
+#include "verify/run_in_image.hpp"
 #include "verify/static_checks.hpp"
 #include "verify/unpacked.hpp"
 
@@ -111,6 +112,8 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   for (const auto& t : recorded.tests) tests.push_back(from_spec(t));
   sandbox::LinuxSandbox linux_sandbox;
   sandbox::Sandbox& sb = o.sandbox ? *o.sandbox : linux_sandbox;
+  if (!tests.empty() || !recorded.builtin.empty())
+    if (std::string w = full_copy_warning(sb, root); !w.empty()) status.message(Level::Warning, w);
   if (!recorded.builtin.empty()) {
     BuiltinOptions bo;
     bo.versions = expected;

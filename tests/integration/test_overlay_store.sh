@@ -6,6 +6,8 @@
 # it failed with "cannot mount the overlay root ...: Invalid argument"), and
 # gives the same layers as a store on this disk; `stackbuild run` puts its
 # writable layer in the temporary directory, and its writes still go nowhere.
+# Where overlayfs takes no directory at all (forced here with
+# STACKBUILD_SANDBOX_OVERLAY=0), a command runs in a full copy of the root.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -51,4 +53,14 @@ grep -qF "warning: overlayfs is unavailable (mount -t overlay, its upper layer i
 check "stackbuild run with that store: the writable layer elsewhere, thrown away"
 [[ $(head -1 run1.log) == made && $(sed -n 2p run1.log) == *"No such file"* ]] || fail "run: $(cat run1.log)"
 [[ $(cat run2.log) == made ]] || fail "a write survived: $(cat run2.log)"
+
+check "where overlayfs takes nothing (forced): run in a full copy, saying so, its writes thrown away"
+out=$(STACKBUILD_SANDBOX_OVERLAY=0 sb run disk:1 --store "$STORE" -- sh -c 'cat /made.txt; echo x >/made.txt' \
+  2>warn.log) || fail "run in a full copy failed: $out $(cat warn.log)"
+[[ $out == made ]] || fail "run in a full copy: $out"
+grep -qF "warning: each command in the image runs in a full copy of its root, which is slow for a big image (STACKBUILD_SANDBOX_OVERLAY=0)" warn.log ||
+  fail "no warning: $(cat warn.log)"
+out=$(STACKBUILD_SANDBOX_OVERLAY=0 sb run disk:1 --store "$STORE" -- cat /made.txt 2>/dev/null) || fail "second run: $out"
+[[ $out == made ]] || fail "a write survived the full copy: $out"
+[[ -z $(find "$STORE/roots" -maxdepth 1 -name '.run-*') ]] || fail "a copy was left in the store"
 pass

@@ -64,6 +64,8 @@ class FakeSandbox : public sandbox::Sandbox {
   std::vector<sandbox::SandboxSpec> runs;
   std::map<std::string, std::pair<int, std::string>> answers;  // the command's last word -> status, output
   std::function<void(const sandbox::SandboxSpec&)> during;  // looks at a run's layers while it runs
+  std::string overlay_refused;  // overlay_unavailable_in's answer, for every directory
+  std::string overlay_unavailable_in(const fs::path&) const override { return overlay_refused; }
   sandbox::SandboxResult run(const sandbox::SandboxSpec& spec, const sandbox::OutputFn& out) override {
     runs.push_back(spec);
     if (during) during(spec);
@@ -561,4 +563,44 @@ TEST_CASE("GPU injection into an image: library directory, ldconfig folders, hoo
   gpu.driver_version = "550.54.15";  // not newer than the host's
   std::tie(targets, ld) = run();
   CHECK(ld == std::vector<std::string>{"/sbin/ldconfig", "/usr/lib64"});
+}
+
+TEST_CASE("where overlayfs takes no directory, a command runs in a full copy of the root",
+          "[verify][gpu]") {
+  TempDir dir;
+  fs::path root = dir.path() / "roots" / "img";
+  test::write(root / "sbin/ldconfig", "", 0755);
+  test::write(root / "etc/data", "from the image");
+  GpuInjection gpu;
+  gpu.gpus.push_back({0, 0, "GPU-a", "H200", ""});
+  gpu.symlinks = {{"libcuda.so.1", "/usr/lib64/libcuda.so"}};
+  FakeSandbox sb;
+  sb.overlay_refused = "mount -t overlay: Invalid argument";
+  RunOptions o;
+  o.argv = {"/bin/true"};
+  o.gpu = &gpu;
+  std::vector<std::string> seen;
+  fs::path copy;
+  sb.during = [&](const sandbox::SandboxSpec& spec) {
+    CHECK(spec.lower.empty());
+    CHECK(spec.upper.empty());
+    REQUIRE_FALSE(spec.root.empty());
+    if (copy.empty()) copy = spec.root;
+    CHECK(spec.root == copy);  // ldconfig and the command share it
+    seen.push_back(read_file(spec.root / "etc/data"));
+    seen.push_back(fs::read_symlink(spec.root / "usr/lib64/libcuda.so").string());
+  };
+  run_in_image(sb, ImageRoot(root), o, [](std::string_view) {});
+  CHECK(sb.runs.size() == 2);
+  CHECK(seen == std::vector<std::string>{"from the image", "libcuda.so.1", "from the image",
+                                         "libcuda.so.1"});
+  CHECK_FALSE(fs::exists(copy));                // thrown away
+  CHECK_FALSE(fs::exists(root / "usr/lib64"));  // the image untouched
+  std::string w = full_copy_warning(sb, ImageRoot(root));
+  CHECK_THAT(w, Catch::StartsWith("each command in the image runs in a full copy of its root"));
+  CHECK_THAT(w, Catch::Contains((dir.path() / "roots").string() +
+                                " (mount -t overlay: Invalid argument)"));
+  CHECK_THAT(w, Catch::Contains(", /tmp (mount -t overlay: Invalid argument)"));
+  sb.overlay_refused.clear();
+  CHECK(full_copy_warning(sb, ImageRoot(root)).empty());
 }
