@@ -51,6 +51,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
                        {"device_nodes", nlohmann::json::array()},
                        {"mounts", nlohmann::json::array()},
                        {"env", nlohmann::json::array()},
+                       {"device_host_paths", nlohmann::json::object()},
                        {"symlinks", nlohmann::json::array()},
                        {"ldconfig_folders", nlohmann::json::array()},
                        {"cuda_compat", false},
@@ -79,6 +80,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
                      {"device_nodes", g.device_nodes},
                      {"mounts", mounts},
                      {"env", g.env},
+                     {"device_host_paths", g.device_host_paths},
                      {"symlinks", links},
                      {"ldconfig_folders", g.ldconfig_folders},
                      {"cuda_compat", g.cuda_compat},
@@ -89,7 +91,11 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   printf("source: %s\ndriver: %s\n", g.source.c_str(), g.driver_version.empty() ? "?" : g.driver_version.c_str());
   for (const auto& d : g.gpus)
     printf("gpu %d: %s %s (minor %d, %s)\n", d.index, d.model.c_str(), d.uuid.c_str(), d.minor, d.pci_bus.c_str());
-  for (const auto& n : g.device_nodes) printf("device: %s\n", n.c_str());
+  for (const auto& n : g.device_nodes) {
+    auto host = g.device_host_paths.find(n);
+    printf("device: %s%s\n", n.c_str(),
+           host == g.device_host_paths.end() ? "" : (" (from " + host->second + ")").c_str());
+  }
   for (const auto& m : g.mounts) printf("mount: /%s -> %s (ro)\n", m.host_path.c_str(), m.container_path.c_str());
   for (const auto& l : g.symlinks) printf("link: %s -> %s\n", l.link.c_str(), l.target.c_str());
   for (const auto& f : g.ldconfig_folders) printf("ldconfig: %s\n", f.c_str());

@@ -47,6 +47,9 @@ struct SandboxSpec {
   std::vector<Mount> mounts;
   // Device nodes of the host bound into the fresh /dev, by name.
   std::vector<std::string> devices = {"null", "zero", "full", "random", "urandom", "tty"};
+  // The host node bound for a device where it is not /dev/<name> (a CDI
+  // spec's hostPath): name -> host path.
+  std::map<std::string, fs::path> device_sources;
   // Symlinks made in the fresh /dev after its nodes: name (as for devices,
   // "dri/by-path/pci-0000:3b:00.0-card") -> target, as written ("../card1").
   std::vector<std::pair<std::string, std::string>> device_links;

@@ -243,7 +243,10 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
   for (const auto& d : spec.devices) {
     dev_name(d, "device name");
     add({Op::Touch, "", root + "/dev/" + d, "", "", 0, 0, "create /dev/" + d});
-    add({Op::Mount, "/dev/" + d, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
+    auto source = spec.device_sources.find(d);
+    const std::string from =
+        source != spec.device_sources.end() ? source->second.string() : "/dev/" + d;
+    add({Op::Mount, from, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
   }
   // A CDI spec's links among them (nvidia-ctk's /dev/dri/by-path/...). No
   // name may go through one: the links are made before the root is entered.

@@ -107,6 +107,10 @@ void apply_edits(const yaml::Reader& r, const YAML::Node& edits, GpuInjection& g
       std::string path = spec_path(r, nodes[i], "path", at + ".path");
       if (std::find(g.device_nodes.begin(), g.device_nodes.end(), path) == g.device_nodes.end())
         g.device_nodes.push_back(path);
+      if (nodes[i]["hostPath"]) {
+        std::string host = spec_path(r, nodes[i], "hostPath", at + ".hostPath");
+        if (host != path) g.device_host_paths[path] = host;
+      }
     }
   }
   if (const auto& mounts = edits["mounts"]) {
@@ -221,13 +225,18 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
       std::vector<std::string> present;
       for (const auto& n : g.device_nodes) {
         std::error_code ec;
-        if (fs::exists(under(root, n), ec))
+        auto host = g.device_host_paths.find(n);
+        if (fs::exists(under(root, host != g.device_host_paths.end() ? host->second : n), ec))
           present.push_back(n);
         else
-          g.warnings.push_back(n + " (in " + g.source.substr(4) +
-                               ") is missing on this host: not injected");
+          g.warnings.push_back((host != g.device_host_paths.end() ? host->second : n) + " (in " +
+                               g.source.substr(4) + ") is missing on this host: not injected");
       }
       g.device_nodes = present;
+      for (auto it = g.device_host_paths.begin(); it != g.device_host_paths.end();)
+        it = std::find(present.begin(), present.end(), it->first) == present.end()
+                 ? g.device_host_paths.erase(it)
+                 : std::next(it);
       // So is a mount of a file the host lacks: nvidia-ctk lists libraries
       // the open kernel modules' driver does not ship (libnvidia-tileiras.so),
       // and such a spec fails every container at the bind.
@@ -258,12 +267,20 @@ std::string to_cdi_json(const GpuInjection& g) {
   for (const auto& gpu : g.gpus) {
     std::string node = "/dev/nvidia" + std::to_string(gpu.minor);
     per_gpu.push_back(node);
+    json entry{{"path", node}};
+    if (auto host = g.device_host_paths.find(node); host != g.device_host_paths.end())
+      entry["hostPath"] = host->second;
     devices.push_back({{"name", std::to_string(gpu.index)},
-                       {"containerEdits", {{"deviceNodes", json::array({{{"path", node}}})}}}});
+                       {"containerEdits", {{"deviceNodes", json::array({entry})}}}});
   }
   json common_nodes = json::array();
-  for (const auto& n : g.device_nodes)
-    if (std::find(per_gpu.begin(), per_gpu.end(), n) == per_gpu.end()) common_nodes.push_back({{"path", n}});
+  for (const auto& n : g.device_nodes) {
+    if (std::find(per_gpu.begin(), per_gpu.end(), n) != per_gpu.end()) continue;
+    json entry{{"path", n}};
+    if (auto host = g.device_host_paths.find(n); host != g.device_host_paths.end())
+      entry["hostPath"] = host->second;
+    common_nodes.push_back(entry);
+  }
   json mounts = json::array();
   for (const auto& m : g.mounts)
     mounts.push_back({{"hostPath", (fs::path("/") / m.host_path).string()},

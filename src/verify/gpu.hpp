@@ -10,6 +10,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,6 +48,9 @@ struct GpuInjection {
   std::string driver_version;         // "550.54.15"
   std::vector<GpuDevice> gpus;        // the selected ones
   std::vector<std::string> device_nodes;  // every node to create, e.g. /dev/nvidia0, /dev/nvidiactl
+  // Where a CDI spec's node is elsewhere on the host (its hostPath: a driver
+  // container's /run/nvidia/driver/dev/nvidia0): node -> host path.
+  std::map<std::string, std::string> device_host_paths;
   std::vector<Mount> mounts;          // libraries, binaries, firmware; read-only
   std::vector<std::string> env;       // "KEY=value" from a CDI spec
   // From a CDI spec's nvidia-ctk hooks, which stackbuild applies itself

@@ -169,8 +169,12 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
       if (is_shared_library(fs::path(target).filename().string()))
         lib_dirs.push_back(fs::path(target).parent_path().string());
     }
-    for (const auto& node : g.device_nodes)
-      if (node.rfind("/dev/", 0) == 0) spec.devices.push_back(node.substr(5));
+    for (const auto& node : g.device_nodes) {
+      if (node.rfind("/dev/", 0) != 0) continue;
+      spec.devices.push_back(node.substr(5));
+      if (auto host = g.device_host_paths.find(node); host != g.device_host_paths.end())
+        spec.device_sources[node.substr(5)] = o.host_root / fs::path(host->second).relative_path();
+    }
     for (const auto& e : g.env) {
       auto eq = e.find('=');
       if (eq != std::string::npos && e.substr(0, eq) != "NVIDIA_VISIBLE_DEVICES") spec.env[e.substr(0, eq)] = e.substr(eq + 1);

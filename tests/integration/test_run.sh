@@ -73,17 +73,19 @@ done
 
 check "--gpus with a CDI spec: mounts through /lib -> usr/lib, hook links, ldconfig folders"
 # A fake host: the driver's libraries (with their sonames) and firmware, and
-# nvidia-ctk's kind of spec, devices without nodes (none to bind here).
+# nvidia-ctk's kind of spec, its one device node (a file here) at a hostPath
+# of its own, as a driver container's are.
 mkdir -p host/opt/drv host/etc/cdi
 for l in cuda nvidia-ml; do
   echo "int sb_$RANDOM;" >"lib$l.c"
   cc -shared -fPIC -Wl,-soname,"lib$l.so.1" -o "host/opt/drv/lib$l.so.550.54.15" "lib$l.c"
 done
 echo firmware-7c1 >host/opt/drv/gsp.bin
+mkdir -p host/run/drv/dev && echo node-3e5 >host/run/drv/dev/nvidia0  # a node elsewhere (hostPath)
 cat >host/etc/cdi/nvidia.yaml <<'YAML'
 cdiVersion: 0.6.0
 kind: nvidia.com/gpu
-devices: [{name: "0"}]
+devices: [{name: "0", containerEdits: {deviceNodes: [{path: /dev/nvidia0, hostPath: /run/drv/dev/nvidia0}]}}]
 containerEdits:
   mounts:
     - {hostPath: /opt/drv/libcuda.so.550.54.15, containerPath: /usr/lib64/libcuda.so.550.54.15}
@@ -110,12 +112,12 @@ YAML
 expect_ok build-merged sb build g.yaml -o glayout --store "$STORE"
 out=$(sb run glayout:1 --store "$STORE" --host-root "$TMP/host" --gpus all -- sh -c \
   'ldconfig -p | grep -E "lib(cuda|nvidia-ml)"; echo "link $(readlink /usr/lib64/libcuda.so)";
-   echo "dev $(readlink /dev/dri/by-path/pci-0000:3b:00.0-card)";
+   echo "dev $(readlink /dev/dri/by-path/pci-0000:3b:00.0-card) $(cat /dev/nvidia0)";
    echo "lib $(readlink /lib)"; cat /usr/lib/firmware/nvidia/550.54.15/gsp.bin' 2>&1) ||
   fail "run --gpus with the fake host's CDI spec failed: $out"
 for want in "libcuda.so.1 (libc6,x86-64) => /usr/lib64/libcuda.so.1" \
     "x86_64-linux-gnu/libnvidia-ml.so.1" \
-    "link libcuda.so.1" "dev ../card1" "lib usr/lib" "firmware-7c1"; do
+    "link libcuda.so.1" "dev ../card1 node-3e5" "lib usr/lib" "firmware-7c1"; do
   grep -qF "$want" <<<"$out" || fail "no '$want' in: $out"
 done
 # An image without ldconfig (the first one, busybox only): the host's, as the toolkit runs it.

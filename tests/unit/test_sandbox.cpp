@@ -231,6 +231,15 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
                                          "mkdir /dev/dri", "touch /dev/dri/card1",
                                          "bind /dev/dri/card1", "touch /dev/dri/renderD128",
                                          "bind /dev/dri/renderD128"});
+  // A node bound from elsewhere on the host (a CDI spec's hostPath).
+  s.device_sources = {{"dri/card1", "/run/nvidia/driver/dev/dri/card1"}};
+  s.scratch = tmp.path() / "scratch-sources";
+  plan = sandbox::detail::make_setup_plan(s, false);
+  CHECK(std::any_of(plan.ops.begin(), plan.ops.end(), [](const auto& op) {
+    return op.kind == sandbox::detail::Op::Mount && op.a == "/run/nvidia/driver/dev/dri/card1" &&
+           op.b.ends_with("/dev/dri/card1");
+  }));
+  s.device_sources.clear();
   // A CDI spec's links among them, made after the nodes; no name through one.
   s.device_links = {{"dri/by-path/pci-0000:3b:00.0-card", "../card1"}};
   plan = sandbox::detail::make_setup_plan(s, false);

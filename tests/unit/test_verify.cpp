@@ -932,3 +932,39 @@ TEST_CASE("a CDI spec's mount of a file the host lacks is left out with a warnin
                            lib + "/libnvidia-tileiras.so.550.54.15 (in /etc/cdi/nvidia.yaml) is "
                                  "missing on this host: not mounted"});
 }
+
+TEST_CASE("a CDI spec's device node with a hostPath: found, bound and written back from there",
+          "[verify][gpu][cdi]") {
+  // The GPU operator's driver container: nodes under /run/nvidia/driver/dev.
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  test::write(root / "run/nvidia/driver/dev/nvidia3", "");
+  const std::string spec =
+      "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\n"
+      "devices:\n  - name: \"0\"\n    containerEdits:\n      deviceNodes:\n"
+      "        - {path: /dev/nvidia3, hostPath: /run/nvidia/driver/dev/nvidia3}\n"
+      "        - {path: /dev/nvidia4, hostPath: /run/nvidia/driver/dev/nvidia4}\n"
+      "        - {path: /dev/nvidiactl, hostPath: /dev/nvidiactl}\n";
+  test::write(root / "etc/cdi/nvidia.yaml", spec);
+  auto g = load_cdi(root);
+  REQUIRE(g);
+  CHECK(g->device_nodes == std::vector<std::string>{"/dev/nvidia3", "/dev/nvidiactl"});
+  CHECK(g->device_host_paths ==
+        std::map<std::string, std::string>{{"/dev/nvidia3", "/run/nvidia/driver/dev/nvidia3"}});
+  CHECK(g->warnings == std::vector<std::string>{"/run/nvidia/driver/dev/nvidia4 (in "
+                                                "/etc/cdi/nvidia.yaml) is missing on this host: "
+                                                "not injected"});
+  // gpu --cdi writes the hostPath, and it reads back the same.
+  fs::remove(root / "etc/cdi/nvidia.yaml");
+  test::write(root / "etc/cdi/nvidia.json", to_cdi_json(*g));
+  auto again = load_cdi(root);
+  REQUIRE(again);
+  CHECK(again->device_host_paths == g->device_host_paths);
+  // A relative hostPath is refused where it is.
+  fs::remove(root / "etc/cdi/nvidia.json");
+  test::write(root / "etc/cdi/nvidia.yaml",
+              "cdiVersion: 0.6.0\nkind: nvidia.com/gpu\ndevices: [{name: \"0\"}]\n"
+              "containerEdits:\n  deviceNodes: [{path: /dev/nvidia0, hostPath: dev/nvidia0}]\n");
+  CHECK_THROWS_WITH(load_cdi(root), Catch::Contains("'deviceNodes[0].hostPath' is not an absolute "
+                                                    "path: 'dev/nvidia0'"));
+}
