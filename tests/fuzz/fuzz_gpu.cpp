@@ -32,6 +32,8 @@ SB_FUZZ_TARGET(cdi) {
     }
     for (const auto& n : g->device_nodes)
       sb::fuzz::check(inside(n), "a device node path escapes: " + n);
+    for (const auto& [node, host] : g->device_host_paths)
+      sb::fuzz::check(inside(host), "a device node's host path escapes: " + host);
     for (const auto& l : g->symlinks)
       sb::fuzz::check(inside(l.link) && !l.target.empty(), "a hook's link escapes: " + l.link);
     for (const auto& f : g->ldconfig_folders)
