@@ -30,12 +30,17 @@ make_busybox_root() {
   printf 'root:x:0:\nnogroup:x:65534:\n' >"$d/etc/group"
 }
 
-# no_process_matching WORD: fails if a process whose command line holds WORD is alive.
+# no_process_matching WORD: fails if a process whose command line holds WORD is alive,
+# saying its state and its parent's command line (for a failure seen once in CI).
 no_process_matching() {
-  local p c
+  local p c stat state ppid parent
   for p in /proc/[0-9]*; do
     c=$(tr '\0' ' ' <"$p/cmdline" 2>/dev/null) || continue
-    [[ $c == *"$1"* ]] && fail "a process survived: pid ${p#/proc/}: $c"
+    [[ $c == *"$1"* ]] || continue
+    stat=$(cat "$p/stat" 2>/dev/null) || continue  # gone meanwhile
+    read -r state ppid _ <<<"${stat##*) }"
+    parent=$(tr '\0' ' ' <"/proc/$ppid/cmdline" 2>/dev/null || true)
+    fail "a process survived: pid ${p#/proc/} (state $state, parent $ppid: $parent): $c"
   done
   return 0
 }
