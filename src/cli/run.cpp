@@ -25,7 +25,7 @@ const char* const kRunHelp =
     "  --network         share the host's network\n"
     "  --timeout SECS    kill the command (and everything it started) after SECS seconds\n"
     "  --host-root DIR   with --gpus: look for the driver and CDI specs under DIR (for tests;\n"
-    "                    device nodes still come from /dev)\n";
+    "                    device nodes come from /dev unless a CDI spec gives a hostPath)\n";
 
 int cmd_run(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
