@@ -226,11 +226,12 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
       for (const auto& n : g.device_nodes) {
         std::error_code ec;
         auto host = g.device_host_paths.find(n);
-        if (fs::exists(under(root, host != g.device_host_paths.end() ? host->second : n), ec))
+        const std::string& on_host = host != g.device_host_paths.end() ? host->second : n;
+        if (fs::exists(under(root, on_host), ec))
           present.push_back(n);
         else
-          g.warnings.push_back((host != g.device_host_paths.end() ? host->second : n) + " (in " +
-                               g.source.substr(4) + ") is missing on this host: not injected");
+          g.warnings.push_back(on_host + " (in " + g.source.substr(4) +
+                               ") is missing on this host: not injected");
       }
       g.device_nodes = present;
       for (auto it = g.device_host_paths.begin(); it != g.device_host_paths.end();)

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <regex>
 #include <set>
@@ -12,6 +11,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "verify/elf.hpp"
 
 namespace sb::verify {
 
@@ -34,11 +34,12 @@ bool native_elf(const fs::path& file) {
 #else
   constexpr uint16_t machine = EM_X86_64;
 #endif
-  unsigned char h[20] = {};
-  std::ifstream in(file, std::ios::binary);
-  if (!in.read(reinterpret_cast<char*>(h), sizeof h)) return false;
-  return std::memcmp(h, ELFMAG, SELFMAG) == 0 && h[EI_CLASS] == ELFCLASS64 &&
-         h[EI_DATA] == ELFDATA2LSB && (h[18] | (h[19] << 8)) == machine;
+  try {
+    auto elf = read_elf(file);
+    return elf && elf->is64 && elf->machine == machine;
+  } catch (const Error&) {  // missing, unreadable or malformed: not a library to mount
+    return false;
+  }
 }
 
 // (soname or file name) -> image path, from the host's /etc/ld.so.cache.

@@ -190,18 +190,16 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
     // The injected libraries enter the image's linker cache, as the toolkit's
     // update-ldcache hook does: an ldconfig run in the same writable layer,
     // told the directories it would not look in by itself (a CDI spec's
-    // /usr/lib64 in a Debian image, discovery's multiarch directory in
-    // another), after a newer driver branch's compat libraries where the
-    // toolkit would use them. The image's own ldconfig; in an image without
-    // one, the host's where it is static (the toolkit always runs the
-    // host's), told every directory, for its trusted ones are the host's.
+    // /usr/lib64 in a Debian image), after a newer driver branch's compat
+    // libraries where the toolkit would use them. The image's own ldconfig;
+    // in an image without one, the host's where it is static (the toolkit
+    // always runs the host's), told every directory, for its trusted ones
+    // are the host's.
     sandbox::SandboxSpec ld = spec;
     std::vector<std::string> searched;  // by the image's own ldconfig
-    if (root.resolve("/sbin/ldconfig")) {
-      ld.argv = {"/sbin/ldconfig"};
-      searched = root.ldconfig_dirs(multiarch_tuple());
-    } else if (root.resolve("/usr/sbin/ldconfig")) {
-      ld.argv = {"/usr/sbin/ldconfig"};
+    for (const char* own : {"/sbin/ldconfig", "/usr/sbin/ldconfig"})
+      if (ld.argv.empty() && root.resolve(own)) ld.argv = {own};
+    if (!ld.argv.empty()) {
       searched = root.ldconfig_dirs(multiarch_tuple());
     } else if (auto host = host_static_ldconfig()) {
       ld.argv = {"/.stackbuild-ldconfig"};
