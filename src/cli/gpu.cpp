@@ -9,14 +9,16 @@ namespace sb::cli {
 const char* const kGpuHelp =
     "usage: stackbuild gpu [options]\n"
     "\n"
-    "Prints what a GPU test would inject into an image from this host: the driver version,\n"
-    "the selected GPUs, device nodes, the driver's libraries, binaries and firmware\n"
-    "(read-only mounts), and the links and linker-cache folders a CDI spec's nvidia-ctk\n"
-    "hooks ask for (stackbuild applies them; it runs no hook). A CDI spec for nvidia.com/gpu\n"
-    "in /etc/cdi or /var/run/cdi is used when there is one; otherwise the driver is\n"
-    "discovered the way libnvidia-container does. Exits 0 with \"no NVIDIA driver\" on a\n"
-    "host without one (with --json: no GPUs and that as a warning; with --cdi: exit 1,\n"
-    "there being no spec to write).\n"
+    "Prints what a GPU test would inject into an image from this host: the driver version\n"
+    "(and the CUDA version its libcuda reports), the selected GPUs (with the brand and\n"
+    "compute capability NVML reports: an image's NVIDIA_REQUIRE_CUDA is checked against\n"
+    "these), device nodes, the driver's libraries, binaries and firmware (read-only\n"
+    "mounts), and the links and linker-cache folders a CDI spec's nvidia-ctk hooks ask for\n"
+    "(stackbuild applies them; it runs no hook). libcuda and NVML are asked in a child\n"
+    "process. A CDI spec for nvidia.com/gpu in /etc/cdi or /var/run/cdi is used when there\n"
+    "is one; otherwise the driver is discovered the way libnvidia-container does. Exits 0\n"
+    "with \"no NVIDIA driver\" on a host without one (with --json: no GPUs and that as a\n"
+    "warning; with --cdi: exit 1, there being no spec to write).\n"
     "\n"
     "options:\n"
     "  --gpus SEL         all (default), none, indices (0,1) or GPU UUIDs\n"
@@ -47,6 +49,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
     if (args.has("--json")) {
       nlohmann::json j{{"source", nullptr},
                        {"driver_version", ""},
+                       {"cuda_version", ""},
                        {"gpus", nlohmann::json::array()},
                        {"device_nodes", nlohmann::json::array()},
                        {"mounts", nlohmann::json::array()},
@@ -70,12 +73,19 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   if (args.has("--json")) {
     nlohmann::json gpus = nlohmann::json::array(), mounts = nlohmann::json::array();
     for (const auto& d : g.gpus)
-      gpus.push_back({{"index", d.index}, {"minor", d.minor}, {"uuid", d.uuid}, {"model", d.model}, {"pci", d.pci_bus}});
+      gpus.push_back({{"index", d.index},
+                      {"minor", d.minor},
+                      {"uuid", d.uuid},
+                      {"model", d.model},
+                      {"pci", d.pci_bus},
+                      {"brand", d.brand},
+                      {"arch", d.arch}});
     for (const auto& m : g.mounts) mounts.push_back({{"host", "/" + m.host_path.string()}, {"container", m.container_path}});
     nlohmann::json links = nlohmann::json::array();
     for (const auto& l : g.symlinks) links.push_back({{"link", l.link}, {"target", l.target}});
     nlohmann::json j{{"source", g.source},
                      {"driver_version", g.driver_version},
+                     {"cuda_version", g.cuda_version},
                      {"gpus", gpus},
                      {"device_nodes", g.device_nodes},
                      {"mounts", mounts},
@@ -88,9 +98,15 @@ int cmd_gpu(const std::vector<std::string>& argv) {
     printf("%s\n", j.dump(2).c_str());
     return kExitOk;
   }
-  printf("source: %s\ndriver: %s\n", g.source.c_str(), g.driver_version.empty() ? "?" : g.driver_version.c_str());
-  for (const auto& d : g.gpus)
-    printf("gpu %d: %s %s (minor %d, %s)\n", d.index, d.model.c_str(), d.uuid.c_str(), d.minor, d.pci_bus.c_str());
+  printf("source: %s\ndriver: %s%s\n", g.source.c_str(),
+         g.driver_version.empty() ? "?" : g.driver_version.c_str(),
+         g.cuda_version.empty() ? "" : (" (CUDA " + g.cuda_version + ")").c_str());
+  for (const auto& d : g.gpus) {
+    std::string nvml =
+        (d.brand.empty() ? "" : ", brand " + d.brand) + (d.arch.empty() ? "" : ", arch " + d.arch);
+    printf("gpu %d: %s %s (minor %d, %s%s)\n", d.index, d.model.c_str(), d.uuid.c_str(), d.minor,
+           d.pci_bus.c_str(), nvml.c_str());
+  }
   for (const auto& n : g.device_nodes) {
     auto host = g.device_host_paths.find(n);
     printf("device: %s%s\n", n.c_str(),

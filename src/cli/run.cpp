@@ -4,6 +4,7 @@
 #include "image/image.hpp"
 #include "image/layout.hpp"
 #include "util/error.hpp"
+#include "verify/driver_check.hpp"
 #include "verify/run_in_image.hpp"
 #include "verify/unpacked.hpp"
 
@@ -16,7 +17,10 @@ const char* const kRunHelp =
     "PID, IPC, UTS and network namespaces; a writable layer thrown away afterwards), with the\n"
     "image config's environment and working directory. With --gpus, the host's NVIDIA driver\n"
     "is injected as `stackbuild gpu` shows it (a CDI spec, or discovery) and the image's\n"
-    "linker cache refreshed. Exits with the command's status. Needs root (or user namespaces).\n"
+    "linker cache refreshed, once the driver passes the check `stackbuild test` makes\n"
+    "(dev.stackbuild.driver_min and NVIDIA_REQUIRE_*; --env NVIDIA_DISABLE_REQUIRE=1 switches\n"
+    "the requirements off, as with docker run -e). Exits with the command's status. Needs\n"
+    "root (or user namespaces).\n"
     "\n"
     "options:\n"
     "  --gpus SEL        inject the driver and these GPUs: all, indices (0,1) or UUIDs\n"
@@ -73,8 +77,10 @@ int cmd_run(const std::vector<std::string>& argv) {
     if (!gpu) gpu = verify::discover_gpus(o.host_root, *sel);
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");
     for (const auto& w : gpu->warnings) ctx.status->message(Level::Warning, w);
-    auto required = config.labels.find("dev.stackbuild.driver_min");
-    verify::check_driver(*gpu, required == config.labels.end() ? "" : required->second);
+    // The environment the command gets, --env included, as the toolkit reads the container's.
+    auto needs = verify::driver_needs(config.labels, o.env, verify::compat_driver_version(root));
+    for (const auto& w : verify::check_driver(*gpu, needs).warnings)
+      ctx.status->message(Level::Warning, w);
     o.gpu = &*gpu;
   }
   sandbox::LinuxSandbox sandbox;

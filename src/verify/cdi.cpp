@@ -10,6 +10,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/yaml_reader.hpp"
+#include "verify/driver_query.hpp"
 #include "verify/gpu.hpp"
 
 namespace sb::verify {
@@ -255,6 +256,7 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
         if (e.rfind("NVIDIA_DRIVER_VERSION=", 0) == 0) g.driver_version = e.substr(22);
       if (g.driver_version.empty()) g.driver_version = host_driver_version(root);
       if (g.driver_version.empty()) g.driver_version = libcuda_version(g);
+      query_driver(g, root);
       return g;
     }
   }

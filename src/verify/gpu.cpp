@@ -11,6 +11,7 @@
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "verify/driver_query.hpp"
 #include "verify/elf.hpp"
 
 namespace sb::verify {
@@ -275,16 +276,8 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
   if (std::none_of(g.mounts.begin(), g.mounts.end(),
                    [&](const Mount& m) { return m.container_path.find("libcuda.so.") != std::string::npos; }))
     g.warnings.push_back("no libcuda.so." + version + " found for the running driver");
+  query_driver(g, root);
   return g;
-}
-
-void check_driver(const GpuInjection& gpu, const std::string& required) {
-  if (required.empty()) return;
-  if (gpu.driver_version.empty())
-    throw Error("the image needs NVIDIA driver " + required + " or newer, and this host's driver version is unknown (" +
-                gpu.source + " names none, and there is no /proc/driver/nvidia/version)");
-  if (compare_versions(gpu.driver_version, required) < 0)
-    throw Error("the image needs NVIDIA driver " + required + " or newer; this host runs " + gpu.driver_version);
 }
 
 }  // namespace sb::verify

@@ -25,6 +25,9 @@ struct GpuDevice {
   std::string uuid;       // "GPU-..."
   std::string model;
   std::string pci_bus;    // "0000:3b:00.0"
+  // From NVML (driver_query.hpp); "" where it could not be asked.
+  std::string brand;  // as NVIDIA_REQUIRE_CUDA names it: "tesla", "nvidia", "geforcertx"
+  std::string arch;   // the compute capability: "9.0"
 };
 
 struct Mount {
@@ -46,6 +49,8 @@ struct Symlink {
 struct GpuInjection {
   std::string source;                 // "cdi <file>" or "discovered"
   std::string driver_version;         // "550.54.15"
+  std::string
+      cuda_version;  // the host libcuda's CUDA version, "12.4"; "" where it could not be asked
   std::vector<GpuDevice> gpus;        // the selected ones
   std::vector<std::string> device_nodes;  // every node to create, e.g. /dev/nvidia0, /dev/nvidiactl
   // Where a CDI spec's node is elsewhere on the host (its hostPath: a driver
@@ -107,10 +112,6 @@ std::optional<GpuInjection> load_cdi(const fs::path& host_root, const std::strin
 
 // A CDI spec (JSON, cdiVersion 0.6.0, kind nvidia.com/gpu) for what was found.
 std::string to_cdi_json(const GpuInjection& gpu);
-
-// Throws sb::Error when the host driver is older than `required` (e.g. the
-// resolver's driver_min), saying both versions.
-void check_driver(const GpuInjection& gpu, const std::string& required);
 
 // Compares dotted numeric versions: <0, 0, >0.
 int compare_versions(const std::string& a, const std::string& b);

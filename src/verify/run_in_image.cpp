@@ -59,20 +59,16 @@ void make_link(const ImageRoot& root, const fs::path& upper, const Symlink& l) {
   if (ec) throw Error("a CDI create-symlinks hook's link " + image + ": " + ec.message());
 }
 
+constexpr const char* kCompatDir = "/usr/local/cuda/compat";
+
 // The image's CUDA forward-compatibility directory, where its libcuda.so is
 // of a newer driver branch than the host's `driver` ("535.104.05"), as the
 // toolkit's enable-cuda-compat hook decides; "" otherwise.
 std::string compat_dir(const ImageRoot& root, const std::string& driver) {
-  const std::string dir = "/usr/local/cuda/compat";
-  auto host = root.resolve(dir);
-  if (!host || driver.empty()) return "";
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(*host, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind("libcuda.so.", 0) != 0 || name.find('.', 11) == std::string::npos) continue;
-    if (std::atol(name.c_str() + 11) > std::atol(driver.c_str())) return root.mount_path(dir);
-  }
-  return "";
+  std::string compat = compat_driver_version(root);
+  if (compat.empty() || driver.empty() || std::atol(compat.c_str()) <= std::atol(driver.c_str()))
+    return "";
+  return root.mount_path(kCompatDir);
 }
 
 // The host's ldconfig where it is static (Debian's /sbin/ldconfig, Ubuntu's
@@ -125,6 +121,20 @@ WritablePlace writable_place(const sandbox::Sandbox& sb, const ImageRoot& root) 
 }
 
 }  // namespace
+
+std::string compat_driver_version(const ImageRoot& root) {
+  auto host = root.resolve(kCompatDir);
+  if (!host) return "";
+  std::string best;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(*host, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.rfind("libcuda.so.", 0) != 0 || name.find('.', 11) == std::string::npos) continue;
+    std::string v = name.substr(11);
+    if (best.empty() || compare_versions(v, best) > 0) best = v;
+  }
+  return best;
+}
 
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root, const RunOptions& o,
                                     const sandbox::OutputFn& output) {

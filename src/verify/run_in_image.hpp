@@ -35,6 +35,11 @@ struct RunOptions {
 sandbox::SandboxResult run_in_image(sandbox::Sandbox& sandbox, const ImageRoot& root, const RunOptions& options,
                                     const sandbox::OutputFn& output);
 
+// The driver version of the image's CUDA forward-compatibility libcuda
+// (/usr/local/cuda/compat/libcuda.so.570.124.06 -> "570.124.06", the newest
+// where there are several); "" where it has none.
+std::string compat_driver_version(const ImageRoot& root);
+
 // "" where commands run on an overlayfs layer over `root`; else a warning
 // that each runs in a full copy of it, saying why, for the caller to show once.
 std::string full_copy_warning(const sandbox::Sandbox& sandbox, const ImageRoot& root);

@@ -5,6 +5,7 @@
 #include "image/image.hpp"
 #include "util/error.hpp"
 #include "verify/builtin_tests.hpp"
+#include "verify/driver_check.hpp"
 #include "verify/run_in_image.hpp"
 #include "verify/static_checks.hpp"
 #include "verify/unpacked.hpp"
@@ -87,21 +88,22 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Skipped,
                               o.gpus == "none" ? "--gpus none" : "no NVIDIA GPU on this host", {}, 0});
   } else {
-    std::string required = label("dev.stackbuild.driver_min");
+    ImageDriverNeeds needs{label("dev.stackbuild.driver_min"), env.env,
+                           compat_driver_version(root)};
     try {
-      check_driver(*gpu, required);
+      DriverVerdict verdict = check_driver(*gpu, needs);
       std::map<std::string, int> models;
       for (const auto& g : gpu->gpus) ++models[g.model.empty() ? "NVIDIA GPU" : g.model];
       for (const auto& [m, n] : models)
         report.gpus += (report.gpus.empty() ? "" : ", ") + std::to_string(n) + "x " + m;
       report.gpus += ", driver " + gpu->driver_version;
-      report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Passed,
-                                "driver " + gpu->driver_version + ", " + std::to_string(gpu->gpus.size()) + " GPUs" +
-                                    (required.empty() ? "" : ", the image needs " + required),
-                                gpu->warnings, 0});
+      std::vector<std::string> warnings = gpu->warnings;
+      warnings.insert(warnings.end(), verdict.warnings.begin(), verdict.warnings.end());
+      report.results.push_back(
+          {"gpu: driver and devices", "gpu", Outcome::Passed, verdict.detail, warnings, 0});
     } catch (const Error& e) {
       report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Failed, e.what(), gpu->warnings, 0});
-      env.no_gpu_reason = "the host's driver is too old for this image";
+      env.no_gpu_reason = "the image cannot run on this host's driver";
       gpu.reset();
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "fuzz.hpp"
+#include "verify/driver_check.hpp"
 #include "verify/gpu.hpp"
 
 namespace {
@@ -58,4 +59,28 @@ SB_FUZZ_TARGET(cdi) {
                         "the written CDI spec lost device node " + n);
     break;
   }
+}
+
+// An image's NVIDIA_REQUIRE_* and CUDA_VERSION, which the driver check before
+// GPU tests evaluates (verify/driver_check.hpp): the input is the expression,
+// and the legacy CUDA_VERSION too.
+SB_FUZZ_TARGET(require) {
+  const std::string input(sb::fuzz::text(data, size));
+  const sb::verify::Requirement r{"NVIDIA_REQUIRE_CUDA", input};
+  const sb::verify::HostProperties known{"12.2", "535.104.05", "9.0", "tesla"};
+  const sb::verify::HostProperties none{};
+  sb::verify::Truth with_all = sb::verify::Truth::Unknown;
+  if (sb::fuzz::expect_errors([&] { with_all = sb::verify::evaluate(r, known); })) {
+    // What a host says in full decides every requirement.
+    sb::fuzz::check(with_all != sb::verify::Truth::Unknown,
+                    "undecided with every property known: " + input);
+    // An expression that parses once parses against any host.
+    sb::verify::Truth with_none = sb::verify::Truth::True;
+    sb::fuzz::check(sb::fuzz::expect_errors([&] { with_none = sb::verify::evaluate(r, none); }),
+                    "refused only against a host that says nothing: " + input);
+    // Knowing less never turns a refusal into acceptance, or the reverse.
+    sb::fuzz::check(with_none == sb::verify::Truth::Unknown || with_none == with_all,
+                    "knowing less changed the answer: " + input);
+  }
+  sb::fuzz::expect_errors([&] { sb::verify::image_requirements({{"CUDA_VERSION", input}}); });
 }

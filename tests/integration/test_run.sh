@@ -8,7 +8,8 @@
 # --gpus on a host without a GPU is a clear error; --gpus with a CDI spec of a fake
 # host (--host-root): its mounts land where a merged-/usr image's links take them,
 # its hooks' links are made and its folders reach the image's ldconfig (the host's
-# in an image without one).
+# in an image without one); the image's NVIDIA_REQUIRE_CUDA is checked against
+# the CUDA version, brand and arch the fake driver's libcuda and NVML report.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -151,6 +152,60 @@ out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh
   'readlink /usr/lib64/libcuda.so.1; ls /usr/lib/x86_64-linux-gnu 2>&1; true' 2>warnings.log) ||
   fail "run --gpus by discovery in another image failed: $out $(cat warnings.log)"
 [[ $out == "libcuda.so.550.54.15"$'\n'*"No such file"* ]] || fail "an image not Debian's: $out"
+
+check "--gpus: the image's NVIDIA_REQUIRE_CUDA against what libcuda and NVML say of the host"
+# A host on driver 535 whose libcuda and NVML answer as their environment
+# variables say (stackbuild asks them in a child, which inherits them), and
+# an image of a CUDA release that needs 570 but lists the 535 branch of
+# tesla GPUs, as NVIDIA's CUDA 12.8 images do.
+cp -r dhost rhost
+sed -i 's/550\.54\.15/535.104.05/' rhost/proc/driver/nvidia/version
+rm -r rhost/usr/lib/x86_64-linux-gnu/* rhost/lib/firmware/nvidia/550.54.15
+cat >fakedrv.c <<'C'
+#include <stdlib.h>
+int cuDriverGetVersion(int *v) { *v = 12020; return 0; }
+static int dev;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetHandleByUUID(const char *u, void **d) { (void)u; *d = &dev; return 0; }
+int nvmlDeviceGetHandleByPciBusId_v2(const char *p, void **d) { (void)p; *d = &dev; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) { (void)i; *d = &dev; return 0; }
+int nvmlDeviceGetBrand(void *d, int *b) { (void)d; *b = atoi(getenv("FAKE_BRAND")); return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *d, int *a, int *b) { (void)d; *a = 9; *b = 0; return 0; }
+C
+for l in cuda nvidia-ml; do
+  cc -shared -fPIC -Wl,-soname,"lib$l.so.1" -o "rhost/usr/lib/x86_64-linux-gnu/lib$l.so.535.104.05" fakedrv.c
+done
+out=$(FAKE_BRAND=2 sb gpu --host-root "$TMP/rhost") || fail "gpu: $out"
+grep -qxF "driver: 535.104.05 (CUDA 12.2)" <<<"$out" && grep -qF "brand tesla, arch 9.0)" <<<"$out" ||
+  fail "gpu does not show what libcuda and NVML said: $out"
+cat >n.yaml <<'YAML'
+stack: needs570
+layers:
+  - {name: base, copy: [{src: merged/, dst: /}]}
+config:
+  env:
+    PATH: /bin:/sbin
+    NVIDIA_REQUIRE_CUDA: "cuda>=12.8 brand=tesla,driver>=535,driver<536 brand=tesla,driver>=550,driver<551"
+  labels: {dev.stackbuild.driver_min: 570.124.06}
+tags: ["needs570:1"]
+YAML
+expect_ok build-needs570 sb build n.yaml -o nlayout --store "$STORE"
+# A tesla GPU: accepted through its branch, with a warning that says how it runs.
+out=$(FAKE_BRAND=2 sb run nlayout:1 --store "$STORE" --host-root "$TMP/rhost" --gpus all -- echo ran 2>warnings.log) ||
+  fail "a listed branch was refused: $out $(cat warnings.log)"
+[[ $out == ran ]] || fail "the command's output: $out"
+grep -qF "driver 535.104.05 is older than the 570.124.06 the image needs (dev.stackbuild.driver_min); its NVIDIA_REQUIRE_CUDA (cuda>=12.8 or 2 other terms) accepts this host, so the tests run under CUDA minor version compatibility" warnings.log ||
+  fail "no warning of minor version compatibility: $(cat warnings.log)"
+# A GeForce one: refused before anything runs, saying why.
+rc=0; out=$(FAKE_BRAND=5 sb run nlayout:1 --store "$STORE" --host-root "$TMP/rhost" --gpus all -- echo ran 2>&1) || rc=$?
+[[ $rc == 1 ]] && ! grep -qx ran <<<"$out" || fail "a GeForce GPU on 535 was not refused (rc $rc): $out"
+grep -qF "the image needs NVIDIA driver 570.124.06 or newer; this host runs 535.104.05, and its NVIDIA_REQUIRE_CUDA (cuda>=12.8 or 2 other terms) does not accept GPU 0 (CUDA 12.2, driver 535.104.05, brand geforce, arch 9.0)" <<<"$out" ||
+  fail "the refusal: $out"
+# NVIDIA_DISABLE_REQUIRE, from --env as from docker run -e, lets it through with a warning.
+out=$(FAKE_BRAND=5 sb run nlayout:1 --store "$STORE" --host-root "$TMP/rhost" --gpus all \
+  --env NVIDIA_DISABLE_REQUIRE=1 -- echo ran 2>warnings.log) || fail "NVIDIA_DISABLE_REQUIRE=1: $out $(cat warnings.log)"
+grep -qF "NVIDIA_DISABLE_REQUIRE switches the toolkit's check off" warnings.log || fail "no warning: $(cat warnings.log)"
 
 if [[ ! -e /dev/nvidiactl ]]; then
   check "--gpus on a host without a GPU says so"
