@@ -109,6 +109,17 @@ if [[ ${smi_count:-0} -gt 0 ]]; then
       "nvidia-smi -L lists $smi_count, stackbuild gpu found $sb_count: $(head -c 2000 "$work/gpu.json")"
     [[ "$has_gpu" == 1 ]] || finish 1
   fi
+  # What the driver check compares an image's NVIDIA_REQUIRE_CUDA with: the
+  # CUDA version libcuda reports, each GPU's brand and arch from NVML.
+  smi_cuda=$(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: *[0-9.]*' | head -1 | grep -o '[0-9.]*$')
+  sb_facts=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); g=(d.get("gpus") or [{}])[0]
+print(d.get("cuda_version",""), g.get("arch",""), g.get("brand","") or "-")' "$work/gpu.json" 2>/dev/null)
+  if [[ "$sb_facts" == "$smi_cuda $cc "* && "$sb_facts" != *" -" ]]; then
+    result "stackbuild gpu reads the CUDA version, arch and brand nvidia-smi shows" passed "$sb_facts"
+  else
+    result "stackbuild gpu reads the CUDA version, arch and brand nvidia-smi shows" failed \
+      "stackbuild: '$sb_facts' (CUDA, arch, brand); nvidia-smi: CUDA $smi_cuda, compute_cap $cc"
+  fi
 fi
 cc=${cc:-9.0}
 sm=${cc/./}
