@@ -22,7 +22,9 @@ const char* const kGpuHelp =
     "\n"
     "options:\n"
     "  --gpus SEL         all (default), none, indices (0,1) or GPU UUIDs\n"
-    "  --cdi              print a CDI spec (JSON) for what was found\n"
+    "  --cdi              print a CDI spec (JSON) for what was found, with the libraries'\n"
+    "                     soname links as nvidia-cdi-hook hooks (or nvidia-ctk's) where the\n"
+    "                     host has that program, else as mounts at those names\n"
     "  --json             print what was found as JSON\n"
     "  --host-root DIR    look at DIR as the host's root (for tests; default /)\n";
 
@@ -67,7 +69,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   }
   const auto& g = *found;
   if (args.has("--cdi")) {
-    fputs(verify::to_cdi_json(g).c_str(), stdout);
+    fputs(verify::to_cdi_json(g, root).c_str(), stdout);
     return kExitOk;
   }
   if (args.has("--json")) {

@@ -1,6 +1,8 @@
 // CDI (Container Device Interface) specs for NVIDIA GPUs: reading the host's
 // (as the NVIDIA container toolkit generates them with `nvidia-ctk cdi
 // generate`) and writing one for what discovery found.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <sstream>
@@ -11,6 +13,7 @@
 #include "util/file.hpp"
 #include "util/yaml_reader.hpp"
 #include "verify/driver_query.hpp"
+#include "verify/elf.hpp"
 #include "verify/gpu.hpp"
 
 namespace sb::verify {
@@ -263,7 +266,14 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
   return std::nullopt;
 }
 
-std::string to_cdi_json(const GpuInjection& g) {
+std::string cdi_hook_program(const fs::path& host_root) {
+  for (const char* p : {"/usr/bin/nvidia-cdi-hook", "/usr/local/bin/nvidia-cdi-hook",
+                        "/usr/bin/nvidia-ctk", "/usr/local/bin/nvidia-ctk"})
+    if (::access((host_root / fs::path(p).relative_path()).c_str(), X_OK) == 0) return p;
+  return "";
+}
+
+std::string to_cdi_json(const GpuInjection& g, const fs::path& host_root) {
   using json = nlohmann::json;
   json devices = json::array();
   std::vector<std::string> per_gpu;
@@ -285,17 +295,68 @@ std::string to_cdi_json(const GpuInjection& g) {
     common_nodes.push_back(entry);
   }
   json mounts = json::array();
-  for (const auto& m : g.mounts)
-    mounts.push_back({{"hostPath", (fs::path("/") / m.host_path).string()},
-                      {"containerPath", m.container_path},
+  auto mount = [&](const fs::path& host, const std::string& container) {
+    mounts.push_back({{"hostPath", (fs::path("/") / host).string()},
+                      {"containerPath", container},
                       {"options", json::array({"ro", "nosuid", "nodev", "bind"})}});
+  };
+  for (const auto& m : g.mounts) mount(m.host_path, m.container_path);
+
+  // What the toolkit's hooks do in a container and stackbuild does itself
+  // (run_in_image): each discovered library's soname link (libcuda.so.1,
+  // which CUDA opens), libcuda.so (which -lcuda links against), and the
+  // linker cache over the libraries' folders. A runtime given this spec has
+  // only the spec: with the toolkit's hook program on the host, the spec asks
+  // for those hooks, as nvidia-ctk's specs do; without one, each link is a
+  // second mount of the library, at its soname.
+  const std::string hook = cdi_hook_program(host_root);
+  json links = json::array(), folders = json::array();
+  for (const auto& m : g.mounts) {
+    if (!m.library) continue;
+    const fs::path at(m.container_path);
+    if (std::find(folders.begin(), folders.end(), at.parent_path().string()) == folders.end())
+      folders.push_back(at.parent_path().string());
+    std::string soname;
+    try {
+      if (auto elf = read_elf(host_root / m.host_path)) soname = elf->soname;
+    } catch (const Error&) {  // unreadable: no link to make
+    }
+    if (soname.empty() || soname == at.filename()) continue;
+    std::vector<std::pair<std::string, std::string>> wanted{{at.filename().string(), soname}};
+    if (soname.rfind("libcuda.so.", 0) == 0) wanted.push_back({soname, "libcuda.so"});
+    for (const auto& [target, name] : wanted) {
+      const std::string link = (at.parent_path() / name).string();
+      if (hook.empty())
+        mount(m.host_path, link);
+      else
+        links.push_back(target + "::" + link);
+    }
+  }
+  json edits{{"env", json::array({"NVIDIA_VISIBLE_DEVICES=void",
+                                  "NVIDIA_DRIVER_VERSION=" + g.driver_version})},
+             {"deviceNodes", common_nodes},
+             {"mounts", mounts}};
+  if (!hook.empty() && !folders.empty()) {
+    // nvidia-cdi-hook NAME ..., or, before toolkit 1.17, nvidia-ctk hook NAME ...
+    json prefix = fs::path(hook).filename() == "nvidia-ctk" ? json::array({"nvidia-ctk", "hook"})
+                                                            : json::array({"nvidia-cdi-hook"});
+    auto call = [&](const char* name, const char* opt, const json& values) {
+      json args = prefix;
+      args.push_back(name);
+      for (const auto& v : values) {
+        args.push_back(opt);
+        args.push_back(v);
+      }
+      return json{{"hookName", "createContainer"}, {"path", hook}, {"args", args}};
+    };
+    edits["hooks"] = json::array();
+    if (!links.empty()) edits["hooks"].push_back(call("create-symlinks", "--link", links));
+    edits["hooks"].push_back(call("update-ldcache", "--folder", folders));
+  }
   json spec{{"cdiVersion", "0.6.0"},
             {"kind", "nvidia.com/gpu"},
             {"devices", devices},
-            {"containerEdits",
-             {{"env", json::array({"NVIDIA_VISIBLE_DEVICES=void", "NVIDIA_DRIVER_VERSION=" + g.driver_version})},
-              {"deviceNodes", common_nodes},
-              {"mounts", mounts}}}};
+            {"containerEdits", edits}};
   return spec.dump(2) + "\n";
 }
 

@@ -110,8 +110,17 @@ std::vector<GpuDevice> host_gpus(const fs::path& host_root);
 // of the libcuda.so it mounts (nvidia-ctk's specs set no such variable).
 std::optional<GpuInjection> load_cdi(const fs::path& host_root, const std::string& selection = "all");
 
-// A CDI spec (JSON, cdiVersion 0.6.0, kind nvidia.com/gpu) for what was found.
-std::string to_cdi_json(const GpuInjection& gpu);
+// A CDI spec (JSON, cdiVersion 0.6.0, kind nvidia.com/gpu) for what was
+// found, whose host paths are under `host_root`. For discovered libraries it
+// adds what a runtime needs beyond the mounts: their soname links and the
+// linker cache, as hooks of the toolkit's program where the host has one
+// (cdi_hook_program), else as a second mount of each library at its soname.
+std::string to_cdi_json(const GpuInjection& gpu, const fs::path& host_root = "/");
+
+// The toolkit's hook program on the host: /usr/bin/nvidia-cdi-hook (toolkit
+// 1.17 and later), else nvidia-ctk (which takes `hook NAME`), in /usr/bin or
+// /usr/local/bin under `host_root`; "" where there is none.
+std::string cdi_hook_program(const fs::path& host_root);
 
 // Compares dotted numeric versions: <0, 0, >0.
 int compare_versions(const std::string& a, const std::string& b);

@@ -153,6 +153,47 @@ out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh
   fail "run --gpus by discovery in another image failed: $out $(cat warnings.log)"
 [[ $out == "libcuda.so.550.54.15"$'\n'*"No such file"* ]] || fail "an image not Debian's: $out"
 
+check "gpu --cdi: the libraries' soname links, as mounts without the toolkit's hook program, as its hooks with one"
+# What a runtime given the spec needs beyond the mounts: libcuda.so.1 (the
+# soname CUDA opens) and libcuda.so. Read back by stackbuild, both forms give
+# the image those names.
+lib=/usr/lib/x86_64-linux-gnu
+sb gpu --cdi --host-root "$TMP/dhost" >plain.json || fail "gpu --cdi: $(cat plain.json)"
+python3 - "$lib" plain.json <<'PY' || fail "the spec without hooks: $(cat plain.json)"
+import json, sys
+lib, spec = sys.argv[1], json.load(open(sys.argv[2]))
+edits = spec["containerEdits"]
+mounts = {m["containerPath"]: m["hostPath"] for m in edits["mounts"]}
+for name in ("libcuda.so.550.54.15", "libcuda.so.1", "libcuda.so"):
+    assert mounts.get(f"{lib}/{name}") == f"{lib}/libcuda.so.550.54.15", (name, mounts)
+assert "hooks" not in edits, edits
+PY
+cp -r dhost chost && mkdir -p chost/etc/cdi && cp plain.json chost/etc/cdi/nvidia.json
+out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/chost" --gpus all -- sh -c \
+  "cat $lib/libcuda.so.1 $lib/libcuda.so >/dev/null && echo both" 2>warnings.log) ||
+  fail "run with the written spec: $out $(cat warnings.log)"
+[[ $out == *both ]] || fail "the soname mounts: $out"
+# With nvidia-cdi-hook on the host: nvidia-ctk's hooks instead.
+mkdir -p dhost/usr/bin && printf '#!/bin/sh\nexit 0\n' >dhost/usr/bin/nvidia-cdi-hook && chmod +x dhost/usr/bin/nvidia-cdi-hook
+sb gpu --cdi --host-root "$TMP/dhost" >hooked.json || fail "gpu --cdi with a hook program: $(cat hooked.json)"
+python3 - "$lib" hooked.json <<'PY' || fail "the spec with hooks: $(cat hooked.json)"
+import json, sys
+lib, spec = sys.argv[1], json.load(open(sys.argv[2]))
+edits = spec["containerEdits"]
+assert [m["containerPath"] for m in edits["mounts"] if "libcuda" in m["containerPath"]] == [f"{lib}/libcuda.so.550.54.15"], edits["mounts"]
+assert [h["args"] for h in edits["hooks"]] == [
+    ["nvidia-cdi-hook", "create-symlinks", "--link", f"libcuda.so.550.54.15::{lib}/libcuda.so.1",
+     "--link", f"libcuda.so.1::{lib}/libcuda.so"],
+    ["nvidia-cdi-hook", "update-ldcache", "--folder", lib]], edits["hooks"]
+assert all(h["path"] == "/usr/bin/nvidia-cdi-hook" and h["hookName"] == "createContainer" for h in edits["hooks"])
+PY
+cp hooked.json chost/etc/cdi/nvidia.json
+out=$(sb run glayout:1 --store "$STORE" --host-root "$TMP/chost" --gpus all -- sh -c \
+  "readlink $lib/libcuda.so.1; readlink $lib/libcuda.so; ldconfig -p | grep -c 'libcuda.so.1 '" 2>warnings.log) ||
+  fail "run with the written spec's hooks: $out $(cat warnings.log)"
+[[ $out == "libcuda.so.550.54.15"$'\n'"libcuda.so.1"$'\n'1 ]] || fail "the hooks' links: $out"
+rm dhost/usr/bin/nvidia-cdi-hook
+
 check "--gpus: the image's NVIDIA_REQUIRE_CUDA against what libcuda and NVML say of the host"
 # A host on driver 535 whose libcuda and NVML answer as their environment
 # variables say (stackbuild asks them in a child, which inherits them), and

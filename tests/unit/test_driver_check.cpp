@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
 #include "util/error.hpp"
@@ -386,4 +387,62 @@ TEST_CASE("the driver's own libraries say the CUDA version, each GPU's brand and
   g = discover_gpus(root);
   CHECK(g->cuda_version.empty());
   CHECK(g->gpus[0].brand.empty());
+}
+
+TEST_CASE("gpu --cdi: the libraries' soname links as the toolkit's hooks, or as mounts",
+          "[verify][gpu][cdi]") {
+  TempDir dir;
+  fs::path root = dir.path() / "host";
+  test::write(root / "proc/driver/nvidia/version",
+              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  x\n");
+  test::write(root / "proc/driver/nvidia/gpus/0000:3b:00.0/information",
+              "GPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n");
+  const std::string lib = std::string("/usr/lib/") + multiarch_tuple();
+  fs::create_directories(root / lib.substr(1));
+  fs::copy_file(SB_FAKE_NVIDIA_DRIVER,
+                root / lib.substr(1) / "libcuda.so.550.54.15");  // soname libcuda.so.1
+  auto g = discover_gpus(root);
+  REQUIRE(g);
+  auto mounts_of = [](const nlohmann::json& spec) {
+    std::map<std::string, std::string> out;
+    for (const auto& m : spec["containerEdits"]["mounts"]) out[m["containerPath"]] = m["hostPath"];
+    return out;
+  };
+
+  // No hook program: the library again at its soname and at libcuda.so.
+  CHECK(cdi_hook_program(root).empty());
+  auto plain = nlohmann::json::parse(to_cdi_json(*g, root));
+  auto mounts = mounts_of(plain);
+  for (const char* name : {"libcuda.so.550.54.15", "libcuda.so.1", "libcuda.so"})
+    CHECK(mounts[lib + "/" + name] == lib + "/libcuda.so.550.54.15");
+  CHECK_FALSE(plain["containerEdits"].contains("hooks"));
+
+  // nvidia-ctk (before toolkit 1.17): `nvidia-ctk hook NAME`; read back, stackbuild makes the same
+  // links.
+  test::write(root / "usr/bin/nvidia-ctk", "#!/bin/sh\n", 0755);
+  CHECK(cdi_hook_program(root) == "/usr/bin/nvidia-ctk");
+  const std::string spec = to_cdi_json(*g, root);
+  auto hooked = nlohmann::json::parse(spec);
+  CHECK(mounts_of(hooked).count(lib + "/libcuda.so.1") == 0);
+  REQUIRE(hooked["containerEdits"]["hooks"].size() == 2);
+  CHECK(hooked["containerEdits"]["hooks"][0]["args"] ==
+        nlohmann::json::array({"nvidia-ctk", "hook", "create-symlinks", "--link",
+                               "libcuda.so.550.54.15::" + lib + "/libcuda.so.1", "--link",
+                               "libcuda.so.1::" + lib + "/libcuda.so"}));
+  CHECK(hooked["containerEdits"]["hooks"][1]["args"] ==
+        nlohmann::json::array({"nvidia-ctk", "hook", "update-ldcache", "--folder", lib}));
+  test::write(root / "etc/cdi/nvidia.json", spec);
+  auto back = load_cdi(root);
+  REQUIRE(back);
+  REQUIRE(back->symlinks.size() == 2);
+  CHECK(back->symlinks[0].link == lib + "/libcuda.so.1");
+  CHECK(back->symlinks[0].target == "libcuda.so.550.54.15");
+  CHECK(back->ldconfig_folders == std::vector<std::string>{lib});
+  // nvidia-cdi-hook, where there is one, comes first.
+  test::write(root / "usr/local/bin/nvidia-cdi-hook", "#!/bin/sh\n", 0755);
+  CHECK(cdi_hook_program(root) == "/usr/local/bin/nvidia-cdi-hook");
+  // A file that is not executable is no hook program.
+  fs::permissions(root / "usr/local/bin/nvidia-cdi-hook", fs::perms::owner_read);
+  fs::permissions(root / "usr/bin/nvidia-ctk", fs::perms::owner_read);
+  CHECK(cdi_hook_program(root).empty());
 }
