@@ -70,6 +70,21 @@ GpuInjection host(const std::string& driver, const std::string& cuda, const std:
   return g;
 }
 
+// A host on driver 550.54.15 with one GPU whose libcuda and NVML are the
+// fake driver library (its soname libcuda.so.1, as the driver's).
+void fake_host(const fs::path& root) {
+  test::write(root / "proc/driver/nvidia/version",
+              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  x\n");
+  test::write(root / "proc/driver/nvidia/gpus/0000:3b:00.0/information",
+              "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n");
+  for (const char* n : {"dev/nvidia0", "dev/nvidiactl", "dev/nvidia-uvm"})
+    test::write(root / n, "");
+  const fs::path lib = root / "usr/lib" / multiarch_tuple();
+  fs::create_directories(lib);
+  fs::copy_file(SB_FAKE_NVIDIA_DRIVER, lib / "libcuda.so.550.54.15");
+  fs::copy_file(SB_FAKE_NVIDIA_DRIVER, lib / "libnvidia-ml.so.550.54.15");
+}
+
 std::string refusal(const GpuInjection& g, const ImageDriverNeeds& needs) {
   try {
     check_driver(g, needs);
@@ -321,16 +336,8 @@ TEST_CASE("the driver's own libraries say the CUDA version, each GPU's brand and
           "[verify][gpu][require]") {
   TempDir dir;
   fs::path root = dir.path() / "host";
-  test::write(root / "proc/driver/nvidia/version",
-              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  x\n");
-  test::write(root / "proc/driver/nvidia/gpus/0000:3b:00.0/information",
-              "Model: \t\t NVIDIA H100 80GB HBM3\nGPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n");
-  for (const char* n : {"dev/nvidia0", "dev/nvidiactl", "dev/nvidia-uvm"})
-    test::write(root / n, "");
+  fake_host(root);
   const fs::path lib = root / "usr/lib" / multiarch_tuple();
-  fs::create_directories(lib);
-  fs::copy_file(SB_FAKE_NVIDIA_DRIVER, lib / "libcuda.so.550.54.15");
-  fs::copy_file(SB_FAKE_NVIDIA_DRIVER, lib / "libnvidia-ml.so.550.54.15");
 
   ScopedEnv env;
   env.set("FAKE_CUDA_DRIVER_VERSION", "12040");
@@ -393,14 +400,9 @@ TEST_CASE("gpu --cdi: the libraries' soname links as the toolkit's hooks, or as 
           "[verify][gpu][cdi]") {
   TempDir dir;
   fs::path root = dir.path() / "host";
-  test::write(root / "proc/driver/nvidia/version",
-              "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  x\n");
-  test::write(root / "proc/driver/nvidia/gpus/0000:3b:00.0/information",
-              "GPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n");
+  fake_host(root);
+  fs::remove(root / "usr/lib" / multiarch_tuple() / "libnvidia-ml.so.550.54.15");
   const std::string lib = std::string("/usr/lib/") + multiarch_tuple();
-  fs::create_directories(root / lib.substr(1));
-  fs::copy_file(SB_FAKE_NVIDIA_DRIVER,
-                root / lib.substr(1) / "libcuda.so.550.54.15");  // soname libcuda.so.1
   auto g = discover_gpus(root);
   REQUIRE(g);
   auto mounts_of = [](const nlohmann::json& spec) {
