@@ -72,6 +72,7 @@ struct Lookup {
       using ByIndex = int (*)(unsigned, void**);
       using Brand = int (*)(void*, int*);
       using Capability = int (*)(void*, int*, int*);
+      using Text = int (*)(void*, char*, unsigned);
       auto init = reinterpret_cast<Init>(::dlsym(h, "nvmlInit_v2"));
       auto shutdown = reinterpret_cast<Init>(::dlsym(h, "nvmlShutdown"));
       auto by_uuid = reinterpret_cast<ByName>(::dlsym(h, "nvmlDeviceGetHandleByUUID"));
@@ -80,6 +81,18 @@ struct Lookup {
       auto brand = reinterpret_cast<Brand>(::dlsym(h, "nvmlDeviceGetBrand"));
       auto capability =
           reinterpret_cast<Capability>(::dlsym(h, "nvmlDeviceGetCudaComputeCapability"));
+      auto name = reinterpret_cast<Text>(::dlsym(h, "nvmlDeviceGetName"));
+      auto uuid = reinterpret_cast<Text>(::dlsym(h, "nvmlDeviceGetUUID"));
+      // "KEY I TEXT" for a GPU whose name or UUID /proc did not give (a sandbox
+      // such as gVisor shows the device nodes but not /proc/driver/nvidia).
+      auto text = [&](Text get, void* dev, const char* key, size_t i) {
+        char buf[96] = {};
+        if (!get || get(dev, buf, sizeof buf) != 0) return;
+        for (char& c : buf)
+          if (c == '\n') c = ' ';
+        std::snprintf(line, sizeof line, "%s %zu %s\n", key, i, buf);
+        put(fd, line);
+      };
       if (init && by_uuid && by_pci && by_index && brand && capability && init() == 0) {
         for (size_t i = 0; i < gpus.size(); ++i) {
           void* dev = nullptr;
@@ -91,6 +104,10 @@ struct Lookup {
           if (found != 0 || capability(dev, &major, &minor) != 0) major = minor = -1;
           std::snprintf(line, sizeof line, "gpu %zu %d %d %d\n", i, b, major, minor);
           put(fd, line);
+          if (found == 0 && gpus[i].uuid.empty()) {
+            text(name, dev, "name", i);
+            text(uuid, dev, "uuid", i);
+          }
         }
         if (shutdown) shutdown();
       }
@@ -161,20 +178,29 @@ void query_driver(GpuInjection& g, const fs::path& host_root, std::chrono::milli
   if (libcuda.empty() && nvml.empty()) return;
   std::vector<Lookup> gpus;
   for (const auto& d : g.gpus) gpus.push_back({d.uuid, d.pci_bus, d.index});
-  std::istringstream in(run_child(libcuda, nvml, gpus, timeout));
-  std::string word;
-  while (in >> word) {
+  std::istringstream out(run_child(libcuda, nvml, gpus, timeout));
+  for (std::string line; std::getline(out, line);) {
+    std::istringstream in(line);
+    std::string word;
+    in >> word;
     if (word == "cuda") {
       int v = 0;
       if (in >> v) g.cuda_version = std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
-    } else if (word == "gpu") {
-      size_t i = 0;
+      continue;
+    }
+    size_t i = 0;
+    if (!(in >> i) || i >= g.gpus.size()) continue;
+    GpuDevice& d = g.gpus[i];
+    if (word == "gpu") {
       int brand = 0, major = 0, minor = 0;
-      if (!(in >> i >> brand >> major >> minor) || i >= g.gpus.size()) break;
-      g.gpus[i].brand = nvml_brand_name(brand);
-      if (major >= 0) g.gpus[i].arch = std::to_string(major) + "." + std::to_string(minor);
-    } else {
-      break;
+      if (!(in >> brand >> major >> minor)) continue;
+      d.brand = nvml_brand_name(brand);
+      if (major >= 0) d.arch = std::to_string(major) + "." + std::to_string(minor);
+    } else if (word == "name" || word == "uuid") {
+      std::string rest;
+      std::getline(in >> std::ws, rest);
+      std::string& field = word == "name" ? d.model : d.uuid;
+      if (field.empty()) field = rest;
     }
   }
 }

@@ -18,8 +18,9 @@ namespace sb::verify {
 
 // Sets g.cuda_version from the libcuda.so.* that g mounts, and each of
 // g.gpus' brand and arch from the libnvidia-ml.so.* it mounts (a GPU is found
-// in NVML by its UUID, else its PCI address, else its index); both libraries
-// are looked for under `host_root`.
+// in NVML by its UUID, else its PCI address, else its index), and its model
+// and UUID where those are empty (a GPU known only by its /dev/nvidiaN node);
+// both libraries are looked for under `host_root`.
 void query_driver(GpuInjection& g, const fs::path& host_root,
                   std::chrono::milliseconds timeout = std::chrono::seconds(20));
 

@@ -359,6 +359,19 @@ TEST_CASE("the driver's own libraries say the CUDA version, each GPU's brand and
   CHECK(g->gpus[0].arch.empty());
   env.set("FAKE_NVML_UUID", "GPU-aaaa");
 
+  // A GPU known only by its /dev/nvidiaN node (a sandbox that hides
+  // /proc/driver/nvidia/gpus): NVML finds it by index, and names it.
+  fs::rename(root / "proc/driver/nvidia/gpus", dir.path() / "gpus");
+  env.set("FAKE_NVML_NAME", "NVIDIA H200");
+  g = discover_gpus(root);
+  REQUIRE(g->gpus.size() == 1);
+  CHECK(g->gpus[0].model == "NVIDIA H200");
+  CHECK(g->gpus[0].uuid == "GPU-aaaa");
+  CHECK(g->gpus[0].brand == "tesla");
+  fs::rename(dir.path() / "gpus", root / "proc/driver/nvidia/gpus");
+  // Where /proc names it, that name stays.
+  CHECK(discover_gpus(root)->gpus[0].model == "NVIDIA H100 80GB HBM3");
+
   // Brands by the toolkit's names.
   env.set("FAKE_NVML_BRAND", "14");
   CHECK(discover_gpus(root)->gpus[0].brand == "nvidia");

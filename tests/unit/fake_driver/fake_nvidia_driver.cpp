@@ -4,7 +4,9 @@
 //   FAKE_CUDA_DRIVER_VERSION  cuDriverGetVersion's answer (12040); unset: fails
 //   FAKE_NVML_BRAND           nvmlDeviceGetBrand's (2 = tesla); unset: fails
 //   FAKE_NVML_CC              the compute capability, "9.0"; unset: fails
-//   FAKE_NVML_UUID            the one UUID nvmlDeviceGetHandleByUUID knows
+//   FAKE_NVML_UUID            the one UUID nvmlDeviceGetHandleByUUID knows,
+//                             and nvmlDeviceGetUUID's answer
+//   FAKE_NVML_NAME            nvmlDeviceGetName's; unset: fails
 //   FAKE_NVML_CRASH, FAKE_NVML_HANG  nvmlInit_v2 crashes, or never returns
 #include <unistd.h>
 
@@ -69,6 +71,20 @@ int nvmlDeviceGetBrand(void*, int* brand) {
 int nvmlDeviceGetCudaComputeCapability(void*, int* major, int* minor) {
   const char* cc = var("FAKE_NVML_CC");
   if (!cc || std::sscanf(cc, "%d.%d", major, minor) != 2) return 3;
+  return 0;
+}
+
+int nvmlDeviceGetName(void*, char* name, unsigned length) {
+  const char* n = var("FAKE_NVML_NAME");
+  if (!n || std::strlen(n) >= length) return 3;
+  std::strcpy(name, n);
+  return 0;
+}
+
+int nvmlDeviceGetUUID(void*, char* uuid, unsigned length) {
+  const char* u = var("FAKE_NVML_UUID");
+  if (!u || std::strlen(u) >= length) return 3;
+  std::strcpy(uuid, u);
   return 0;
 }
 
