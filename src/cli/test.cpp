@@ -37,6 +37,7 @@ const char* const kTestHelp =
     "    NVIDIA_REQUIRE_* (as the NVIDIA container toolkit checks them, with the CUDA version,\n"
     "    brand and arch the driver's libcuda and NVML report): below the floor, a driver branch\n"
     "    NVIDIA_REQUIRE_CUDA lists runs the GPU tests under CUDA compatibility, with a warning;\n"
+    "    and every CUDA binary against each GPU's own arch where no requested arch covers it;\n"
     "  - the recipe's tests: and the built-in tests of its components (CUDA, cuBLAS, cuDNN, NCCL,\n"
     "    PyTorch, JAX, TensorFlow), each in the build sandbox on the image, GPU tests with the\n"
     "    host's driver injected (as 'stackbuild gpu' shows it).\n"
@@ -72,7 +73,10 @@ const char* const kTestHelp =
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
-    "  --insecure-policy    pull REF whatever policy.json says (as for pull)\n";
+    "  --insecure-policy    pull REF whatever policy.json says (as for pull)\n"
+    "  --host-root DIR        look for the GPU driver and CDI specs under DIR, as 'stackbuild gpu\n"
+    "                         --host-root' does (for tests; device nodes come from /dev unless\n"
+    "                         a CDI spec gives a hostPath)\n";
 
 namespace {
 
@@ -101,6 +105,7 @@ verify::VerifyOptions verify_options(const Args& args) {
   }
   o.compile_builtins = args.has("--compile-builtins");
   if (auto n = args.get("--nvcc")) o.nvcc = *n;
+  if (auto h = args.get("--host-root")) o.host_root = *h;
   return o;
 }
 
@@ -289,8 +294,9 @@ std::vector<AttachSubject> report_subjects(const BuildResult& built) {
 
 int cmd_test(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
-                                 "--catalog", "--creds", "--ca-cert"});
+  options.insert(options.end(),
+                 {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
+                  "--catalog", "--creds", "--ca-cert", "--host-root"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout"});
   Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});

@@ -154,50 +154,85 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
   return r;
 }
 
-TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch,
-                           const std::vector<std::string>& ignore) {
-  auto start = std::chrono::steady_clock::now();
-  TestResult r{"static: CUDA code for every requested arch", "static", Outcome::Passed, "", {}, 0};
-  Findings findings(ignore, "arch_ignore", "gap", "gaps");
-  std::vector<int> want;
-  for (const auto& a : arch) want.push_back(sm_number(a.substr(0, a.find('+'))));  // "9.0+PTX" -> 90
-  if (want.empty()) {
-    r.outcome = Outcome::Skipped;
-    r.message = "no compute capabilities were requested";
-    return r;
-  }
-  size_t binaries = 0;
+CudaBinaries cuda_binaries(const ImageRoot& root) {
+  CudaBinaries out;
   for (const auto& [file, info] : elf_files(root)) {
-    GpuCode code;
     try {
-      code = gpu_code_of(file);
+      GpuCode code = gpu_code_of(file);
+      if (!code.empty()) out.code.emplace_back(root.image_path(file), std::move(code));
     } catch (const Error& e) {
-      findings.add(root.image_path(file), e.what());
-      continue;
+      out.broken.emplace_back(root.image_path(file), e.what());
     }
-    if (code.empty()) continue;
-    ++binaries;
+  }
+  return out;
+}
+
+namespace {
+
+// The arch check over `binaries` for `want` (sm numbers), named `name`; its
+// message says the code is there for `what` ("every requested arch").
+TestResult arch_check(const CudaBinaries& binaries, const std::vector<int>& want,
+                      const std::vector<std::string>& ignore, TestResult r,
+                      const std::string& what) {
+  auto start = std::chrono::steady_clock::now();
+  Findings findings(ignore, "arch_ignore", "gap", "gaps");
+  for (const auto& [file, error] : binaries.broken) findings.add(file, error);
+  for (const auto& [file, code] : binaries.code)
     for (int sm : want)
       if (!runs_on(code, sm)) {
         std::string have;
         for (int s : code.sass) have += (have.empty() ? "" : " ") + std::string("sm_") + std::to_string(s);
         for (int p : code.ptx) have += (have.empty() ? "" : " ") + std::string("compute_") + std::to_string(p);
-        findings.add(root.image_path(file), "no code for sm_" + std::to_string(sm) + " (has " + have + ")");
+        findings.add(file, "no code for sm_" + std::to_string(sm) + " (has " + have + ")");
       }
-  }
+  const size_t n = binaries.code.size();
   r.seconds = seconds_since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = counted(findings.failures(), "gap", "gaps") + " in " + counted(binaries, "CUDA binary", "CUDA binaries");
-  } else if (binaries == 0) {
+    r.message = counted(findings.failures(), "gap", "gaps") + " in " +
+                counted(n, "CUDA binary", "CUDA binaries");
+  } else if (n == 0) {
     r.outcome = Outcome::Skipped;
     r.message = "the image holds no CUDA binaries";
   } else {
-    r.message = binaries == 1 ? "1 CUDA binary carries code for every requested arch"
-                             : std::to_string(binaries) + " CUDA binaries carry code for every requested arch";
+    r.message = (n == 1 ? "1 CUDA binary carries" : std::to_string(n) + " CUDA binaries carry") +
+                " code for " + what;
   }
   findings.finish(r);
   return r;
+}
+
+}  // namespace
+
+TestResult check_cuda_arch(const CudaBinaries& binaries, const std::vector<std::string>& arch,
+                           const std::vector<std::string>& ignore) {
+  TestResult r{"static: CUDA code for every requested arch", "static", Outcome::Passed, "", {}, 0};
+  std::vector<int> want;
+  for (const auto& a : arch)
+    want.push_back(sm_number(a.substr(0, a.find('+'))));  // "9.0+PTX" -> 90
+  if (want.empty()) {
+    r.outcome = Outcome::Skipped;
+    r.message = "no compute capabilities were requested";
+    return r;
+  }
+  return arch_check(binaries, want, ignore, r, "every requested arch");
+}
+
+TestResult check_cuda_arch(const ImageRoot& root, const std::vector<std::string>& arch,
+                           const std::vector<std::string>& ignore) {
+  auto start = std::chrono::steady_clock::now();
+  if (arch.empty()) return check_cuda_arch(CudaBinaries{}, arch, ignore);
+  TestResult r = check_cuda_arch(cuda_binaries(root), arch, ignore);
+  r.seconds = seconds_since(start);
+  return r;
+}
+
+TestResult check_gpu_code(const CudaBinaries& binaries, const std::string& arch,
+                          const std::string& gpus, const std::vector<std::string>& ignore) {
+  const int sm = sm_number(arch);
+  const std::string name = "sm_" + std::to_string(sm);
+  TestResult r{"gpu: CUDA code for " + name + " (" + gpus + ")", "gpu", Outcome::Passed, "", {}, 0};
+  return arch_check(binaries, {sm}, ignore, r, name + ", the GPU here");
 }
 
 }  // namespace sb::verify

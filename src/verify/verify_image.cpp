@@ -1,6 +1,8 @@
 #include "verify/verify_image.hpp"
 
+#include <chrono>
 #include <map>
+#include <optional>
 
 #include "image/image.hpp"
 #include "util/error.hpp"
@@ -74,7 +76,21 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   VerifyReport report;
   report.image = name;
   report.results.push_back(check_libraries(root, ld_path, recorded.libraries_ignore));
-  report.results.push_back(check_cuda_arch(root, arch, recorded.arch_ignore));
+  // The image's GPU code, read once for the requested archs and the GPU's.
+  std::optional<CudaBinaries> cuda;
+  double cuda_seconds = 0;
+  auto binaries = [&]() -> const CudaBinaries& {
+    if (!cuda) {
+      auto start = std::chrono::steady_clock::now();
+      cuda = cuda_binaries(root);
+      cuda_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return *cuda;
+  };
+  report.results.push_back(arch.empty() ? check_cuda_arch(CudaBinaries{}, arch)
+                                        : check_cuda_arch(binaries(), arch, recorded.arch_ignore));
+  report.results.back().seconds += cuda_seconds;
   report.results.push_back(check_versions(root, expected));
 
   // The GPU: a CDI spec, else discovery; its driver against the image's need.
@@ -107,7 +123,26 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
       gpu.reset();
     }
   }
-  if (gpu) env.gpu = &*gpu;
+  if (gpu) {
+    env.gpu = &*gpu;
+    // Code for each GPU's arch (from NVML) that no requested arch covers already.
+    std::map<std::string, std::string> archs;  // "9.0" -> "GPU 0, 1"
+    for (const auto& g : gpu->gpus)
+      if (!g.arch.empty())
+        archs[g.arch] += (archs[g.arch].empty() ? "GPU " : ", ") + std::to_string(g.index);
+    for (const auto& [a, which] : archs) {
+      bool requested = false;
+      for (const auto& r : arch) {
+        try {
+          requested = requested || sm_number(r.substr(0, r.find('+'))) == sm_number(a);
+        } catch (const Error&) {  // not MAJOR.MINOR: the static check says so
+        }
+      }
+      if (requested) continue;
+      TestResult r = check_gpu_code(binaries(), a, which, recorded.arch_ignore);
+      if (r.outcome != Outcome::Skipped) report.results.push_back(std::move(r));
+    }
+  }
 
   // The recipe's tests, then the built-in ones.
   std::vector<ImageTest> tests;

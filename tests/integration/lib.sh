@@ -250,3 +250,40 @@ expected_copy() {
   find "$2" -type f -perm /0111 -exec chmod 0755 {} +
   find "$2" -type f ! -perm /0111 -exec chmod 0644 {} +
 }
+
+# fake_driver_host DIR [VERSION]: a host on NVIDIA driver VERSION (default
+# 535.104.05) with one GPU, as discovery reads it: /proc/driver/nvidia, and a
+# libcuda and an NVML (soname .1) that answer as a driver would, from the
+# environment of whoever asks: cuDriverGetVersion $FAKE_CUDA (default 12020),
+# the brand number $FAKE_BRAND (nvmlBrandType_t, default 2: tesla) and the
+# compute capability $FAKE_CC (default 9.0). No device nodes.
+fake_driver_host() {
+  local dir=$1 version=${2:-535.104.05} lib=$1/usr/lib/x86_64-linux-gnu
+  mkdir -p "$dir/proc/driver/nvidia/gpus/0000:3b:00.0" "$lib"
+  echo "NVRM version: NVIDIA UNIX x86_64 Kernel Module  $version  Tue Mar  5 22:23:56 UTC 2024" \
+    >"$dir/proc/driver/nvidia/version"
+  printf 'Model: \t\t NVIDIA H200\nGPU UUID: \t GPU-aaaa\nDevice Minor: \t 0\n' \
+    >"$dir/proc/driver/nvidia/gpus/0000:3b:00.0/information"
+  cat >"$dir/fakedrv.c" <<'C'
+#include <stdio.h>
+#include <stdlib.h>
+static const char *var(const char *n, const char *d) { const char *v = getenv(n); return v ? v : d; }
+int cuDriverGetVersion(int *v) { *v = atoi(var("FAKE_CUDA", "12020")); return 0; }
+static int dev;
+int nvmlInit_v2(void) { return 0; }
+int nvmlShutdown(void) { return 0; }
+int nvmlDeviceGetHandleByUUID(const char *u, void **d) { (void)u; *d = &dev; return 0; }
+int nvmlDeviceGetHandleByPciBusId_v2(const char *p, void **d) { (void)p; *d = &dev; return 0; }
+int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) { (void)i; *d = &dev; return 0; }
+int nvmlDeviceGetBrand(void *d, int *b) { (void)d; *b = atoi(var("FAKE_BRAND", "2")); return 0; }
+int nvmlDeviceGetCudaComputeCapability(void *d, int *a, int *b) {
+  (void)d; return sscanf(var("FAKE_CC", "9.0"), "%d.%d", a, b) == 2 ? 0 : 3;
+}
+C
+  local l
+  for l in cuda nvidia-ml; do
+    cc -shared -fPIC -Wl,-soname,"lib$l.so.1" -o "$lib/lib$l.so.$version" "$dir/fakedrv.c" ||
+      fail "could not compile the fake lib$l"
+  done
+  rm "$dir/fakedrv.c"
+}

@@ -199,24 +199,7 @@ check "--gpus: the image's NVIDIA_REQUIRE_CUDA against what libcuda and NVML say
 # variables say (stackbuild asks them in a child, which inherits them), and
 # an image of a CUDA release that needs 570 but lists the 535 branch of
 # tesla GPUs, as NVIDIA's CUDA 12.8 images do.
-cp -r dhost rhost
-sed -i 's/550\.54\.15/535.104.05/' rhost/proc/driver/nvidia/version
-rm -r rhost/usr/lib/x86_64-linux-gnu/* rhost/lib/firmware/nvidia/550.54.15
-cat >fakedrv.c <<'C'
-#include <stdlib.h>
-int cuDriverGetVersion(int *v) { *v = 12020; return 0; }
-static int dev;
-int nvmlInit_v2(void) { return 0; }
-int nvmlShutdown(void) { return 0; }
-int nvmlDeviceGetHandleByUUID(const char *u, void **d) { (void)u; *d = &dev; return 0; }
-int nvmlDeviceGetHandleByPciBusId_v2(const char *p, void **d) { (void)p; *d = &dev; return 0; }
-int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **d) { (void)i; *d = &dev; return 0; }
-int nvmlDeviceGetBrand(void *d, int *b) { (void)d; *b = atoi(getenv("FAKE_BRAND")); return 0; }
-int nvmlDeviceGetCudaComputeCapability(void *d, int *a, int *b) { (void)d; *a = 9; *b = 0; return 0; }
-C
-for l in cuda nvidia-ml; do
-  cc -shared -fPIC -Wl,-soname,"lib$l.so.1" -o "rhost/usr/lib/x86_64-linux-gnu/lib$l.so.535.104.05" fakedrv.c
-done
+fake_driver_host rhost 535.104.05
 out=$(FAKE_BRAND=2 sb gpu --host-root "$TMP/rhost") || fail "gpu: $out"
 grep -qxF "driver: 535.104.05 (CUDA 12.2)" <<<"$out" && grep -qF "brand tesla, arch 9.0)" <<<"$out" ||
   fail "gpu does not show what libcuda and NVML said: $out"

@@ -2,7 +2,8 @@
 # stackbuild test: the static checks on images built here. A CUDA program
 # compiled with nvcc (sm_80 SASS and compute_90 PTX) and the libraries it
 # needs, copied from the host, make a small image; checks that pass, an arch
-# it lacks, a missing library, and GPU tests reported skipped (never passed).
+# it lacks, a missing library, and GPU tests reported skipped (never passed);
+# on a fake GPU host (test --host-root), the GPU's own arch.
 source "$(dirname "$0")/lib.sh"
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 [[ -x "$NVCC" ]] || skip "no nvcc (the CUDA toolkit) on this machine"
@@ -68,6 +69,25 @@ rc=0; out=$(sb test "$TMP/layout:good" --store "$STORE" --junit "$TMP/no-such-di
 check "an arch the binary has no code for fails, naming the file and the arch"
 if out=$(sb test "$TMP/layout:good" --arch 7.5 --store "$STORE"); then fail "sm_75 passed: $out"; fi
 grep -q "/usr/local/bin/kernel: no code for sm_75 (has sm_80 compute_90)" <<<"$out" || fail "unclear arch failure: $out"
+
+check "with a GPU (a fake host, --host-root): its own arch is checked too, where no requested one covers it"
+# The driver's libcuda and NVML say the GPU is sm_75: the kernel (sm_80 SASS,
+# compute_90 PTX) has no code it runs, whatever --arch asked for.
+fake_driver_host "$TMP/host"
+rc=0; out=$(FAKE_CC=7.5 sb test "$TMP/layout:good" --arch 8.0 --store "$STORE" --host-root "$TMP/host" 2>&1) || rc=$?
+[[ $rc == 1 ]] || fail "an image without code for the GPU passed (rc $rc): $out"
+grep -Eq "^passed +static: CUDA code for every requested arch" <<<"$out" || fail "the requested arch: $out"
+grep -Eq "^passed +gpu: driver and devices +driver 535.104.05 \(CUDA 12.2\), 1 GPUs" <<<"$out" || fail "the driver: $out"
+grep -Eq "^failed +gpu: CUDA code for sm_75 \(GPU 0\) +1 gap in 1 CUDA binary" <<<"$out" &&
+  grep -qF "/usr/local/bin/kernel: no code for sm_75 (has sm_80 compute_90)" <<<"$out" ||
+  fail "no clear failure for the GPU's arch: $out"
+# An sm_86 GPU runs the sm_80 SASS; an sm_90 one is a requested arch, so no second check.
+out=$(FAKE_CC=8.6 sb test "$TMP/layout:good" --arch 8.0 --store "$STORE" --host-root "$TMP/host" 2>&1) ||
+  fail "sm_80 SASS on an sm_86 GPU: $out"
+grep -Eq "^passed +gpu: CUDA code for sm_86 \(GPU 0\) +1 CUDA binary carries code for sm_86, the GPU here" <<<"$out" ||
+  fail "the GPU's arch: $out"
+out=$(sb test "$TMP/layout:good" --arch 8.0,9.0 --store "$STORE" --host-root "$TMP/host" 2>&1) || fail "sm_90: $out"
+! grep -q "gpu: CUDA code for" <<<"$out" || fail "a second check of a requested arch: $out"
 
 check "an image missing a library fails, naming the file and the library"
 if out=$(sb test "$TMP/layout:nolibc" --store "$STORE"); then fail "an image without libc passed: $out"; fi

@@ -505,6 +505,41 @@ TEST_CASE("static check: arch gaps of ignored files are listed - not failed", "[
   CHECK(still.details.back() == "unused: static_checks.arch_ignore **/libcufft.so.* matches no file with a finding");
 }
 
+TEST_CASE("the GPU's own arch: code each CUDA binary has that it runs", "[verify][static][gpu]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  test::write(root / "usr/lib/libk.so",
+              fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 80}, {1, 90}})}}));
+  test::write(root / "usr/lib/libold.so",
+              fake_elf({{".nv_fatbin", SHT_PROGBITS, SHF_ALLOC, fatbin({{2, 70}})}}));
+  ImageRoot image(root);
+  CudaBinaries found = cuda_binaries(image);
+  REQUIRE(found.code.size() == 2);
+
+  // sm_75: libk's sm_80 SASS is of a higher arch, its PTX too; libold's sm_70 SASS runs there.
+  TestResult t = check_gpu_code(found, "7.5", "GPU 0, 1");
+  CHECK(t.name == "gpu: CUDA code for sm_75 (GPU 0, 1)");
+  CHECK(t.kind == "gpu");
+  CHECK(t.outcome == Outcome::Failed);
+  CHECK(t.message == "1 gap in 2 CUDA binaries");
+  CHECK(t.details ==
+        std::vector<std::string>{"/usr/lib/libk.so: no code for sm_75 (has sm_80 compute_90)"});
+  // sm_86 runs libk's sm_80 SASS, not libold's sm_70 (another major); libold ignored, it passes.
+  TestResult ampere = check_gpu_code(found, "8.6", "GPU 0", {"/usr/lib/libold.so"});
+  CHECK(ampere.outcome == Outcome::Passed);
+  CHECK_THAT(ampere.message,
+             Catch::StartsWith("2 CUDA binaries carry code for sm_86, the GPU here"));
+  // sm_100 compiles libk's compute_90 PTX; libold has none.
+  TestResult blackwell = check_gpu_code(found, "10.0", "GPU 0");
+  CHECK(blackwell.details ==
+        std::vector<std::string>{"/usr/lib/libold.so: no code for sm_100 (has sm_70)"});
+  // The same read serves the requested archs.
+  CHECK(check_cuda_arch(found, {"8.0"}).details ==
+        std::vector<std::string>{"/usr/lib/libold.so: no code for sm_80 (has sm_70)"});
+  // No CUDA binaries: nothing to say.
+  CHECK(check_gpu_code(CudaBinaries{}, "9.0", "GPU 0").outcome == Outcome::Skipped);
+}
+
 TEST_CASE("static check: every needed library resolves inside the image", "[verify][static]") {
   auto info = read_elf("/bin/true");
   REQUIRE(info);
