@@ -153,6 +153,36 @@ out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh
   fail "run --gpus by discovery in another image failed: $out $(cat warnings.log)"
 [[ $out == "libcuda.so.550.54.15"$'\n'*"No such file"* ]] || fail "an image not Debian's: $out"
 
+check "stackbuild test on a (fake) GPU host: the recipe's GPU tests run with the driver injected, or are skipped"
+cat >t.yaml <<'YAML'
+stack: gpurecipe
+layers:
+  - {name: base, copy: [{src: merged/, dst: /}]}
+config:
+  env: {PATH: /bin:/sbin:/usr/bin}
+tests:
+  - {name: driver, gpu: true, run: nvidia-smi, expect: "GPU 0: fake"}
+  - {name: libcuda, gpu: true, run: "readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1", expect: libcuda.so.550.54.15}
+  - {name: cpu, run: "echo no gpu needed"}
+tags: ["gpurecipe:1"]
+YAML
+expect_ok build-gpurecipe sb build t.yaml -o tlayout --store "$STORE"
+out=$(sb test tlayout:1 --store "$STORE" --host-root "$TMP/dhost" --report treport.json 2>&1) ||
+  fail "stackbuild test on the fake GPU host: $out"
+python3 - treport.json <<'PY' || fail "the report: $(cat treport.json)"
+import json, sys
+r = {t["name"]: t["outcome"] for t in json.load(open(sys.argv[1]))["results"]}
+for name in ("gpu: driver and devices", "recipe: driver", "recipe: libcuda", "recipe: cpu"):
+    assert r.get(name) == "passed", (name, r)
+PY
+out=$(sb test tlayout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus none --report treport.json 2>&1) ||
+  fail "stackbuild test --gpus none: $out"
+python3 - treport.json <<'PY' || fail "the report with --gpus none: $(cat treport.json)"
+import json, sys
+r = {t["name"]: t["outcome"] for t in json.load(open(sys.argv[1]))["results"]}
+assert r["recipe: driver"] == r["recipe: libcuda"] == "skipped" and r["recipe: cpu"] == "passed", r
+PY
+
 check "gpu --cdi: the libraries' soname links, as mounts without the toolkit's hook program, as its hooks with one"
 # What a runtime given the spec needs beyond the mounts: libcuda.so.1 (the
 # soname CUDA opens) and libcuda.so. Read back by stackbuild, both forms give
