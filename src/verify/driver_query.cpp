@@ -42,7 +42,8 @@ struct Lookup {
   int index = 0;
 };
 
-// The child: writes "cuda N" and "gpu I BRAND MAJOR MINOR" lines to `fd`.
+// The child: writes "cuda N", "gpu I BRAND MAJOR MINOR" and, for a GPU
+// without a UUID, "name I TEXT" and "uuid I TEXT" lines to `fd`.
 // Everything it reads was prepared by the parent; it only loads, calls and
 // writes, then _exits.
 [[noreturn]] void child(int fd, const std::string& libcuda, const std::string& nvml,

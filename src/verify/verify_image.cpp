@@ -104,8 +104,7 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Skipped,
                               o.gpus == "none" ? "--gpus none" : "no NVIDIA GPU on this host", {}, 0});
   } else {
-    ImageDriverNeeds needs{label("dev.stackbuild.driver_min"), env.env,
-                           compat_driver_version(root)};
+    ImageDriverNeeds needs = driver_needs(config.labels, env.env, compat_driver_version(root));
     try {
       DriverVerdict verdict = check_driver(*gpu, needs);
       std::map<std::string, int> models;

@@ -260,6 +260,15 @@ grep -qF "the image needs NVIDIA driver 570.124.06 or newer; this host runs 535.
 out=$(FAKE_BRAND=5 sb run nlayout:1 --store "$STORE" --host-root "$TMP/rhost" --gpus all \
   --env NVIDIA_DISABLE_REQUIRE=1 -- echo ran 2>warnings.log) || fail "NVIDIA_DISABLE_REQUIRE=1: $out $(cat warnings.log)"
 grep -qF "NVIDIA_DISABLE_REQUIRE switches the toolkit's check off" warnings.log || fail "no warning: $(cat warnings.log)"
+# stackbuild test decides the same, from the image's labels: a CUDA 13 image
+# that lists branch 535 needs forward-compatibility libraries on a CUDA 12 driver.
+sed -e 's/needs570/needs580/g' -e 's/cuda>=12.8 /cuda>=13.0 /' -e 's/570.124.06}/580.65.06, dev.stackbuild.version.cuda: 13.0.0}/' \
+  n.yaml >n13.yaml
+expect_ok build-needs580 sb build n13.yaml -o n13layout --store "$STORE"
+rc=0; out=$(FAKE_BRAND=2 sb test n13layout:1 --store "$STORE" --host-root "$TMP/rhost" 2>&1) || rc=$?
+[[ $rc == 1 ]] || fail "a CUDA 13 image on a CUDA 12 driver passed (rc $rc): $out"
+grep -qF "the image's CUDA 13.0.0 does not run on a CUDA 12.2 driver without forward-compatibility libraries of a newer branch (/usr/local/cuda/compat), which it lacks" <<<"$out" ||
+  fail "the refusal of stackbuild test: $out"
 
 if [[ ! -e /dev/nvidiactl ]]; then
   check "--gpus on a host without a GPU says so"
