@@ -26,13 +26,16 @@ const char* const kGpuHelp =
     "                     soname links as nvidia-cdi-hook hooks (or nvidia-ctk's) where the\n"
     "                     host has that program, else as mounts at those names\n"
     "  --json             print what was found as JSON\n"
+    "  --capabilities L   discovery's driver capabilities, as an image's\n"
+    "                     NVIDIA_DRIVER_CAPABILITIES names them: compute and utility always,\n"
+    "                     video (NVDEC, NVENC) when L names it or is all\n"
     "  --host-root DIR    look at DIR as the host's root (for tests; default /)\n";
 
 int cmd_gpu(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   flags.push_back("--cdi");
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--gpus", "--host-root"});
+  options.insert(options.end(), {"--gpus", "--host-root", "--capabilities"});
   Args args(argv, flags, options);
   if (maybe_help(args, kGpuHelp)) return kExitOk;
   if (!args.positional().empty()) throw Error("gpu takes no arguments", kExitUsage);
@@ -41,7 +44,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   verify::check_gpu_selection(sel);
 
   auto found = verify::load_cdi(root, sel);
-  if (!found) found = verify::discover_gpus(root, sel);
+  if (!found) found = verify::discover_gpus(root, sel, args.get("--capabilities").value_or(""));
   if (!found) {
     const char* none =
         "no NVIDIA driver on this host (no CDI spec, no /proc/driver/nvidia/version, no "

@@ -74,7 +74,10 @@ int cmd_run(const std::vector<std::string>& argv) {
   o.host_root = args.get("--host-root").value_or("/");
   if (auto sel = args.get("--gpus")) {
     gpu = verify::load_cdi(o.host_root, *sel);
-    if (!gpu) gpu = verify::discover_gpus(o.host_root, *sel);
+    if (!gpu) {
+      auto caps = o.env.find("NVIDIA_DRIVER_CAPABILITIES");  // the image's, or --env's
+      gpu = verify::discover_gpus(o.host_root, *sel, caps == o.env.end() ? "" : caps->second);
+    }
     if (!gpu || !gpu->has_gpu()) throw Error("--gpus " + *sel + ": this host has no NVIDIA GPU (see 'stackbuild gpu')");
     for (const auto& w : gpu->warnings) ctx.status->message(Level::Warning, w);
     // The environment the command gets, --env included, as the toolkit reads the container's.

@@ -205,6 +205,12 @@ const std::vector<std::string>& driver_library_names() {
   return names;
 }
 
+const std::vector<std::string>& video_library_names() {
+  static const std::vector<std::string> names = {"libvdpau_nvidia.so", "libnvidia-encode.so",
+                                                 "libnvidia-opticalflow.so", "libnvcuvid.so"};
+  return names;
+}
+
 int compare_versions(const std::string& a, const std::string& b) {
   std::stringstream sa(a), sb(b);
   std::string x, y;
@@ -216,7 +222,8 @@ int compare_versions(const std::string& a, const std::string& b) {
   }
 }
 
-std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::string& selection) {
+std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::string& selection,
+                                          const std::string& capabilities) {
   std::string version = host_driver_version(root);
   if (version.empty()) return std::nullopt;
   GpuInjection g;
@@ -249,7 +256,27 @@ std::optional<GpuInjection> discover_gpus(const fs::path& root, const std::strin
   std::vector<std::string> candidates = driver_file_candidates(root);
   std::set<std::string> taken;
   const std::string lib_dir = std::string("/usr/lib/") + multiarch_tuple() + "/";
-  for (const auto& name : driver_library_names()) {
+  // NVIDIA_DRIVER_CAPABILITIES, as libnvidia-container reads it.
+  std::set<std::string> caps;
+  for (size_t start = 0; start <= capabilities.size();) {
+    size_t end = std::min(capabilities.find(',', start), capabilities.size());
+    std::string c = capabilities.substr(start, end - start);
+    c.erase(0, c.find_first_not_of(' '));
+    c.erase(c.find_last_not_of(' ') + 1);
+    if (!c.empty()) caps.insert(c);
+    start = end + 1;
+  }
+  std::vector<std::string> names = driver_library_names();
+  if (caps.count("video") || caps.count("all"))
+    names.insert(names.end(), video_library_names().begin(), video_library_names().end());
+  std::string left_out;
+  for (const char* missing : {"graphics", "display"})
+    if (caps.count(missing) || caps.count("all"))
+      left_out += (left_out.empty() ? "" : " and ") + std::string(missing);
+  if (!left_out.empty())
+    g.warnings.push_back("NVIDIA_DRIVER_CAPABILITIES=" + capabilities + ": " + left_out +
+                         " are not injected (stackbuild injects compute, utility and video)");
+  for (const auto& name : names) {
     std::string want = name + "." + version;
     for (const auto& c : candidates) {
       if (fs::path(c).filename() != want || taken.count(want) || !native_elf(under(root, c)))

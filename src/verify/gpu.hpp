@@ -76,6 +76,9 @@ struct GpuInjection {
 // The libraries libnvidia-container mounts for compute and utility use.
 const std::vector<std::string>& driver_library_names();
 
+// Those it mounts for the video capability: NVDEC, NVENC, optical flow, VDPAU.
+const std::vector<std::string>& video_library_names();
+
 // This machine's Debian multiarch tuple: "x86_64-linux-gnu", "aarch64-linux-gnu".
 const char* multiarch_tuple();
 
@@ -85,9 +88,15 @@ const char* multiarch_tuple();
 void check_gpu_selection(const std::string& selection);
 
 // `selection`: "all", "none", indices "0,1", or GPU UUIDs "GPU-...,GPU-...".
-// Returns nullopt when the host has no NVIDIA driver. Throws sb::Error for a
-// selection naming a GPU that is not there.
-std::optional<GpuInjection> discover_gpus(const fs::path& host_root, const std::string& selection = "all");
+// `capabilities`: an image's NVIDIA_DRIVER_CAPABILITIES ("compute,utility,
+// video", "all"): the compute and utility libraries are always mounted, the
+// video ones when it names video or all; graphics and display are not
+// injected, with a warning when it names them. Returns nullopt when the host
+// has no NVIDIA driver. Throws sb::Error for a selection naming a GPU that
+// is not there.
+std::optional<GpuInjection> discover_gpus(const fs::path& host_root,
+                                          const std::string& selection = "all",
+                                          const std::string& capabilities = "");
 
 // The running driver's version from host_root's /proc/driver/nvidia/version
 // (else /sys/module/nvidia/version; else, where /dev/nvidiactl exists but the

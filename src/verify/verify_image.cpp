@@ -97,7 +97,10 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   std::optional<GpuInjection> gpu;
   if (o.gpus != "none") {
     gpu = load_cdi(o.host_root, o.gpus);
-    if (!gpu) gpu = discover_gpus(o.host_root, o.gpus);
+    if (!gpu) {
+      auto caps = env.env.find("NVIDIA_DRIVER_CAPABILITIES");
+      gpu = discover_gpus(o.host_root, o.gpus, caps == env.env.end() ? "" : caps->second);
+    }
   }
   if (!gpu || !gpu->has_gpu()) {
     gpu.reset();

@@ -260,6 +260,48 @@ TEST_CASE("versions compare as dotted numbers", "[verify][gpu]") {
   CHECK(compare_versions("550", "550.0.0") == 0);
 }
 
+TEST_CASE("GPU discovery: the video libraries when the image's NVIDIA_DRIVER_CAPABILITIES asks",
+          "[verify][gpu]") {
+  TempDir dir;
+  fs::path root = fake_driver_host(dir.path() / "host");
+  const fs::path lib = root / "usr/lib" / multiarch_tuple();
+  for (const char* name : {"libnvcuvid.so.550.54.15", "libnvidia-encode.so.550.54.15",
+                           "libnvidia-opticalflow.so.550.54.15", "libvdpau_nvidia.so.550.54.15",
+                           "libnvcuvid.so.535.104.05"})
+    test::write(lib / name, elf_header());
+  auto video = [&](const std::string& caps) {
+    std::vector<std::string> out;
+    for (const auto& c : containers(*discover_gpus(root, "all", caps)))
+      if (c.find("cuvid") != std::string::npos || c.find("encode") != std::string::npos ||
+          c.find("opticalflow") != std::string::npos || c.find("vdpau") != std::string::npos)
+        out.push_back(fs::path(c).filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  const std::vector<std::string> all{"libnvcuvid.so.550.54.15", "libnvidia-encode.so.550.54.15",
+                                     "libnvidia-opticalflow.so.550.54.15",
+                                     "libvdpau_nvidia.so.550.54.15"};
+  // The toolkit's default, and NVIDIA's CUDA images': compute and utility.
+  CHECK(video("").empty());
+  CHECK(video("compute,utility").empty());
+  // NGC's framework images: compute,utility,video; and all.
+  CHECK(video("compute,utility,video") == all);
+  CHECK(video(" video ") == all);
+  CHECK(video("all") == all);
+  // Compute and utility are never left out; graphics and display are said to be.
+  auto g = discover_gpus(root, "all", "video");
+  std::vector<std::string> with_video = containers(*g);
+  CHECK(std::count(with_video.begin(), with_video.end(),
+                   std::string("/usr/lib/") + multiarch_tuple() + "/libcuda.so.550.54.15") == 1);
+  CHECK(g->warnings.empty());
+  auto graphics = discover_gpus(root, "all", "compute,graphics,display");
+  CHECK(std::count(graphics->warnings.begin(), graphics->warnings.end(),
+                   "NVIDIA_DRIVER_CAPABILITIES=compute,graphics,display: graphics and display are "
+                   "not injected "
+                   "(stackbuild injects compute, utility and video)") == 1);
+  CHECK(discover_gpus(root, "all", "all")->warnings.size() == 1);
+}
+
 TEST_CASE("fat binaries: SASS and PTX entries - what runs where", "[verify][cuda]") {
   // A container with an sm_80 cubin and compute_90 PTX, as nvcc writes them.
   std::string sec(16 + 64 + 8 + 80 + 8, '\0');
