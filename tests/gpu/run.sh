@@ -358,4 +358,20 @@ out=$("$SB" run "$work/layout-broken:t" --gpus all --store "$store" --progress p
   -- /opt/gputests/device_query 2>&1) && result "wrong-arch image fails on the GPU" failed "$out" ||
   result "wrong-arch image fails on the GPU" passed "$out"
 
+# 8. The driver check against the real driver's answers: an NVIDIA_REQUIRE_CUDA
+# above the driver's CUDA version is refused, naming the GPU; one at it runs.
+if out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress plain \
+    --env 'NVIDIA_REQUIRE_CUDA=cuda>=99.0' -- true 2>&1); then
+  result "NVIDIA_REQUIRE_CUDA above the driver is refused" failed "it ran: $out"
+elif grep -q "does not accept GPU 0 (CUDA [0-9]" <<<"$out"; then
+  result "NVIDIA_REQUIRE_CUDA above the driver is refused" passed "$(grep 'does not accept' <<<"$out")"
+else
+  result "NVIDIA_REQUIRE_CUDA above the driver is refused" failed "unclear: $out"
+fi
+host_cuda=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("cuda_version",""))' "$work/gpu.json")
+out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress plain \
+  --env "NVIDIA_REQUIRE_CUDA=cuda>=${host_cuda:-0.0},arch>=${cc}" -- true 2>&1) &&
+  result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" passed "" ||
+  result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" failed "$out"
+
 finish 0
