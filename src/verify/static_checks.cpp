@@ -116,11 +116,27 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
     }
     return found_cache[key] = ok;
   };
-  size_t objects = 0;
-  for (const auto& [file, info] : elf_files(root)) {
+  // The canonical image path `image_path` leads to (its symlinks followed).
+  auto canonical = [&](const std::string& image_path) {
+    return root.image_path(*root.resolve(image_path));
+  };
+  // Each object's own search, as ld.so's: DT_RPATH when there is no
+  // DT_RUNPATH, LD_LIBRARY_PATH, DT_RUNPATH, then the linker cache's dirs.
+  // What it cannot find there is looked for again below, in its loaders' DT_RPATH.
+  struct Object {
+    std::string self;
+    const ElfInfo* info;
+  };
+  const auto files = elf_files(root);
+  std::vector<Object> objects;
+  std::map<std::string, std::set<size_t>>
+      loaded_by;  // a library's canonical image path -> the objects needing it
+  std::vector<std::pair<size_t, std::string>> unresolved;  // object, need
+  for (const auto& [file, info] : files) {
     if (!info.dynamic) continue;
-    ++objects;
-    std::string self = root.image_path(file);
+    const size_t index = objects.size();
+    objects.push_back({root.image_path(file), &info});
+    const std::string& self = objects.back().self;
     std::string origin = fs::path(self).parent_path().string();
     if (!info.interpreter.empty() && !root.resolve(info.interpreter))
       findings.add(self, "its interpreter " + info.interpreter + " is not in the image");
@@ -132,23 +148,73 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
     dirs.insert(dirs.end(), system_dirs.begin(), system_dirs.end());
     for (const auto& need : info.needed) {
       if (is_driver_library(need)) continue;
-      bool ok = false;
+      std::string found;
       if (need.find('/') != std::string::npos) {
-        ok = loadable(need[0] == '/' ? need : origin + "/" + need, info);
+        std::string p = need[0] == '/' ? need : origin + "/" + need;
+        if (loadable(p, info)) found = p;
       } else {
         for (const auto& d : dirs)
-          if ((ok = loadable(d + "/" + need, info))) break;
+          if (loadable(d + "/" + need, info)) {
+            found = d + "/" + need;
+            break;
+          }
       }
-      if (!ok) findings.add(self, "needs " + need + ", which is not in the image");
+      if (found.empty())
+        unresolved.emplace_back(index, need);
+      else
+        loaded_by[canonical(found)].insert(index);
     }
   }
+  // An object without DT_RUNPATH also searches the DT_RPATH of the objects
+  // that load it, and of theirs, up to the program (ld.so's loader chain; an
+  // object with DT_RUNPATH lends none): auditwheel's libgfortran, with no
+  // path of its own, finds its libquadmath through the scipy module's RPATH.
+  // Found that way, a library is loaded by the object too, which lends the
+  // DT_RPATH above it to what the library needs: again until nothing changes.
+  auto through_loaders = [&](size_t index, const std::string& need) -> std::string {
+    const Object& obj = objects[index];
+    if (!obj.info->runpath.empty() || need.find('/') != std::string::npos) return "";
+    std::set<size_t> seen{index};
+    std::vector<size_t> todo{index};
+    while (!todo.empty()) {
+      size_t at = todo.back();
+      todo.pop_back();
+      auto it = loaded_by.find(objects[at].self);
+      if (it == loaded_by.end()) continue;
+      for (size_t loader : it->second) {
+        if (!seen.insert(loader).second) continue;
+        todo.push_back(loader);
+        const ElfInfo& li = *objects[loader].info;
+        if (!li.runpath.empty()) continue;
+        std::string origin = fs::path(objects[loader].self).parent_path().string();
+        for (const auto& d : li.rpath)
+          if (std::string p = expand_origin(d, origin) + "/" + need; loadable(p, *obj.info))
+            return p;
+      }
+    }
+    return "";
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = unresolved.begin(); it != unresolved.end();) {
+      if (std::string found = through_loaders(it->first, it->second); !found.empty()) {
+        loaded_by[canonical(found)].insert(it->first);
+        it = unresolved.erase(it);
+        changed = true;
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (const auto& [index, need] : unresolved)
+    findings.add(objects[index].self, "needs " + need + ", which is not in the image");
   r.seconds = seconds_since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;
-    r.message = counted(findings.failures(), "unresolved library", "unresolved libraries") + " in " +
-                counted(objects, "dynamic ELF file", "dynamic ELF files");
+    r.message = counted(findings.failures(), "unresolved library", "unresolved libraries") +
+                " in " + counted(objects.size(), "dynamic ELF file", "dynamic ELF files");
   } else {
-    r.message = counted(objects, "dynamic ELF file", "dynamic ELF files") + " checked";
+    r.message = counted(objects.size(), "dynamic ELF file", "dynamic ELF files") + " checked";
   }
   findings.finish(r);
   return r;

@@ -7,6 +7,7 @@
 
 #include "helpers.hpp"
 #include "util/error.hpp"
+#include "util/process.hpp"
 #include "verify/driver_check.hpp"
 #include "verify/elf.hpp"
 #include "verify/fatbin.hpp"
@@ -617,6 +618,78 @@ TEST_CASE("static check: every needed library resolves inside the image", "[veri
   CHECK(is_driver_library("libcuda.so.1"));
   CHECK(is_driver_library("libnvidia-ml.so.1"));
   CHECK_FALSE(is_driver_library("libcudart.so.12"));
+}
+
+namespace {
+
+// A shared object with no libc, built by the host's cc: `needs` are linked
+// from `dir` by file name, `link` are extra linker flags (-rpath and the like).
+void shared_object(const fs::path& out, const std::string& soname, const fs::path& dir,
+                   const std::vector<std::string>& needs,
+                   const std::vector<std::string>& link = {}) {
+  fs::path src = out.string() + ".c";
+  write_file_atomic(src, "int f_" + std::to_string(std::hash<std::string>{}(soname) % 100000) +
+                             "(void) { return 1; }\n");
+  ProcessSpec p;
+  p.env = current_environment();
+  p.capture_stdout = p.merge_stderr = true;
+  p.argv = {"cc",
+            "-shared",
+            "-nostdlib",
+            "-fPIC",
+            "-o",
+            out.string(),
+            src.string(),
+            "-Wl,-soname," + soname,
+            "-L" + dir.string(),
+            "-Wl,--no-as-needed"};
+  for (const auto& n : needs) p.argv.push_back("-l:" + n);
+  for (const auto& l : link) p.argv.push_back(l);
+  auto r = run_process(p);
+  INFO(r.output);
+  REQUIRE(r.exit_status == 0);
+  fs::remove(src);
+}
+
+}  // namespace
+
+TEST_CASE("static check: a library without a path of its own uses its loaders' DT_RPATH",
+          "[verify][static]") {
+  // auditwheel's layout (scipy): a module with DT_RPATH $ORIGIN/../pkg.libs
+  // loads libgfortran-X, which has no path and needs libquadmath-X beside it,
+  // which needs libz-X there too: ld.so finds both through the module's
+  // DT_RPATH (up the loader chain). A module with DT_RUNPATH lends its path
+  // to no one, so the same layout under it fails, naming libgfortran.
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  for (const std::string site : {"rpath", "runpath"}) {
+    fs::path libs = root / site / "pkg.libs", mod = root / site / "pkg";
+    fs::create_directories(libs);
+    fs::create_directories(mod);
+    shared_object(libs / "libz-1a.so.1", "libz-1a.so.1", libs, {});
+    shared_object(libs / "libquadmath-2b.so.0", "libquadmath-2b.so.0", libs, {"libz-1a.so.1"});
+    shared_object(libs / "libgfortran-3c.so.5", "libgfortran-3c.so.5", libs,
+                  {"libquadmath-2b.so.0"});
+    shared_object(mod / "_fit.so", "_fit.so", libs, {"libgfortran-3c.so.5"},
+                  {site == "rpath" ? "-Wl,--disable-new-dtags" : "-Wl,--enable-new-dtags",
+                   "-Wl,-rpath,$ORIGIN/../pkg.libs"});
+    auto info = read_elf(mod / "_fit.so");
+    REQUIRE(info);
+    CHECK(info->rpath.empty() == (site == "runpath"));
+    CHECK(info->runpath.empty() == (site == "rpath"));
+  }
+  TestResult r = check_libraries(ImageRoot(root), {});
+  INFO(summary_table(VerifyReport{"x", {r}}));
+  CHECK(r.outcome == Outcome::Failed);
+  CHECK(r.message == "2 unresolved libraries in 8 dynamic ELF files");
+  CHECK(
+      r.details ==
+      std::vector<std::string>{
+          "/runpath/pkg.libs/libgfortran-3c.so.5: needs libquadmath-2b.so.0, which is not in the "
+          "image",
+          "/runpath/pkg.libs/libquadmath-2b.so.0: needs libz-1a.so.1, which is not in the image"});
+  fs::remove_all(root / "runpath");
+  CHECK(check_libraries(ImageRoot(root), {}).outcome == Outcome::Passed);
 }
 
 TEST_CASE("static check: versions in a CUDA toolkit tree against the expected ones", "[verify][static]") {
