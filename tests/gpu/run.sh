@@ -14,6 +14,8 @@
 # against that image with this host's nvcc and, on a GPU, runs it; every result
 # of that report is in the summary ("stackbuild test ..."). A built-in GPU test
 # that passes without a GPU, or is skipped with one, counts as failed.
+# Last, the same for PyTorch and JAX on an image of this host's python3
+# environment (tests/gpu/python_image.py; step 9).
 # Prints a JSON summary last (and with $OUT set, writes it and the logs there:
 # see finish); exits 0 when every test passed, 1 when one
 # failed, else 77 when this host has no NVIDIA GPU (the GPU tests are then
@@ -225,6 +227,51 @@ if out=$("$SB" test "$work/layout-broken:t" --arch "$cc" --store "$store" --prog
 elif grep -q "no code for sm_$sm" <<<"$out"; then result "static checks refuse a wrong-arch image" passed "$out"
 else result "static checks refuse a wrong-arch image" failed "$out"; fi
 
+# report_rows REPORT LABEL COMPONENT...: every result of a `stackbuild test
+# --report` as it is (named "stackbuild test" LABEL, then the test's name), except that a built-in GPU test that passed without a GPU, was
+# skipped with one, or is missing for a COMPONENT the image records, fails.
+report_rows() {
+  local line
+  while IFS= read -r line; do results+=("$line"); done < <(python3 - "$1" "$has_gpu" "$2" "${@:3}" <<'PY'
+import json, sys
+rep, has_gpu, label, want = json.load(open(sys.argv[1])), sys.argv[2] == "1", sys.argv[3], sys.argv[4:]
+label = "stackbuild test" + label
+rows, names = [], {t["name"] for t in rep["results"]}
+for t in rep["results"]:
+    outcome, detail = t["outcome"], t.get("message", "")
+    if t.get("details"):
+        detail += "\n" + "\n".join(t["details"])
+    # A built-in test runs on the GPU but for compiling its program and a
+    # framework's import (which checks the versions it loaded, on any host).
+    gpu_test = t["kind"] == "gpu" or (t["kind"] == "builtin" and not t["name"].startswith("builtin: compile ")
+                                      and not t["name"].endswith(" import"))
+    if gpu_test and outcome == "passed" and not has_gpu:
+        outcome, detail = "failed", "passed on a host without a GPU: " + detail
+    if gpu_test and outcome == "skipped" and has_gpu:
+        outcome, detail = "failed", "skipped on a host with a GPU: " + detail
+    rows.append((label + " " + t["name"], outcome, detail))
+# The report names the GPUs its GPU tests ran on (notes shows it), and none without one.
+gpus = rep.get("gpus", "")
+if has_gpu and "driver" not in gpus:
+    rows.append((label + ": the report names the GPUs", "failed", "gpus is '" + gpus + "'"))
+elif has_gpu:
+    rows.append((label + ": the report names the GPUs", "passed", gpus))
+elif gpus:
+    rows.append((label + ": the report names no GPU without one", "failed", "gpus is '" + gpus + "'"))
+frameworks = ("pytorch", "jax", "tensorflow")
+for c in want:
+    for n in ("builtin: " + c + " import", "builtin: " + c) if c in frameworks else ("builtin: compile " + c, "builtin: " + c):
+        if n not in names:
+            rows.append((label + " " + n, "failed", "not in the report, though the image records " + c))
+for name, outcome, detail in rows:
+    if len(detail) > 2000:  # the message and the first and last details
+        detail = detail[:1000] + "\n...\n" + detail[-1000:]
+    print(json.dumps({"name": name, "outcome": outcome, "detail": detail}))
+    print(outcome + ": " + name, file=sys.stderr)
+PY
+)
+}
+
 # 5. stackbuild's built-in tests, on an image of the host toolkit: its include
 #    directory (plus cuDNN's and NCCL's headers where they sit elsewhere) and,
 #    in /usr/local/cuda/lib64, libcudart and the libraries of each component
@@ -302,46 +349,60 @@ if [[ " ${builtins[*]} " == *" cuda "* ]]; then
     else
       # Every result of the report as it is, except that a built-in GPU test
       # that passed without a GPU, was skipped with one, or is missing, fails.
-      while IFS= read -r line; do results+=("$line"); done < <(python3 - "$work/builtins.json" "$has_gpu" \
-          "${builtins[@]}" <<'PY'
-import json, sys
-rep, has_gpu, want = json.load(open(sys.argv[1])), sys.argv[2] == "1", sys.argv[3:]
-rows, names = [], {t["name"] for t in rep["results"]}
-for t in rep["results"]:
-    outcome, detail = t["outcome"], t.get("message", "")
-    if t.get("details"):
-        detail += "\n" + "\n".join(t["details"])
-    gpu_test = t["kind"] == "gpu" or (t["kind"] == "builtin" and not t["name"].startswith("builtin: compile "))
-    if gpu_test and outcome == "passed" and not has_gpu:
-        outcome, detail = "failed", "passed on a host without a GPU: " + detail
-    if gpu_test and outcome == "skipped" and has_gpu:
-        outcome, detail = "failed", "skipped on a host with a GPU: " + detail
-    rows.append(("stackbuild test " + t["name"], outcome, detail))
-# The report names the GPUs its GPU tests ran on (notes shows it), and none without one.
-gpus = rep.get("gpus", "")
-if has_gpu and "driver" not in gpus:
-    rows.append(("stackbuild test: the report names the GPUs", "failed", "gpus is '" + gpus + "'"))
-elif has_gpu:
-    rows.append(("stackbuild test: the report names the GPUs", "passed", gpus))
-elif gpus:
-    rows.append(("stackbuild test: the report names no GPU without one", "failed", "gpus is '" + gpus + "'"))
-for c in want:
-    for n in ("builtin: compile " + c, "builtin: " + c):
-        if n not in names:
-            rows.append(("stackbuild test " + n, "failed", "not in the report, though the image records " + c))
-for name, outcome, detail in rows:
-    print(json.dumps({"name": name, "outcome": outcome, "detail": detail[-2000:]}))
-    print(outcome + ": " + name, file=sys.stderr)
-PY
-)
+      report_rows "$work/builtins.json" "" "${builtins[@]}"
     fi
   else
     result "build the built-in tests' image (${builtins[*]})" failed "$(cat "$work/build-builtins.log")"
   fi
 fi
 
+# 9. The frameworks' built-in tests (PyTorch, JAX: the import with the versions
+#    the framework loads checked against its wheels', a matmul on the GPU
+#    checked against the CPU) on an image of this host's Python environment
+#    made by tests/gpu/python_image.py. Skipped when python3 has neither, or
+#    with SB_GPU_FRAMEWORKS=0; run last, each command bounded by what is left
+#    of SB_GPU_BUDGET seconds (default 540), so that the summary still comes
+#    back within the device tool's limit.
+framework_tests() {
+  local rc left t0 comps
+  if [[ "${SB_GPU_FRAMEWORKS:-1}" == 0 ]]; then result "framework tests" skipped "SB_GPU_FRAMEWORKS=0"; return; fi
+  left=$(( ${SB_GPU_BUDGET:-540} - SECONDS ))
+  if (( left < 120 )); then result "framework tests" skipped "only ${left}s left of SB_GPU_BUDGET"; return; fi
+  env -u LD_LIBRARY_PATH python3 "$here/python_image.py" "$work" frameworks:t "$work/merged" \
+    "$(readlink -f /sbin/ldconfig)" > "$work/frameworks.yaml" 2> "$work/frameworks-recipe.log"
+  rc=$?
+  cat "$work/frameworks-recipe.log"
+  if [[ $rc -eq 2 ]]; then result "framework tests" skipped "$(cat "$work/frameworks-recipe.log")"; return; fi
+  if [[ $rc -ne 0 ]]; then result "framework image recipe" failed "$(cat "$work/frameworks-recipe.log")"; return; fi
+  comps=$(python3 -c 'import json,re,sys
+m = re.search(r"dev.stackbuild.tests: (.*)", open(sys.argv[1]).read())
+print(" ".join(json.loads(json.loads(m.group(1)))["builtin"]))' "$work/frameworks.yaml")
+  t0=$SECONDS
+  if timeout $(( left - 60 )) "$SB" build "$work/frameworks.yaml" -o "$work/layout-frameworks" --store "$store" \
+      --compression none --progress plain > "$work/build-frameworks.log" 2>&1; then
+    result "build the frameworks' image ($comps)" passed "$((SECONDS - t0)) s; $(du -sh "$work/layout-frameworks" | cut -f1)"
+  else
+    result "build the frameworks' image ($comps)" failed "$(tail -c 3000 "$work/build-frameworks.log")"
+    return
+  fi
+  left=$(( ${SB_GPU_BUDGET:-540} - SECONDS ))
+  t0=$SECONDS
+  timeout $(( left > 30 ? left : 30 )) "$SB" test "$work/layout-frameworks:t" --gpus all --arch "$cc" \
+    --report "$work/frameworks.json" --store "$store" --progress plain > "$work/test-frameworks.log" 2>&1
+  rc=$?
+  cat "$work/test-frameworks.log"
+  echo "gpu check: stackbuild test of the frameworks' image: exit $rc in $((SECONDS - t0)) s"
+  if [[ $rc -gt 1 || ! -s "$work/frameworks.json" ]]; then
+    result "stackbuild test of the frameworks' image" failed "exit $rc after $((SECONDS - t0)) s: $(tail -c 3000 "$work/test-frameworks.log")"
+  else
+    # shellcheck disable=SC2086 # one word per component
+    report_rows "$work/frameworks.json" " (frameworks)" $comps
+  fi
+}
+
 if [[ "$has_gpu" != 1 ]]; then
   result "GPU tests" skipped "no NVIDIA GPU on this host"
+  framework_tests
   finish 77
 fi
 
@@ -374,4 +435,5 @@ out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" passed "" ||
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" failed "$out"
 
+framework_tests
 finish 0
