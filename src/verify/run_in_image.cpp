@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "build/changeset.hpp"
 #include "util/error.hpp"
@@ -120,6 +121,41 @@ WritablePlace writable_place(const sandbox::Sandbox& sb, const ImageRoot& root) 
   return {store_dir, false, "overlayfs takes none of these as its upper layer: " + tried};
 }
 
+// Why image path `program` cannot be executed in the image, "" when it can:
+// execve's ENOENT for a file that is there means its interpreter is not (a
+// script's #! line, an ELF file's PT_INTERP), which the sandbox alone
+// cannot tell apart from a missing file. `mounted` are the image paths that
+// the run mounts over it, which may bring the interpreter.
+std::string why_not_runnable(const ImageRoot& root, const std::string& program,
+                             const std::vector<std::string>& mounted = {}) {
+  auto host = root.resolve(program);
+  if (!host) return "";  // not in the image: the sandbox says so
+  auto present = [&](const std::string& p) {
+    return root.resolve(p) || std::find(mounted.begin(), mounted.end(), p) != mounted.end();
+  };
+  std::string head(256, '\0');
+  {
+    std::ifstream in(*host, std::ios::binary);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    head.resize(static_cast<size_t>(in.gcount()));
+  }
+  if (head.rfind("#!", 0) == 0) {
+    std::string line = head.substr(2, head.find('\n') - 2);
+    size_t b = line.find_first_not_of(" \t"), e = line.find_first_of(" \t", b);
+    std::string interp =
+        b == std::string::npos ? "" : line.substr(b, e == std::string::npos ? e : e - b);
+    if (!interp.empty() && interp[0] == '/' && !present(interp))
+      return program + " is a script for " + interp + ", which the image lacks";
+    return "";
+  }
+  try {
+    if (auto elf = read_elf(*host); elf && !elf->interpreter.empty() && !present(elf->interpreter))
+      return program + " needs the dynamic loader " + elf->interpreter + ", which the image lacks";
+  } catch (const Error&) {  // not an ELF file we can read: execve says what it is
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string compat_driver_version(const ImageRoot& root) {
@@ -205,10 +241,18 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
     // in an image without one, the host's where it is static (the toolkit
     // always runs the host's), told every directory, for its trusted ones
     // are the host's.
+    // Ubuntu's /sbin/ldconfig is a shell script around ldconfig.real, which
+    // the toolkit runs there ("@/sbin/ldconfig.real"); an image's ldconfig
+    // that cannot run in it (its shell or loader missing) is passed over.
     sandbox::SandboxSpec ld = spec;
     std::vector<std::string> searched;  // by the image's own ldconfig
-    for (const char* own : {"/sbin/ldconfig", "/usr/sbin/ldconfig"})
-      if (ld.argv.empty() && root.resolve(own)) ld.argv = {own};
+    for (const char* own :
+         {"/sbin/ldconfig.real", "/usr/sbin/ldconfig.real", "/sbin/ldconfig", "/usr/sbin/ldconfig"})
+      if (ld.argv.empty() && root.resolve(own) && why_not_runnable(root, own).empty())
+        ld.argv = {own};
+    // ldconfig writes /etc/ld.so.cache: an image without /etc gets one in
+    // the writable layer.
+    if (!root.resolve("/etc")) fs::create_directories(writable / "etc");
     if (!ld.argv.empty()) {
       searched = root.ldconfig_dirs(multiarch_tuple());
     } else if (auto host = host_static_ldconfig()) {
@@ -234,6 +278,12 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
     }
   }
   spec.argv = o.argv;
+  if (!spec.argv.empty() && spec.argv[0].rfind('/', 0) == 0) {
+    std::vector<std::string> mounted;
+    for (const auto& m : spec.mounts) mounted.push_back(m.target);
+    if (std::string why = why_not_runnable(root, spec.argv[0], mounted); !why.empty())
+      throw Error("cannot run '" + spec.argv[0] + "' in the image: " + why);
+  }
   return sb.run(spec, output);
 }
 

@@ -153,6 +153,45 @@ out=$(sb run layout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh
   fail "run --gpus by discovery in another image failed: $out $(cat warnings.log)"
 [[ $out == "libcuda.so.550.54.15"$'\n'*"No such file"* ]] || fail "an image not Debian's: $out"
 
+check "--gpus: Ubuntu's ldconfig script, an image without /etc; a script whose interpreter is missing"
+# Ubuntu's /sbin/ldconfig is a script around ldconfig.real; here its shell is
+# not in the image, so only ldconfig.real can make the cache (as the toolkit
+# runs it there). Found on the H200: stackbuild ran the script and stopped.
+make_busybox_root ubuntu
+mkdir -p ubuntu/usr/lib/x86_64-linux-gnu ubuntu/srv
+ln -s usr/lib ubuntu/lib
+cp /sbin/ldconfig ubuntu/sbin/ldconfig.real
+printf '#!/bin/bash\nexec /sbin/ldconfig.real "$@"\n' >ubuntu/sbin/ldconfig
+printf '#!/bin/bash\necho never\n' >ubuntu/srv/tool.sh
+chmod +x ubuntu/sbin/ldconfig ubuntu/srv/tool.sh
+echo trixie/sid >ubuntu/etc/debian_version
+# An image without /etc or ldconfig: the host's ldconfig writes the cache, in
+# an /etc made for it in the run's writable layer.
+make_busybox_root noetc
+rm -rf noetc/etc
+cat >u.yaml <<'YAML'
+stack: ubuntu
+layers:
+  - {name: base, copy: [{src: ubuntu/, dst: /}]}
+config:
+  env: {PATH: /bin:/sbin}
+tags: ["ubuntu:1"]
+YAML
+sed 's/ubuntu/noetc/g' u.yaml >e.yaml
+expect_ok build-ubuntu sb build u.yaml -o ulayout --store "$STORE"
+expect_ok build-noetc sb build e.yaml -o elayout --store "$STORE"
+out=$(sb run ulayout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh -c \
+  'readlink /usr/lib/x86_64-linux-gnu/libcuda.so.1; ldconfig.real -p | grep -c "libcuda.so.1 "' 2>warnings.log) ||
+  fail "run --gpus in an image with Ubuntu's ldconfig script failed: $out $(cat warnings.log)"
+[[ $out == "libcuda.so.550.54.15"$'\n'1 ]] || fail "no linker cache made by ldconfig.real: $out"
+out=$(sb run elayout:1 --store "$STORE" --host-root "$TMP/dhost" --gpus all -- sh -c \
+  'readlink /usr/lib64/libcuda.so.1; grep -c libcuda.so.1 /etc/ld.so.cache' 2>warnings.log) ||
+  fail "run --gpus in an image without /etc failed: $out $(cat warnings.log)"
+[[ $out == "libcuda.so.550.54.15"$'\n'1 ]] || fail "no linker cache in an image without /etc: $out"
+rc=0; out=$(sb run ulayout:1 --store "$STORE" -- /srv/tool.sh 2>&1) || rc=$?
+[[ $rc != 0 && $out == *"cannot run '/srv/tool.sh' in the image: /srv/tool.sh is a script for /bin/bash, which the image lacks"* ]] ||
+  fail "exit $rc: $out"
+
 check "stackbuild test on a (fake) GPU host: the recipe's GPU tests run with the driver injected, or are skipped"
 cat >t.yaml <<'YAML'
 stack: gpurecipe
