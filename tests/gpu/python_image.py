@@ -177,12 +177,15 @@ def main():
     # FFTW wrapper has one cubin for an old arch and no PTX; cuFile's RDMA
     # library needs libibverbs and the like, NVSHMEM's bootstrap and transport
     # plugins MPI, PMIx, UCX or libfabric, all loaded only on hosts set up for
-    # them; Triton's plugins directory holds examples built against a
-    # libtriton.so that the wheel does not install.
+    # them; cuSOLVER's multi-GPU library in the CUDA 13.0 wheels has no
+    # RUNPATH, so it finds cuBLAS and nvJitLink beside it only once a
+    # framework has loaded them (seen on the H200 host's torch 2.11); Triton's
+    # plugins directory holds examples built against a libtriton.so that the
+    # wheel does not install.
     static_checks = {
         "arch_ignore": ["**/nvidia/*/lib/libcufftw.so.*"],
         "libraries_ignore": ["**/libcufile_rdma.so.*", "**/nvidia/nvshmem/lib/nvshmem_*.so.*",
-                             "**/triton/plugins/*"],
+                             "**/libcusolverMg.so.*", "**/triton/plugins/*"],
     }
     labels = {"dev.stackbuild.tests": json.dumps({"tests": [], "builtin": want, "static_checks": static_checks})}
     versions = {}

@@ -68,6 +68,10 @@ if [[ -n "$bundle" ]]; then
   chmod +x "$SB"
 fi
 store="$work/store"
+# glibc's ldconfig for the images: Ubuntu's /sbin/ldconfig is a shell script
+# around ldconfig.real, and the images have no shell.
+ldconfig_bin=$(readlink -f /sbin/ldconfig)
+[[ -e /sbin/ldconfig.real ]] && ldconfig_bin=$(readlink -f /sbin/ldconfig.real)
 declare -a results=()
 result() { results+=("{\"name\": \"$1\", \"outcome\": \"$2\", \"detail\": $(python3 -c 'import json,sys; print(json.dumps(sys.argv[1][-2000:]))' "$3")}"); echo "$2: $1"; }
 summary() {
@@ -190,7 +194,7 @@ merged_path() {  # $1: an image path -> where it is in a merged-/usr image
     *) echo "$1" ;;
   esac
 }
-make_recipe() {  # $1: name, $2: the tree of programs
+make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library names to leave out
   {
     echo "stack: $1"
     echo "layers:"
@@ -199,7 +203,7 @@ make_recipe() {  # $1: name, $2: the tree of programs
     echo "    copy:"
     echo "      - {src: $work/merged/, dst: /}"
     echo "      - {src: $2/opt/gputests/, dst: /opt/gputests/}"
-    echo "      - {src: $(readlink -f /sbin/ldconfig), dst: /usr/sbin/ldconfig}"
+    echo "      - {src: $ldconfig_bin, dst: /usr/sbin/ldconfig}"
     { for f in "$2"/opt/gputests/*; do ldd "$f"; done
       # cuDNN loads its sub-libraries (graph, ops, engines) at run time: them too, and what they need.
       for f in $(for p in "$2"/opt/gputests/*; do ldd "$p"; done | awk '$1 ~ /^libcudnn\.so/ {print $3}' | sort -u); do
@@ -209,6 +213,7 @@ make_recipe() {  # $1: name, $2: the tree of programs
       done; } | awk '/=> \// {print $3} !/=>/ && $1 ~ /^\// {print $1}' |
       sort -u | while read -r lib; do
         case "$(basename "$lib")" in libcuda.so*|libnvidia-*) continue ;; esac  # the driver's: injected
+        [[ -n "${3:-}" && "$(basename "$lib")" =~ $3 ]] && continue
         echo "      - {src: $(readlink -f "$lib"), dst: $(merged_path "$(image_path /usr/lib/x86_64-linux-gnu "$lib")")}"
       done
     echo "tags: [\"$1:t\"]"
@@ -218,6 +223,8 @@ make_recipe() {  # $1: name, $2: the tree of programs
 if make_recipe gputests "$work/img" > "$work/build.log" 2>&1; then result "build the image" passed ""; else
   result "build the image" failed "$(cat "$work/build.log")"; finish 1; fi
 make_recipe broken "$work/broken" > "$work/build-broken.log" 2>&1
+# And the good programs without cuBLAS (a library missing).
+make_recipe nolib "$work/img" '^libcublas' > "$work/build-nolib.log" 2>&1
 
 # 4. Static checks: the good image passes for this arch, the broken one fails.
 if out=$("$SB" test "$work/layout-gputests:t" --arch "$cc" --store "$store" --progress plain 2>&1); then
@@ -226,10 +233,16 @@ if out=$("$SB" test "$work/layout-broken:t" --arch "$cc" --store "$store" --prog
   result "static checks refuse a wrong-arch image" failed "$out"
 elif grep -q "no code for sm_$sm" <<<"$out"; then result "static checks refuse a wrong-arch image" passed "$out"
 else result "static checks refuse a wrong-arch image" failed "$out"; fi
+if out=$("$SB" test "$work/layout-nolib:t" --arch "$cc" --store "$store" --progress plain 2>&1); then
+  result "static checks refuse an image missing cuBLAS" failed "$out"
+elif grep -q "gemm: needs libcublas.so.[0-9]*, which is not in the image" <<<"$out"; then
+  result "static checks refuse an image missing cuBLAS" passed "$out"
+else result "static checks refuse an image missing cuBLAS" failed "$out"; fi
 
 # report_rows REPORT LABEL COMPONENT...: every result of a `stackbuild test
-# --report` as it is (named "stackbuild test" LABEL, then the test's name), except that a built-in GPU test that passed without a GPU, was
-# skipped with one, or is missing for a COMPONENT the image records, fails.
+# --report` as it is (named "stackbuild test" LABEL, then the test's name),
+# except that a built-in GPU test that passed without a GPU, was skipped with
+# one, or is missing for a COMPONENT the image records, fails.
 report_rows() {
   local line
   while IFS= read -r line; do results+=("$line"); done < <(python3 - "$1" "$has_gpu" "$2" "${@:3}" <<'PY'
@@ -369,7 +382,7 @@ framework_tests() {
   left=$(( ${SB_GPU_BUDGET:-540} - SECONDS ))
   if (( left < 120 )); then result "framework tests" skipped "only ${left}s left of SB_GPU_BUDGET"; return; fi
   env -u LD_LIBRARY_PATH python3 "$here/python_image.py" "$work" frameworks:t "$work/merged" \
-    "$(readlink -f /sbin/ldconfig)" > "$work/frameworks.yaml" 2> "$work/frameworks-recipe.log"
+    "$ldconfig_bin" > "$work/frameworks.yaml" 2> "$work/frameworks-recipe.log"
   rc=$?
   cat "$work/frameworks-recipe.log"
   if [[ $rc -eq 2 ]]; then result "framework tests" skipped "$(cat "$work/frameworks-recipe.log")"; return; fi
@@ -415,9 +428,26 @@ for p in device_query gemm conv allreduce; do
   [[ $img_rc -eq 0 ]] && result "$p in the image" passed "$img_out" || result "$p in the image" failed "$img_out"
 done
 # 7. The broken image must fail at run time too, with a clear message.
-out=$("$SB" run "$work/layout-broken:t" --gpus all --store "$store" --progress plain --timeout 120 \
-  -- /opt/gputests/device_query 2>&1) && result "wrong-arch image fails on the GPU" failed "$out" ||
+#    The CUDA runtime's own words, not any failure: on the H200 a run that
+#    could not start (its ldconfig missing) once passed here.
+if out=$("$SB" run "$work/layout-broken:t" --gpus all --store "$store" --progress plain --timeout 120 \
+    -- /opt/gputests/device_query 2>&1); then
+  result "wrong-arch image fails on the GPU" failed "it ran: $out"
+elif grep -q '"ok": false' <<<"$out" && grep -qiE 'no kernel image|invalid device function' <<<"$out"; then
   result "wrong-arch image fails on the GPU" passed "$out"
+else
+  result "wrong-arch image fails on the GPU" failed "not for its arch: $out"
+fi
+
+#    The image missing cuBLAS: the loader's own words, naming it.
+if out=$("$SB" run "$work/layout-nolib:t" --gpus all --store "$store" --progress plain --timeout 120 \
+    -- /opt/gputests/gemm 2>&1); then
+  result "an image missing cuBLAS fails on the GPU" failed "it ran: $out"
+elif grep -q "libcublas.so.[0-9]*: cannot open shared object file" <<<"$out"; then
+  result "an image missing cuBLAS fails on the GPU" passed "$out"
+else
+  result "an image missing cuBLAS fails on the GPU" failed "not for cuBLAS: $out"
+fi
 
 # 8. The driver check against the real driver's answers: an NVIDIA_REQUIRE_CUDA
 # above the driver's CUDA version is refused, naming the GPU; one at it runs.
