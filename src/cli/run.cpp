@@ -1,5 +1,7 @@
 #include <unistd.h>
 
+#include <sstream>
+
 #include "cli/cli.hpp"
 #include "image/image.hpp"
 #include "image/layout.hpp"
@@ -83,6 +85,15 @@ int cmd_run(const std::vector<std::string>& argv) {
     // The environment the command gets, --env included, as the toolkit reads the container's.
     auto needs = verify::driver_needs(config.labels, o.env, verify::compat_driver_version(root));
     for (const auto& w : verify::check_driver(*gpu, needs).warnings)
+      ctx.status->message(Level::Warning, w);
+    std::vector<std::string>
+        ld_path;  // the command's LD_LIBRARY_PATH, searched for the driver's needs too
+    if (auto ld = o.env.find("LD_LIBRARY_PATH"); ld != o.env.end()) {
+      std::istringstream in(ld->second);
+      for (std::string d; std::getline(in, d, ':');)
+        if (!d.empty()) ld_path.push_back(d);
+    }
+    for (const auto& w : verify::driver_library_gaps(root, *gpu, o.host_root, ld_path))
       ctx.status->message(Level::Warning, w);
     o.gpu = &*gpu;
   }

@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <fstream>
+#include <set>
 
 #include "build/changeset.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "verify/elf.hpp"
+#include "verify/static_checks.hpp"
 
 namespace sb::verify {
 
@@ -285,6 +287,46 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
       throw Error("cannot run '" + spec.argv[0] + "' in the image: " + why);
   }
   return sb.run(spec, output);
+}
+
+std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInjection& g,
+                                             const fs::path& host_root,
+                                             const std::vector<std::string>& ld_library_path) {
+  std::vector<std::string> dirs = ld_library_path;
+  for (const auto& d : root.linker_dirs()) dirs.push_back(d);
+  for (const char* d : {"/usr/lib64", "/lib64"})
+    dirs.push_back(d);  // where the libraries go in other images
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& m : g.mounts) {
+    const std::string name = fs::path(m.container_path).filename().string();
+    if (!is_shared_library(name) || !seen.insert(name).second) continue;
+    std::optional<ElfInfo> elf;
+    try {
+      elf = read_elf(host_root / m.host_path);
+    } catch (const Error&) {
+    }
+    if (!elf) continue;
+    std::vector<std::string> missing;
+    for (const auto& need : elf->needed) {
+      if (is_driver_library(need) || need.find('/') != std::string::npos) continue;
+      bool found = false;
+      for (const auto& d : dirs)
+        if ((found = root.resolve(d + "/" + need).has_value())) break;
+      if (!found) missing.push_back(need);
+    }
+    if (missing.empty()) continue;
+    std::string list;
+    for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
+    out.push_back("the driver's " + name + " needs " + list +
+                  ", which the image lacks: it will not load there" +
+                  (name.rfind("libcuda.so", 0) == 0
+                       ? " (the CUDA runtime then reports \"CUDA driver version is insufficient "
+                         "for CUDA runtime "
+                         "version\")"
+                       : ""));
+  }
+  return out;
 }
 
 std::string full_copy_warning(const sandbox::Sandbox& sandbox, const ImageRoot& root) {

@@ -40,6 +40,16 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sandbox, const ImageRoot& 
 // where there are several); "" where it has none.
 std::string compat_driver_version(const ImageRoot& root);
 
+// What the driver's injected libraries need from the image that it lacks:
+// they load inside it, so libcuda.so's libdl.so.2, libpthread.so.0,
+// librt.so.1 and libm.so.6 must be there. One warning per library, naming
+// each missing one (libcuda's also says what CUDA then reports instead);
+// none for a library that is not an ELF file. `ld_library_path`: the
+// command's LD_LIBRARY_PATH, searched too.
+std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInjection& g,
+                                             const fs::path& host_root,
+                                             const std::vector<std::string>& ld_library_path = {});
+
 // "" where commands run on an overlayfs layer over `root`; else a warning
 // that each runs in a full copy of it, saying why, for the caller to show once.
 std::string full_copy_warning(const sandbox::Sandbox& sandbox, const ImageRoot& root);

@@ -117,6 +117,8 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
       report.gpus += ", driver " + gpu->driver_version;
       std::vector<std::string> warnings = gpu->warnings;
       warnings.insert(warnings.end(), verdict.warnings.begin(), verdict.warnings.end());
+      for (auto& w : driver_library_gaps(root, *gpu, o.host_root, ld_path))
+        warnings.push_back(std::move(w));
       report.results.push_back(
           {"gpu: driver and devices", "gpu", Outcome::Passed, verdict.detail, warnings, 0});
     } catch (const Error& e) {

@@ -13,6 +13,7 @@
 #include "verify/fatbin.hpp"
 #include "verify/gpu.hpp"
 #include "verify/report.hpp"
+#include "verify/run_in_image.hpp"
 #include "verify/static_checks.hpp"
 
 using namespace sb;
@@ -652,6 +653,40 @@ void shared_object(const fs::path& out, const std::string& soname, const fs::pat
 }
 
 }  // namespace
+
+TEST_CASE("gpu: what the injected driver libraries need from the image", "[verify][gpu]") {
+  // On the H200 an image without libdl.so.2 got the driver's libcuda, which
+  // needs it: cudart reported "CUDA driver version is insufficient". A fake
+  // libcuda that needs a libdl-fake.so.2 and a driver library; a non-ELF
+  // libnvidia-ml; a program.
+  TempDir dir;
+  fs::path host = dir.path() / "host", root = dir.path() / "root";
+  fs::create_directories(host / "drv");
+  fs::create_directories(root / "usr/lib/x86_64-linux-gnu");
+  shared_object(host / "drv/libdl-fake.so.2", "libdl-fake.so.2", host / "drv", {});
+  shared_object(host / "drv/libnvidia-gpucomp.so.580.1", "libnvidia-gpucomp.so.580.1", host / "drv",
+                {});
+  shared_object(host / "drv/libcuda.so.580.1", "libcuda.so.1", host / "drv",
+                {"libdl-fake.so.2", "libnvidia-gpucomp.so.580.1"});
+  write_file_atomic(host / "drv/libnvidia-ml.so.580.1", "not an ELF file");
+  GpuInjection g;
+  for (const char* lib : {"libcuda.so.580.1", "libnvidia-ml.so.580.1"})
+    g.mounts.push_back(
+        {fs::path("drv") / lib, std::string("/usr/lib/x86_64-linux-gnu/") + lib, true});
+  g.mounts.push_back({"drv/nvidia-smi", "/usr/bin/nvidia-smi", false});
+  ImageRoot image(root);
+  CHECK(driver_library_gaps(image, g, host) ==
+        std::vector<std::string>{
+            "the driver's libcuda.so.580.1 needs libdl-fake.so.2, which the image lacks: it will "
+            "not load there (the CUDA runtime then reports \"CUDA driver version is insufficient "
+            "for CUDA runtime version\")"});
+  // Found on the command's LD_LIBRARY_PATH, or in the image's library directory.
+  fs::create_directories(root / "opt/lib");
+  fs::copy_file(host / "drv/libdl-fake.so.2", root / "opt/lib/libdl-fake.so.2");
+  CHECK(driver_library_gaps(image, g, host, {"/opt/lib"}).empty());
+  fs::rename(root / "opt/lib/libdl-fake.so.2", root / "usr/lib/x86_64-linux-gnu/libdl-fake.so.2");
+  CHECK(driver_library_gaps(image, g, host).empty());
+}
 
 TEST_CASE("static check: a library without a path of its own uses its loaders' DT_RPATH",
           "[verify][static]") {
