@@ -12,7 +12,12 @@ ldconfig for the linker cache the GPU injection refreshes. Its labels name the
 built-in tests and the versions the installed wheels state, which the tests
 compare with what the frameworks report.
 
-Usage: python_image.py WORKDIR TAG MERGED_ROOT LDCONFIG > recipe.yaml
+JAX compiles its kernels with ptxas and libdevice: from the nvidia-cuda-nvcc
+wheel where it is installed, else (as on a host whose JAX uses the system's
+toolkit) from CUDA_ROOT, which go to /usr/local/cuda in the image, a
+directory XLA searches.
+
+Usage: python_image.py WORKDIR TAG MERGED_ROOT LDCONFIG [CUDA_ROOT] > recipe.yaml
 Prints on stderr what it found; exits 2 when no framework is installed.
 """
 import importlib.metadata as md
@@ -112,6 +117,7 @@ def merged(p):
 
 def main():
     work, tag, merged_root, ldconfig = sys.argv[1:5]
+    cuda_root = sys.argv[5] if len(sys.argv) > 5 else ""
     dists = installed()
     want = [t for t, dist in FRAMEWORKS.items() if norm(dist) in dists]
     if not want:
@@ -150,8 +156,17 @@ def main():
     if sys.prefix != sys.base_prefix and os.path.exists(os.path.join(sys.prefix, "pyvenv.cfg")):
         files.append((os.path.join(sys.prefix, "pyvenv.cfg"), os.path.join(sys.prefix, "pyvenv.cfg")))
 
+    # XLA's ptxas and libdevice where no wheel brings them.
+    toolkit = []
+    if "jax" in want and cuda_root and not any(norm(d.metadata["Name"]).startswith("nvidia-cuda-nvcc") for d in need):
+        for rel in ("bin/ptxas", "bin/nvlink", "nvvm/libdevice"):
+            src = os.path.realpath(os.path.join(cuda_root, rel))
+            if os.path.exists(src):
+                toolkit.append(rel)
+                files.append((src, "/usr/local/cuda/" + rel))
+
     # What all of it loads, but the driver's libraries (injected).
-    elves = [exe]
+    elves = [exe] + [os.path.realpath(os.path.join(cuda_root, r)) for r in toolkit if r.startswith("bin/")]
     for root in [stdlib, platstdlib] + tops:
         if os.path.isfile(root):
             if is_elf(root):
@@ -227,8 +242,10 @@ def main():
         print("    %s: %s" % (k, q(v)))
     print("tags: [%s]" % q(tag))
     print("python image: %s (%s), frameworks %s, %d distributions, %d package paths, %d system libraries; "
-          "versions %s" % (exe_link, sys.version.split()[0], ", ".join(want), len(need), len(tops), len(libs),
-                           json.dumps(versions)), file=sys.stderr)
+          "versions %s%s" % (exe_link, sys.version.split()[0], ", ".join(want), len(need), len(tops), len(libs),
+                             json.dumps(versions),
+                             "; from " + cuda_root + " for XLA: " + ", ".join(toolkit) if toolkit else ""),
+          file=sys.stderr)
     return 0
 
 

@@ -194,7 +194,13 @@ merged_path() {  # $1: an image path -> where it is in a merged-/usr image
     *) echo "$1" ;;
   esac
 }
-make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library names to leave out
+# The driver's libcuda on this host: it loads inside the images, so they get
+# what it needs (libdl.so.2 and the like), as any distribution's image has.
+driver_libcuda=$(python3 -c 'import json,sys
+for m in json.load(open(sys.argv[1])).get("mounts", []):
+    if m["container"].rsplit("/", 1)[-1].startswith("libcuda.so."): print(m["host"]); break' "$work/gpu.json" 2>/dev/null)
+make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library names to leave out,
+                 # $4: "no-driver-deps" for none of what libcuda needs
   {
     echo "stack: $1"
     echo "layers:"
@@ -205,6 +211,7 @@ make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library na
     echo "      - {src: $2/opt/gputests/, dst: /opt/gputests/}"
     echo "      - {src: $ldconfig_bin, dst: /usr/sbin/ldconfig}"
     { for f in "$2"/opt/gputests/*; do ldd "$f"; done
+      [[ -n "$driver_libcuda" && "${4:-}" != no-driver-deps ]] && ldd "$driver_libcuda"
       # cuDNN loads its sub-libraries (graph, ops, engines) at run time: them too, and what they need.
       for f in $(for p in "$2"/opt/gputests/*; do ldd "$p"; done | awk '$1 ~ /^libcudnn\.so/ {print $3}' | sort -u); do
         for l in "$(dirname "$f")"/libcudnn_*.so.[0-9]*; do
@@ -223,8 +230,10 @@ make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library na
 if make_recipe gputests "$work/img" > "$work/build.log" 2>&1; then result "build the image" passed ""; else
   result "build the image" failed "$(cat "$work/build.log")"; finish 1; fi
 make_recipe broken "$work/broken" > "$work/build-broken.log" 2>&1
-# And the good programs without cuBLAS (a library missing).
+# And the good programs without cuBLAS (a library missing), and without what
+# the driver's libcuda needs.
 make_recipe nolib "$work/img" '^libcublas' > "$work/build-nolib.log" 2>&1
+make_recipe nodeps "$work/img" '^lib(cublas|cudnn|nccl)' no-driver-deps > "$work/build-nodeps.log" 2>&1
 
 # 4. Static checks: the good image passes for this arch, the broken one fails.
 if out=$("$SB" test "$work/layout-gputests:t" --arch "$cc" --store "$store" --progress plain 2>&1); then
@@ -382,7 +391,7 @@ framework_tests() {
   left=$(( ${SB_GPU_BUDGET:-540} - SECONDS ))
   if (( left < 120 )); then result "framework tests" skipped "only ${left}s left of SB_GPU_BUDGET"; return; fi
   env -u LD_LIBRARY_PATH python3 "$here/python_image.py" "$work" frameworks:t "$work/merged" \
-    "$ldconfig_bin" > "$work/frameworks.yaml" 2> "$work/frameworks-recipe.log"
+    "$ldconfig_bin" "$cuda_root" > "$work/frameworks.yaml" 2> "$work/frameworks-recipe.log"
   rc=$?
   cat "$work/frameworks-recipe.log"
   if [[ $rc -eq 2 ]]; then result "framework tests" skipped "$(cat "$work/frameworks-recipe.log")"; return; fi
@@ -449,6 +458,20 @@ else
   result "an image missing cuBLAS fails on the GPU" failed "not for cuBLAS: $out"
 fi
 
+#    The image without what libcuda needs: stackbuild says so before the run
+#    (found on the H200, where CUDA said only "driver version is insufficient").
+if [[ -n "$driver_libcuda" ]]; then
+  out=$("$SB" run "$work/layout-nodeps:t" --gpus all --store "$store" --progress plain --timeout 120 \
+    -- /opt/gputests/device_query 2>&1)
+  if grep -q "the driver's libcuda.so.[0-9.]* needs .*, which the image lacks" <<<"$out"; then
+    result "an image without what libcuda needs is warned of" passed "$out"
+  elif ! grep -q '"ok": false' <<<"$out"; then
+    result "an image without what libcuda needs is warned of" skipped "the image has all libcuda needs ($out)"
+  else
+    result "an image without what libcuda needs is warned of" failed "$out"
+  fi
+fi
+
 # 8. The driver check against the real driver's answers: an NVIDIA_REQUIRE_CUDA
 # above the driver's CUDA version is refused, naming the GPU; one at it runs.
 if out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress plain \
@@ -461,7 +484,7 @@ else
 fi
 host_cuda=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("cuda_version",""))' "$work/gpu.json")
 out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress plain \
-  --env "NVIDIA_REQUIRE_CUDA=cuda>=${host_cuda:-0.0},arch>=${cc}" -- true 2>&1) &&
+  --env "NVIDIA_REQUIRE_CUDA=cuda>=${host_cuda:-0.0},arch>=${cc}" -- /opt/gputests/device_query 2>&1) &&
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" passed "" ||
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" failed "$out"
 
