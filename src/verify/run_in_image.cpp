@@ -301,6 +301,15 @@ std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInj
   for (const auto& m : g.mounts) {
     const std::string name = fs::path(m.container_path).filename().string();
     if (!is_shared_library(name) || !seen.insert(name).second) continue;
+    // Those CUDA loads to start and compile; the others (the debugger's,
+    // confidential computing's PKCS#11 one, OpenCL's) only when asked for,
+    // and a minimal image lacks what they need with no harm done.
+    static const std::vector<std::string> kCore{"libcuda.so", "libnvidia-ml.so",
+                                                "libnvidia-ptxjitcompiler.so", "libnvidia-nvvm.so",
+                                                "libnvidia-gpucomp.so"};
+    if (std::none_of(kCore.begin(), kCore.end(),
+                     [&](const std::string& c) { return name.rfind(c, 0) == 0; }))
+      continue;
     std::optional<ElfInfo> elf;
     try {
       elf = read_elf(host_root / m.host_path);

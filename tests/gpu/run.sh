@@ -230,10 +230,12 @@ make_recipe() {  # $1: name, $2: the tree of programs, $3: a regex of library na
 if make_recipe gputests "$work/img" > "$work/build.log" 2>&1; then result "build the image" passed ""; else
   result "build the image" failed "$(cat "$work/build.log")"; finish 1; fi
 make_recipe broken "$work/broken" > "$work/build-broken.log" 2>&1
-# And the good programs without cuBLAS (a library missing), and without what
-# the driver's libcuda needs.
+# And the good programs without cuBLAS (a library missing), and the device
+# query alone without what the driver's libcuda needs (the others' libraries
+# would bring it).
 make_recipe nolib "$work/img" '^libcublas' > "$work/build-nolib.log" 2>&1
-make_recipe nodeps "$work/img" '^lib(cublas|cudnn|nccl)' no-driver-deps > "$work/build-nodeps.log" 2>&1
+mkdir -p "$work/dq/opt/gputests" && cp "$work/img/opt/gputests/device_query" "$work/dq/opt/gputests/"
+make_recipe nodeps "$work/dq" "" no-driver-deps > "$work/build-nodeps.log" 2>&1
 
 # 4. Static checks: the good image passes for this arch, the broken one fails.
 if out=$("$SB" test "$work/layout-gputests:t" --arch "$cc" --store "$store" --progress plain 2>&1); then

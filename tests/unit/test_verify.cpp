@@ -669,8 +669,11 @@ TEST_CASE("gpu: what the injected driver libraries need from the image", "[verif
   shared_object(host / "drv/libcuda.so.580.1", "libcuda.so.1", host / "drv",
                 {"libdl-fake.so.2", "libnvidia-gpucomp.so.580.1"});
   write_file_atomic(host / "drv/libnvidia-ml.so.580.1", "not an ELF file");
+  // The debugger's library needs it too, but loads only under cuda-gdb: no warning.
+  shared_object(host / "drv/libcudadebugger.so.580.1", "libcudadebugger.so.1", host / "drv",
+                {"libdl-fake.so.2"});
   GpuInjection g;
-  for (const char* lib : {"libcuda.so.580.1", "libnvidia-ml.so.580.1"})
+  for (const char* lib : {"libcuda.so.580.1", "libnvidia-ml.so.580.1", "libcudadebugger.so.580.1"})
     g.mounts.push_back(
         {fs::path("drv") / lib, std::string("/usr/lib/x86_64-linux-gnu/") + lib, true});
   g.mounts.push_back({"drv/nvidia-smi", "/usr/bin/nvidia-smi", false});
