@@ -86,8 +86,8 @@ int cmd_run(const std::vector<std::string>& argv) {
     auto needs = verify::driver_needs(config.labels, o.env, verify::compat_driver_version(root));
     for (const auto& w : verify::check_driver(*gpu, needs).warnings)
       ctx.status->message(Level::Warning, w);
-    std::vector<std::string>
-        ld_path;  // the command's LD_LIBRARY_PATH, searched for the driver's needs too
+    // The command's LD_LIBRARY_PATH, where the driver's needs are looked for too.
+    std::vector<std::string> ld_path;
     if (auto ld = o.env.find("LD_LIBRARY_PATH"); ld != o.env.end()) {
       std::istringstream in(ld->second);
       for (std::string d; std::getline(in, d, ':');)

@@ -239,13 +239,12 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
     // update-ldcache hook does: an ldconfig run in the same writable layer,
     // told the directories it would not look in by itself (a CDI spec's
     // /usr/lib64 in a Debian image), after a newer driver branch's compat
-    // libraries where the toolkit would use them. The image's own ldconfig;
-    // in an image without one, the host's where it is static (the toolkit
-    // always runs the host's), told every directory, for its trusted ones
-    // are the host's.
-    // Ubuntu's /sbin/ldconfig is a shell script around ldconfig.real, which
-    // the toolkit runs there ("@/sbin/ldconfig.real"); an image's ldconfig
-    // that cannot run in it (its shell or loader missing) is passed over.
+    // libraries where the toolkit would use them. The image's own ldconfig
+    // (ldconfig.real first: Ubuntu's /sbin/ldconfig is a shell script around
+    // it, and the toolkit's configuration there names it), one that cannot
+    // run in the image (its shell or loader missing) passed over; in an image
+    // without one, the host's where it is static (the toolkit always runs the
+    // host's), told every directory, for its trusted ones are the host's.
     sandbox::SandboxSpec ld = spec;
     std::vector<std::string> searched;  // by the image's own ldconfig
     for (const char* own :
@@ -296,6 +295,9 @@ std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInj
   for (const auto& d : root.linker_dirs()) dirs.push_back(d);
   for (const char* d : {"/usr/lib64", "/lib64"})
     dirs.push_back(d);  // where the libraries go in other images
+  const std::string kInsufficient =
+      " (the CUDA runtime then reports \"CUDA driver version is insufficient for CUDA runtime "
+      "version\")";
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const auto& m : g.mounts) {
@@ -329,11 +331,7 @@ std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInj
     for (const auto& n : missing) list += (list.empty() ? "" : ", ") + n;
     out.push_back("the driver's " + name + " needs " + list +
                   ", which the image lacks: it will not load there" +
-                  (name.rfind("libcuda.so", 0) == 0
-                       ? " (the CUDA runtime then reports \"CUDA driver version is insufficient "
-                         "for CUDA runtime "
-                         "version\")"
-                       : ""));
+                  (name.rfind("libcuda.so", 0) == 0 ? kInsufficient : ""));
   }
   return out;
 }

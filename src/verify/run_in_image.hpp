@@ -42,14 +42,13 @@ std::string compat_driver_version(const ImageRoot& root);
 
 // What the driver's injected libraries need from the image that it lacks:
 // they load inside it, so libcuda.so's libdl.so.2, libpthread.so.0,
-// librt.so.1 and libm.so.6 must be there. For the libraries CUDA loads to
-// start and compile (libcuda, libnvidia-ml, -ptxjitcompiler, -nvvm,
-// -gpucomp; the debugger's or the PKCS#11 one only load when asked for,
-// and a minimal image lacks their libutil or libcrypto harmlessly), one
-// warning per library, naming
-// each missing one (libcuda's also says what CUDA then reports instead);
-// none for a library that is not an ELF file. `ld_library_path`: the
-// command's LD_LIBRARY_PATH, searched too.
+// librt.so.1 and libm.so.6 must be there. Only for the libraries CUDA loads
+// to start and compile (libcuda, libnvidia-ml, -ptxjitcompiler, -nvvm,
+// -gpucomp; the debugger's or the PKCS#11 one load only when asked for, and
+// a minimal image lacks their libutil or libcrypto harmlessly): one warning
+// per library naming each missing one (libcuda's also says what CUDA then
+// reports instead); none for a library that is not an ELF file.
+// `ld_library_path`: the command's LD_LIBRARY_PATH, searched too.
 std::vector<std::string> driver_library_gaps(const ImageRoot& root, const GpuInjection& g,
                                              const fs::path& host_root,
                                              const std::vector<std::string>& ld_library_path = {});

@@ -129,8 +129,8 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
   };
   const auto files = elf_files(root);
   std::vector<Object> objects;
-  std::map<std::string, std::set<size_t>>
-      loaded_by;  // a library's canonical image path -> the objects needing it
+  // A library's canonical image path -> the objects that need it.
+  std::map<std::string, std::set<size_t>> loaded_by;
   std::vector<std::pair<size_t, std::string>> unresolved;  // object, need
   for (const auto& [file, info] : files) {
     if (!info.dynamic) continue;

@@ -371,8 +371,6 @@ if [[ " ${builtins[*]} " == *" cuda "* ]]; then
     if [[ $rc -gt 1 || ! -s "$work/builtins.json" ]]; then
       result "stackbuild test of the built-in tests' image" failed "exit $rc: $(cat "$work/test-builtins.log")"
     else
-      # Every result of the report as it is, except that a built-in GPU test
-      # that passed without a GPU, was skipped with one, or is missing, fails.
       report_rows "$work/builtins.json" "" "${builtins[@]}"
     fi
   else
