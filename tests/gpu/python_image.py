@@ -18,7 +18,8 @@ toolkit) from CUDA_ROOT, which go to /usr/local/cuda in the image, a
 directory XLA searches.
 
 Usage: python_image.py WORKDIR TAG MERGED_ROOT LDCONFIG [CUDA_ROOT] > recipe.yaml
-Prints on stderr what it found; exits 2 when no framework is installed.
+Prints on stderr what it found; exits 2 when no framework is installed, 64
+on a usage error.
 """
 import importlib.metadata as md
 import json
@@ -116,6 +117,9 @@ def merged(p):
 
 
 def main():
+    if len(sys.argv) not in (5, 6):
+        print("usage: python_image.py WORKDIR TAG MERGED_ROOT LDCONFIG [CUDA_ROOT] > recipe.yaml", file=sys.stderr)
+        return 64
     work, tag, merged_root, ldconfig = sys.argv[1:5]
     cuda_root = sys.argv[5] if len(sys.argv) > 5 else ""
     dists = installed()

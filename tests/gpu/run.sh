@@ -68,6 +68,7 @@ if [[ -n "$bundle" ]]; then
   chmod +x "$SB"
 fi
 store="$work/store"
+[[ "${SB_GPU_BUDGET:-540}" =~ ^[0-9]+$ ]] || { echo "SB_GPU_BUDGET='$SB_GPU_BUDGET': whole seconds, please" >&2; exit 2; }
 # glibc's ldconfig for the images: Ubuntu's /sbin/ldconfig is a shell script
 # around ldconfig.real, and the images have no shell.
 ldconfig_bin=$(readlink -f /sbin/ldconfig)
