@@ -45,6 +45,7 @@ struct Transfer {
   Response* resp = nullptr;
   int body_fd = -1;
   uint64_t body_sent = 0;
+  uint64_t body_received = 0;  // of the current response
   std::exception_ptr error;  // from a callback; rethrown after curl returns
 };
 
@@ -54,6 +55,7 @@ size_t on_header(char* data, size_t size, size_t n, void* ud) {
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.pop_back();
   if (line.rfind("HTTP/", 0) == 0) {  // a new response (after a redirect or 100-continue)
     t->resp->headers.clear();
+    t->body_received = 0;
     return size * n;
   }
   auto colon = line.find(':');
@@ -71,6 +73,9 @@ size_t on_write(char* data, size_t size, size_t n, void* ud) {
   auto* t = static_cast<Transfer*>(ud);
   size_t len = size * n;
   try {
+    t->body_received += len;
+    if (t->req->max_body && t->body_received > t->req->max_body->bytes)
+      throw Error(t->req->method + " " + t->req->url + ": the answer is larger than " + t->req->max_body->describe());
     // Only a successful response's body is streamed; redirect and error
     // bodies are kept in Response::body (error bodies explain the error).
     long code = 0;
@@ -379,6 +384,8 @@ Response Client::perform(const Request& req) {
     curl_easy_setopt(c, CURLOPT_SSL_CTX_FUNCTION, on_ssl_ctx);
     curl_easy_setopt(c, CURLOPT_SSL_CTX_DATA, store);
   }
+  if (req.max_body)  // refused at once when the Content-Length says so; on_write counts the rest
+    curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, static_cast<curl_off_t>(req.max_body->bytes));
   curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
   curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 
@@ -411,6 +418,8 @@ Response Client::perform(const Request& req) {
   CURLcode rc = curl_easy_perform(c);
   curl_slist_free_all(headers);
   if (t.error) std::rethrow_exception(t.error);
+  if (rc == CURLE_FILESIZE_EXCEEDED && req.max_body)
+    throw Error(req.method + " " + req.url + ": the answer is larger than " + req.max_body->describe());
   if (rc != CURLE_OK) {
     std::string msg = errbuf[0] ? errbuf : curl_easy_strerror(rc);
     long os_errno = 0;
@@ -459,6 +468,34 @@ UrlParts split_url(const std::string& url) {
   std::transform(p.host.begin(), p.host.end(), p.host.begin(), ::tolower);
   return p;
 }
+
+std::string origin_of(const std::string& url) {
+  UrlParts p;
+  try {
+    p = split_url(url);
+  } catch (const Error&) {
+    return "";
+  }
+  if (p.host.empty()) return "";
+  std::string port = !p.port.empty() ? p.port : p.scheme == "https" ? "443" : p.scheme == "http" ? "80" : "";
+  return p.scheme + "://" + p.host + ":" + port;
+}
+
+std::string resolve_url(const std::string& base, const std::string& location) {
+  global_init();
+  std::unique_ptr<CURLU, void (*)(CURLU*)> u(curl_url(), curl_url_cleanup);
+  if (!u || curl_url_set(u.get(), CURLUPART_URL, base.c_str(), 0) != CURLUE_OK ||
+      curl_url_set(u.get(), CURLUPART_URL, location.c_str(), 0) != CURLUE_OK)
+    throw Error("cannot follow the redirect from " + base + " to '" + location + "'");
+  char* v = nullptr;
+  if (curl_url_get(u.get(), CURLUPART_URL, &v, 0) != CURLUE_OK || !v)
+    throw Error("cannot follow the redirect from " + base + " to '" + location + "'");
+  std::string out = v;
+  curl_free(v);
+  return out;
+}
+
+bool is_redirect(long s) { return s == 301 || s == 302 || s == 303 || s == 307 || s == 308; }
 
 std::string url_decode(std::string_view text) {
   global_init();

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "util/error.hpp"
+#include "util/limits.hpp"
 
 namespace sb::http {
 
@@ -33,6 +34,10 @@ struct Request {
   // status) the body is collected into Response::body. May throw.
   std::function<void(const char* data, size_t size)> on_data;
   std::function<void(uint64_t done, uint64_t total)> on_progress;  // bytes up (with a body) or down
+  // The most body bytes one response may bring (streamed or collected); past
+  // it the transfer stops and perform() throws sb::Error naming the cap and
+  // its setting. Unset: no cap.
+  std::optional<SizeLimit> max_body;
   bool follow_redirects = true;
   bool no_body = false;                  // HEAD
   long connect_timeout_seconds = 30;
@@ -102,6 +107,14 @@ struct UrlParts {
 };
 // Throws sb::Error for a URL libcurl cannot parse.
 UrlParts split_url(const std::string& url);
+// "scheme://host:port" of an absolute URL, the scheme's default port made
+// explicit ("https://r.example:443"): what credentials are scoped to. ""
+// for a URL libcurl cannot parse (the same origin as nothing).
+std::string origin_of(const std::string& url);
+// A Location header (absolute, or relative to `base`) made absolute. Throws
+// sb::Error when it cannot be.
+std::string resolve_url(const std::string& base, const std::string& location);
+bool is_redirect(long status);  // 301, 302, 303, 307, 308
 // %XX escapes decoded (libcurl's curl_easy_unescape).
 std::string url_decode(std::string_view text);
 

@@ -1,3 +1,5 @@
+#include <csignal>
+
 #include <catch2/catch.hpp>
 
 #include "helpers.hpp"
@@ -108,4 +110,31 @@ TEST_CASE("http: transport failures are HttpErrors that say whether to retry", "
   }
   test::HttpServer drop([](const test::HttpRequest&) { return std::string(); });
   CHECK_THROWS_AS(client.perform({.url = drop.url()}), http::HttpError);
+}
+
+// A hostile server's endless body (DESIGN.md, "Trust boundary"): a capped
+// request stops at the cap, whether the length is announced or not, and the
+// error names the cap and its setting.
+TEST_CASE("http: a body past max_body is refused at the cap, announced or streamed", "[http][hostile]") {
+  auto old = ::signal(SIGPIPE, SIG_IGN);  // the server writes on after the client hangs up
+  const std::string big(8 << 20, 'a');
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    if (r.path == "/small") return http_response(200, std::string(1 << 20, 'b'));
+    if (r.path == "/announced") return http_response(200, big);
+    return "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n" + big;  // no length
+  });
+  http::Client client;
+  const SizeLimit cap{1 << 20, "STACKBUILD_TEST_MAX"};
+  CHECK(client.perform({.url = server.url("/small"), .max_body = cap}).body.size() == 1 << 20);
+  for (const char* path : {"/announced", "/streamed"}) {
+    INFO(path);
+    uint64_t streamed = 0;
+    http::Request req{.url = server.url(path), .max_body = cap};
+    if (std::string(path) == "/streamed") req.on_data = [&](const char*, size_t n) { streamed += n; };
+    CHECK_THROWS_WITH(client.perform(req),
+                      Catch::Contains(std::string("GET ") + server.url(path) +
+                                      ": the answer is larger than the 1.0 MiB cap (STACKBUILD_TEST_MAX raises it)"));
+    CHECK(streamed <= cap.bytes);
+  }
+  ::signal(SIGPIPE, old);
 }

@@ -12,6 +12,7 @@
 #include "util/error.hpp"
 #include "util/glob.hpp"
 #include "util/http.hpp"
+#include "util/limits.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
 #include "util/utf8.hpp"
@@ -396,4 +397,19 @@ TEST_CASE(
                     "cannot write " + dest.string() + ": the directory " +
                         dest.parent_path().string() + " does not exist");
   CHECK_FALSE(fs::exists(dest.parent_path()));
+}
+
+TEST_CASE("limits: a cap comes from its setting, else the default, and says how to raise it", "[util][limits]") {
+  unsetenv("STACKBUILD_TEST_CAP");
+  CHECK(size_limit("STACKBUILD_TEST_CAP", 4 << 20).bytes == 4 << 20);
+  CHECK(size_limit("STACKBUILD_TEST_CAP", 4 << 20).describe() == "the 4.0 MiB cap (STACKBUILD_TEST_CAP raises it)");
+  setenv("STACKBUILD_TEST_CAP", "64MiB", 1);
+  CHECK(size_limit("STACKBUILD_TEST_CAP", 1).bytes == uint64_t{64} << 20);
+  setenv("STACKBUILD_TEST_CAP", "lots", 1);
+  CHECK_THROWS_WITH(size_limit("STACKBUILD_TEST_CAP", 1), Catch::Contains("STACKBUILD_TEST_CAP='lots' is not a size"));
+  setenv("STACKBUILD_TEST_CAP", "0", 1);
+  CHECK_THROWS_WITH(size_limit("STACKBUILD_TEST_CAP", 1), Catch::Contains("is not a size"));
+  unsetenv("STACKBUILD_TEST_CAP");
+  CHECK(limits::wheel_inflated().bytes == uint64_t{32} << 30);
+  CHECK(limits::registry_document().bytes == 4 << 20);
 }
