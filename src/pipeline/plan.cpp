@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "pipeline/source_tree.hpp"
 #include "recipe/variables.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/file.hpp"
@@ -63,6 +64,16 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
   } catch (Error& e) {
     e.add_trace("while planning " + r.file.string());
     throw;
+  }
+  // Git sources that would run commands are refused here, before any stage runs git.
+  for (const auto& p : out.plan.points) {
+    if (!p.stack) continue;
+    try {
+      check_git_sources(resolve::instantiate(r, p), resolve::point_variables(r, p));
+    } catch (Error& e) {
+      e.add_trace("while checking the sources of point " + p.point.id());
+      throw;
+    }
   }
   return out;
 }

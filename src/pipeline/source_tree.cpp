@@ -13,10 +13,30 @@ namespace sb {
 
 namespace {
 
+bool is_commit(const std::string& ref);
+
+// A git source refused before git runs (check_git_sources() tells it from other errors).
+class UnsafeGitSource : public InputError {
+ public:
+  using InputError::InputError;
+};
+
 // The catalog's source of the one component of `spec` at the point's version:
 // the newest record whose version is the point's (or starts with it: a matrix
 // value such as "2.6" is a prefix) and that names a git or archive source.
 // Errors point at `key`: `from` (from: source) or `keep_source`.
+// A git URL or ref that git would read as an option, or a transport that
+// is not allowed, is refused here, before any command runs (plan, lock and
+// build all describe the source first), pointing at where it was written.
+void check_git_source(const source::SourceSpec& s, const SourceLocation& where, const std::string& whose) {
+  if (std::string why = source::git_url_problem(s.url); !why.empty())
+    throw UnsafeGitSource(where, whose + ": URL '" + s.url + "' " + why,
+                     "git sources are https://, http://, ssh://, git:// or file:// URLs, or [user@]host:path");
+  if (std::string why = source::git_ref_problem(s.ref); !why.empty())
+    throw UnsafeGitSource(where, whose + ": ref '" + s.ref + "' " + why,
+                          "a ref is a commit (40 hex), a tag or a branch");
+}
+
 source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
                                   const std::map<std::string, std::string>& vars, const std::string& key,
                                   std::string& what) {
@@ -58,6 +78,7 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
     s.kind = source::SourceSpec::Kind::Git;
     s.url = best->sources.git->url;
     s.ref = best->sources.git->ref;
+    check_git_source(s, best->where, "the catalog's git source of " + best->label());
     what = "git " + s.url + " at " + s.ref + " (catalog: " + best->label() + ")";
   }
   return s;
@@ -90,6 +111,7 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
     s.kind = source::SourceSpec::Kind::Git;
     s.url = d.git;
     s.ref = d.ref;
+    check_git_source(s, d.where, "layer '" + spec.name + "': source.git");
     out.what = "git " + d.git + " at " + d.ref;
   } else {
     s = catalog_source(recipe, spec, vars, key, out.what);
@@ -97,7 +119,8 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
   out.named_ref = s.ref;
   if (s.kind == source::SourceSpec::Kind::Git && locked.is_object() && locked.contains(spec.name)) {
     const auto& e = locked[spec.name];
-    if (e.is_object() && e.value("git", "") == s.url && e.value("ref", "") == s.ref && e.contains("commit")) {
+    if (e.is_object() && e.value("git", "") == s.url && e.value("ref", "") == s.ref && e.contains("commit") &&
+        e["commit"].is_string() && is_commit(e["commit"].get<std::string>())) {
       out.what += " (locked: " + e["commit"].get<std::string>() + ")";
       s.ref = e["commit"].get<std::string>();
     }
@@ -127,7 +150,10 @@ bool is_commit(const std::string& ref) {
 std::string remote_commit(const std::string& url, const std::string& ref) {
   if (is_commit(ref)) return ref;
   ProcessSpec p;
-  p.argv = {"git", "ls-remote", url, ref, ref + "^{}"};
+  for (const auto& [what, why] : {std::pair{"URL '" + url + "'", source::git_url_problem(url)},
+                                  std::pair{"ref '" + ref + "'", source::git_ref_problem(ref)}})
+    if (!why.empty()) throw Error("git source " + what + " " + why);
+  p.argv = {"git", "-c", "protocol.ext.allow=never", "ls-remote", "--", url, ref, ref + "^{}"};
   p.env = current_environment();
   p.env["GIT_TERMINAL_PROMPT"] = "0";
   p.capture_stdout = true;
@@ -270,6 +296,18 @@ nlohmann::json locked_sources(const std::string& point_lock) {
   if (point_lock.empty()) return nullptr;
   auto j = nlohmann::json::parse(point_lock, nullptr, false);
   return j.is_object() && j.contains("source") ? j["source"] : nlohmann::json(nullptr);
+}
+
+void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+  for (const auto& spec : recipe.layers) {
+    if (!has_source(spec)) continue;
+    try {
+      git_source_of(recipe, spec, vars);
+    } catch (const UnsafeGitSource&) {
+      throw;
+    } catch (const Error&) {  // reported by the stage that uses the source, as before
+    }
+  }
 }
 
 bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {

@@ -106,6 +106,14 @@ void record_source_commit(const Store& store, const Digest& layer_key,
                           const std::string& commit);                             // none for ""
 std::string recorded_source_commit(const Store& store, const Digest& layer_key);  // "" when none
 
+// Refuses, as an InputError at the line of the recipe or catalog that wrote
+// it, a git source (a layer's own or the catalog's) whose URL or ref git
+// would read as an option, or whose URL is no allowed kind
+// (source::git_url_problem()). plan, lock and build call it (through
+// plan_recipe()) before anything runs git; other problems of a source are
+// left to the stage that uses it, as before.
+void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& variables);
+
 // Whether the layer's tree comes from a git source (its own or the catalog's).
 bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);
 // Whether the layer builds from or keeps a source tree (any kind).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -96,7 +97,57 @@ void unpack(const fs::path& file, const std::string& label, const fs::path& dest
   if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
 }
 
+bool has_control(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+}
+
 }  // namespace
+
+std::string git_url_problem(const std::string& url) {
+  if (url.empty()) return "is empty";
+  if (url[0] == '-') return "begins with '-', which git would read as an option";
+  if (has_control(url)) return "holds a control character";
+  size_t scheme_end = url.find("://");
+  size_t colon = url.find(':');
+  size_t slash = url.find('/');
+  // git's <transport>::<address>: runs git-remote-<transport> (ext:: runs any command).
+  if (colon != std::string::npos && url.compare(colon, 2, "::") == 0 && (slash == std::string::npos || colon < slash))
+    return "uses git's transport-helper syntax ('" + url.substr(0, colon) + "::'), which stackbuild does not allow";
+  if (scheme_end != std::string::npos && (slash == std::string::npos || scheme_end < slash)) {
+    std::string scheme = url.substr(0, scheme_end);
+    std::transform(scheme.begin(), scheme.end(), scheme.begin(), ::tolower);
+    static const std::set<std::string> allowed = {"https", "http", "ssh", "git+ssh", "ssh+git", "git", "file"};
+    if (!allowed.count(scheme))
+      return "uses the scheme '" + scheme + "://' (git sources are https, http, ssh, git or file URLs)";
+    if (scheme == "file") return "";
+    std::string authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find('/'));
+    std::string host = authority.substr(authority.rfind('@') == std::string::npos ? 0 : authority.rfind('@') + 1);
+    if (host.empty()) return "names no host";
+    if (host[0] == '-' || authority[0] == '-')
+      return "has a host or user beginning with '-', which ssh would read as an option";
+    return "";
+  }
+  // scp-like [user@]host:path: a colon before any slash.
+  if (colon != std::string::npos && (slash == std::string::npos || colon < slash) && colon > 0) {
+    std::string userhost = url.substr(0, colon);
+    std::string host = userhost.substr(userhost.rfind('@') == std::string::npos ? 0 : userhost.rfind('@') + 1);
+    if (host.empty() || host[0] == '-') return "has a host beginning with '-', which ssh would read as an option";
+    return "";
+  }
+  return "is a local path; a local mirror is named explicitly as a file:// URL (file:///srv/mirror/repo)";
+}
+
+std::string git_ref_problem(const std::string& ref) {
+  if (ref.empty()) return "is empty";
+  if (ref[0] == '-') return "begins with '-', which git would read as an option";
+  if (has_control(ref)) return "holds a control character";
+  for (char c : std::string(" ~^:?*[\\"))
+    if (ref.find(c) != std::string::npos) return std::string("holds '") + c + "', which no git ref name holds";
+  if (ref.find("..") != std::string::npos || ref.find("@{") != std::string::npos)
+    return "holds '..' or '@{', which no git ref name holds";
+  return "";
+}
 
 void to_json(nlohmann::json& j, const SourceLock& l) {
   j = {{"kind", l.kind}, {"tree", l.tree.str()}};
@@ -149,14 +200,20 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
     }
     case SourceSpec::Kind::Git: {
       if (spec.ref.empty()) throw Error("git source " + spec.url + " needs a commit or a tag");
-      run({"git", "init", "-q", dest.string()}, {}, "git init");
-      run({"git", "-C", dest.string(), "fetch", "-q", "--depth", "1", spec.url, spec.ref}, {},
-          "git fetch " + spec.url + " " + spec.ref);
-      run({"git", "-C", dest.string(), "-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD"}, {},
+      if (std::string why = git_url_problem(spec.url); !why.empty())
+        throw Error("git source URL '" + spec.url + "' " + why);
+      if (std::string why = git_ref_problem(spec.ref); !why.empty())
+        throw Error("git source " + spec.url + ": ref '" + spec.ref + "' " + why);
+      // "--" ends git's options wherever it takes one: what follows is data.
+      run({"git", "init", "-q", "--", dest.string()}, {}, "git init");
+      run({"git", "-C", dest.string(), "-c", "protocol.ext.allow=never", "fetch", "-q", "--depth", "1", "--", spec.url,
+           spec.ref},
+          {}, "git fetch " + spec.url + " " + spec.ref);
+      run({"git", "-C", dest.string(), "-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD", "--"}, {},
           "git checkout " + spec.ref);
       if (fs::exists(dest / ".gitmodules"))  // the commits the tree pins, shallow (PyTorch needs them)
-        run({"git", "-C", dest.string(), "submodule", "update", "--init", "--recursive", "--depth", "1", "--jobs",
-             "8"},
+        run({"git", "-C", dest.string(), "-c", "protocol.ext.allow=never", "submodule", "update", "--init",
+             "--recursive", "--depth", "1", "--jobs", "8", "--"},
             {}, "git submodule update");
       std::string head = run({"git", "-C", dest.string(), "rev-parse", "HEAD"}, {}, "git rev-parse");
       head = head.substr(0, head.find_first_of("\r\n"));
@@ -179,7 +236,8 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
     if (!fs::is_regular_file(p)) throw Error("patch " + p.string() + " does not exist");
     fs::path abs = fs::absolute(p);
     if (spec.kind == SourceSpec::Kind::Git)
-      run({"git", "-C", dest.string(), "apply", "--whitespace=nowarn", abs.string()}, {}, "git apply " + p.string());
+      run({"git", "-C", dest.string(), "apply", "--whitespace=nowarn", "--", abs.string()}, {},
+          "git apply " + p.string());
     else
       run({"patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-i", abs.string()}, dest,
           "patch -p1 < " + p.string());

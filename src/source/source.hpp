@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 struct SourceSpec {
   enum class Kind { Archive, Git, Local };
   Kind kind = Kind::Archive;
-  std::string url;                 // archive or git URL (file:// or a path works for git)
+  std::string url;                 // archive or git URL (git: see git_url_problem())
   std::optional<Digest> sha256;    // archive: required unless `allow_unpinned`
   std::string ref;                 // git: a commit (40 hex) or a tag/branch to pin now
   fs::path path;                   // local directory
@@ -46,9 +46,21 @@ struct SourceLock {
 };
 void to_json(nlohmann::json& j, const SourceLock& l);
 
+// Why git may not be given `url` as the repository to fetch, or "" when it
+// may. Recipes and the catalog are data, and git reads a leading '-' as an
+// option (`--upload-pack=CMD` runs CMD) and `X::ADDR` as a transport helper
+// (`ext::CMD` runs CMD). Allowed: https, http, ssh (also git+ssh, ssh+git)
+// and git URLs, scp-like [USER@]HOST:PATH, and file:// URLs, the explicit
+// form of a local mirror. A bare local path is refused (name it file:///...).
+std::string git_url_problem(const std::string& url);
+// The same for a ref (a commit, tag or branch): nothing git would read as an
+// option or that is no ref name (spaces, control characters, ~^:?*[\ ..).
+std::string git_ref_problem(const std::string& ref);
+
 // Prepares the tree in `dest` (an empty or missing directory). Throws
 // sb::Error: a sha256 mismatch (nothing enters the store), a commit that is
-// not there, a patch that does not apply (with patch's output).
+// not there, a patch that does not apply (with patch's output), a git URL or
+// ref that git_url_problem() or git_ref_problem() refuses (before git runs).
 SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const Store& store, fetch::Fetcher& fetcher);
 
 // A digest over a directory tree (sorted paths, types, modes, link targets,

@@ -121,3 +121,61 @@ TEST_CASE("source: archive git and local sources with patches in order", "[sourc
   CHECK_THROWS_WITH(prepare_source(g, dir.path() / "g2", store, *fetcher), Catch::Contains("git fetch"));
   fclose(devnull);
 }
+
+// Hostile git sources (DESIGN.md, "Trust boundary"): what git would read as an
+// option or a command-running transport never reaches git.
+TEST_CASE("source: git URLs and refs that git would read as options are refused", "[source][hostile]") {
+  for (const char* ok : {"https://github.com/pytorch/pytorch", "http://127.0.0.1:8080/r.git", "ssh://git@host/r.git",
+                         "git+ssh://host/r", "git://host/r", "git@host:team/r.git", "host:r.git",
+                         "file:///srv/mirror/pytorch", "FILE:///srv/m"}) {
+    INFO(ok);
+    CHECK(git_url_problem(ok).empty());
+  }
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"--upload-pack=touch /tmp/x", "begins with '-'"},
+      {"-u", "begins with '-'"},
+      {"ext::sh -c touch% /tmp/x", "transport-helper"},
+      {"fd::3", "transport-helper"},
+      {"ftp://host/r", "scheme 'ftp://'"},
+      {"ssh://-oProxyCommand=x/r", "beginning with '-'"},
+      {"ssh://user@-oProxyCommand=x/r", "beginning with '-'"},
+      {"user@-oProxyCommand=x:r", "beginning with '-'"},
+      {"/srv/mirror/pytorch", "a local path"},
+      {"../mirror", "a local path"},
+      {"https://host/r\n--upload-pack=x", "control character"},
+      {"", "is empty"}};
+  for (const auto& [url, why] : bad) {
+    INFO(url);
+    CHECK_THAT(git_url_problem(url), Catch::Contains(why));
+  }
+  for (const std::string ok : {"v2.6.0", "main", "release/2.6", "0123456789abcdef0123456789abcdef01234567"})
+    CHECK(git_ref_problem(ok).empty());
+  for (const char* ref : {"--upload-pack=touch /tmp/x", "-f", "a b", "v1:refs/heads/x", "HEAD^", "a..b", "x@{1}", ""})
+    CHECK_FALSE(git_ref_problem(ref).empty());
+
+  // prepare_source refuses them before git runs: the command never runs.
+  TempDir dir{fs::temp_directory_path()};
+  fs::path repo = dir.path() / "repo";
+  test::write(repo / "f.txt", "x\n");
+  REQUIRE(sh({"git", "init", "-q"}, repo) == 0);
+  REQUIRE(sh({"git", "add", "-A"}, repo) == 0);
+  REQUIRE(sh({"git", "commit", "-qm", "one"}, repo) == 0);
+  REQUIRE(sh({"git", "tag", "v1"}, repo) == 0);
+  Store store(dir.path() / "store");
+  auto fetcher = fetch::make_fetcher(store, {}, null_status());
+  const fs::path marker = dir.path() / "pwned";
+  SourceSpec g;
+  g.kind = SourceSpec::Kind::Git;
+  g.url = "--upload-pack=touch " + marker.string();
+  g.ref = "v1";
+  CHECK_THROWS_WITH(prepare_source(g, dir.path() / "a", store, *fetcher),
+                    Catch::Contains("git source URL '--upload-pack=touch") && Catch::Contains("begins with '-'"));
+  g.url = "file://" + repo.string();
+  g.ref = "--upload-pack=touch " + marker.string();
+  CHECK_THROWS_WITH(prepare_source(g, dir.path() / "b", store, *fetcher),
+                    Catch::Contains("ref '--upload-pack=touch") && Catch::Contains("begins with '-'"));
+  CHECK_FALSE(fs::exists(marker));
+  CHECK_FALSE(fs::exists(dir.path() / "b" / "pwned"));
+  g.ref = "v1";  // a file:// URL, the explicit form of a local mirror, works
+  CHECK(prepare_source(g, dir.path() / "c", store, *fetcher).commit.size() == 40);
+}
