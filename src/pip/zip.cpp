@@ -94,7 +94,61 @@ void ZipReader::pread_exact(void* buf, size_t n, uint64_t offset, const std::str
   }
 }
 
-ZipReader::ZipReader(const fs::path& file, std::string label) : label_(std::move(label)) {
+// The local header must say what the central directory says of the member:
+// a reader that trusts one and an extractor that trusts the other (pip reads
+// the central directory too, others stream local headers) must see one
+// archive. Sets the member's data offset.
+void ZipReader::check_local_header(ZipMember& m, std::string_view raw_name) const {
+  const std::string who = "'" + m.name + "'";
+  if (m.flags & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
+  if (m.method != 0 && m.method != 8)
+    fail(who + " uses compression method " + std::to_string(m.method) + " (wheels use 0, stored, or 8, deflate)");
+  unsigned char local[30];
+  pread_exact(local, sizeof local, m.local_offset, who + "'s local header");
+  if (le32(local) != kLocalHeader) fail(who + " has no local header at offset " + std::to_string(m.local_offset));
+  uint16_t flags = le16(local + 6);
+  if (flags & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
+  size_t name_len = le16(local + 26), extra_len = le16(local + 28);
+  std::string names(name_len + extra_len, '\0');
+  pread_exact(names.data(), names.size(), m.local_offset + 30, who + "'s local header");
+  auto differs = [&](const std::string& what, const std::string& local_value, const std::string& central_value) {
+    fail(who + ": the local header gives " + what + " " + local_value + ", the central directory " + central_value);
+  };
+  if (std::string_view(names).substr(0, name_len) != raw_name)
+    differs("the name", "'" + names.substr(0, name_len) + "'", "'" + std::string(raw_name) + "'");
+  if (le16(local + 8) != m.method)
+    differs("compression method", std::to_string(le16(local + 8)), std::to_string(m.method));
+  uint32_t crc = le32(local + 14);
+  uint64_t compressed = le32(local + 18), size = le32(local + 22);
+  const auto* x = reinterpret_cast<const unsigned char*>(names.data() + name_len);
+  for (size_t k = 0; k + 4 <= extra_len;) {  // zip64: the saturated sizes, uncompressed first
+    uint16_t id = le16(x + k), len = le16(x + k + 2);
+    if (k + 4 + len > extra_len) fail(who + " has a corrupt extra field in its local header");
+    if (id == 0x0001) {
+      const unsigned char* f = x + k + 4;
+      size_t left = len;
+      for (uint64_t* field : {&size, &compressed}) {
+        if (*field != 0xFFFFFFFF) continue;
+        if (left < 8) fail(who + " has a short zip64 extra field in its local header");
+        *field = le64(f);
+        f += 8, left -= 8;
+      }
+    }
+    k += 4 + len;
+  }
+  // With a data descriptor (flag bit 3) the local fields may be left zero.
+  bool descriptor = flags & 0x0008;
+  if (crc != m.crc && !(descriptor && crc == 0)) differs("CRC-32", std::to_string(crc), std::to_string(m.crc));
+  if (compressed != m.compressed && !(descriptor && compressed == 0))
+    differs("a compressed size of", std::to_string(compressed), std::to_string(m.compressed));
+  if (size != m.size && !(descriptor && size == 0)) differs("a size of", std::to_string(size), std::to_string(m.size));
+  m.data_offset = m.local_offset + 30 + name_len + extra_len;
+  if (m.data_offset > file_size_ || m.compressed > file_size_ - m.data_offset)
+    fail(who + " (" + std::to_string(m.compressed) + " bytes at " + std::to_string(m.data_offset) +
+         ") lies past the end of the file (truncated?)");
+}
+
+ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated) : label_(std::move(label)) {
   fd_ = UniqueFd(open_waiting(file.c_str(), O_RDONLY | O_CLOEXEC, 0));
   if (fd_.get() < 0) throw_errno("open " + file.string());
   struct stat st;
@@ -186,28 +240,36 @@ ZipReader::ZipReader(const fs::path& file, std::string label) : label_(std::move
       k += 4 + len;
     }
     m.mode = member_mode(le16(h + 4), le32(h + 38), m.name);
+    check_local_header(m, raw);
     members_.push_back(std::move(m));
     pos += 46 + name_len + extra_len + comment_len;
   }
   std::stable_sort(members_.begin(), members_.end(),
                    [](const ZipMember& a, const ZipMember& b) { return a.local_offset < b.local_offset; });
+  // Before anything is inflated: each member's bytes its own, and the sizes
+  // declared in all under the cap. Sizes are checked again while inflating.
+  uint64_t total = 0;
+  for (size_t i = 0; i < members_.size(); ++i) {
+    const ZipMember& m = members_[i];
+    uint64_t end = m.data_offset + m.compressed;  // both checked against the file's size
+    uint64_t next = i + 1 < members_.size() ? members_[i + 1].local_offset : cd_offset;
+    if (end > next)
+      fail("'" + m.name + "' (bytes " + std::to_string(m.local_offset) + " to " + std::to_string(end) +
+           ") overlaps " + (i + 1 < members_.size() ? "'" + members_[i + 1].name + "'" : "the central directory") +
+           " (at " + std::to_string(next) + "); a zip whose members share bytes is refused (a zip bomb's shape)");
+    total = m.size > UINT64_MAX - total ? UINT64_MAX : total + m.size;
+    if (total > max_inflated.bytes)
+      fail("the members declare " + (total == UINT64_MAX ? "more than 2^64" : std::to_string(total)) +
+           " bytes once inflated (as far as '" + m.name + "'), over " + max_inflated.describe());
+  }
 }
 
 ZipReader::~ZipReader() = default;
 
 void ZipReader::read(const ZipMember& m, const std::function<void(const char*, size_t)>& out) const {
   const std::string who = "'" + m.name + "'";
-  if (m.flags & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
-  if (m.method != 0 && m.method != 8)
-    fail(who + " uses compression method " + std::to_string(m.method) + " (wheels use 0, stored, or 8, deflate)");
-  unsigned char local[30];
-  pread_exact(local, sizeof local, m.local_offset, who + "'s local header");
-  if (le32(local) != kLocalHeader) fail(who + " has no local header at offset " + std::to_string(m.local_offset));
-  if (le16(local + 6) & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
-  uint64_t data_at = m.local_offset + 30 + le16(local + 26) + le16(local + 28);
-  if (data_at > file_size_ || m.compressed > file_size_ - data_at)
-    fail(who + " (" + std::to_string(m.compressed) + " bytes at " + std::to_string(data_at) +
-         ") lies past the end of the file (truncated?)");
+  // The constructor checked the member's local header and where its data lies.
+  uint64_t data_at = m.data_offset;
   if (m.method == 0 && m.compressed != m.size)
     fail(who + " is stored with " + std::to_string(m.compressed) + " bytes for a size of " + std::to_string(m.size));
 

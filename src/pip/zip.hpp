@@ -8,6 +8,13 @@
 // member's size and CRC-32 are checked as it is read. An encrypted member,
 // another method, a multi-disk archive, a member outside the file or a
 // corrupt stream is an error naming the archive and the member.
+//
+// A wheel is untrusted input, so the central directory is checked whole
+// before anything is inflated: each member's local header must agree with it
+// (name, method, and the CRC-32 and sizes unless a data descriptor follows),
+// no two members' bytes may overlap (a quadratic zip bomb points many
+// entries at one compressed body), and the sizes declared in all must stay
+// under a cap (limits::wheel_inflated(), STACKBUILD_WHEEL_MAX_INFLATED).
 #pragma once
 
 #include <cstdint>
@@ -18,6 +25,7 @@
 #include <vector>
 
 #include "util/file.hpp"
+#include "util/limits.hpp"
 
 struct inflate_state;
 
@@ -32,6 +40,7 @@ struct ZipMember {
   uint64_t compressed = 0;  // bytes in the archive
   uint64_t size = 0;        // bytes once inflated
   uint64_t local_offset = 0;
+  uint64_t data_offset = 0;  // where the compressed bytes start, past the local header
   uint32_t crc = 0;
   uint32_t mode = 0;  // st_mode: the type and permissions a Unix-made archive records, else a guess
 
@@ -42,9 +51,9 @@ struct ZipMember {
 
 class ZipReader {
  public:
-  // Reads the central directory. `label` names the archive in errors
-  // ("wheel torch-2.7.0-....whl").
-  ZipReader(const fs::path& file, std::string label);
+  // Reads and checks the central directory and the local headers. `label`
+  // names the archive in errors ("wheel torch-2.7.0-....whl").
+  ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated = limits::wheel_inflated());
   ~ZipReader();
 
   // In the order of their data in the file (as libarchive gives them).
@@ -57,6 +66,7 @@ class ZipReader {
  private:
   [[noreturn]] void fail(const std::string& what) const;
   void pread_exact(void* buf, size_t n, uint64_t offset, const std::string& what) const;
+  void check_local_header(ZipMember& m, std::string_view raw_name) const;
 
   static constexpr size_t kChunk = 1 << 18;
 

@@ -208,7 +208,9 @@ TEST_CASE("zip: damage of each kind is an error naming the archive and the membe
   }
   SECTION("a wrong size") {
     std::string bad = good;
-    bad[cd_at(bad) + 24] ^= 1;
+    bad[cd_at(bad) + 24] ^= 1;  // the central directory's alone: the headers disagree
+    CHECK_THROWS_WITH(reading(bad), Catch::Contains("'pkg/data.txt': the local header gives a size of"));
+    bad[22] ^= 1;  // the local header's too: they agree, and inflating finds it wrong
     CHECK_THROWS_WITH(reading(bad), Catch::Contains("'pkg/data.txt' inflates to"));
   }
   SECTION("another compression method") {
@@ -272,5 +274,133 @@ TEST_CASE("zip: random damage gives an error or the original bytes, never a cras
       } catch (const Error&) {
       }
     }
+  }
+}
+
+// Hostile wheels (DESIGN.md, "Trust boundary"): the shapes of zip bombs, and
+// headers that disagree, are refused when the archive is opened, before a
+// byte is inflated.
+namespace {
+
+// A zip made of `body` (local headers and data, laid out by the caller) and
+// a central directory listing `entries`, zip64 fields where a value needs them.
+struct CentralEntry {
+  std::string name;
+  uint64_t local_offset = 0;
+  uint16_t method = 0;
+  uint32_t crc = 0;
+  uint64_t compressed = 0, size = 0;
+};
+std::string local_header(const CentralEntry& e) {
+  std::string h;
+  bool z64 = e.size >= 0xFFFFFFFF || e.compressed >= 0xFFFFFFFF;
+  put32(h, 0x04034b50), put16(h, 45), put16(h, 0), put16(h, e.method), put32(h, 0), put32(h, e.crc);
+  put32(h, z64 ? 0xFFFFFFFF : static_cast<uint32_t>(e.compressed));
+  put32(h, z64 ? 0xFFFFFFFF : static_cast<uint32_t>(e.size));
+  put16(h, static_cast<uint16_t>(e.name.size())), put16(h, z64 ? 20 : 0);
+  h += e.name;
+  if (z64) put16(h, 1), put16(h, 16), put64(h, e.size), put64(h, e.compressed);
+  return h;
+}
+std::string zip_of(const std::string& body, const std::vector<CentralEntry>& entries) {
+  std::string cd;
+  for (const auto& e : entries) {
+    std::string extra;
+    bool z64 = e.size >= 0xFFFFFFFF || e.compressed >= 0xFFFFFFFF;
+    if (z64) put16(extra, 1), put16(extra, 16), put64(extra, e.size), put64(extra, e.compressed);
+    put32(cd, 0x02014b50), put16(cd, 3 << 8 | 45), put16(cd, 45), put16(cd, 0), put16(cd, e.method), put32(cd, 0);
+    put32(cd, e.crc);
+    put32(cd, z64 ? 0xFFFFFFFF : static_cast<uint32_t>(e.compressed));
+    put32(cd, z64 ? 0xFFFFFFFF : static_cast<uint32_t>(e.size));
+    put16(cd, static_cast<uint16_t>(e.name.size())), put16(cd, static_cast<uint16_t>(extra.size())), put16(cd, 0);
+    put16(cd, 0), put16(cd, 0), put32(cd, (S_IFREG | 0644u) << 16), put32(cd, static_cast<uint32_t>(e.local_offset));
+    cd += e.name + extra;
+  }
+  std::string out = body + cd;
+  put32(out, 0x06054b50), put16(out, 0), put16(out, 0);
+  put16(out, static_cast<uint16_t>(entries.size())), put16(out, static_cast<uint16_t>(entries.size()));
+  put32(out, static_cast<uint32_t>(cd.size())), put32(out, static_cast<uint32_t>(body.size())), put16(out, 0);
+  return out;
+}
+std::string raw_deflate(const std::string& data) {
+  z_stream z{};
+  REQUIRE(deflateInit2(&z, 9, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK);
+  std::string out(deflateBound(&z, data.size()), '\0');
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  REQUIRE(deflate(&z, Z_FINISH) == Z_STREAM_END);
+  out.resize(z.total_out);
+  deflateEnd(&z);
+  return out;
+}
+uint32_t crc_of(const std::string& d) {
+  return static_cast<uint32_t>(crc32(0, reinterpret_cast<const Bytef*>(d.data()), static_cast<uInt>(d.size())));
+}
+
+}  // namespace
+
+TEST_CASE("zip: hostile archives are refused before anything is inflated", "[pip][zip][hostile]") {
+  Scratch s;
+  const std::string zeros(1 << 20, '\0');
+  const std::string packed = raw_deflate(zeros);
+  CentralEntry one{"pkg/zeros.bin", 0, 8, crc_of(zeros), packed.size(), zeros.size()};
+  std::string body = local_header(one) + packed;
+  {
+    ZipReader ok(s.file("ok.whl", zip_of(body, {one})), "ok.whl");
+    REQUIRE(read_all(ok, ok.members().at(0)) == zeros);
+  }
+
+  SECTION("many entries naming one compressed body (a quadratic zip bomb's shape)") {
+    std::vector<CentralEntry> same(200, one);  // 200 MiB from 1 KiB
+    CHECK_THROWS_WITH(ZipReader(s.file("q.whl", zip_of(body, same)), "wheel q.whl"),
+                      Catch::Contains("wheel q.whl: 'pkg/zeros.bin'") && Catch::Contains("overlaps"));
+  }
+  SECTION("a stored member whose bytes hold another member's header and data") {
+    CentralEntry inner{"pkg/inner.bin", 0, 8, crc_of(zeros), packed.size(), zeros.size()};
+    std::string inner_bytes = local_header(inner) + packed;
+    CentralEntry outer{"pkg/outer.bin", 0, 0, crc_of(inner_bytes), inner_bytes.size(), inner_bytes.size()};
+    std::string b = local_header(outer);
+    inner.local_offset = b.size();
+    b += inner_bytes;
+    CHECK_THROWS_WITH(ZipReader(s.file("n.whl", zip_of(b, {outer, inner})), "wheel n.whl"),
+                      Catch::Contains("'pkg/outer.bin'") && Catch::Contains("overlaps 'pkg/inner.bin'"));
+  }
+  SECTION("a central entry whose local header names another member") {
+    CentralEntry other = one;
+    other.name = "pkg/other.bin";
+    CHECK_THROWS_WITH(ZipReader(s.file("l.whl", zip_of(body, {other})), "wheel l.whl"),
+                      Catch::Contains("'pkg/other.bin': the local header gives the name 'pkg/zeros.bin'"));
+  }
+  SECTION("local and central headers that disagree on the size") {
+    CentralEntry bigger = one;
+    bigger.size = zeros.size() * 2;
+    CHECK_THROWS_WITH(ZipReader(s.file("s.whl", zip_of(body, {bigger})), "wheel s.whl"),
+                      Catch::Contains("the local header gives a size of 1048576, the central directory 2097152"));
+  }
+  SECTION("a member declaring 2^40 bytes, refused before inflating") {
+    CentralEntry huge = one;
+    huge.size = uint64_t{1} << 40;
+    std::string b = local_header(huge) + packed;
+    uint64_t inflated = 0;
+    auto open_and_read = [&] {
+      ZipReader z(s.file("h.whl", zip_of(b, {huge})), "wheel h.whl");
+      z.read(z.members()[0], [&](const char*, size_t n) { inflated += n; });
+    };
+    CHECK_THROWS_WITH(open_and_read(), Catch::Contains("wheel h.whl: the members declare 1099511627776 bytes") &&
+                                           Catch::Contains("STACKBUILD_WHEEL_MAX_INFLATED raises it"));
+    CHECK(inflated == 0);
+  }
+  SECTION("members that declare more than the cap in all") {
+    CentralEntry second = one;
+    second.name = "pkg/again.bin";
+    second.local_offset = body.size();
+    std::string b = body + local_header(second) + packed;
+    std::string zip = zip_of(b, {one, second});
+    CHECK_NOTHROW(ZipReader(s.file("c.whl", zip), "c.whl", SizeLimit{2 << 20, "X"}));
+    CHECK_THROWS_WITH(ZipReader(s.file("c.whl", zip), "c.whl", SizeLimit{(2 << 20) - 1, "STACKBUILD_TEST_CAP"}),
+                      Catch::Contains("declare 2097152 bytes once inflated (as far as 'pkg/again.bin'), over the "
+                                      "2.0 MiB cap (STACKBUILD_TEST_CAP raises it)"));
   }
 }
