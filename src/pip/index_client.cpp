@@ -233,7 +233,8 @@ class HttpIndex : public Index {
       auto cd = central_directory(tail, tail_at);
       if (!cd || cd->first + cd->second > size) return std::nullopt;
       if (cd->first < tail_at) fill(cd->first, tail_at);
-      ZipReader zip(sparse, "wheel " + f.filename);
+      // Only the directory and this member are in the sparse file: local headers are checked as read.
+      ZipReader zip(sparse, "wheel " + f.filename, limits::wheel_inflated(), ZipReader::Check::DirectoryOnly);
       for (const auto& m : zip.members()) {
         if (!m.name.ends_with(".dist-info/METADATA") || m.name.find('/') != m.name.rfind('/')) continue;
         if (m.local_offset >= size) return std::nullopt;

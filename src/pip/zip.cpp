@@ -98,7 +98,7 @@ void ZipReader::pread_exact(void* buf, size_t n, uint64_t offset, const std::str
 // a reader that trusts one and an extractor that trusts the other (pip reads
 // the central directory too, others stream local headers) must see one
 // archive. Sets the member's data offset.
-void ZipReader::check_local_header(ZipMember& m, std::string_view raw_name) const {
+void ZipReader::check_local_header(ZipMember& m) const {
   const std::string who = "'" + m.name + "'";
   if (m.flags & (kFlagEncrypted | kFlagStrongEncryption)) fail(who + " is encrypted");
   if (m.method != 0 && m.method != 8)
@@ -114,8 +114,11 @@ void ZipReader::check_local_header(ZipMember& m, std::string_view raw_name) cons
   auto differs = [&](const std::string& what, const std::string& local_value, const std::string& central_value) {
     fail(who + ": the local header gives " + what + " " + local_value + ", the central directory " + central_value);
   };
-  if (std::string_view(names).substr(0, name_len) != raw_name)
-    differs("the name", "'" + names.substr(0, name_len) + "'", "'" + std::string(raw_name) + "'");
+  // The name as the local header's own flags say to read it.
+  std::string local_name = names.substr(0, name_len);
+  if (!(flags & kFlagUtf8)) local_name = cp437_to_utf8(local_name);
+  else if (!valid_utf8(local_name)) fail(who + "'s local header has a name that is not UTF-8");
+  if (local_name != m.name) differs("the name", "'" + local_name + "'", "'" + m.name + "'");
   if (le16(local + 8) != m.method)
     differs("compression method", std::to_string(le16(local + 8)), std::to_string(m.method));
   uint32_t crc = le32(local + 14);
@@ -148,7 +151,8 @@ void ZipReader::check_local_header(ZipMember& m, std::string_view raw_name) cons
          ") lies past the end of the file (truncated?)");
 }
 
-ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated) : label_(std::move(label)) {
+ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated, Check check)
+    : label_(std::move(label)), check_(check) {
   fd_ = UniqueFd(open_waiting(file.c_str(), O_RDONLY | O_CLOEXEC, 0));
   if (fd_.get() < 0) throw_errno("open " + file.string());
   struct stat st;
@@ -240,7 +244,7 @@ ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_infl
       k += 4 + len;
     }
     m.mode = member_mode(le16(h + 4), le32(h + 38), m.name);
-    check_local_header(m, raw);
+    if (check_ == Check::Whole) check_local_header(m);
     members_.push_back(std::move(m));
     pos += 46 + name_len + extra_len + comment_len;
   }
@@ -253,7 +257,7 @@ ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_infl
     const ZipMember& m = members_[i];
     uint64_t end = m.data_offset + m.compressed;  // both checked against the file's size
     uint64_t next = i + 1 < members_.size() ? members_[i + 1].local_offset : cd_offset;
-    if (end > next)
+    if (check_ == Check::Whole && end > next)
       fail("'" + m.name + "' (bytes " + std::to_string(m.local_offset) + " to " + std::to_string(end) +
            ") overlaps " + (i + 1 < members_.size() ? "'" + members_[i + 1].name + "'" : "the central directory") +
            " (at " + std::to_string(next) + "); a zip whose members share bytes is refused (a zip bomb's shape)");
@@ -266,9 +270,12 @@ ZipReader::ZipReader(const fs::path& file, std::string label, SizeLimit max_infl
 
 ZipReader::~ZipReader() = default;
 
-void ZipReader::read(const ZipMember& m, const std::function<void(const char*, size_t)>& out) const {
+void ZipReader::read(const ZipMember& member, const std::function<void(const char*, size_t)>& out) const {
+  // The constructor checked the member's local header and where its data
+  // lies, unless it read the directory only: then it is checked now.
+  ZipMember m = member;
+  if (check_ == Check::DirectoryOnly) check_local_header(m);
   const std::string who = "'" + m.name + "'";
-  // The constructor checked the member's local header and where its data lies.
   uint64_t data_at = m.data_offset;
   if (m.method == 0 && m.compressed != m.size)
     fail(who + " is stored with " + std::to_string(m.compressed) + " bytes for a size of " + std::to_string(m.size));

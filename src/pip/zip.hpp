@@ -51,9 +51,17 @@ struct ZipMember {
 
 class ZipReader {
  public:
-  // Reads and checks the central directory and the local headers. `label`
-  // names the archive in errors ("wheel torch-2.7.0-....whl").
-  ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated = limits::wheel_inflated());
+  // Whole: the central directory and every local header are checked when
+  // the archive is opened (as above). DirectoryOnly: the central directory
+  // (and the cap) only, and each member's local header when it is read: for
+  // a sparse file holding only the directory and the members read (a wheel's
+  // METADATA read by range requests, which reads no other member).
+  enum class Check { Whole, DirectoryOnly };
+
+  // Reads and checks the archive as `check` says. `label` names the archive
+  // in errors ("wheel torch-2.7.0-....whl").
+  ZipReader(const fs::path& file, std::string label, SizeLimit max_inflated = limits::wheel_inflated(),
+            Check check = Check::Whole);
   ~ZipReader();
 
   // In the order of their data in the file (as libarchive gives them).
@@ -66,7 +74,7 @@ class ZipReader {
  private:
   [[noreturn]] void fail(const std::string& what) const;
   void pread_exact(void* buf, size_t n, uint64_t offset, const std::string& what) const;
-  void check_local_header(ZipMember& m, std::string_view raw_name) const;
+  void check_local_header(ZipMember& m) const;
 
   static constexpr size_t kChunk = 1 << 18;
 
@@ -74,6 +82,7 @@ class ZipReader {
   uint64_t file_size_ = 0;
   std::string label_;
   std::vector<ZipMember> members_;
+  Check check_ = Check::Whole;
   // read()'s buffers and inflate state, made on first use (read() is const:
   // one reader is not shared between threads).
   mutable std::unique_ptr<unsigned char[]> in_, out_;
