@@ -144,7 +144,7 @@ void Session::note_retry(const std::string& why) {
     }
     while (i + 1 < why.size() && why[i + 1] != ' ' && !(why[i + 1] == ':' && i + 2 < why.size() && why[i + 2] == ' ')) ++i;
   }
-  status_.message(Level::Info, op_ + ": " + out);
+  status_.message(Level::Info, op_ + ": " + redact(out));
 }
 
 // What to say when the registry refused the connection for want of a TLS
@@ -214,6 +214,9 @@ void Session::probe() {
     throw Error(op_ + ": " + e.what() + hint);
   }
   status_.message(Level::Debug, "GET " + base_ + "/v2/ -> " + std::to_string(r.status));
+  if (r.status == 401 && http::origin_of(r.effective_url.empty() ? base_ : r.effective_url) != http::origin_of(base_))
+    throw Error(op_ + ": GET " + base_ + "/v2/ was redirected to " + http::origin_of(r.effective_url) +
+                ", which asks for credentials; stackbuild sends them only to the registry's own origin");
   if (r.status == 401) {
     challenge_ = parse_challenge(r.header("www-authenticate"));
     if (!challenge_) throw Error(op_ + ": 401 from " + base_ + "/v2/ without a WWW-Authenticate challenge");
@@ -231,6 +234,12 @@ void Session::probe() {
       for (const auto& w : options_.machine->take_warnings()) status_.message(Level::Warning, w);
     }
     creds_ = find_credentials(registry_, repository_, co);
+    if (creds_) {
+      add_secret(creds_->password);
+      add_secret(creds_->identity_token);
+      add_secret(base64_encode(creds_->password));
+      add_secret(base64_encode(creds_->username + ":" + creds_->password));
+    }
   } catch (const Error& e) {
     throw Error(op_ + ": " + e.what(), e.exit_code());
   }
@@ -257,8 +266,15 @@ void Session::fetch_token() {
   char sep = url.find('?') == std::string::npos ? '?' : '&';
   if (p.count("service")) url += sep + std::string("service=") + url_encode(p.at("service")), sep = '&';
   for (const auto& s : scopes_) url += sep + std::string("scope=") + url_encode(s), sep = '&';
-  http::Request req{.url = url};
+  http::Request req{.url = url, .max_body = limits::registry_document()};
   bool oauth = creds_ && !creds_->identity_token.empty();
+  // The realm may be on another host; credentials go to it over plain http
+  // only when the user marked the registry insecure.
+  if (creds_ && http::split_url(realm->second).scheme != "https" && !listed(registry_, options_.insecure))
+    throw Error(op_ + ": the registry's token realm " + without_query(realm->second) +
+                " is plain http; stackbuild sends credentials there only for a registry marked insecure "
+                "(--insecure-registry " + registry_ + ", or insecure = true for it in registries.conf)");
+  std::string auth;
   if (oauth) {
     // A refresh token is traded with a POST (distribution's OAuth2 token
     // endpoint), the scopes space-separated in one field.
@@ -270,23 +286,23 @@ void Session::fetch_token() {
     req.body = "grant_type=refresh_token&client_id=stackbuild&refresh_token=" + url_encode(creds_->identity_token);
     if (p.count("service")) req.body += "&service=" + url_encode(p.at("service"));
     if (!scope.empty()) req.body += "&scope=" + url_encode(scope);
+    req.follow_redirects = false;  // the refresh token is in the body: it goes nowhere else
   } else if (creds_) {
-    req.headers.push_back("Authorization: Basic " + base64_encode(creds_->username + ":" + creds_->password));
+    auth = "Basic " + base64_encode(creds_->username + ":" + creds_->password);
   }
   auto client = make_client();
   http::Response r;
   try {
-    r = http::with_retries(options_.retry, [&] { return client->perform(req); },
-                           [&](const std::string& why) { note_retry(why); });
+    r = perform_scoped(*client, req, auth, http::origin_of(realm->second), true);
   } catch (const http::HttpError& e) {
-    throw Error(op_ + ": token server: " + e.what());
+    throw Error(op_ + ": token server: " + redact(e.what()));
   }
   status_.message(Level::Debug, req.method + " " + without_query(req.url) + " (token" + (oauth ? ", OAuth2 refresh token" : "") +
                                     ") -> " + std::to_string(r.status));
   if (r.status != 200) {
     std::string where = creds_ ? " (credentials from " + creds_->source + ")"
                                : " (no credentials: give --creds USER:PASSWORD, or log in with skopeo login or docker login)";
-    throw RegistryError(op_ + ": " + describe_error(r) + where, r.status);
+    throw RegistryError(op_ + ": " + redact(describe_error(r)) + where, r.status);
   }
   std::string token;
   double expires_in = 60;
@@ -295,12 +311,15 @@ void Session::fetch_token() {
     token = j.value("token", j.value("access_token", ""));
     // A token server may hand a new refresh token with each answer.
     if (oauth && j.contains("refresh_token") && j["refresh_token"].is_string() &&
-        !j["refresh_token"].get<std::string>().empty())
+        !j["refresh_token"].get<std::string>().empty()) {
       creds_->identity_token = j["refresh_token"].get<std::string>();
+      add_secret(creds_->identity_token);
+    }
     if (j.contains("expires_in") && j["expires_in"].is_number()) expires_in = j["expires_in"].get<double>();
   } catch (const json::exception&) {
   }
   if (token.empty()) throw Error(op_ + ": the token server's answer holds no token");
+  add_secret(token);
   auth_header_ = "Bearer " + token;
   expires_ = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(std::max(expires_in - 5, 1.0) * 1000));
 }
@@ -350,18 +369,51 @@ std::pair<std::string, int> Session::current_auth() {
   return {auth_header_, generation_};
 }
 
-http::Response Session::send(http::Client& client, const http::Request& request, bool retry) {
-  for (int attempt = 0;; ++attempt) {
-    auto [header, gen] = current_auth();
-    http::Request r = request;
-    if (!header.empty()) r.headers.push_back("Authorization: " + header);
+http::Response Session::perform_scoped(http::Client& client, http::Request request, const std::string& auth,
+                                       const std::string& origin, bool retry) {
+  const bool follow = request.follow_redirects;
+  request.follow_redirects = false;  // followed here, so that no hop elsewhere gets `auth`
+  for (int hops = 0;; ++hops) {
+    http::Request hop = request;
+    if (!auth.empty() && !origin.empty() && http::origin_of(hop.url) == origin)
+      hop.headers.push_back("Authorization: " + auth);
     auto once = [&] {
-      http::Response resp = client.perform(r);
-      status_.message(Level::Debug, r.method + " " + without_query(r.url) + " -> " + std::to_string(resp.status));
+      http::Response resp = client.perform(hop);
+      status_.message(Level::Debug, hop.method + " " + without_query(hop.url) + " -> " + std::to_string(resp.status));
       return resp;
     };
     http::Response resp =
         retry ? http::with_retries(options_.retry, once, [&](const std::string& why) { note_retry(why); }) : once();
+    resp.effective_url = hop.url;
+    if (!follow || !http::is_redirect(resp.status) || resp.header("location").empty()) return resp;
+    if (hops >= 10) throw Error(op_ + ": more than 10 redirects from " + without_query(request.url));
+    std::string next = http::resolve_url(hop.url, resp.header("location"));
+    std::string scheme = http::split_url(next).scheme;
+    if (scheme != "https" && scheme != "http")
+      throw Error(op_ + ": a redirect to " + without_query(next) + " (not http)");
+    request.url = next;
+    // As browsers and curl: 303 (and 301/302 after a POST) is fetched with a GET.
+    if (resp.status == 303 || ((resp.status == 301 || resp.status == 302) && request.method == "POST")) {
+      if (request.method != "HEAD") request.method = "GET";
+      request.body.clear();
+      request.body_file.clear();
+      request.body_length = 0;
+    }
+  }
+}
+
+http::Response Session::send(http::Client& client, const http::Request& request, bool retry) {
+  for (int attempt = 0;; ++attempt) {
+    auto [header, gen] = current_auth();
+    std::string origin;
+    {
+      std::lock_guard lk(mu_);
+      origin = http::origin_of(base_);
+    }
+    http::Response resp = perform_scoped(client, request, header, origin, retry);
+    // A 401 from elsewhere (a redirect to storage) is no challenge of the
+    // registry's: answering it would send credentials where they do not belong.
+    if (resp.status == 401 && http::origin_of(resp.effective_url) != origin) return resp;
     // Once per request, and again only when retries took so long that the new
     // token expired too (tokens can live for seconds).
     bool bearer = false;
@@ -376,9 +428,32 @@ http::Response Session::send(http::Client& client, const http::Request& request,
   }
 }
 
+void Session::add_secret(const std::string& secret) {
+  if (secret.size() < 4) return;  // too short to find in text without redacting words
+  std::lock_guard lk(secrets_mu_);
+  if (std::find(secrets_.begin(), secrets_.end(), secret) == secrets_.end()) secrets_.push_back(secret);
+}
+
+std::string Session::redact(std::string text) const {
+  std::vector<std::string> secrets;
+  {
+    std::lock_guard lk(secrets_mu_);
+    secrets = secrets_;
+  }
+  // Longest first: "user:password" in base64 before the password's own.
+  std::sort(secrets.begin(), secrets.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  for (const auto& s : secrets)
+    for (size_t at = text.find(s); at != std::string::npos; at = text.find(s, at + 10))
+      text.replace(at, s.size(), "<redacted>");
+  return text;
+}
+
 void Session::fail(const http::Response& r, const std::string& doing) const {
-  std::string msg = op_ + ": " + describe_error(r);
-  if (r.status == 401 || r.status == 403) {
+  std::string msg = op_ + ": " + redact(describe_error(r));
+  std::string from = r.effective_url.empty() ? "" : http::origin_of(r.effective_url);
+  if ((r.status == 401 || r.status == 403) && !from.empty() && from != http::origin_of(base_)) {
+    msg += " (from " + from + ", where a redirect led: the registry's credentials are not sent there)";
+  } else if (r.status == 401 || r.status == 403) {
     msg += creds_ ? " (credentials from " + creds_->source + ")"
                   : " (no credentials: give --creds USER:PASSWORD, or log in with skopeo login or docker login)";
   }

@@ -5,6 +5,17 @@
 // A Session is shared by the worker threads of a push or pull; each thread
 // brings its own http::Client (make_client()). Authorization headers are
 // added here and never reach a message: --verbose shows method, URL and status.
+//
+// Credentials are scoped to the registry's origin (scheme, host, port):
+// send() follows redirects itself and sends Authorization only to that
+// origin, so an upload Location or a blob redirect to storage elsewhere gets
+// none, and takes a 401's challenge only from that origin. A token realm may
+// be elsewhere (registries put their token servers on other hosts), but
+// credentials go to a plain-http realm only for a registry marked insecure
+// (--insecure-registry, registries.conf's `insecure`). Whatever a registry
+// answers is redacted of the credentials and tokens before it reaches a
+// message. Manifests, indexes and token answers are capped in size
+// (limits::registry_document()).
 #pragma once
 
 #include <atomic>
@@ -110,6 +121,10 @@ class Session {
   // With `retry`, transient statuses and failures are retried with backoff.
   http::Response send(http::Client& client, const http::Request& request, bool retry = true);
 
+  // `text` with every secret this session holds (password, its base64
+  // forms, identity and bearer tokens) replaced by "<redacted>".
+  std::string redact(std::string text) const;
+
   // Throws a RegistryError for an unexpected response, with the credential
   // source on 401/403 and `doing` as a trace ("while uploading blob ...").
   [[noreturn]] void fail(const http::Response& response, const std::string& doing = {}) const;
@@ -122,6 +137,11 @@ class Session {
   std::pair<std::string, int> current_auth();
   bool authenticate(int seen_generation, const std::optional<Challenge>& challenge);
   void fetch_token();  // under mu_
+  // Performs `request` and the redirects it meets (when it follows them),
+  // with `auth` as the Authorization of every hop to `origin` and of no
+  // other; the Response's effective_url is the last hop's URL.
+  http::Response perform_scoped(http::Client& client, http::Request request, const std::string& auth,
+                                const std::string& origin, bool retry);
 
   std::string registry_, op_, repository_;
   SessionOptions options_;
@@ -135,6 +155,9 @@ class Session {
   std::set<std::string> scopes_;
   bool scopes_changed_ = false;
   std::string auth_header_;
+  std::vector<std::string> secrets_;  // for redact(): every credential and token seen (under secrets_mu_)
+  mutable std::mutex secrets_mu_;
+  void add_secret(const std::string& secret);
   int generation_ = 0;
   std::chrono::steady_clock::time_point expires_{};
 };

@@ -66,21 +66,24 @@ grep -q "GET http://$B/v2/ -> 401" "$TMP/basic4.err" || { show_output basic4; fa
 no_password wrong anon basic1 basic2 basic3 basic4
 
 check "token flow: tokens that expire within the push are renewed; mounts ask for pull on the source"
+# The token server here is plain http: credentials go to such a realm only for a registry
+# marked insecure (test_registry_hostile.sh checks the refusal), so each run marks it.
 start_token_server alice "$PASS_WORD" 1.5
 start_registry token token "http://127.0.0.1:$TOKEN_PORT/token" "$TOKEN_CERT"
 K="127.0.0.1:$REG_PORT"
 start_proxy "$REG_PORT" "$TMP/slow.jsonl" --seed 3 --rate 0.35 --max-faults 10
 expect_ok tok1 sb push "$LAYOUT:1" "127.0.0.1:$PROXY_PORT/team/app:1" --store "$STORE" -j 1 -v \
-  --creds "alice:$PASS_WORD" --chunk-size 1048576
+  --creds "alice:$PASS_WORD" --chunk-size 1048576 --insecure-registry "127.0.0.1:$PROXY_PORT"
 tokens=$(grep -c '"event": "token"' "$TOKEN_LOG")
 say "tokens issued for one push: $tokens; 401s: $(grep -c '"status": 401' "$TMP/slow.jsonl" || true)"
 [[ $tokens -ge 2 ]] || { show_output tok1; fail "the push never renewed its token"; }
 [[ "$(skopeo inspect --tls-verify=false --creds "alice:$PASS_WORD" --format '{{.Digest}}' "docker://$K/team/app:1")" == "sha256:$M" ]] ||
   fail "token push: wrong digest"
-expect_ok tok2 sb push "$LAYOUT:1" "127.0.0.1:$PROXY_PORT/team/copy:1" --store "$STORE" --creds "alice:$PASS_WORD"
+expect_ok tok2 sb push "$LAYOUT:1" "127.0.0.1:$PROXY_PORT/team/copy:1" --store "$STORE" --creds "alice:$PASS_WORD" \
+  --insecure-registry "127.0.0.1:$PROXY_PORT"
 grep -q "3 mounted" "$TMP/tok2.err" || { show_output tok2; fail "no mount under token auth"; }
 grep -q 'repository:team/app:pull"' "$TOKEN_LOG" || fail "no pull scope asked for the mount source"
-expect_rc 1 tokwrong sb push "$LAYOUT:1" "$K/team/app:1" --store "$STORE" --creds "alice:nope"
+expect_rc 1 tokwrong sb push "$LAYOUT:1" "$K/team/app:1" --store "$STORE" --creds "alice:nope" --insecure-registry "$K"
 grep -q "error: push to $K/team/app: 401 unauthorized: invalid username or password (credentials from --creds)" \
   "$TMP/tokwrong.err" || { show_output tokwrong; fail "no clear error for wrong credentials at the token server"; }
 no_password tok1 tok2 tokwrong
@@ -96,7 +99,7 @@ identity_config() {  # identity_config TOKEN: a docker config as `docker login` 
     "$(printf '00000000-0000-0000-0000-000000000000:' | base64 -w0)" "$1" >"$TMP/ohome/.docker/config.json"
 }
 identity_config "$REFRESH"
-HOME="$TMP/ohome" expect_ok oauth1 sb push "$LAYOUT:1" "$O/team/app:1" --store "$STORE" -v
+HOME="$TMP/ohome" expect_ok oauth1 sb push "$LAYOUT:1" "$O/team/app:1" --store "$STORE" -v --insecure-registry "$O"
 grep -q "POST http://127.0.0.1:$TOKEN_PORT/token (token, OAuth2 refresh token) -> 200" "$TMP/oauth1.err" ||
   { show_output oauth1; fail "the identity token was not traded with a POST"; }
 grep -q '"event": "oauth", "client_id": "stackbuild"' "$TOKEN_LOG" || fail "the token server saw no OAuth2 request"
@@ -111,9 +114,10 @@ printf '{"ServerURL":"%s","Username":"<token>","Secret":"%s"}\n' "\$server" "$RE
 SH
 chmod +x "$TMP/bin/docker-credential-sboauth"
 printf '{"credsStore":"sboauth"}\n' >"$TMP/ohome/.docker/config.json"
-HOME="$TMP/ohome" PATH="$TMP/bin:$PATH" expect_ok oauth2 sb pull "$O/team/app:1" "$TMP/opulled" --store "$TMP/s9"
+HOME="$TMP/ohome" PATH="$TMP/bin:$PATH" expect_ok oauth2 sb pull "$O/team/app:1" "$TMP/opulled" --store "$TMP/s9" \
+  --insecure-registry "$O"
 identity_config "wrong-$REFRESH"
-HOME="$TMP/ohome" expect_rc 1 oauthwrong sb push "$LAYOUT:1" "$O/team/app:2" --store "$STORE"
+HOME="$TMP/ohome" expect_rc 1 oauthwrong sb push "$LAYOUT:1" "$O/team/app:2" --store "$STORE" --insecure-registry "$O"
 grep -q "error: push to $O/team/app: 401 unauthorized: invalid refresh token (credentials from ~/.docker/config.json)" \
   "$TMP/oauthwrong.err" || { show_output oauthwrong; fail "no clear error for a refused identity token"; }
 for n in oauth1 oauth2 oauthwrong; do

@@ -113,6 +113,14 @@ TEST_CASE("registry: the bearer flow gets a token with the push scope and renews
   o.plain_http = true;
   o.credentials.creds = "alice:pw";
   o.retry.sleep = [](double) {};
+  {  // The realm is plain http: no credentials go there unless the registry is marked insecure.
+    Session s(host, "push to " + host + "/app", o, null_status());
+    auto c = s.make_client();
+    CHECK_THROWS_WITH(s.send(*c, {.url = s.url("/v2/app/blobs/x")}),
+                      Catch::Contains("token realm http://127.0.0.1:") && Catch::Contains("--insecure-registry"));
+    CHECK(tokens == 0);
+  }
+  o.insecure = {host};
   Session s(host, "push to " + host + "/app", o, null_status());
   s.add_scope("app", "pull,push");
   auto c = s.make_client();

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# Registry credentials stay with the registry's origin (DESIGN.md, "Trust boundary"),
+# against registry/hostile_registry.py: a fake registry on 127.0.0.1 that sends blob uploads and blob GETs to a "foreign" origin
+# (another port) that records every Authorization header it gets.
+#   - push: the upload's Location is foreign; no credentials go there (the push works);
+#   - pull: blob GETs redirect to the foreign origin; no credentials go there (it works);
+#   - a 401 from the foreign origin (a Bearer challenge with a foreign realm) sends no
+#     credentials anywhere foreign;
+#   - the registry's own Bearer challenge with a plain-http realm on another port: Basic
+#     credentials are not sent there (a clear error naming --insecure-registry), and
+#     are with --insecure-registry;
+#   - an error body that quotes the Authorization header shows no secret;
+#   - the sentinel password, and its base64 forms, appear in no output of any run
+#     (push, pull, build --push; failing runs; -v; --progress json).
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+# shellcheck source-path=SCRIPTDIR source=registry/lib.sh
+source "$HERE/registry/lib.sh"
+
+USER_NAME=alice
+PASS_WORD="SENTINEL-PASSWORD-8472"
+SECRETS=("$PASS_WORD" "$(printf '%s' "$PASS_WORD" | base64 -w0)" "$(printf '%s:%s' "$USER_NAME" "$PASS_WORD" | base64 -w0)")
+image_fixture "$TMP/img" 1
+LAYOUT="$TMP/img/layout"
+RUNS=()
+
+# start_hostile NAME [hostile_registry.py options]: sets R (registry host:port), F (the
+# foreign origin's port) and LOG.
+start_hostile() {
+  local d="$TMP/$1"
+  mkdir -p "$d"
+  LOG="$d/log.jsonl"
+  : >"$LOG"
+  python3 "$REG_HERE/hostile_registry.py" --port-file "$d/port" --log "$LOG" --user "$USER_NAME" \
+    --password "$PASS_WORD" "${@:2}" 2>"$d/stderr" &
+  REG_PIDS+=($!)
+  local ports
+  ports=$(wait_port_file "$d/port")
+  R="127.0.0.1:${ports% *}"
+  F="${ports#* }"
+}
+# run NAME CMD...: run_capture, remembering NAME for the sentinel check at the end.
+run() { RUNS+=("$1"); run_capture "$@"; }
+# foreign_auth: the foreign origin's requests that carried an Authorization header.
+foreign_auth() { python3 -c '
+import json, sys
+for l in open(sys.argv[1]):
+    e = json.loads(l)
+    if e.get("origin") == "foreign" and e.get("authorization"): print(e["method"], e["path"], e["authorization"][:12] + "...")
+' "$LOG"; }
+foreign_requests() { grep -c '"origin": "foreign"' "$LOG" || true; }
+no_foreign_auth() {  # no_foreign_auth RUN
+  local leaked
+  leaked=$(foreign_auth)
+  [[ -z $leaked ]] || { show_output "$1"; fail "$1 sent credentials to the foreign origin:"$'\n'"$leaked"; }
+}
+CREDS=(--creds "$USER_NAME:$PASS_WORD")
+
+check "push: an upload Location on another origin gets no credentials; the push works"
+start_hostile basic
+run push sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" -v
+[[ $RC -eq 0 ]] || { show_output push; fail "the push failed"; }
+[[ $(grep -c '"origin": "foreign", "method": "P' "$LOG") -ge 2 ]] || fail "the uploads did not go to the foreign origin: $(cat "$LOG")"
+no_foreign_auth push
+
+check "pull: blob GETs redirected to another origin get no credentials; the pull works"
+run pull sb pull "$R/app:1" "$TMP/pulled" --store "$TMP/s-pull" "${CREDS[@]}" -v
+[[ $RC -eq 0 ]] || { show_output pull; fail "the pull failed"; }
+grep -q '"origin": "foreign", "method": "GET", "path": "/blob/' "$LOG" || fail "no blob GET reached the foreign origin"
+no_foreign_auth pull
+run pulljson "$SB" pull "$R/app:1" "$TMP/pulled2" --store "$TMP/s-pull2" "${CREDS[@]}" --progress json -v
+[[ $RC -eq 0 ]] || { show_output pulljson; fail "the pull (--progress json) failed"; }
+
+check "build --push to the same registry"
+run buildpush "$SB" build "$TMP/img/src/recipe.yaml" -o "$TMP/built" --store "$STORE" --push-to "$R/built:1" --no-verify "${CREDS[@]}" \
+  --compression gzip --level 1 -v
+[[ $RC -eq 0 ]] || { show_output buildpush; fail "build --push failed"; }
+no_foreign_auth buildpush
+
+check "an error body that quotes the Authorization header shows no secret"
+start_hostile echo --echo-auth
+run echo sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" -v
+[[ $RC -ne 0 ]] || { show_output echo; fail "the push passed a 403"; }
+grep -q "403 denied" "$TMP/echo.err" || { show_output echo; fail "no 403 in the error"; }
+run echojson "$SB" push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" --progress json -v
+[[ $RC -ne 0 ]] || { show_output echojson; fail "the push passed a 403"; }
+
+check "a 401 from the foreign origin sends no credentials anywhere foreign"
+start_hostile foreign401 --foreign-401
+# The image is pushed first (the foreign origin takes uploads as before).
+run f401push sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" -v
+[[ $RC -eq 0 ]] || { show_output f401push; fail "the push failed"; }
+run f401pull sb pull "$R/app:1" "$TMP/pulled3" --store "$TMP/s-pull3" "${CREDS[@]}" -v
+[[ $RC -ne 0 ]] || { show_output f401pull; fail "the pull passed a 401"; }
+grep -q "401 unauthorized: who are you (from http://127.0.0.1:$F, where a redirect led" "$TMP/f401pull.err" ||
+  { show_output f401pull; fail "the error does not say where the 401 came from"; }
+no_foreign_auth f401pull
+! grep -q '"origin": "foreign", "method": "GET", "path": "/token' "$LOG" ||
+  { show_output f401pull; fail "the foreign 401's realm was asked for a token"; }
+
+check "the registry's own Bearer challenge with a plain-http realm: no Basic credentials there"
+start_hostile httprealm --challenge http-realm
+run realm sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" -v
+[[ $RC -ne 0 ]] || { show_output realm; fail "the push sent credentials to a plain-http realm, or went without them"; }
+no_foreign_auth realm
+grep -q "insecure-registry" "$TMP/realm.err" || { show_output realm; fail "the error does not say how to allow it"; }
+run realmpull "$SB" pull "$R/app:1" "$TMP/pulled4" --store "$TMP/s-pull4" "${CREDS[@]}" --progress json
+[[ $RC -ne 0 ]] || { show_output realmpull; fail "the pull sent credentials to a plain-http realm"; }
+no_foreign_auth realmpull
+check "... and with --insecure-registry they are sent to the realm (and only there)"
+run realmok sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" --insecure-registry "$R" -v
+[[ $RC -eq 0 ]] || { show_output realmok; fail "the push with --insecure-registry failed"; }
+[[ $(foreign_auth | grep -c '^GET /token') -ge 1 ]] || fail "the realm got no credentials with --insecure-registry"
+[[ -z $(foreign_auth | grep -v '^GET /token') ]] || fail "credentials went to the foreign origin beyond its realm: $(foreign_auth)"
+
+check "no run printed the password or its base64 forms"
+for n in "${RUNS[@]}"; do
+  for s in "${SECRETS[@]}"; do
+    ! grep -qF -- "$s" "$TMP/$n.out" "$TMP/$n.err" || { show_output "$n"; fail "$n printed a secret ($s)"; }
+  done
+done
+pass
