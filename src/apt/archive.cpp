@@ -13,6 +13,7 @@
 #include "layer/libarchive.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/limits.hpp"
 
 namespace sb::apt {
 
@@ -170,7 +171,19 @@ std::string decompress(const std::string& data, const std::string& name) {
     throw Error(name + ": " + archive_why(a.get()));
   archive_entry* e;
   if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK) throw Error(name + ": " + archive_why(a.get()));
-  return read_all(a.get(), "decompressing " + name);
+  // An index is held in memory: a small file that decompresses to gigabytes is refused at the cap.
+  const SizeLimit cap = limits::apt_index();
+  std::string out;
+  char buf[1 << 16];
+  for (;;) {
+    la_ssize_t n = archive_read_data(a.get(), buf, sizeof buf);
+    if (n < 0) throw Error("decompressing " + name + ": " + archive_why(a.get()));
+    if (n == 0) break;
+    if (out.size() + static_cast<size_t>(n) > cap.bytes)
+      throw Error("decompressing " + name + ": it is larger than " + cap.describe());
+    out.append(buf, static_cast<size_t>(n));
+  }
+  return out;
 }
 
 DebContents read_deb(const fs::path& deb, const fs::path& staging, int64_t epoch) {

@@ -5,6 +5,7 @@
 #include "apt/control.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/limits.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
 
@@ -153,6 +154,7 @@ std::string detached_release(LoadedRepository& lr, const fs::path& default_keyri
   std::string base = r.uri + "/dists/" + r.suite + "/";
   fetch::FetchItem rel_item{base + "Release", std::nullopt, std::nullopt, "Release of " + r.suite};
   fetch::FetchItem sig_item{base + "Release.gpg", std::nullopt, std::nullopt, "Release.gpg of " + r.suite};
+  rel_item.max_size = sig_item.max_size = limits::apt_release();  // nothing pins their size
   auto neither = [&](const fetch::FetchError& e) {
     return Error(base + ": the repository has neither InRelease nor Release (HTTP " + std::to_string(e.status()) +
                  "); is '" + r.suite + "' a suite of " + r.uri + "?");
@@ -218,6 +220,7 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
     const Repository& r = repos[i];
     releases.push_back({r.uri + "/dists/" + r.suite + "/InRelease", std::nullopt, std::nullopt,
                         "InRelease of " + r.suite});
+    releases.back().max_size = limits::apt_release();  // nothing pins its size
     if (r.trusted) continue;
     fs::path keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
     releases.back().check = [&checked, i, keyring, url = releases.back().url, r](const fs::path& file) {
@@ -288,6 +291,10 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
         std::string fetch_url = rel.acquire_by_hash
                                     ? r.uri + "/dists/" + r.suite + "/" + dir + "by-hash/SHA256/" + file.sha256
                                     : r.uri + "/dists/" + r.suite + "/" + path;
+        // Its size is pinned by the signed Release, but held in memory: capped too.
+        if (file.size > limits::apt_index().bytes)
+          throw Error(url + " lists " + path + " at " + std::to_string(file.size) + " bytes, over " +
+                      limits::apt_index().describe());
         indexes.push_back({fetch_url, Digest::parse("sha256:" + file.sha256), file.size, r.suite + "/" + path});
         index_names.push_back(path);
         (void)n;

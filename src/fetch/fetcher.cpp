@@ -174,6 +174,8 @@ class HttpFetcher final : public Fetcher {
     std::error_code ec;
     if (!fs::exists(src, ec)) throw FetchError(item.url, 404, item.url + ": no such file" + expectation(item));
     ::unlink(partial.c_str());
+    if (item.max_size && fs::file_size(src, ec) > item.max_size->bytes && !ec)
+      throw FetchError(item.url, 0, item.url + ": larger than " + item.max_size->describe());
     fs::copy_file(src, partial, ec);
     if (ec) throw FetchError(item.url, 0, item.url + ": " + ec.message());
   }
@@ -195,6 +197,8 @@ class HttpFetcher final : public Fetcher {
         written += n;
         if (item.size && offset + written > *item.size)
           throw FetchError(item.url, 0, item.url + ": more data than expected" + expectation(item));
+        if (item.max_size && offset + written > item.max_size->bytes)
+          throw FetchError(item.url, 0, item.url + ": larger than " + item.max_size->describe());
         write_all(fd.get(), data, n, partial.string());
         progress(n);
       };

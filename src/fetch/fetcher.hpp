@@ -37,6 +37,9 @@ struct FetchItem {
   // fails the fetch with that error (e.g. an InRelease whose signature is
   // bad). Not run for a file already in the store or taken offline from it.
   std::function<void(const fs::path&)> check;
+  // The most bytes it may have (an index whose size nothing pins): more is
+  // refused as it arrives, naming the cap and its setting.
+  std::optional<SizeLimit> max_size;
 };
 
 struct Fetched {

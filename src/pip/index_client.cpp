@@ -433,6 +433,7 @@ class HttpIndex : public Index {
                                           config_.origin + ")");
     http::Request req;
     req.url = url;
+    req.max_body = limits::index_page();  // held in memory and parsed: capped
     req.headers = {std::string("Accept: ") + kAccept};
     if (kept && !kept->value("etag", "").empty()) req.headers.push_back("If-None-Match: " + kept->value("etag", ""));
     if (kept && !kept->value("last_modified", "").empty())

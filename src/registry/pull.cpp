@@ -42,9 +42,17 @@ const char* const kAccept =
 std::optional<FetchedManifest> fetch_manifest(Session& s, http::Client& c, const std::string& repo,
                                               const std::string& selector, const std::optional<Digest>& pinned,
                                               bool missing_ok) {
-  http::Request req{.url = s.url("/v2/" + repo + "/manifests/" + selector)};
+  http::Request req{.url = s.url("/v2/" + repo + "/manifests/" + selector), .max_body = limits::registry_document()};
   req.headers.push_back(kAccept);
-  auto r = s.send(c, req);
+  http::Response r;
+  try {
+    r = s.send(c, req);
+  } catch (const http::HttpError&) {
+    throw;
+  } catch (const Error& e) {  // over the cap (http's words): named after the operation
+    if (std::string_view(e.what()).starts_with(s.op() + ":")) throw;
+    throw Error(s.op() + ": " + e.what());
+  }
   if (r.status == 404 && missing_ok) return std::nullopt;
   if (r.status != 200) s.fail(r, "fetching manifest " + selector);
   Digest d = Digest::of_bytes(r.body);

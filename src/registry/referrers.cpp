@@ -64,7 +64,8 @@ AttachResult attach_artifact(const Reference& target, const Subject& subject, co
     }
     // No referrers API: the referrers tag, read, extended, written back.
     std::string tag = referrers_tag(subject.digest);
-    http::Request get{.method = "GET", .url = session.url("/v2/" + repo + "/manifests/" + tag)};
+    http::Request get{.method = "GET", .url = session.url("/v2/" + repo + "/manifests/" + tag),
+                      .max_body = limits::registry_document()};
     get.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
     auto g = session.send(*client, get);
     std::string index;
@@ -99,7 +100,8 @@ std::vector<json> list_referrers(Session& session, http::Client& client, const s
     }
     return out;
   };
-  http::Request api{.url = session.url("/v2/" + repo + "/referrers/" + subject.str())};
+  http::Request api{.url = session.url("/v2/" + repo + "/referrers/" + subject.str()),
+                    .max_body = limits::registry_document()};
   api.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
   auto r = session.send(client, api);
   if (r.status == 200) return descriptors(r.body, "the referrers of " + subject.str());
@@ -108,7 +110,7 @@ std::vector<json> list_referrers(Session& session, http::Client& client, const s
   if (r.status != 404 && r.status != 405 && r.status != 501)
     session.fail(r, "listing the referrers of " + subject.str());
   std::string tag = referrers_tag(subject);
-  http::Request get{.url = session.url("/v2/" + repo + "/manifests/" + tag)};
+  http::Request get{.url = session.url("/v2/" + repo + "/manifests/" + tag), .max_body = limits::registry_document()};
   get.headers.push_back(std::string("Accept: ") + kMediaTypeIndex);
   auto g = session.send(client, get);
   if (g.status == 404) return {};

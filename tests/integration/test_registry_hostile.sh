@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Registry credentials stay with the registry's origin (DESIGN.md, "Trust boundary"),
-# against registry/hostile_registry.py: a fake registry on 127.0.0.1 that sends blob uploads and blob GETs to a "foreign" origin
+# Registry credentials stay with the registry's origin, and registry documents are
+# capped (DESIGN.md, "Trust boundary"), against registry/hostile_registry.py: a fake
+# registry on 127.0.0.1 that sends blob uploads and blob GETs to a "foreign" origin
 # (another port) that records every Authorization header it gets.
 #   - push: the upload's Location is foreign; no credentials go there (the push works);
 #   - pull: blob GETs redirect to the foreign origin; no credentials go there (it works);
@@ -11,7 +12,9 @@
 #     are with --insecure-registry;
 #   - an error body that quotes the Authorization header shows no secret;
 #   - the sentinel password, and its base64 forms, appear in no output of any run
-#     (push, pull, build --push; failing runs; -v; --progress json).
+#     (push, pull, build --push; failing runs; -v; --progress json);
+#   - a 1 GiB manifest body (streamed, no length) is refused at the 4 MiB cap naming
+#     STACKBUILD_REGISTRY_MAX_DOCUMENT, quickly and without holding it in memory.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -113,6 +116,23 @@ run realmok sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" --inse
 [[ $RC -eq 0 ]] || { show_output realmok; fail "the push with --insecure-registry failed"; }
 [[ $(foreign_auth | grep -c '^GET /token') -ge 1 ]] || fail "the realm got no credentials with --insecure-registry"
 [[ -z $(foreign_auth | grep -v '^GET /token') ]] || fail "credentials went to the foreign origin beyond its realm: $(foreign_auth)"
+
+check "a 1 GiB manifest body is refused at the cap, quickly, without holding it"
+start_hostile huge
+start=$(date +%s.%N)
+run huge python3 -c '
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:])
+print("maxrss_kib", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+sys.exit(r.returncode)' "$SB" pull "$R/app:huge" "$TMP/pulled5" --store "$TMP/s-pull5" "${CREDS[@]}" --progress plain
+secs=$(python3 -c "import sys; print(round(float(sys.argv[2]) - float(sys.argv[1]), 1))" "$start" "$(date +%s.%N)")
+rss=$(sed -n 's/^maxrss_kib //p' "$TMP/huge.err")
+sent=$(python3 -c 'import json,sys; print(max([json.loads(l).get("huge_sent", 0) for l in open(sys.argv[1])] or [0]))' "$LOG")
+say "1 GiB manifest: exit $RC after ${secs}s, max RSS ${rss} KiB, the server sent ${sent} bytes"
+[[ $RC -ne 0 ]] || { show_output huge; fail "a 1 GiB manifest was accepted"; }
+grep -q "STACKBUILD_REGISTRY_MAX_DOCUMENT" "$TMP/huge.err" || { show_output huge; fail "the error does not name the cap's setting"; }
+(( rss < 200000 )) || fail "pulling it took ${rss} KiB of memory"
+python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 20)" "$secs" || fail "refusing it took ${secs}s"
 
 check "no run printed the password or its base64 forms"
 for n in "${RUNS[@]}"; do

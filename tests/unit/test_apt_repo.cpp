@@ -654,3 +654,24 @@ TEST_CASE("apt repo: a Release whose SHA256 size is not a number is an error tha
     CHECK_THROWS_WITH(apt::parse_release(bad), Catch::Contains("main/binary-amd64/Packages") && Catch::Contains(size));
   }
 }
+
+TEST_CASE("apt repo: an InRelease or an index past its cap is refused naming the setting", "[apt][repo][limits]") {
+  if (!tools()) return;
+  Repo repo;
+  repo.deb("hello", "1.0", "", {{"usr/bin/hello", "x"}});
+  repo.publish();
+  TempDir sd;
+  Store store(sd.path());
+  PackageIndex index("amd64");
+  setenv("STACKBUILD_APT_MAX_RELEASE", "100", 1);  // the fixture's InRelease is a few KiB
+  CHECK_THROWS_WITH(load(repo.repository(), store, index),
+                    Catch::Contains("InRelease: larger than the 100 B cap (STACKBUILD_APT_MAX_RELEASE raises it)"));
+  unsetenv("STACKBUILD_APT_MAX_RELEASE");
+  setenv("STACKBUILD_APT_MAX_INDEX", "10", 1);  // the Packages index is a few hundred bytes
+  PackageIndex index2("amd64");
+  CHECK_THROWS_WITH(load(repo.repository(), store, index2),
+                    Catch::Contains("over the 10 B cap (STACKBUILD_APT_MAX_INDEX raises it)"));
+  unsetenv("STACKBUILD_APT_MAX_INDEX");
+  PackageIndex index3("amd64");
+  CHECK_NOTHROW(load(repo.repository(), store, index3));
+}

@@ -695,3 +695,21 @@ TEST_CASE("pip index: METADATA read by ranges that the whole wheel contradicts s
   fs::remove_all(bed.dir.path() / "root");
   CHECK_NOTHROW(install_wheels(fixed, t, bed.dir.path() / "root", bed.store, *bed.fetcher));
 }
+
+TEST_CASE("pip index: a project page past its cap is refused naming the setting", "[pip][limits]") {
+  test::FixtureIndex index;
+  index.add({"helper", "1.0", "py3-none-any", {}, {}, {}});
+  test::HttpServer server{[&](const test::HttpRequest& r) { return index.respond(r); }};
+  TempDir dir{fs::temp_directory_path()};
+  Store store{dir.path() / "store"};
+  auto fetcher = fetch::make_fetcher(store, fetch::FetchOptions{}, null_status());
+  auto files = [&] {
+    return make_http_index(index_config(server.url("/simple"), "/nonexistent", {}, {}), store, *fetcher, {})
+        ->files("helper");
+  };
+  setenv("STACKBUILD_INDEX_MAX_PAGE", "20", 1);
+  CHECK_THROWS_WITH(files(),
+                    Catch::Contains("the answer is larger than the 20 B cap (STACKBUILD_INDEX_MAX_PAGE raises it)"));
+  unsetenv("STACKBUILD_INDEX_MAX_PAGE");
+  CHECK(files().size() == 1);
+}
