@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 
 #include "helpers.hpp"
 #include "http_server.hpp"
@@ -323,4 +324,56 @@ TEST_CASE(
   REQUIRE(good.image.layers.size() == 1);
   CHECK(good.image.layers[0].diff_id == ld);
   CHECK(layer_gets == 1);
+}
+
+// Hostile redirects (DESIGN.md, "Trust boundary"): the registry's
+// credentials go to its own origin only. Uploads and blobs sent to another
+// origin work without them, and a 401 from there is no challenge to answer.
+TEST_CASE("registry: credentials go only to the registry's origin, whatever its redirects say",
+          "[registry][hostile]") {
+  const std::string basic = "Basic " + base64_encode("alice:pw");
+  std::vector<std::string> elsewhere;  // "METHOD PATH AUTHORIZATION" of each request to the other origin
+  std::mutex mu;
+  test::HttpServer other([&](const test::HttpRequest& r) -> std::string {
+    {
+      std::lock_guard lk(mu);
+      auto auth = r.headers.find("authorization");
+      elsewhere.push_back(r.method + " " + r.path + " " + (auth == r.headers.end() ? "-" : auth->second));
+    }
+    if (r.path.starts_with("/upload")) return http_response(201, "");
+    if (r.path == "/blob") return http_response(200, "data");
+    // Its own challenge: answering it would send the credentials to a realm it names.
+    return http_response(401, R"({"errors":[{"code":"UNAUTHORIZED","message":"who are you"}]})",
+                         "WWW-Authenticate: Bearer realm=\"" + other.url("/token") + "\"\r\n");
+  });
+  test::HttpServer reg([&](const test::HttpRequest& r) -> std::string {
+    bool ok = r.headers.count("authorization") && r.headers.at("authorization") == basic;
+    if (r.path == "/v2/" || !ok) return http_response(401, "{}", "WWW-Authenticate: Basic realm=\"reg\"\r\n");
+    if (r.path == "/v2/app/blobs/uploads/")
+      return http_response(202, "", "Location: " + other.url("/upload/1") + "\r\n");
+    if (r.path == "/v2/app/blobs/x") return http_response(307, "", "Location: " + other.url("/blob") + "\r\n");
+    if (r.path == "/v2/app/blobs/denied") return http_response(307, "", "Location: " + other.url("/deny") + "\r\n");
+    if (r.path == "/v2/app/blobs/here") return http_response(307, "", "Location: /v2/app/blobs/x\r\n");
+    return http_response(404, "{}");
+  });
+  std::string host = reg.url("").substr(7);
+  SessionOptions o;
+  o.plain_http = true;
+  o.credentials.creds = "alice:pw";
+  o.retry.attempts = 1;
+  Session s(host, "push to " + host + "/app", o, null_status());
+  auto c = s.make_client();
+  auto post = s.send(*c, {.method = "POST", .url = s.url("/v2/app/blobs/uploads/")});
+  REQUIRE(post.status == 202);
+  CHECK(s.send(*c, {.method = "PUT", .url = s.resolve(post.header("location")) + "?digest=sha256:00", .body = "b"})
+            .status == 201);
+  CHECK(s.send(*c, {.url = s.url("/v2/app/blobs/x")}).body == "data");
+  CHECK(s.send(*c, {.url = s.url("/v2/app/blobs/here")}).body == "data");  // a same-origin hop keeps them
+  auto denied = s.send(*c, {.url = s.url("/v2/app/blobs/denied")});
+  CHECK(denied.status == 401);
+  CHECK_THROWS_WITH(s.fail(denied),
+                    Catch::Contains("(from " + http::origin_of(other.url("/")) + ", where a redirect led"));
+  std::lock_guard lk(mu);
+  CHECK(elsewhere == std::vector<std::string>{"PUT /upload/1?digest=sha256:00 -", "GET /blob -", "GET /blob -",
+                                              "GET /deny -"});
 }
