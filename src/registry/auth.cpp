@@ -210,7 +210,9 @@ std::optional<Credentials> from_file(const AuthFile& f, const std::string& regis
   try {
     cfg = json::parse(read_file(f.path));
   } catch (const json::exception& e) {
-    throw Error(f.shown + " is not valid JSON: " + e.what());
+    // Not the parser's "last read: '...'", which quotes the file: a password in it.
+    std::string why = e.what();
+    throw Error(f.shown + " is not valid JSON: " + why.substr(0, why.find("; last read:")));
   }
   if (!cfg.is_object()) throw Error(f.shown + " is not a JSON object");
   const std::string& host = names.back();

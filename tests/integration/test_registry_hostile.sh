@@ -117,6 +117,14 @@ run realmok sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" "${CREDS[@]}" --inse
 [[ $(foreign_auth | grep -c '^GET /token') -ge 1 ]] || fail "the realm got no credentials with --insecure-registry"
 [[ -z $(foreign_auth | grep -v '^GET /token') ]] || fail "credentials went to the foreign origin beyond its realm: $(foreign_auth)"
 
+check "a broken auth file is named in the error without quoting the secret in it"
+mkdir -p "$TMP/badhome/.docker"
+printf '{"auths": {"%s": {"username": "%s", "password": "%s}}}\n' "$R" "$USER_NAME" "$PASS_WORD" \
+  >"$TMP/badhome/.docker/config.json"  # the password's string never ends
+HOME="$TMP/badhome" run badauth sb push "$LAYOUT:1" "$R/app:1" --store "$STORE" -v
+[[ $RC -ne 0 ]] || { show_output badauth; fail "a broken auth file was taken"; }
+grep -q "config.json is not valid JSON" "$TMP/badauth.err" || { show_output badauth; fail "the error does not name the file"; }
+
 check "a 1 GiB manifest body is refused at the cap, quickly, without holding it"
 start_hostile huge
 start=$(date +%s.%N)
