@@ -138,3 +138,32 @@ TEST_CASE("http: a body past max_body is refused at the cap, announced or stream
   }
   ::signal(SIGPIPE, old);
 }
+
+// A Route's login (apt's auth.conf, a pip index's user) goes to the URL's
+// host only: libcurl follows the redirect without it to another port or host
+// (CURLOPT_UNRESTRICTED_AUTH is never set; libcurl since 7.83 compares ports
+// and schemes too).
+TEST_CASE("http: a route's login is not sent on a redirect to another origin", "[http][hostile]") {
+  std::string seen_other = "none";
+  test::HttpServer other([&](const test::HttpRequest& r) {
+    seen_other = r.headers.count("authorization") ? r.headers.at("authorization") : "-";
+    return http_response(200, "moved here");
+  });
+  std::string seen_first;
+  test::HttpServer first([&](const test::HttpRequest& r) {
+    seen_first = r.headers.count("authorization") ? r.headers.at("authorization") : "-";
+    return http_response(302, "", "Location: " + other.url("/elsewhere") + "\r\n");
+  });
+  http::ClientOptions o;
+  o.route = [](const std::string&) {
+    http::Route r;
+    r.username = "alice";
+    r.password = "SENTINEL-PASSWORD-8472";
+    return r;
+  };
+  http::Client client(o);
+  auto resp = client.perform({.url = first.url("/file")});
+  CHECK(resp.body == "moved here");
+  CHECK(seen_first.starts_with("Basic "));
+  CHECK(seen_other == "-");
+}
