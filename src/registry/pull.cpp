@@ -87,6 +87,10 @@ uint64_t fetch_blob(Session& s, http::Client& c, const std::string& repo, const 
         uint64_t have = w.bytes_written();
         if (have) req.headers.push_back("Range: bytes=" + std::to_string(have) + "-");
         req.on_data = [&](const char* p, size_t n) {
+          // The descriptor's size bounds what is written: a registry that sends more is not let fill the disk.
+          if (size && w.bytes_written() + n > size)
+            throw Error("blob " + d.str() + ": the registry sends more than the " + std::to_string(size) +
+                        " bytes its descriptor gives");
           w.write(p, n);
           fetched += n;
           s.status().task_progress(task, w.bytes_written());

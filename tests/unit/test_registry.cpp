@@ -320,6 +320,13 @@ TEST_CASE(
                     Catch::Contains("rootfs.diff_ids[0]: bad digest 'sha256:12'"));
   CHECK(layer_gets == 0);
   CHECK(!reg.store.has(ld));
+  // A layer longer than its descriptor says is cut off at that size, not written to the end.
+  reg.docs["/v2/r/blobs/" + ld.str()] = {"application/octet-stream", layer + std::string(4 << 20, 'x')};
+  CHECK_THROWS_WITH(reg.pull("good"), Catch::Contains("blob " + ld.str() + ": the registry sends more than the " +
+                                                      std::to_string(layer.size()) + " bytes its descriptor gives"));
+  CHECK(!reg.store.has(ld));
+  reg.docs["/v2/r/blobs/" + ld.str()] = {"application/octet-stream", layer};
+  layer_gets = 0;
   PullResult good = reg.pull("good");
   REQUIRE(good.image.layers.size() == 1);
   CHECK(good.image.layers[0].diff_id == ld);
