@@ -30,10 +30,10 @@ class UnsafeGitSource : public InputError {
 // build all describe the source first), pointing at where it was written.
 void check_git_source(const source::SourceSpec& s, const SourceLocation& where, const std::string& whose) {
   if (std::string why = source::git_url_problem(s.url); !why.empty())
-    throw UnsafeGitSource(where, whose + ": URL '" + s.url + "' " + why,
+    throw UnsafeGitSource(where, whose + ": git URL '" + s.url + "' " + why,
                      "git sources are https://, http://, ssh://, git:// or file:// URLs, or [user@]host:path");
   if (std::string why = source::git_ref_problem(s.ref); !why.empty())
-    throw UnsafeGitSource(where, whose + ": ref '" + s.ref + "' " + why,
+    throw UnsafeGitSource(where, whose + ": git ref '" + s.ref + "' " + why,
                           "a ref is a commit (40 hex), a tag or a branch");
 }
 
@@ -78,7 +78,7 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
     s.kind = source::SourceSpec::Kind::Git;
     s.url = best->sources.git->url;
     s.ref = best->sources.git->ref;
-    check_git_source(s, best->where, "the catalog's git source of " + best->label());
+    check_git_source(s, best->where, "the catalog's source of " + best->label());
     what = "git " + s.url + " at " + s.ref + " (catalog: " + best->label() + ")";
   }
   return s;
@@ -111,7 +111,7 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
     s.kind = source::SourceSpec::Kind::Git;
     s.url = d.git;
     s.ref = d.ref;
-    check_git_source(s, d.where, "layer '" + spec.name + "': source.git");
+    check_git_source(s, d.where, "layer '" + spec.name + "': source");
     out.what = "git " + d.git + " at " + d.ref;
   } else {
     s = catalog_source(recipe, spec, vars, key, out.what);
