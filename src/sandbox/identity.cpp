@@ -148,8 +148,10 @@ int detached_mount(const fs::path& source, bool idmap, bool read_only, int usern
     int e = errno;
     if (idmap)
       throw Error("cannot make an idmapped mount of " + source.string() + " for the sandbox: " +
-                  std::strerror(e) + " (the kernel or that filesystem lacks idmapped mounts); " +
-                  kWeaker);
+                  std::strerror(e) +
+                  " (the kernel, or that filesystem, has no idmapped mounts: overlayfs has none, "
+                  "as for a store inside a container's own root); put the store (--store) on a "
+                  "filesystem that has them (ext4, xfs, btrfs, tmpfs), or " + kWeaker);
     throw_errno("make the mount of " + source.string() + " read-only", e);
   }
   return fd.release();
