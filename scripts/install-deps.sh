@@ -6,7 +6,7 @@ set -euo pipefail
 build_deps=(g++ cmake make pkg-config
   libarchive-dev libssl-dev libyaml-cpp-dev libcurl4-openssl-dev nlohmann-json3-dev
   libzstd-dev libisal-dev zlib1g-dev libtomlplusplus-dev catch2
-  libkainjow-mustache-dev
+  libkainjow-mustache-dev libseccomp-dev
   gpgv debian-archive-keyring git patch)
 # Real tools the integration tests drive (nobody here wrote them).
 test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zstd qemu-user tar gzip busybox-static python3-pip python3-venv)

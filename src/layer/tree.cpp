@@ -14,6 +14,9 @@ namespace sb {
 namespace {
 
 bool keep_xattr(const std::string& name) {
+  // overlayfs's own bookkeeping in a user namespace (origin, impure, opaque:
+  // the sandbox's upper directories) is never the image's.
+  if (name.rfind("user.overlay.", 0) == 0) return false;
   if (name.rfind("user.", 0) == 0) return true;
   if (name == "security.capability") return true;
   return false;  // security.selinux, system.* (ACLs), trusted.* belong to the host

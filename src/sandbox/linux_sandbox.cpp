@@ -1,14 +1,22 @@
-// LinuxSandbox: clone() into new namespaces, the init's setup (see
-// setup_plan.hpp), the command as the init's child, and the parent's wait
-// with output streaming, a timeout and Ctrl-C.
+// LinuxSandbox: clone() into new namespaces (a user namespace always, but in
+// the weaker mode: identity.hpp), the setup (see setup_plan.hpp), then the
+// confinement (no_new_privs and the seccomp filter: seccomp.hpp), then an exec
+// of stackbuild-init (src/sandbox/init/) from a sealed memfd, which runs the
+// command as its child; and the parent's wait with output streaming, a timeout
+// and Ctrl-C.
 //
-// Process tree:  stackbuild ── init (PID 1 of a new PID namespace) ── command ── ...
-// The init reaps everything and exits with the command's status; the kernel
-// then kills what is left in the namespace before the init is reaped, so
-// when run() returns, no process of the step is alive. PR_SET_PDEATHSIG on the
-// init (SIGKILL when stackbuild dies) gives the same end when stackbuild is killed.
+// Process tree:  stackbuild ── stackbuild-init (PID 1 of a new PID namespace) ── command ── ...
+// The init is exec'd with an empty environment and only the three files it
+// needs, so nothing of stackbuild's memory, environment, arguments or open
+// files is in the sandbox. It reaps everything and exits with the command's
+// status; the kernel then kills what is left in the namespace before the init
+// is reaped, so when run() returns, no process of the step is alive.
+// PR_SET_PDEATHSIG on the init (SIGKILL when stackbuild dies) gives the same
+// end when stackbuild is killed.
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/mount.h>
+#include <linux/seccomp.h>
 #include <net/if.h>
 #include <poll.h>
 #include <sched.h>
@@ -26,9 +34,14 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <string_view>
 
+#include "sandbox/identity.hpp"
 #include "sandbox/sandbox.hpp"
+#include "sandbox/seccomp.hpp"
 #include "sandbox/setup_plan.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -38,26 +51,28 @@ namespace sb::sandbox {
 
 namespace {
 
+using detail::Identity;
 using detail::Op;
 using detail::SetupPlan;
 
+// What went wrong before the command ran, as the setup child or the init
+// (src/sandbox/init/sandbox_init.c) reports it; an op's index otherwise.
 constexpr int kOpExec = -1;      // the command could not be executed
-constexpr int kOpIdentity = -2;  // setgid/setuid failed
+constexpr int kOpIdentity = -2;  // setgroups/setgid/setuid failed
 constexpr int kOpFork = -3;      // the init could not fork the command
+constexpr int kOpInit = -4;      // stackbuild-init could not be executed
+constexpr int kOpSpec = -5;      // the init could not read what to run
+constexpr int kOpConfine = -6;   // no_new_privs or the seccomp filter could not be set
 
 struct Report {
-  int op;
-  int err;
+  int32_t op;
+  int32_t err;
 };
 
-struct InitArgs {
+struct SetupArgs {
   const SetupPlan* plan;
-  char* const* argv;
-  char* const* envp;
-  int sync_fd, err_fd, out_fd, null_fd;
-  uid_t uid;
-  gid_t gid;
-  bool user_namespace;
+  const sock_fprog* filter;  // null: no seccomp filter (STACKBUILD_SANDBOX_SECCOMP=off)
+  int sync_fd, err_fd, out_fd, spec_fd, init_fd;
 };
 
 [[noreturn]] void report(int err_fd, int op, int err) {
@@ -101,6 +116,7 @@ int loopback_up() {
 int run_op(const Op& op) {
   switch (op.kind) {
     case Op::Mount: {
+      if (op.optional && ::access(op.b.c_str(), F_OK) != 0 && errno == ENOENT) return 0;
       const char* type = op.c.empty() ? nullptr : op.c.c_str();
       const char* data = op.data.empty() ? nullptr : op.data.c_str();
       if (::mount(op.a.c_str(), op.b.c_str(), type, op.flags, data) == 0) return 0;
@@ -110,6 +126,7 @@ int run_op(const Op& op) {
                  : errno;
     }
     case Op::BindRemount:
+      if (op.optional && ::access(op.b.c_str(), F_OK) != 0 && errno == ENOENT) return 0;
       return ::mount(nullptr, op.b.c_str(), nullptr, MS_BIND | MS_REMOUNT | op.flags, nullptr) == 0
                  ? 0
                  : errno;
@@ -136,34 +153,38 @@ int run_op(const Op& op) {
     case Op::Workdir:
       if (int e = mkdir_p(op.b.c_str(), op.mode)) return e;
       return ::chdir(op.b.c_str()) == 0 ? 0 : errno;
+    case Op::Chdir:
+      return ::chdir(op.b.c_str()) == 0 ? 0 : errno;
+    case Op::Attach:
+      return ::syscall(SYS_move_mount, op.fd, "", AT_FDCWD, op.b.c_str(),
+                       MOVE_MOUNT_F_EMPTY_PATH) == 0
+                 ? 0
+                 : errno;
+    case Op::BecomeRoot:
+      // The maps are written: 0 is the range's first id. Until now the init
+      // was the host's root (whose ids the namespace does not map), and its
+      // supplementary groups go too.
+      if (::setresgid(0, 0, 0) != 0 || ::setgroups(0, nullptr) != 0 || ::setresuid(0, 0, 0) != 0)
+        return errno;
+      return 0;
   }
   return EINVAL;
 }
 
-[[noreturn]] void exec_command(const InitArgs& a) {
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::dup2(a.null_fd, 0);
-  ::dup2(a.out_fd, 1);
-  ::dup2(a.out_fd, 2);
-  ::setsid();
-  ::umask(022);  // what a step's new files get does not depend on the caller's umask
-  sigset_t none;
-  sigemptyset(&none);
-  ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Nothing of stackbuild's stays open across exec (the error pipe is already close-on-exec).
+// Puts `fds` at 0, 1, 2 (whatever numbers they had) and marks every other
+// file close-on-exec.
+void standard_fds(int in, int out, int err) {
+  int a = ::fcntl(in, F_DUPFD_CLOEXEC, 3), b = ::fcntl(out, F_DUPFD_CLOEXEC, 3),
+      c = ::fcntl(err, F_DUPFD_CLOEXEC, 3);
+  ::dup2(a, 0);
+  ::dup2(b, 1);
+  ::dup2(c, 2);
   ::syscall(SYS_close_range, 3u, ~0u, 4u /* CLOSE_RANGE_CLOEXEC */);
-  if (!a.user_namespace && ::setgroups(0, nullptr) != 0) report(a.err_fd, kOpIdentity, errno);
-  if (::setgid(a.gid) != 0 || ::setuid(a.uid) != 0) report(a.err_fd, kOpIdentity, errno);
-  int err = ENOENT;
-  for (const auto& exe : a.plan->exe_candidates) {
-    ::execve(exe.c_str(), a.argv, a.envp);
-    if (errno != ENOENT && errno != ENOTDIR) err = errno;
-  }
-  report(a.err_fd, kOpExec, err);
 }
 
-int init_main(void* p) {
-  const InitArgs& a = *static_cast<InitArgs*>(p);
+// The child of clone(): the setup ops, the confinement, then stackbuild-init.
+int setup_main(void* p) {
+  const SetupArgs& a = *static_cast<SetupArgs*>(p);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGPIPE}) ::signal(sig, SIG_DFL);
   ::umask(022);
@@ -172,17 +193,90 @@ int init_main(void* p) {
   ::close(a.sync_fd);
   for (size_t i = 0; i < a.plan->ops.size(); ++i)
     if (int e = run_op(a.plan->ops[i])) report(a.err_fd, static_cast<int>(i), e);
-  pid_t cmd = ::fork();
-  if (cmd < 0) report(a.err_fd, kOpFork, errno);
-  if (cmd == 0) exec_command(a);
-  ::close(a.out_fd);
-  for (;;) {
-    int status = 0;
-    pid_t w = ::waitpid(-1, &status, 0);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) ::_exit(127);
-    if (w == cmd) ::_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // again: a change of user clears it
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) report(a.err_fd, kOpConfine, errno);
+  if (a.filter && ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, a.filter) != 0)
+    report(a.err_fd, kOpConfine, errno);
+  standard_fds(a.spec_fd, a.out_fd, a.err_fd);
+  static char name[] = "stackbuild-init";
+  char* const argv[] = {name, nullptr};
+  char* const envp[] = {nullptr};
+  ::syscall(SYS_execveat, a.init_fd, "", argv, envp, AT_EMPTY_PATH);
+  report(2, kOpInit, errno);
+}
+
+// stackbuild-init's bytes in a sealed memfd, made once per process.
+int init_program_fd() {
+  static std::once_flag once;
+  static int fd = -1;
+  static int err = 0;
+  std::call_once(once, [] {
+    const std::string_view bytes = detail::init_program();
+#ifdef MFD_EXEC
+    int f = ::memfd_create("stackbuild-init", MFD_CLOEXEC | MFD_ALLOW_SEALING | MFD_EXEC);
+    if (f < 0 && errno == EINVAL)
+#else
+    int f = -1;
+#endif
+      f = ::memfd_create("stackbuild-init", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (f < 0) {
+      err = errno;
+      return;
+    }
+    size_t done = 0;
+    while (done < bytes.size()) {
+      ssize_t n = ::write(f, bytes.data() + done, bytes.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        err = n < 0 ? errno : EIO;
+        ::close(f);
+        return;
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (::fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) != 0) {
+      err = errno;
+      ::close(f);
+      return;
+    }
+    fd = f;
+  });
+  if (fd < 0) throw_errno("memfd_create (the sandbox's init)", err);
+  return fd;
+}
+
+// What stackbuild-init runs, in its format (sandbox_init.c), in a memfd at offset 0.
+UniqueFd init_spec(const SandboxSpec& spec, const SetupPlan& plan, Identity identity) {
+  std::string b = "stackbuild-init-1";
+  b += '\0';
+  auto put = [&](const std::string& f) {
+    if (f.find('\0') != std::string::npos)
+      throw Error("sandbox: a NUL byte in the command or its environment: '" + f.substr(0, 40) + "'");
+    b += f;
+    b += '\0';
+  };
+  put(std::to_string(spec.uid));
+  put(std::to_string(spec.gid));
+  put(identity == Identity::Rootless ? "0" : "1");  // setgroups is denied to a rootless namespace
+  put(std::to_string(spec.argv.size()));
+  for (const auto& a : spec.argv) put(a);
+  put(std::to_string(spec.env.size()));
+  for (const auto& [k, v] : spec.env) put(k + "=" + v);
+  put(std::to_string(plan.exe_candidates.size()));
+  for (const auto& e : plan.exe_candidates) put(e);
+  UniqueFd fd(::memfd_create("stackbuild-init-spec", MFD_CLOEXEC));
+  if (fd.get() < 0) throw_errno("memfd_create (the sandbox's command)");
+  write_all(fd.get(), b.data(), b.size(), "the sandbox's command");
+  if (::lseek(fd.get(), 0, SEEK_SET) != 0) throw_errno("lseek (the sandbox's command)");
+  return fd;
+}
+
+bool seccomp_wanted() {
+  const char* v = std::getenv("STACKBUILD_SANDBOX_SECCOMP");
+  std::string s = v ? v : "";
+  if (s.empty() || s == "on" || s == "1") return true;
+  if (s == "off" || s == "0") return false;
+  throw Error("STACKBUILD_SANDBOX_SECCOMP must be 'on' or 'off', not '" + s + "'");
 }
 
 void write_map(pid_t pid, const char* file, const std::string& text) {
@@ -205,41 +299,56 @@ struct Pipe {
 }  // namespace
 
 SandboxResult LinuxSandbox::run(const SandboxSpec& spec, const OutputFn& output) {
-  const bool user_namespace = ::geteuid() != 0;
-  SetupPlan plan = detail::make_setup_plan(spec, user_namespace);
+  const Identity identity = detail::identity();
+  SetupPlan plan = detail::make_setup_plan(spec, identity);
   struct StubCleanup {
     const SetupPlan& p;
     ~StubCleanup() { detail::remove_stubs(p); }
   } cleanup{plan};
 
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
-  std::vector<char*> argv, envp;
-  for (const auto& s : spec.argv) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
+  detail::IdRange range;
+  std::vector<UniqueFd> mounts;  // the detached mounts the init attaches
+  if (identity == Identity::RootRange) {
+    range = detail::root_id_range();
+    if (spec.uid >= range.count || spec.gid >= range.count)
+      throw Error("cannot become user " + std::to_string(spec.uid) + ":" + std::to_string(spec.gid) +
+                  " in the sandbox: its user namespace maps ids 0 to " +
+                  std::to_string(range.count - 1));
+    const int userns = detail::idmap_userns(range);
+    for (const auto& d : plan.detached) {
+      mounts.emplace_back(detail::detached_mount(d.source, d.idmap, d.read_only, userns));
+      plan.ops[d.op].fd = mounts.back().get();
+    }
+  }
+  sock_fprog filter{};
+  if (seccomp_wanted()) {
+    const auto& program = detail::seccomp_program();
+    filter.len = static_cast<unsigned short>(program.size());
+    filter.filter = const_cast<sock_filter*>(program.data());
+  }
+  const int init_fd = init_program_fd();
+  UniqueFd spec_fd = init_spec(spec, plan, identity);
 
   Pipe sync, err, out;
-  UniqueFd null_fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-  if (null_fd.get() < 0) throw_errno("open /dev/null");
-  InitArgs args{&plan,       argv.data(),   envp.data(), sync.r.get(), err.w.get(),
-                out.w.get(), null_fd.get(), spec.uid,    spec.gid,     user_namespace};
+  SetupArgs args{&plan,        filter.filter ? &filter : nullptr, sync.r.get(), err.w.get(),
+                 out.w.get(), spec_fd.get(),                     init_fd};
 
   int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | SIGCHLD;
   if (!spec.network) flags |= CLONE_NEWNET;
-  if (user_namespace) flags |= CLONE_NEWUSER;
+  if (identity != Identity::HostRoot) flags |= CLONE_NEWUSER;
   const size_t stack_size = 256 << 10;
   void* stack = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) throw_errno("mmap");
-  pid_t pid = ::clone(init_main, static_cast<char*>(stack) + stack_size, flags, &args);
+  pid_t pid = ::clone(setup_main, static_cast<char*>(stack) + stack_size, flags, &args);
   int clone_errno = errno;
   ::munmap(stack, stack_size);  // the child has its own copy of the address space
   if (pid < 0) throw_errno("clone (new namespaces for the build sandbox)", clone_errno);
   sync.r.reset();
   err.w.reset();
   out.w.reset();
+  spec_fd.reset();
+  mounts.clear();
 
   auto kill_and_reap = [&] {
     ::kill(pid, SIGKILL);
@@ -247,10 +356,13 @@ SandboxResult LinuxSandbox::run(const SandboxSpec& spec, const OutputFn& output)
     }
   };
   try {
-    if (user_namespace) {
+    if (identity == Identity::Rootless) {
       write_map(pid, "setgroups", "deny");
-      write_map(pid, "uid_map", "0 " + std::to_string(::geteuid()) + " 1\n");
-      write_map(pid, "gid_map", "0 " + std::to_string(::getegid()) + " 1\n");
+      write_map(pid, "uid_map", detail::id_map_line(::geteuid(), 1));
+      write_map(pid, "gid_map", detail::id_map_line(::getegid(), 1));
+    } else if (identity == Identity::RootRange) {
+      write_map(pid, "uid_map", detail::id_map_line(range.uid, range.count));
+      write_map(pid, "gid_map", detail::id_map_line(range.gid, range.count));
     }
     write_all(sync.w.get(), "x", 1, "the sandbox's start pipe");
   } catch (...) {
@@ -304,8 +416,15 @@ SandboxResult LinuxSandbox::run(const SandboxSpec& spec, const OutputFn& output)
     if (r.op == kOpIdentity)
       throw Error("cannot become user " + std::to_string(spec.uid) + ":" +
                   std::to_string(spec.gid) + " in the sandbox: " + why +
-                  (user_namespace ? " (without root only user 0 is mapped)" : ""));
+                  (identity == Identity::Rootless ? " (without root only user 0 is mapped)" : ""));
     if (r.op == kOpFork) throw Error("the sandbox's init cannot fork: " + why);
+    if (r.op == kOpInit) throw Error("cannot start the sandbox's init: " + why);
+    if (r.op == kOpSpec) throw Error("the sandbox's init could not read its command: " + why);
+    if (r.op == kOpConfine)
+      throw Error("cannot confine the sandbox (no_new_privs, seccomp): " + why +
+                  " (STACKBUILD_SANDBOX_SECCOMP=off runs without the filter)");
+    if (r.op < 0 || static_cast<size_t>(r.op) >= plan.ops.size())
+      throw Error("sandbox: an unknown failure report (" + std::to_string(r.op) + "): " + why);
     throw Error("sandbox: cannot " + plan.ops[static_cast<size_t>(r.op)].what + ": " + why);
   }
   result.exit_status = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 128 + WTERMSIG(wstatus);

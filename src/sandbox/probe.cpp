@@ -1,7 +1,10 @@
 // Whether this machine lets stackbuild use namespaces and overlayfs: each is
 // tried once in a short-lived child, the way LinuxSandbox would use it.
+#include <grp.h>
+#include <linux/mount.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "sandbox/identity.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sandbox/setup_plan.hpp"
 #include "util/file.hpp"
@@ -54,13 +58,18 @@ std::string describe(const char* what, int err) {
 std::string namespaces_unavailable() {
   static std::once_flag once;
   static std::string answer;
-  std::call_once(once, [] {
-    bool user = ::geteuid() != 0;
+  const detail::Identity id = detail::identity();
+  std::call_once(once, [id] {
+    bool user = id != detail::Identity::HostRoot;
     int flags = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET |
                 (user ? CLONE_NEWUSER : 0);
     int err = in_child([&] { return ::unshare(flags) == 0 ? 0 : errno; });
-    answer = describe(
-        user ? "unshare (a user namespace, as stackbuild runs without root)" : "unshare", err);
+    answer = describe(id == detail::Identity::Rootless
+                          ? "unshare (a user namespace, as stackbuild runs without root)"
+                      : user ? "unshare (a user namespace, which the sandbox uses as root too; "
+                               "STACKBUILD_SANDBOX_USERNS=off runs without one, as the host's root)"
+                             : "unshare",
+                      err);
   });
   return answer;
 }
@@ -79,20 +88,50 @@ std::string overlay_unavailable(const fs::path& dir) {
     return "stat " + tmp.path().string() + ": " + std::strerror(errno);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = answers.find(st.st_dev); it != answers.end()) return it->second;
-  bool user = ::geteuid() != 0;
-  for (const char* d : {"lower", "upper", "work", "merged"}) fs::create_directories(tmp.path() / d);
-  std::string options = detail::overlay_options({tmp.path() / "lower"}, tmp.path() / "upper",
-                                                tmp.path() / "work", user, false);
+  const detail::Identity id = detail::identity();
+  const bool user = id == detail::Identity::Rootless;
+  for (const char* d : {"lower", "rw/upper", "rw/work", "merged", "ml", "mu"})
+    fs::create_directories(tmp.path() / d);
   std::string merged = (tmp.path() / "merged").string();
   std::string uid_map = "0 " + std::to_string(::geteuid()) + " 1\n";
   std::string gid_map = "0 " + std::to_string(::getegid()) + " 1\n";
-  int err = in_child([&] {
-    if (::unshare(CLONE_NEWNS | (user ? CLONE_NEWUSER : 0)) != 0) return errno;
-    if (user)
-      if (int e = map_self("deny", uid_map, gid_map)) return e;
-    if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
-    return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
-  });
+  int err = 0;
+  if (id == detail::Identity::RootRange) {
+    // As the sandbox does it: idmapped layers, mounted by the range's root.
+    UniqueFd lower, rw;
+    int userns = -1;
+    try {
+      userns = detail::idmap_userns(detail::root_id_range());
+      lower.reset(detail::detached_mount(tmp.path() / "lower", true, true, userns));
+      rw.reset(detail::detached_mount(tmp.path() / "rw", true, false, userns));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    std::string options = detail::overlay_options({"ml"}, "mu/upper", "mu/work", true, false);
+    fs::permissions(tmp.path(), fs::perms(0711));  // looked up from as the range's root
+    const std::string at = tmp.path().string();
+    err = in_child([&] {
+      if (::setns(userns, CLONE_NEWUSER) != 0 || ::unshare(CLONE_NEWNS) != 0) return errno;
+      if (::chdir(at.c_str()) != 0) return errno;
+      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+      if (::syscall(SYS_move_mount, lower.get(), "", AT_FDCWD, "ml", MOVE_MOUNT_F_EMPTY_PATH) != 0 ||
+          ::syscall(SYS_move_mount, rw.get(), "", AT_FDCWD, "mu", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        return errno;
+      if (::setresgid(0, 0, 0) != 0 || ::setgroups(0, nullptr) != 0 || ::setresuid(0, 0, 0) != 0)
+        return errno;
+      return ::mount("overlay", "merged", "overlay", 0, options.c_str()) == 0 ? 0 : errno;
+    });
+  } else {
+    std::string options = detail::overlay_options({tmp.path() / "lower"}, tmp.path() / "rw/upper",
+                                                  tmp.path() / "rw/work", user, false);
+    err = in_child([&] {
+      if (::unshare(CLONE_NEWNS | (user ? CLONE_NEWUSER : 0)) != 0) return errno;
+      if (user)
+        if (int e = map_self("deny", uid_map, gid_map)) return e;
+      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+      return ::mount("overlay", merged.c_str(), "overlay", 0, options.c_str()) == 0 ? 0 : errno;
+    });
+  }
   std::string what = dir.empty() ? std::string("mount -t overlay")
                                  : "mount -t overlay, its upper layer in " + dir.string();
   return answers[st.st_dev] = describe(what.c_str(), err);

@@ -166,8 +166,17 @@ std::string overlay_options(const std::vector<fs::path>& lower, const fs::path& 
   return o;
 }
 
-SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
+SetupPlan make_setup_plan(const SandboxSpec& given, Identity identity) {
+  // The init enters the scratch directory first: every host path absolute.
+  SandboxSpec spec = given;
+  for (fs::path* p : {&spec.upper, &spec.work, &spec.root, &spec.scratch})
+    if (!p->empty()) *p = fs::absolute(*p);
+  for (auto& l : spec.lower) l = fs::absolute(l);
+  for (auto& m : spec.mounts) m.source = fs::absolute(m.source);
+  for (auto& [name, source] : spec.device_sources) source = fs::absolute(source);
   const bool overlay = spec.root.empty();
+  const bool user_namespace = identity != Identity::HostRoot;
+  const bool detach = identity == Identity::RootRange;
   if (spec.argv.empty()) throw Error("sandbox: nothing to run (empty argv)");
   if (overlay && (spec.lower.empty() || spec.upper.empty() || spec.work.empty()))
     throw Error("sandbox: an overlay root needs lower, upper and work directories");
@@ -203,24 +212,88 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
   if (overlay) maker.mirror_metadata();
   plan.created = maker.created();
 
-  const std::string root = plan.mountpoint.string();
+  // Every path from here on is relative to the scratch directory (see setup_plan.hpp).
+  const std::string root = "root";
   auto add = [&](Op op) { plan.ops.push_back(std::move(op)); };
+  // A mount the parent makes (detached, see Detached) and the init attaches at `target`.
+  auto attach = [&](const fs::path& source, const std::string& target, bool idmap, bool read_only) {
+    plan.detached.push_back({source, idmap, read_only, plan.ops.size()});
+    add({Op::Attach, "", target, "", "", 0, 0, "attach the mount of " + source.string() + " on " + target});
+  };
+  add({Op::Chdir, "", spec.scratch.string(), "", "", 0, 0, "enter " + spec.scratch.string()});
   add({Op::Mount, "none", "/", "", "", MS_REC | MS_PRIVATE, 0,
        "make the mounts private to the sandbox"});
+  std::vector<fs::path> lower_paths;
+  fs::path upper = spec.upper, work = spec.work;
+  if (detach) {
+    // The init looks its paths up from here as the range's root: others may enter it.
+    fs::permissions(spec.scratch, fs::perms(0711));
+    // The root's layers, idmapped, at idmap/N; attached while the init is
+    // still the host's root, which may look the store's paths up.
+    const fs::path idmap = spec.scratch / "idmap";
+    if (overlay) {
+      std::vector<fs::path> layers{stubs};
+      layers.insert(layers.end(), lowers_top_first.begin(), lowers_top_first.end());
+      for (size_t i = 0; i < layers.size(); ++i) {
+        fs::create_directories(idmap / std::to_string(i));
+        attach(layers[i], "idmap/" + std::to_string(i), true, true);
+        lower_paths.push_back("idmap/" + std::to_string(i));
+      }
+      // overlayfs wants the upper and work directories on one mount: their parent's.
+      const fs::path parent = spec.upper.parent_path();
+      if (spec.work.parent_path() != parent)
+        throw Error("sandbox: the upper and work directories must be siblings (" +
+                    spec.upper.string() + ", " + spec.work.string() + ")");
+      fs::create_directories(idmap / "rw");
+      attach(parent, "idmap/rw", true, false);
+      upper = fs::path("idmap/rw") / spec.upper.filename();
+      work = fs::path("idmap/rw") / spec.work.filename();
+    } else {
+      attach(spec.root, root, true, false);
+    }
+    add({Op::BecomeRoot, "", "", "", "", 0, 0, "become the sandbox's root"});
+  } else if (overlay) {
+    lower_paths.push_back(stubs);
+    lower_paths.insert(lower_paths.end(), lowers_top_first.begin(), lowers_top_first.end());
+  }
   if (overlay) {
-    plan.lower.push_back(stubs);
-    plan.lower.insert(plan.lower.end(), lowers_top_first.begin(), lowers_top_first.end());
+    plan.lower = lower_paths;
     // Older kernels lack the options that turn features off; they lack the features too.
     add({Op::Mount, "overlay", root, "overlay",
-         overlay_options(plan.lower, spec.upper, spec.work, user_namespace, true), MS_NODEV, 0,
-         "mount the overlay root on " + root,
-         overlay_options(plan.lower, spec.upper, spec.work, user_namespace, false)});
-  } else {
+         overlay_options(plan.lower, upper, work, user_namespace, true), MS_NODEV, 0,
+         "mount the overlay root on " + plan.mountpoint.string(),
+         overlay_options(plan.lower, upper, work, user_namespace, false)});
+  } else if (!detach) {
     add({Op::Mount, spec.root.string(), root, "", "", MS_BIND | MS_REC, 0,
          "bind the root " + spec.root.string()});
   }
   add({Op::Mount, "proc", root + "/proc", "proc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
        "mount /proc"});
+  // What runc masks and makes read-only in /proc (its defaults for OCI
+  // containers): the kernel's memory and keys, timers, and the knobs of the host.
+  for (const char* f : {"kcore", "keys", "timer_list", "timer_stats", "sched_debug",
+                        "latency_stats", "sysrq-trigger"}) {
+    Op op{Op::Mount, "/dev/null", root + "/proc/" + f, "", "", MS_BIND, 0,
+          "mask /proc/" + std::string(f)};
+    op.optional = true;
+    add(op);
+  }
+  for (const char* d : {"acpi", "scsi"}) {
+    Op op{Op::Mount, "tmpfs", root + "/proc/" + d, "tmpfs", "size=0",
+          MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0, "mask /proc/" + std::string(d)};
+    op.optional = true;
+    add(op);
+  }
+  for (const char* d : {"sys", "bus", "fs", "irq", "asound"}) {
+    const std::string at = root + "/proc/" + d;
+    Op bind{Op::Mount, at, at, "", "", MS_BIND | MS_REC, 0, "bind /proc/" + std::string(d)};
+    bind.optional = true;
+    add(bind);
+    Op ro{Op::BindRemount, "", at, "", "", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
+          "make /proc/" + std::string(d) + " read-only"};
+    ro.optional = true;
+    add(ro);
+  }
   add({Op::Mount, "tmpfs", root + "/dev", "tmpfs", "mode=0755,size=65536k", MS_NOSUID | MS_NOEXEC,
        0, "mount /dev"});
   // Device nodes, also in directories of /dev: a CDI spec of nvidia-ctk names
@@ -246,7 +319,10 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
     auto source = spec.device_sources.find(d);
     const std::string from =
         source != spec.device_sources.end() ? source->second.string() : "/dev/" + d;
-    add({Op::Mount, from, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
+    if (detach)
+      attach(from, root + "/dev/" + d, false, false);
+    else
+      add({Op::Mount, from, root + "/dev/" + d, "", "", MS_BIND, 0, "bind /dev/" + d});
   }
   // A CDI spec's links among them (nvidia-ctk's /dev/dri/by-path/...). No
   // name may go through one: the links are made before the root is entered.
@@ -281,6 +357,9 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
   add({Op::Mount, "tmpfs", root + "/tmp", "tmpfs", "mode=1777", MS_NOSUID | MS_NODEV, 0,
        "mount /tmp"});
   auto bind = [&](const fs::path& source, const std::string& target, bool read_only) {
+    // As the range's root, a host path is attached from the parent's mount:
+    // idmapped where the sandbox writes it, read-only as it is otherwise.
+    if (detach) return attach(source, root + target, !read_only, read_only);
     add({Op::Mount, source.string(), root + target, "", "", MS_BIND | MS_REC, 0,
          "bind " + source.string() + " on " + target});
     if (read_only)
@@ -290,7 +369,7 @@ SetupPlan make_setup_plan(const SandboxSpec& spec, bool user_namespace) {
   if (!resolv.empty()) bind(resolv, "/etc/resolv.conf", true);
   for (const auto& m : spec.mounts)
     bind(m.source, "/" + fs::path(m.target).relative_path().string(), m.read_only);
-  add({Op::EnterRoot, "", root, "", "", 0, 0, "pivot_root into " + root});
+  add({Op::EnterRoot, "", root, "", "", 0, 0, "pivot_root into " + plan.mountpoint.string()});
   add({Op::Hostname, spec.hostname, "", "", "", 0, 0, "set the hostname"});
   if (!spec.network) add({Op::LoopbackUp, "", "", "", "", 0, 0, "bring up the loopback interface"});
   add({Op::Workdir, "", spec.cwd, "", "", 0, 0755, "enter the working directory " + spec.cwd});

@@ -12,7 +12,10 @@
 #include "build/changeset.hpp"
 #include "helpers.hpp"
 #include "layer/write.hpp"
+#include "sandbox/identity.hpp"
+#include "sandbox/seccomp.hpp"
 #include "sandbox/setup_plan.hpp"
+#include "util/file.hpp"
 
 using namespace sb;
 
@@ -149,7 +152,7 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   s.env = {{"PATH", "/usr/bin:/bin"}};
   s.network = true;
   s.mounts = {{tmp.path() / "cache", "/etc/ccache", false}};
-  auto plan = sandbox::detail::make_setup_plan(s, false);
+  auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot);
   fs::path stubs = s.scratch / "stubs";
   CHECK(fs::is_directory(stubs / "etc/ccache"));
   CHECK((fs::status(stubs / "etc").permissions() & fs::perms::all) == fs::perms(0750));
@@ -170,17 +173,17 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   r.lower.clear();
   r.root = lower;
   r.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
-  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false),
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, sandbox::detail::Identity::HostRoot),
                     Catch::Contains("goes through the symlink /opt/link"));
   r.mounts = {{tmp.path() / "cache", "/opt/../etc", false}};
-  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, false), Catch::Contains("'..'"));
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(r, sandbox::detail::Identity::HostRoot), Catch::Contains("'..'"));
 
   // Overlay mode: the same for a symlink of a lower layer. Before, a mount
   // point directory /opt/link was made above it, hiding the link from the step.
   sandbox::SandboxSpec o = s;
   o.scratch = tmp.path() / "scratch2";
   o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
-  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(o, false),
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(o, sandbox::detail::Identity::HostRoot),
                     Catch::Contains("goes through the symlink /opt/link"));
   // The mount point itself may be a link of a lower layer: the mount replaces
   // it (an image whose /etc/resolv.conf links to ../run/systemd/...).
@@ -188,7 +191,7 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   fs::create_symlink("../run/systemd/resolve/resolv.conf", lower / "etc/resolv.conf");
   o.mounts = {{tmp.path() / "cache", "/opt/link", false}};
   o.scratch = tmp.path() / "scratch4";
-  CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, false));  // network: resolv.conf is mounted too
+  CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, sandbox::detail::Identity::HostRoot));  // network: resolv.conf is mounted too
   CHECK(fs::is_regular_file(o.scratch / "stubs/etc/resolv.conf"));
   o.mounts = {{tmp.path() / "cache", "/opt/link/cache", false}};
   // ... unless a higher layer deleted it (a whiteout): then nothing is there.
@@ -197,7 +200,7 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
   if (::mknod((upper_layer / "opt/link").c_str(), S_IFCHR | 0600, 0) == 0) {
     o.lower = {lower, upper_layer};  // bottom first
     o.scratch = tmp.path() / "scratch3";
-    CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, false));
+    CHECK_NOTHROW(sandbox::detail::make_setup_plan(o, sandbox::detail::Identity::HostRoot));
     CHECK(fs::is_directory(o.scratch / "stubs/opt/link/cache"));
   }
 }
@@ -216,7 +219,7 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
   // Before, any name with a '/' was refused, so a GPU test under an
   // nvidia-ctk spec failed with "sandbox: bad device name 'dri/card1'".
   s.devices = {"nvidia0", "dri/card1", "dri/renderD128"};
-  auto plan = sandbox::detail::make_setup_plan(s, false);
+  auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot);
   std::vector<std::string> made;
   for (const auto& op : plan.ops) {
     if (op.b.find("/dev/") == std::string::npos || op.b.ends_with("/dev/pts") ||
@@ -234,7 +237,7 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
   // A node bound from elsewhere on the host (a CDI spec's hostPath).
   s.device_sources = {{"dri/card1", "/run/nvidia/driver/dev/dri/card1"}};
   s.scratch = tmp.path() / "scratch-sources";
-  plan = sandbox::detail::make_setup_plan(s, false);
+  plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot);
   CHECK(std::any_of(plan.ops.begin(), plan.ops.end(), [](const auto& op) {
     return op.kind == sandbox::detail::Op::Mount && op.a == "/run/nvidia/driver/dev/dri/card1" &&
            op.b.ends_with("/dev/dri/card1");
@@ -242,7 +245,7 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
   s.device_sources.clear();
   // A CDI spec's links among them, made after the nodes; no name through one.
   s.device_links = {{"dri/by-path/pci-0000:3b:00.0-card", "../card1"}};
-  plan = sandbox::detail::make_setup_plan(s, false);
+  plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot);
   auto link = std::find_if(plan.ops.begin(), plan.ops.end(), [](const auto& op) {
     return op.kind == sandbox::detail::Op::Symlink && op.a == "../card1";
   });
@@ -250,11 +253,11 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
   CHECK(link->b.ends_with("/dev/dri/by-path/pci-0000:3b:00.0-card"));
   s.device_links = {{"x", "/etc"}, {"x/passwd", "y"}};
   s.scratch = tmp.path() / "scratch-links";
-  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot),
                     Catch::Contains("/dev/x/passwd would be made through the link /dev/x"));
   s.device_links = {{"dri/../../etc/x", "y"}};
   s.scratch = tmp.path() / "scratch-links2";
-  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot),
                     Catch::Contains("bad device link name"));
   s.device_links.clear();
   for (const char* bad :
@@ -262,7 +265,121 @@ TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev
     CAPTURE(bad);
     s.devices = {bad};
     s.scratch = tmp.path() / ("scratch-" + std::to_string(std::hash<std::string>{}(bad)));
-    CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, false),
+    CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot),
                       Catch::Contains("bad device name"));
   }
+}
+
+TEST_CASE("sandbox setup as root: a user namespace over idmapped mounts, /proc masked",
+          "[sandbox][setup]") {
+  using sandbox::detail::Op;
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower";
+  fs::create_directories(lower / "etc");
+  fs::create_directories(tmp.path() / "cache");
+  fs::create_directories(tmp.path() / "drivers");
+  sandbox::SandboxSpec s;
+  s.lower = {lower};
+  s.upper = tmp.path() / "rw/upper";
+  s.work = tmp.path() / "rw/work";
+  s.scratch = tmp.path() / "scratch";
+  s.argv = {"true"};
+  s.devices = {"null", "nvidia0"};
+  s.mounts = {{tmp.path() / "cache", "/root/.cache", false},
+              {tmp.path() / "drivers", "/usr/lib/drivers", true}};
+  auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::RootRange);
+  auto at = [&](Op::Kind k, const std::string& b) {
+    for (size_t i = 0; i < plan.ops.size(); ++i)
+      if (plan.ops[i].kind == k && plan.ops[i].b == b) return static_cast<long>(i);
+    return -1L;
+  };
+  // Every path is relative to the scratch directory, entered first.
+  REQUIRE(plan.ops.size() > 2);
+  CHECK(plan.ops[0].kind == Op::Chdir);
+  CHECK(plan.ops[0].b == s.scratch.string());
+  // The layers are attached (idmapped, the lower read-only) while still the
+  // host's root, then the init becomes the range's root, then mounts the overlay.
+  const long become = at(Op::BecomeRoot, "");
+  REQUIRE(become > 0);
+  CHECK(at(Op::Attach, "idmap/0") < become);  // the stubs
+  CHECK(at(Op::Attach, "idmap/1") < become);  // the lower
+  CHECK(at(Op::Attach, "idmap/rw") < become);
+  long overlay = -1;
+  for (size_t i = 0; i < plan.ops.size(); ++i)
+    if (plan.ops[i].c == "overlay") overlay = static_cast<long>(i);
+  REQUIRE(overlay > become);
+  CHECK(plan.ops[overlay].data.starts_with("lowerdir=idmap/0:idmap/1,upperdir=idmap/rw/upper,workdir=idmap/rw/work"));
+  CHECK(plan.ops[overlay].data.find("userxattr") != std::string::npos);
+  std::map<std::string, const sandbox::detail::Detached*> by_source;
+  for (const auto& d : plan.detached) {
+    CHECK(plan.ops[d.op].kind == Op::Attach);
+    by_source[d.source.string()] = &d;
+  }
+  REQUIRE(by_source.count(lower.string()));
+  CHECK((by_source[lower.string()]->idmap && by_source[lower.string()]->read_only));
+  REQUIRE(by_source.count((tmp.path() / "rw").string()));
+  CHECK(!by_source[(tmp.path() / "rw").string()]->read_only);
+  // A writable bind is idmapped (what the step writes keeps its owners on
+  // disk); a read-only one is not (nobody may write it, and the host's files
+  // stay the host's); device nodes are neither.
+  REQUIRE(by_source.count((tmp.path() / "cache").string()));
+  CHECK(by_source[(tmp.path() / "cache").string()]->idmap);
+  REQUIRE(by_source.count((tmp.path() / "drivers").string()));
+  CHECK(!by_source[(tmp.path() / "drivers").string()]->idmap);
+  CHECK(by_source[(tmp.path() / "drivers").string()]->read_only);
+  REQUIRE(by_source.count("/dev/nvidia0"));
+  CHECK(!by_source["/dev/nvidia0"]->idmap);
+  CHECK(at(Op::Attach, "root/root/.cache") > overlay);
+  // runc's masked and read-only paths of /proc.
+  CHECK(at(Op::Mount, "root/proc/kcore") > 0);
+  CHECK(at(Op::Mount, "root/proc/keys") > 0);
+  CHECK(at(Op::BindRemount, "root/proc/sys") > 0);
+  CHECK(at(Op::BindRemount, "root/proc/sysrq-trigger") < 0);  // masked instead
+  CHECK(at(Op::Mount, "root/proc/sysrq-trigger") > 0);
+  // The copy fallback: its root directory itself is the idmapped mount.
+  sandbox::SandboxSpec r = s;
+  r.lower.clear();
+  r.root = lower;
+  r.scratch = tmp.path() / "scratch2";
+  plan = sandbox::detail::make_setup_plan(r, sandbox::detail::Identity::RootRange);
+  REQUIRE(!plan.detached.empty());
+  CHECK(plan.detached[0].source == lower);
+  CHECK(plan.detached[0].idmap);
+  CHECK(plan.ops[plan.detached[0].op].b == "root");
+}
+
+TEST_CASE("sandbox identity: root's subordinate ids from /etc/subuid and /etc/subgid",
+          "[sandbox][identity]") {
+  using sandbox::detail::subid_range;
+  CHECK(subid_range("# comment\nalice:100000:65536\nroot:200000:65536\n", "root", "0") ==
+        std::optional<std::pair<uint32_t, uint32_t>>({200000u, 65536u}));
+  CHECK(subid_range("0:300000:1000\n", "root", "0") ==
+        std::optional<std::pair<uint32_t, uint32_t>>({300000u, 1000u}));
+  CHECK(!subid_range("alice:100000:65536\n", "root", "0"));
+  // Bad lines are passed over: no count, a zero count, a range past 2^32, a start of 0.
+  CHECK(!subid_range("root:100000\nroot:100000:0\nroot:4294967000:65536\nroot:0:65536\nroot:x:1\n",
+                     "root", "0"));
+  TempDir tmp;
+  write_file_atomic(tmp.path() / "subuid", "root:200000:131072\n");
+  write_file_atomic(tmp.path() / "subgid", "root:300000:65536\n");
+  auto r = sandbox::detail::root_id_range(tmp.path() / "subuid", tmp.path() / "subgid");
+  CHECK(r.uid == 200000u);
+  CHECK(r.gid == 300000u);
+  CHECK(r.count == 65536u);  // at most 65536, and no more than either file gives
+  // Without both files: the fixed, documented range.
+  r = sandbox::detail::root_id_range(tmp.path() / "subuid", tmp.path() / "missing");
+  CHECK(r.uid == sandbox::detail::kDefaultRange.uid);
+  CHECK(r.count == 65536u);
+  CHECK(sandbox::detail::id_map_line(200000, 65536) == "0 200000 65536\n");
+}
+
+TEST_CASE("sandbox seccomp: the filter is built and refuses what Docker's profile refuses",
+          "[sandbox][seccomp]") {
+  const auto& program = sandbox::detail::seccomp_program();
+  CHECK(program.size() > 20);
+  const auto& denied = sandbox::detail::seccomp_denied();
+  for (const char* name : {"kexec_load", "init_module", "bpf", "perf_event_open", "keyctl",
+                           "userfaultfd", "mount", "unshare", "setns", "open_by_handle_at"})
+    CHECK(std::find_if(denied.begin(), denied.end(),
+                       [&](const char* d) { return std::string(d) == name; }) != denied.end());
 }
