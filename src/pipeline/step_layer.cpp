@@ -85,7 +85,7 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
 }  // namespace
 
 fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status) {
-  const fs::path base = store.root() / "rootfs";
+  const fs::path base = store.private_dir("rootfs");
   const fs::path dir = base / chain_id(layers, layers.size()).hex();
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return dir;
@@ -110,7 +110,6 @@ fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status&
   ExtractStats stats;
   for (size_t i = from; i < layers.size(); ++i)
     extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
-  fs::create_directories(base);
   fs::rename(tree, dir);
   status.task_end(task, dir.string());
   return dir;
@@ -171,7 +170,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
   in.cache_root = store.root() / "cache";
-  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
     in.source = in.scratch / "source";
@@ -224,7 +223,7 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
   in.cache_root = store.root() / "cache";
-  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   Changeset cs = run_build_steps(in, *sbx.sandbox, status);
 
   // Deleted: gone from the entries, and a whiteout where a layer below has it.
