@@ -209,6 +209,19 @@ class Root {
   UniqueFd fd_;
 };
 
+// The xattrs a layer may set on a host file: user.* but not user.overlay.*
+// (overlayfs' markers when it runs without privileges: opaque directories,
+// redirects, metacopy), and a file capability (security.capability) only
+// where owners are kept too. Never trusted.* (overlayfs' own markers with
+// privileges, and the namespace of other privileged tools), other
+// security.* (LSM labels) or system.* (ACLs): a layer's value there would
+// be a host decision made by an image.
+bool xattr_allowed(const char* name, bool preserve_owner) {
+  std::string_view n = name ? name : "";
+  if (n.starts_with("user.")) return !n.starts_with("user.overlay.");
+  return preserve_owner && n == "security.capability";
+}
+
 struct PendingDir {
   std::vector<std::string> comps;
   uint32_t mode;
@@ -301,6 +314,7 @@ class LayerApplier {
       }
       case AE_IFCHR:
       case AE_IFBLK:
+        if (o_.skip_devices) return;  // what the layers below had there is gone, as a whiteout would leave it
         if (!o_.allow_devices) refuse(raw, "device nodes are not allowed here");
         if (::mknodat(dir.get(), name.c_str(), type | mode, archive_entry_rdev(e)) != 0) throw_errno("mknod " + raw);
         break;
@@ -425,13 +439,17 @@ class LayerApplier {
       return;
     }
     if (o_.preserve_owner && ::geteuid() == 0) ::fchown(fd.get(), archive_entry_uid(e), archive_entry_gid(e));
+    // Owners not kept, the file is the unpacker's (root's, maybe): a setuid or
+    // setgid bit would make it a host program that runs as them.
+    if (!o_.preserve_owner) mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
     ::fchmod(fd.get(), mode);
     archive_entry_xattr_reset(e);
     const char* xname;
     const void* xval;
     size_t xlen;
     while (archive_entry_xattr_next(e, &xname, &xval, &xlen) == ARCHIVE_OK)
-      ::fsetxattr(fd.get(), xname, xval, xlen, 0);  // best effort: some need root or a filesystem that has them
+      if (xattr_allowed(xname, o_.preserve_owner))
+        ::fsetxattr(fd.get(), xname, xval, xlen, 0);  // best effort: some need root or a filesystem that has them
     struct timespec ts[2] = {{archive_entry_mtime(e), 0}, {archive_entry_mtime(e), 0}};
     ::futimens(fd.get(), ts);
   }

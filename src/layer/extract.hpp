@@ -9,7 +9,7 @@
 //   - is a hardlink to a path outside the root or to nothing;
 //   - is a whiteout of `..`, `.` or nothing (a bare `.wh.`);
 //   - appears twice in one layer;
-//   - is a device node and devices were not allowed;
+//   - is a device node and devices were neither allowed nor skipped;
 //   - would take the unpacked size or entry count past the limits.
 #pragma once
 
@@ -25,9 +25,16 @@ namespace sb {
 
 namespace fs = std::filesystem;
 
+// What lands on disk besides the tree: regular files' xattrs in the user.*
+// namespace, except user.overlay.* (overlayfs' markers), and
+// security.capability only with `preserve_owner`; never trusted.* (which
+// holds overlayfs' privileged markers), other security.* or system.*.
+// Without `preserve_owner`, files lose their setuid and setgid bits (the
+// unpacker owns them).
 struct ExtractOptions {
   bool allow_devices = false;
-  bool preserve_owner = false;          // chown entries (only as root)
+  bool skip_devices = false;            // device nodes are left out, silently (cached roots: the sandbox has its own /dev)
+  bool preserve_owner = false;          // chown entries (only as root); keeps setuid/setgid bits and file capabilities
   uint64_t max_bytes = 64ull << 30;     // total unpacked content, all layers
   uint64_t max_entries = 10'000'000;
 };

@@ -25,7 +25,8 @@ namespace {
 
 Digest chain_id(const std::vector<Layer>& layers, size_t n) {
   KeyHasher h;
-  h.field("stackbuild-rootfs", "1");
+  // 2: no device nodes or trusted/overlay xattrs (roots unpacked before are not reused).
+  h.field("stackbuild-rootfs", "2");
   for (size_t i = 0; i < n; ++i) h.field("diff_id", layers[i].diff_id.str());
   return h.finish();
 }
@@ -104,12 +105,17 @@ fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status&
     }
   }
   int task = status.task_begin("unpack the " + std::to_string(layers.size()) + " layers below", 0);
+  // Owners kept (as root), with their setuid bits and file capabilities; no
+  // device nodes: the sandbox gives steps its own /dev and mounts the root
+  // nodev, so one from a layer would only be a way onto the host's devices
+  // for whoever reaches the store (docs/layers.md).
   ExtractOptions o;
-  o.allow_devices = true;  // the sandbox mounts its root nodev
+  o.skip_devices = true;
   o.preserve_owner = true;
   ExtractStats stats;
   for (size_t i = from; i < layers.size(); ++i)
     extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
+  if (::chmod(tree.c_str(), 0700) != 0) throw_errno("chmod " + tree.string());
   fs::rename(tree, dir);
   status.task_end(task, dir.string());
   return dir;

@@ -30,7 +30,95 @@ mode_t mode_of(const fs::path& p) {
   return st.st_mode;
 }
 
+// The value of xattr `name` on `p`, or nullopt when it has none.
+std::optional<std::string> xattr_of(const fs::path& p, const char* name) {
+  char buf[256];
+  ssize_t n = ::lgetxattr(p.c_str(), name, buf, sizeof buf);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Whether this filesystem takes user.* xattrs at all (tmpfs before 6.6 does not).
+bool user_xattrs_work(const fs::path& dir) {
+  fs::path f = dir / ".xattr-probe";
+  test::write(f, "");
+  bool ok = ::setxattr(f.c_str(), "user.probe", "1", 1, 0) == 0;
+  fs::remove(f);
+  return ok;
+}
+
+// A file capability: VFS_CAP_REVISION_2, CAP_NET_BIND_SERVICE permitted.
+std::string file_capability() {
+  const unsigned char v[20] = {0, 0, 0, 2, 0, 4, 0, 0};
+  return std::string(reinterpret_cast<const char*>(v), sizeof v);
+}
+
+// A layer with everything an image should not put on a host as is: overlayfs
+// markers in both namespaces, a file capability, a device node, a setuid-root file.
+std::vector<RawEntry> hostile_layer(bool device) {
+  std::vector<RawEntry> l = {
+      {"bin", 'd', "", 0755},
+      {"bin/tool", 'f', "t", 0755, -1,
+       {{"user.keep", "1"},
+        {"user.overlay.redirect", "/etc"},
+        {"trusted.overlay.opaque", "y"},
+        {"trusted.overlay.redirect", "/etc"},
+        {"security.capability", file_capability()},
+        {"security.evil", "x"}}},
+      {"bin/su", 'f', "s", 04755},
+      {"bin/sg", 'f', "g", 02755},
+  };
+  if (device) l.push_back({"bin/mem", 'c', "", 0666});
+  return l;
+}
+
 }  // namespace
+
+TEST_CASE("unpack: a layer's trusted.*, security.* and overlay xattrs and setuid bits stay off the host",
+          "[extract][hostile]") {
+  TempDir tmp;
+  fs::path target = tmp.path() / "root";
+  fs::create_directories(target);
+  fs::path blob = tmp.path() / "layer.tar";
+  test::make_tar(blob, hostile_layer(false));
+  ExtractStats stats;
+  extract_layer(blob, target, ExtractOptions{}, stats);  // as `stackbuild unpack` does, without flags
+  fs::path tool = target / "bin/tool";
+  CHECK(test::slurp(tool) == "t");
+  if (user_xattrs_work(target)) CHECK(xattr_of(tool, "user.keep") == std::optional<std::string>("1"));
+  CHECK_FALSE(xattr_of(tool, "user.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.opaque"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "security.capability"));  // owners not preserved: no capabilities
+  CHECK_FALSE(xattr_of(tool, "security.evil"));
+  // Owned by whoever unpacks (root, maybe): no setuid or setgid bits.
+  CHECK((mode_of(target / "bin/su") & 07777) == 0755);
+  CHECK((mode_of(target / "bin/sg") & 07777) == 0755);
+}
+
+TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, and is private",
+          "[extract][hostile][store]") {
+  TempDir tmp;
+  Store store(tmp.path() / "store");
+  fs::path blob = tmp.path() / "layer.tar";
+  test::make_tar(blob, hostile_layer(true));
+  Digest d = store.put_file(blob);
+  Layer layer{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+  fs::path root = rootfs_of(store, {layer}, null_status());
+  CHECK((mode_of(root) & 07777) == 0700);
+  CHECK((mode_of(store.root() / "rootfs") & 07777) == 0700);
+  CHECK_FALSE(fs::exists(fs::symlink_status(root / "bin/mem")));  // skipped: the sandbox has its own /dev
+  fs::path tool = root / "bin/tool";
+  if (user_xattrs_work(root)) CHECK(xattr_of(tool, "user.keep") == std::optional<std::string>("1"));
+  CHECK_FALSE(xattr_of(tool, "user.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.opaque"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "security.evil"));
+  if (::geteuid() == 0) {  // owners preserved: the capability and the setuid bit are the image's
+    CHECK(xattr_of(tool, "security.capability"));
+    CHECK((mode_of(root / "bin/su") & 07777) == 04755);
+  }
+}
 
 TEST_CASE("the store is private: 0700 when made, and an existing one is tightened", "[store][hostile]") {
   TempDir tmp;
