@@ -6,6 +6,7 @@
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/source_tree.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -81,6 +82,38 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
     status.message(Level::Warning, "overlayfs is unavailable (" + why + "): layer " + layer +
                                        " is built in a full copy of its root");
   return c;
+}
+
+// Where a layer's `cache:` directories live (build/steps.hpp binds
+// <root>/<cache_dir_name(path)> for each): the recipe's own, under
+// <store>/cache/<stack>/<layer>/, so that another recipe's steps can neither
+// read nor poison them. A path given `shared: NAME` is a link there to
+// <store>/cache/@shared/NAME, which every recipe naming NAME reaches (as
+// BuildKit's cache mounts with an `id`). '@' is in no sanitized stack name.
+fs::path cache_root(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps, const Store& store) {
+  const fs::path stack = cache_dir_name(recipe.stack);
+  const fs::path root = store.private_dir(fs::path("cache") / stack / cache_dir_name(spec.name));
+  ::utimensat(AT_FDCWD, (store.root() / "cache" / stack).c_str(), nullptr, 0);  // used now (gc: least recent first)
+  for (const auto& path : steps.cache) {
+    const fs::path at = root / cache_dir_name(path);
+    struct stat st;
+    const bool there = ::lstat(at.c_str(), &st) == 0;
+    auto shared = steps.shared_caches.find(path);
+    if (shared == steps.shared_caches.end()) {
+      if (there && S_ISLNK(st.st_mode)) fs::remove(at);  // shared before: the recipe's own from now on
+      continue;
+    }
+    store.private_dir(fs::path("cache") / "@shared" / shared->second);
+    ::utimensat(AT_FDCWD, (store.root() / "cache" / "@shared").c_str(), nullptr, 0);
+    const fs::path target = fs::path("../../@shared") / shared->second;
+    std::error_code ec;
+    if (there && S_ISLNK(st.st_mode) && fs::read_symlink(at, ec) == target) continue;
+    if (there) fs::remove_all(at);  // the recipe's own before: shared from now on
+    fs::create_symlink(target, at, ec);
+    if (ec && fs::read_symlink(at, ec) != target)  // another build of this layer made it first, or not
+      throw Error("cannot link the shared cache " + at.string() + " to " + target.string());
+  }
+  return root;
 }
 
 }  // namespace
@@ -175,7 +208,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.lower = rootfs_of(store, below, status);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
-  in.cache_root = store.root() / "cache";
+  in.cache_root = cache_root(recipe, spec, in.spec, store);
   in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
@@ -228,7 +261,7 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   in.lower = rootfs_of(store, chain, status);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
-  in.cache_root = store.root() / "cache";
+  in.cache_root = cache_root(recipe, spec, steps, store);
   in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   Changeset cs = run_build_steps(in, *sbx.sandbox, status);
 

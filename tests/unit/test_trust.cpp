@@ -72,6 +72,21 @@ std::vector<RawEntry> hostile_layer(bool device) {
   return l;
 }
 
+Recipe recipe_in(const fs::path& dir, const std::string& yaml, const std::string& name = "recipe.yaml") {
+  test::write(dir / name, yaml);
+  return load_recipe(dir / name);
+}
+
+class CacheSandbox final : public sandbox::Sandbox {
+ public:
+  std::vector<sandbox::SandboxSpec> runs;
+  sandbox::SandboxResult run(const sandbox::SandboxSpec& s, const sandbox::OutputFn&) override {
+    runs.push_back(s);
+    test::write(s.upper / "out", "x\n");
+    return {0, false};
+  }
+};
+
 }  // namespace
 
 TEST_CASE("unpack: a layer's trusted.*, security.* and overlay xattrs and setuid bits stay off the host",
@@ -134,4 +149,39 @@ TEST_CASE("the store is private: 0700 when made, and an existing one is tightene
   ::chmod((root / "tmp").c_str(), 0777);
   Store again(root);
   CHECK((mode_of(root) & 07777) == 0700);
+}
+
+TEST_CASE("cache: directories are the recipe's own unless it names a shared one", "[build][hostile]") {
+  TempDir tmp;
+  test::write(tmp.path() / "a/base/bin/sh", "#!\n", 0755);
+  test::write(tmp.path() / "b/base/bin/sh", "#!\n", 0755);
+  Store store(tmp.path() / "store");
+  CacheSandbox fake;
+  BuildOptions o;
+  o.sandbox = &fake;
+  o.output = tmp.path() / "out";
+  // Steps that differ, so that neither layer is the other's cache hit.
+  auto recipe = [](const std::string& stack, const std::string& cache) {
+    return "stack: " + stack + "\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n" +
+           "  - {name: deps, build: {run: make " + stack + ", cache: [" + cache + "]}}\n";
+  };
+  auto cache_dir = [&](const sandbox::SandboxSpec& s) {
+    REQUIRE(s.mounts.size() == 1);
+    CHECK(s.mounts[0].target == "/root/.cache/pip");
+    return fs::canonical(s.mounts[0].source);
+  };
+  build_recipe(recipe_in(tmp.path() / "a", recipe("alpha", "/root/.cache/pip")), store, o, null_status());
+  build_recipe(recipe_in(tmp.path() / "b", recipe("beta", "/root/.cache/pip")), store, o, null_status());
+  REQUIRE(fake.runs.size() == 2);
+  // A recipe's steps cannot read or poison another recipe's cache.
+  CHECK(cache_dir(fake.runs[0]) != cache_dir(fake.runs[1]));
+
+  // Unless both name the same shared cache.
+  build_recipe(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: pip}")), store, o,
+               null_status());
+  build_recipe(recipe_in(tmp.path() / "b", recipe("delta", "{path: /root/.cache/pip, shared: pip}")), store, o,
+               null_status());
+  REQUIRE(fake.runs.size() == 4);
+  CHECK(cache_dir(fake.runs[2]) == cache_dir(fake.runs[3]));
+  CHECK(cache_dir(fake.runs[2]) != cache_dir(fake.runs[0]));
 }
