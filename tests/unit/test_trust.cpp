@@ -87,6 +87,14 @@ class CacheSandbox final : public sandbox::Sandbox {
   }
 };
 
+size_t files_below(const fs::path& dir) {
+  size_t n = 0;
+  if (fs::exists(dir))
+    for (auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) ++n;
+  return n;
+}
+
 }  // namespace
 
 TEST_CASE("unpack: a layer's trusted.*, security.* and overlay xattrs and setuid bits stay off the host",
@@ -184,4 +192,39 @@ TEST_CASE("cache: directories are the recipe's own unless it names a shared one"
   REQUIRE(fake.runs.size() == 4);
   CHECK(cache_dir(fake.runs[2]) == cache_dir(fake.runs[3]));
   CHECK(cache_dir(fake.runs[2]) != cache_dir(fake.runs[0]));
+}
+
+TEST_CASE("copy: a recipe reads no host file outside its directory or repository", "[build][hostile]") {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "recipes";
+  test::write(dir / "base/bin/sh", "#!\n", 0755);
+  Store store(tmp.path() / "store");
+  BuildOptions o;
+  o.output = tmp.path() / "out";
+  auto copying = [](const std::string& src) {
+    return "stack: s\nlayers:\n  - name: steal\n    copy:\n      - {src: " + src + ", dst: /stolen}\n";
+  };
+  const size_t blobs = files_below(store.root() / "blobs");
+
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:5") && Catch::Contains("outside"));
+  fs::create_directory_symlink("/etc", dir / "etc");  // inside the directory, pointing out
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("etc/passwd")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:5") && Catch::Contains("outside"));
+  fs::create_symlink("/etc/passwd", dir / "pw");
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("pw")), store, o, null_status()),
+                    Catch::Contains("outside"));
+  CHECK(files_below(store.root() / "blobs") == blobs);  // no layer written
+  CHECK_FALSE(fs::exists(o.output));
+
+  // Inside a git repository, the repository's files are the recipe's own.
+  fs::path repo = tmp.path() / "repo";
+  fs::create_directories(repo / ".git");
+  test::write(repo / "shared/app.conf", "conf\n");
+  CHECK(build_recipe(recipe_in(repo / "recipes", copying("../shared/app.conf")), store, o, null_status())
+            .layers.size() == 1);
+  // Asked for, a host file is copied.
+  o.allow_host_paths = true;
+  BuildResult host = build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status());
+  CHECK(host.layers.size() == 1);
 }
