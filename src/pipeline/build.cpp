@@ -28,8 +28,9 @@ namespace {
 // directory. Resolved (no symlinks).
 fs::path copy_confinement(const fs::path& recipe_dir, bool& repository) {
   std::error_code ec;
-  fs::path dir = fs::weakly_canonical(fs::absolute(recipe_dir), ec);
-  if (ec) dir = fs::absolute(recipe_dir).lexically_normal();
+  const fs::path given = recipe_dir.empty() ? fs::path(".") : recipe_dir;  // a recipe named without a directory
+  fs::path dir = fs::weakly_canonical(fs::absolute(given), ec);
+  if (ec) dir = fs::absolute(given).lexically_normal();
   for (fs::path p = dir;; p = p.parent_path()) {
     if (fs::exists(fs::symlink_status(p / ".git", ec))) {
       repository = true;

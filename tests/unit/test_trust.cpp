@@ -223,6 +223,13 @@ TEST_CASE("copy: a recipe reads no host file outside its directory or repository
   test::write(repo / "shared/app.conf", "conf\n");
   CHECK(build_recipe(recipe_in(repo / "recipes", copying("../shared/app.conf")), store, o, null_status())
             .layers.size() == 1);
+  // A recipe named without a directory (its base is "") is confined to the working directory.
+  {
+    const fs::path cwd = fs::current_path();
+    fs::current_path(dir);
+    CHECK_THROWS_WITH(build_recipe(load_recipe("recipe.yaml"), store, o, null_status()), Catch::Contains("outside"));
+    fs::current_path(cwd);
+  }
   // Asked for, a host file is copied.
   o.allow_host_paths = true;
   BuildResult host = build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status());
