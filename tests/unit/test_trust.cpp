@@ -178,6 +178,10 @@ TEST_CASE("cache: directories are the recipe's own unless it names a shared one"
     CHECK(s.mounts[0].target == "/root/.cache/pip");
     return fs::canonical(s.mounts[0].source);
   };
+  // The plain form's layer JSON (hashed into the step key) is as it was: no new field.
+  const std::string plain = nlohmann::json(recipe_in(tmp.path() / "a", recipe("alpha", "/root/.cache/pip")).layers[1]).dump();
+  CHECK(plain.find("\"cache\":[\"/root/.cache/pip\"]") != std::string::npos);
+  CHECK(plain.find("shared") == std::string::npos);
   build_recipe(recipe_in(tmp.path() / "a", recipe("alpha", "/root/.cache/pip")), store, o, null_status());
   build_recipe(recipe_in(tmp.path() / "b", recipe("beta", "/root/.cache/pip")), store, o, null_status());
   REQUIRE(fake.runs.size() == 2);
@@ -191,6 +195,11 @@ TEST_CASE("cache: directories are the recipe's own unless it names a shared one"
                null_status());
   REQUIRE(fake.runs.size() == 4);
   CHECK(cache_dir(fake.runs[2]) == cache_dir(fake.runs[3]));
+  CHECK(nlohmann::json(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: pip}")).layers[1])
+            .dump()
+            .find("\"shared_caches\":{\"/root/.cache/pip\":\"pip\"}") != std::string::npos);
+  CHECK_THROWS_WITH(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: ../x}")),
+                    Catch::Contains("build.cache shared is a name"));
   CHECK(cache_dir(fake.runs[2]) != cache_dir(fake.runs[0]));
 }
 
