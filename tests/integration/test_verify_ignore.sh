@@ -53,7 +53,7 @@ recipe() {
     echo "tags: [\"$1:$1\"]"
     printf '%b' "${3:-}"
   } > "$1.yaml"
-  sb build "$1.yaml" -o "$TMP/layout" --store "$STORE" >build.log 2>&1 || fail "build of $1 failed: $(cat build.log)"
+  sb build "$1.yaml" -o "$TMP/layout" --store "$STORE" --allow-host-paths >build.log 2>&1 || fail "build of $1 failed: $(cat build.log)"
 }
 recipe embed "libembed.so"
 recipe gap "libembed.so libold.so"
