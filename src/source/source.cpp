@@ -37,67 +37,6 @@ std::string run(const std::vector<std::string>& argv, const fs::path& cwd, const
   return r.output;
 }
 
-// Unpacks an archive with one top directory stripped (when it has exactly one).
-void unpack(const fs::path& file, const std::string& label, const fs::path& dest) {
-  auto open = [&]() {
-    std::unique_ptr<archive, int (*)(archive*)> a(archive_read_new(), archive_read_free);
-    archive_read_support_filter_all(a.get());
-    archive_read_support_format_tar(a.get());
-    archive_read_support_format_zip(a.get());
-    if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
-      throw Error(label + ": " + archive_why(a.get()));
-    return a;
-  };
-  // First pass: is there a single top directory?
-  std::string top;
-  bool single = true;
-  {
-    auto a = open();
-    archive_entry* e;
-    while (archive_read_next_header(a.get(), &e) == ARCHIVE_OK) {
-      std::string p = canonical_archive_path(entry_path(e, label));
-      std::string first = p.substr(0, p.find('/'));
-      if (p.find('/') == std::string::npos && archive_entry_filetype(e) != AE_IFDIR) single = false;
-      if (top.empty()) top = first;
-      else if (first != top) single = false;
-    }
-  }
-  auto a = open();
-  std::unique_ptr<archive, int (*)(archive*)> w(archive_write_disk_new(), archive_write_free);
-  // Paths are made absolute below `dest` here, after canonical_archive_path()
-  // refused '..'; libarchive refuses writing through symlinks.
-  archive_write_disk_set_options(w.get(), ARCHIVE_EXTRACT_SECURE_NODOTDOT | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                              ARCHIVE_EXTRACT_PERM);
-  archive_entry* e;
-  int rc;
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
-    std::string p = canonical_archive_path(entry_path(e, label));
-    if (single && !top.empty()) {
-      if (p == top) continue;
-      p = p.substr(top.size() + 1);
-    }
-    auto type = archive_entry_filetype(e);
-    if (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)
-      throw Error(label + " holds '" + p + "', which is not a file, directory or link");
-    archive_entry_set_pathname(e, (dest / p).c_str());
-    if (const char* h = archive_entry_hardlink(e)) {
-      std::string hp = canonical_archive_path(h);
-      if (single && hp.starts_with(top + "/")) hp = hp.substr(top.size() + 1);
-      archive_entry_set_hardlink(e, (dest / hp).c_str());
-    }
-    if (archive_write_header(w.get(), e) != ARCHIVE_OK)
-      throw Error(label + ": '" + p + "': " + archive_why(w.get()));
-    const void* buf;
-    size_t size;
-    la_int64_t off;
-    while (archive_read_data_block(a.get(), &buf, &size, &off) == ARCHIVE_OK)
-      if (archive_write_data_block(w.get(), buf, size, off) != ARCHIVE_OK)
-        throw Error(label + ": '" + p + "': " + archive_why(w.get()));
-    archive_write_finish_entry(w.get());
-  }
-  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
-}
-
 bool has_control(const std::string& s) {
   return std::any_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
