@@ -73,6 +73,8 @@ const char* const kBuildHelp =
     "  --cache-to REGISTRY/REPO[:TAG]  after the build, push the cache of every point built there\n"
     "                           (repeatable); the other points' caches there are kept\n"
     "  --cache REGISTRY/REPO[:TAG]  both: read the cache there and write it back\n"
+    "  --allow-host-paths       let copy: read any host path (default: only files inside the\n"
+    "                           recipe's directory, or its git repository, symlinks resolved)\n"
     "\n"
     "In an OCI layout the ref name of an image is the TAG part of NAME:TAG. When the matrix has\n"
     "more than one point, the layout also holds an image index over the points built, under\n"
@@ -127,7 +129,7 @@ void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& 
 int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   std::vector<std::string> options = kCommonOptions;
-  flags.insert(flags.end(), {"--locked", "--strict"});
+  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
@@ -175,7 +177,8 @@ int cmd_build(const std::vector<std::string>& argv) {
     o.layer_budget = parse_bytes(*b);
     if (!o.layer_budget)
       throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", kExitUsage);
-  }
+  }  o.allow_host_paths = args.has("--allow-host-paths");
+
 
   // The registry caches (pipeline/registry_cache.hpp), named before anything is built.
   std::vector<registry::Reference> cache_from, cache_to;

@@ -3,17 +3,20 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <vector>
 
 #include "layer/libarchive.hpp"
 #include "layer/read.hpp"
+#include "layer/tree.hpp"
 #include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -24,24 +27,33 @@ namespace sb {
 
 namespace {
 
-[[noreturn]] void refuse(const std::string& path, const std::string& why) {
-  throw Error("refusing layer entry '" + printable_utf8(path) + "': " + why);
+// What a refusal starts with: "refusing layer entry", or for an archive
+// "<label>: refusing archive entry".
+[[noreturn]] void refuse(const std::string& refusing, const std::string& path, const std::string& why) {
+  throw Error(refusing + " '" + printable_utf8(path) + "': " + why);
 }
 
-std::vector<std::string> split_entry_path(const std::string& raw) {
-  if (raw.empty()) refuse(raw, "empty path");
-  if (raw[0] == '/') refuse(raw, "absolute path");
-  std::vector<std::string> comps;
+std::vector<std::string> split_path(const std::string& p) {
+  std::vector<std::string> parts;
   size_t start = 0;
-  while (start <= raw.size()) {
-    size_t end = raw.find('/', start);
-    if (end == std::string::npos) end = raw.size();
-    std::string c = raw.substr(start, end - start);
-    if (c == "..") refuse(raw, "path has a '..' component");
-    if (!c.empty() && c != ".") comps.push_back(c);
+  while (start <= p.size()) {
+    size_t end = p.find('/', start);
+    if (end == std::string::npos) end = p.size();
+    parts.push_back(p.substr(start, end - start));
     start = end + 1;
   }
-  if (comps.empty()) refuse(raw, "names the root itself");
+  return parts;
+}
+
+std::vector<std::string> split_entry_path(const std::string& refusing, const std::string& raw) {
+  if (raw.empty()) refuse(refusing, raw, "empty path");
+  if (raw[0] == '/') refuse(refusing, raw, "absolute path");
+  std::vector<std::string> comps;
+  for (auto& c : split_path(raw)) {
+    if (c == "..") refuse(refusing, raw, "path has a '..' component");
+    if (!c.empty() && c != ".") comps.push_back(std::move(c));
+  }
+  if (comps.empty()) refuse(refusing, raw, "names the root itself");
   return comps;
 }
 
@@ -77,13 +89,21 @@ void remove_at(int dirfd, const std::string& name) {
   }
 }
 
-// The image's root directory, with path resolution confined to it.
+// The image's root directory, with path resolution confined to it. Layers
+// follow symlinks on a path as the image would; archives (`follow` false)
+// are never written through one.
 class Root {
  public:
-  explicit Root(const fs::path& dir) : dir_(dir) {
+  Root(const fs::path& dir, std::string refusing, bool follow)
+      : dir_(dir), refusing_(std::move(refusing)), follow_(follow) {
     fd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (fd_.get() < 0) throw_errno("open target " + dir.string());
   }
+
+  [[noreturn]] void refuse(const std::string& entry, const std::string& why) const {
+    sb::refuse(refusing_, entry, why);
+  }
+  const std::string& refusing() const { return refusing_; }
 
   // Opens the directory named by `comps`, following symlinks as the image
   // would (absolute targets start at the image root) and refusing any that
@@ -109,20 +129,11 @@ class Root {
         st.st_mode = S_IFDIR;
       }
       if (S_ISLNK(st.st_mode)) {
+        if (!follow_) refuse(entry, "goes through a non-directory: '" + c + "' is a symlink");
         if (++hops > 40) refuse(entry, "too many levels of symlinks");
-        std::string target(PATH_MAX, '\0');
-        ssize_t n = ::readlinkat(top(), c.c_str(), target.data(), target.size());
-        if (n < 0) throw_errno("readlink " + c);
-        target.resize(static_cast<size_t>(n));
+        std::string target = link_text(top(), c);
         if (!target.empty() && target[0] == '/') stack.clear();
-        size_t start = 0;
-        std::vector<std::string> parts;
-        while (start <= target.size()) {
-          size_t end = target.find('/', start);
-          if (end == std::string::npos) end = target.size();
-          parts.push_back(target.substr(start, end - start));
-          start = end + 1;
-        }
+        auto parts = split_path(target);
         for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
         continue;
       }
@@ -135,12 +146,81 @@ class Root {
     return std::move(stack.back());
   }
 
+  // Whether a symlink at directory `at` with text `target` leads to
+  // `inside` or below it, following the links on its way that exist now
+  // (in the root) and, past a missing name, lexically. False when it climbs
+  // out of the root.
+  bool resolves_below(const std::vector<std::string>& at, const std::string& target,
+                      const std::vector<std::string>& inside) const {
+    std::vector<std::string> todo;
+    auto parts = split_path(target);
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it) todo.push_back(*it);
+    for (auto it = at.rbegin(); it != at.rend(); ++it) todo.push_back(*it);
+    std::vector<std::string> names;  // where the walk is, from the root
+    std::vector<UniqueFd> fds;       // the directories open for names' first fds.size() entries
+    auto top = [&] { return fds.empty() ? fd_.get() : fds.back().get(); };
+    int hops = 0;
+    while (!todo.empty()) {
+      std::string c = todo.back();
+      todo.pop_back();
+      if (c.empty() || c == ".") continue;
+      if (c == "..") {
+        if (names.empty()) return false;
+        names.pop_back();
+        if (fds.size() > names.size()) fds.pop_back();
+        continue;
+      }
+      struct stat st;
+      if (fds.size() < names.size() || ::fstatat(top(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+          !(S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode))) {
+        names.push_back(c);  // missing (or not a directory): lexically from here
+        continue;
+      }
+      if (S_ISLNK(st.st_mode)) {
+        if (++hops > 40) return false;
+        std::string t = link_text(top(), c);
+        if (!t.empty() && t[0] == '/') names.clear(), fds.clear();
+        auto ps = split_path(t);
+        for (auto it = ps.rbegin(); it != ps.rend(); ++it) todo.push_back(*it);
+        continue;
+      }
+      int fd = ::openat(top(), c.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd < 0) throw_errno("open " + c);
+      fds.emplace_back(fd);
+      names.push_back(c);
+    }
+    return names.size() >= inside.size() && std::equal(inside.begin(), inside.end(), names.begin());
+  }
+
   int fd() const { return fd_.get(); }
 
  private:
+  static std::string link_text(int dirfd, const std::string& name) {
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlinkat(dirfd, name.c_str(), target.data(), target.size());
+    if (n < 0) throw_errno("readlink " + name);
+    target.resize(static_cast<size_t>(n));
+    return target;
+  }
+
   fs::path dir_;
+  std::string refusing_;
+  bool follow_;
   UniqueFd fd_;
 };
+
+// The xattrs a layer may set on a host file: user.* but not user.overlay.*
+// (overlayfs' markers when it runs without privileges: opaque directories,
+// redirects, metacopy), and a file capability (security.capability) only
+// where owners are kept too. Never trusted.* (overlayfs' own markers with
+// privileges, and the namespace of other privileged tools), other
+// security.* (LSM labels) or system.* (ACLs): a layer's value there would
+// be a host decision made by an image.
+bool xattr_allowed(const char* name, bool preserve_owner) {
+  std::string_view n = name ? name : "";
+  if (n.starts_with("user.")) return !n.starts_with("user.overlay.");
+  return preserve_owner && n == "security.capability";
+}
 
 struct PendingDir {
   std::vector<std::string> comps;
@@ -148,50 +228,93 @@ struct PendingDir {
   int64_t mtime;
 };
 
+// Applies entries onto a Root: a layer's (`archive` null), or an archive's
+// that is not a layer (`archive` set: paths mapped, no whiteouts, owners,
+// xattrs, times or devices; see ArchiveOptions).
 class LayerApplier {
  public:
-  LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats) : root_(root), o_(o), stats_(stats) {}
+  LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats, const ArchiveOptions* archive = nullptr)
+      : root_(root), o_(o), stats_(stats), archive_(archive) {
+    if (archive_ && !archive_->links_inside.empty())
+      links_inside_ = split_entry_path(root_.refusing(), archive_->links_inside);
+  }
+
+  // The paths below the root of the entries applied (archives only).
+  std::vector<std::string> applied;
 
   void apply(struct archive* a, struct archive_entry* e) {
     // The bytes as archived, whatever this process's locale; a name need not
     // be UTF-8 (paths on Linux are bytes, and base images come from anywhere).
     const char* name_bytes = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
-    if (!name_bytes) throw Error("refusing a layer entry without a name");
+    if (!name_bytes) throw Error(root_.refusing() + " without a name");
     std::string raw = name_bytes;
-    auto comps = split_entry_path(raw);
+    if (archive_ && !raw.empty() && raw[0] != '/') {  // "./" in an archive: the target itself, already there
+      auto parts = split_path(raw);
+      if (std::all_of(parts.begin(), parts.end(), [](const std::string& c) { return c.empty() || c == "."; })) return;
+    }
+    auto comps = split_entry_path(root_.refusing(), raw);
+    if (archive_) {
+      std::string mapped = archive_->map ? archive_->map(join(comps, comps.size())) : join(comps, comps.size());
+      if (mapped.empty()) return;
+      comps = split_entry_path(root_.refusing(), mapped);
+    }
     std::string path = join(comps, comps.size());
     if (++stats_.entries > o_.max_entries)
       refuse(raw, "more than " + std::to_string(o_.max_entries) + " entries (the limit)");
     const std::string name = comps.back();
     std::vector<std::string> parent(comps.begin(), comps.end() - 1);
 
-    if (name.rfind(".wh.", 0) == 0) return whiteout(raw, parent, name.substr(4));
-    if (!seen_.insert(path).second) refuse(raw, "appears twice in the layer");
+    if (name.rfind(".wh.", 0) == 0) {
+      if (archive_) refuse(raw, "a name a layer would take for a whiteout");
+      return whiteout(raw, parent, name.substr(4));
+    }
+    if (!seen_.insert(path).second && !archive_) refuse(raw, "appears twice in the layer");
 
     UniqueFd dir = root_.open_dir(parent, true, raw);
     const char* hardlink = archived_name(archive_entry_hardlink_utf8(e), archive_entry_hardlink(e));
     mode_t type = archive_entry_filetype(e);
     uint32_t mode = archive_entry_perm(e);
-    if (hardlink) return link(raw, dir.get(), name, hardlink);
+    if (archive_) {
+      if (archive_->normalize_modes) mode = (type == AE_IFDIR || (mode & 0111)) ? 0755 : 0644;
+      mode &= 0777;  // no setuid, setgid or sticky bits from an archive
+    }
+    if (hardlink) {
+      link(raw, dir.get(), name, hardlink);
+      return done(path);
+    }
 
     if (type == AE_IFDIR) {
       struct stat st;
-      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode))
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+        // A layer's directory replaces what a lower layer had there; an
+        // archive's over its own link or file is refused.
+        if (archive_) refuse(raw, "a directory over the " + std::string(S_ISLNK(st.st_mode) ? "symlink" : "file") +
+                                      " made there before");
         remove_at(dir.get(), name);
+      }
       if (::mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("mkdir " + raw);
       dirs_.push_back({comps, mode, archive_entry_mtime(e)});
-      return;
+      return done(path);
     }
+    if (archive_ && type != AE_IFREG && type != AE_IFLNK)
+      refuse(raw, "not a file, directory or link");
     remove_at(dir.get(), name);
     switch (type) {
-      case AE_IFREG: return file(a, e, raw, dir.get(), name, mode);
+      case AE_IFREG:
+        file(a, e, raw, dir.get(), name, mode);
+        return done(path);
       case AE_IFLNK: {
         const char* target = archived_name(archive_entry_symlink_utf8(e), archive_entry_symlink(e));
-        if (::symlinkat(target ? target : "", dir.get(), name.c_str()) != 0) throw_errno("symlink " + raw);
+        std::string t = target ? target : "";
+        if (archive_ && archive_->links_inside.size() &&
+            (t.empty() || t[0] == '/' || !root_.resolves_below(parent, t, links_inside_)))
+          refuse(raw, "symlink to '" + printable_utf8(t) + "' leaves the archive");
+        if (::symlinkat(t.c_str(), dir.get(), name.c_str()) != 0) throw_errno("symlink " + raw);
         break;
       }
       case AE_IFCHR:
       case AE_IFBLK:
+        if (o_.skip_devices) return;  // what the layers below had there is gone, as a whiteout would leave it
         if (!o_.allow_devices) refuse(raw, "device nodes are not allowed here");
         if (::mknodat(dir.get(), name.c_str(), type | mode, archive_entry_rdev(e)) != 0) throw_errno("mknod " + raw);
         break;
@@ -200,8 +323,11 @@ class LayerApplier {
         break;
       default: refuse(raw, "unsupported entry type");
     }
-    set_times(dir.get(), name, archive_entry_mtime(e));
-    chown(dir.get(), name, e);
+    if (!archive_) {
+      set_times(dir.get(), name, archive_entry_mtime(e));
+      chown(dir.get(), name, e);
+    }
+    done(path);
   }
 
   // Directory modes and times last, deepest first, so children could be written.
@@ -209,12 +335,19 @@ class LayerApplier {
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
       UniqueFd fd = root_.open_dir(it->comps, false, join(it->comps, it->comps.size()));
       ::fchmod(fd.get(), it->mode);
+      if (archive_) continue;  // an archive's times are not kept (as before: not in the tree digest)
       struct timespec ts[2] = {{it->mtime, 0}, {it->mtime, 0}};
       ::futimens(fd.get(), ts);
     }
   }
 
  private:
+  [[noreturn]] void refuse(const std::string& raw, const std::string& why) const { root_.refuse(raw, why); }
+
+  void done(const std::string& path) {
+    if (archive_) applied.push_back(path);
+  }
+
   void whiteout(const std::string& raw, const std::vector<std::string>& parent, const std::string& target) {
     if (target == ".wh..opq") {
       UniqueFd dir = root_.open_dir(parent, true, raw);
@@ -241,15 +374,43 @@ class LayerApplier {
   }
 
   void link(const std::string& raw, int dirfd, const std::string& name, const std::string& target_raw) {
-    auto tcomps = split_entry_path(target_raw);
+    auto tcomps = split_entry_path(root_.refusing(), target_raw);
+    if (archive_ && archive_->map) {
+      std::string mapped = archive_->map(join(tcomps, tcomps.size()));
+      if (mapped.empty()) refuse(raw, "hardlink to '" + target_raw + "', which is not unpacked");
+      tcomps = split_entry_path(root_.refusing(), mapped);
+    }
     std::vector<std::string> tparent(tcomps.begin(), tcomps.end() - 1);
     UniqueFd tdir = root_.open_dir(tparent, false, raw);
     struct stat st;
     if (::fstatat(tdir.get(), tcomps.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       refuse(raw, "hardlink to '" + target_raw + "', which does not exist");
     if (S_ISDIR(st.st_mode)) refuse(raw, "hardlink to a directory");
+    if (archive_ && !S_ISREG(st.st_mode)) refuse(raw, "hardlink to '" + target_raw + "', which is not a file");
     remove_at(dirfd, name);
+    if (archive_ && archive_->copy_hardlinks) return copy(raw, tdir.get(), tcomps.back(), st, dirfd, name);
     if (::linkat(tdir.get(), tcomps.back().c_str(), dirfd, name.c_str(), 0) != 0) throw_errno("link " + raw);
+  }
+
+  // A hardlink as a copy of its target (opened without following a link).
+  void copy(const std::string& raw, int tdir, const std::string& tname, const struct stat& st, int dirfd,
+            const std::string& name) {
+    UniqueFd in(::openat(tdir, tname.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+    if (in.get() < 0) throw_errno("open " + tname);
+    if (stats_.bytes + static_cast<uint64_t>(st.st_size) > o_.max_bytes)
+      refuse(raw, "unpacks past the size limit of " + std::to_string(o_.max_bytes) + " bytes");
+    UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (out.get() < 0) throw_errno("create " + raw);
+    std::vector<char> buf(1 << 17);
+    for (;;) {
+      ssize_t n = ::read(in.get(), buf.data(), buf.size());
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_errno("read " + tname);
+      if (n == 0) break;
+      write_all(out.get(), buf.data(), static_cast<size_t>(n), raw);
+    }
+    stats_.bytes += static_cast<uint64_t>(st.st_size);
+    ::fchmod(out.get(), st.st_mode & 0777);
   }
 
   void file(struct archive* a, struct archive_entry* e, const std::string& raw, int dirfd, const std::string& name,
@@ -273,14 +434,22 @@ class LayerApplier {
     }
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno("truncate " + raw);
     stats_.bytes += size;
+    if (archive_) {
+      ::fchmod(fd.get(), mode);
+      return;
+    }
     if (o_.preserve_owner && ::geteuid() == 0) ::fchown(fd.get(), archive_entry_uid(e), archive_entry_gid(e));
+    // Owners not kept, the file is the unpacker's (root's, maybe): a setuid or
+    // setgid bit would make it a host program that runs as them.
+    if (!o_.preserve_owner) mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
     ::fchmod(fd.get(), mode);
     archive_entry_xattr_reset(e);
     const char* xname;
     const void* xval;
     size_t xlen;
     while (archive_entry_xattr_next(e, &xname, &xval, &xlen) == ARCHIVE_OK)
-      ::fsetxattr(fd.get(), xname, xval, xlen, 0);  // best effort: some need root or a filesystem that has them
+      if (xattr_allowed(xname, o_.preserve_owner))
+        ::fsetxattr(fd.get(), xname, xval, xlen, 0);  // best effort: some need root or a filesystem that has them
     struct timespec ts[2] = {{archive_entry_mtime(e), 0}, {archive_entry_mtime(e), 0}};
     ::futimens(fd.get(), ts);
   }
@@ -298,6 +467,8 @@ class LayerApplier {
   const Root& root_;
   const ExtractOptions& o_;
   ExtractStats& stats_;
+  const ArchiveOptions* archive_;
+  std::vector<std::string> links_inside_;
   std::set<std::string> seen_;
   std::vector<PendingDir> dirs_;
 };
@@ -306,7 +477,7 @@ class LayerApplier {
 
 void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options, ExtractStats& stats) {
   Utf8Locale locale;
-  Root root(target);
+  Root root(target, "refusing layer entry", true);
   LayerReader a(blob);
   LayerApplier applier(root, options, stats);
   struct archive_entry* e;
@@ -323,6 +494,87 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
     err.add_trace("while extracting layer " + blob.string());
     throw;
   }
+}
+
+namespace {
+
+using ArchiveReadPtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
+
+ArchiveReadPtr open_archive(const fs::path& file, const std::string& label) {
+  ArchiveReadPtr a(archive_read_new(), archive_read_free);
+  archive_read_support_filter_all(a.get());
+  archive_read_support_format_tar(a.get());
+  archive_read_support_format_zip(a.get());
+  if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
+    throw Error(label + ": " + archive_why(a.get()));
+  return a;
+}
+
+// The one top directory every entry is under, or "" when there is none
+// (a file at the top, or two top names).
+std::string single_top(const fs::path& file, const std::string& label) {
+  auto a = open_archive(file, label);
+  std::string top;
+  struct archive_entry* e;
+  int rc;
+  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    const char* n = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+    if (!n) throw Error(label + ": an entry without a name");
+    std::string p;
+    try {
+      p = canonical_archive_path(n);
+    } catch (const Error& e) {
+      throw Error(label + ": refusing archive entry '" + printable_utf8(n) + "': " + e.what());
+    }
+    if (p.empty()) continue;  // "./"
+    size_t slash = p.find('/');
+    if (slash == std::string::npos && archive_entry_filetype(e) != AE_IFDIR) return "";
+    std::string first = p.substr(0, slash);
+    if (top.empty()) top = first;
+    else if (first != top) return "";
+  }
+  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
+  return top;
+}
+
+}  // namespace
+
+std::vector<std::string> extract_archive(const fs::path& file, const fs::path& target, const ArchiveOptions& options) {
+  Utf8Locale locale;
+  ArchiveOptions o = options;
+  if (o.strip_single_top) {
+    std::string top = single_top(file, o.label);
+    if (!top.empty()) {
+      auto inner = o.map;
+      o.map = [top, inner](const std::string& p) -> std::string {
+        if (p == top) return "";
+        std::string rest = p.starts_with(top + "/") ? p.substr(top.size() + 1) : p;
+        return inner ? inner(rest) : rest;
+      };
+    }
+  }
+  fs::create_directories(target);
+  Root root(target, o.label + ": refusing archive entry", false);
+  ExtractOptions limits;
+  limits.max_bytes = o.max_bytes;
+  limits.max_entries = o.max_entries;
+  ExtractStats stats;
+  LayerApplier applier(root, limits, stats, &o);
+  auto a = open_archive(file, o.label);
+  struct archive_entry* e;
+  try {
+    int rc;
+    while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+      check_interrupted();
+      applier.apply(a.get(), e);
+    }
+    if (rc != ARCHIVE_EOF) throw Error(o.label + ": " + archive_why(a.get()));
+    applier.finish();
+  } catch (Error& err) {
+    err.add_trace("while unpacking " + o.label + " into " + target.string());
+    throw;
+  }
+  return std::move(applier.applied);
 }
 
 void decompress_layer(const fs::path& blob, const fs::path& out) {

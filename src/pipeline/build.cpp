@@ -23,10 +23,50 @@ namespace sb {
 
 namespace {
 
+// Where a recipe's `copy:` sources may be: the top of the git repository
+// its directory is in (the nearest directory above with a .git), else that
+// directory. Resolved (no symlinks).
+fs::path copy_confinement(const fs::path& recipe_dir, bool& repository) {
+  std::error_code ec;
+  const fs::path given = recipe_dir.empty() ? fs::path(".") : recipe_dir;  // a recipe named without a directory
+  fs::path dir = fs::weakly_canonical(fs::absolute(given), ec);
+  if (ec) dir = fs::absolute(given).lexically_normal();
+  for (fs::path p = dir;; p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p / ".git", ec))) {
+      repository = true;
+      return p;
+    }
+    if (p == p.parent_path()) break;
+  }
+  repository = false;
+  return dir;
+}
+
+// A recipe reads only its own files (DESIGN.md, "Trust boundary": a forked
+// recipe is trusted for what it names inside its repository, not for
+// ~/.docker/config.json): `src`, every symlink on its way and at its end
+// resolved, must be inside copy_confinement(), unless --allow-host-paths.
+void check_copy_source(const CopySpec& c, const fs::path& src) {
+  bool repository = false;
+  fs::path top = copy_confinement(c.base, repository);
+  std::error_code ec;
+  fs::path real = fs::canonical(src, ec);
+  if (ec)
+    throw InputError(c.where, "copy source '" + c.src + "' cannot be resolved (" + ec.message() + ")",
+                     "a copy source is resolved, symlinks and all, to check it is the recipe's own");
+  fs::path rel = real.lexically_relative(top);
+  if (!rel.empty() && *rel.begin() != "..") return;
+  throw InputError(c.where,
+                   "copy source '" + c.src + "' is " + real.string() + ", outside the recipe's " +
+                       (repository ? "repository " : "directory ") + top.string(),
+                   "a recipe copies only its own files (a symlink out of them counts as out); to copy host "
+                   "files on purpose, pass --allow-host-paths to `stackbuild build`");
+}
+
 // The entries of a layer made of `copy:` items. Sources are relative to the
 // directory of the recipe that wrote them (a parent's, under `extends:`); a
 // destination ending in '/' receives the source inside it.
-EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch) {
+EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch, bool allow_host_paths) {
   ScanOptions o;
   o.source_date_epoch = epoch;
   o.uid = spec.uid.value_or(0);
@@ -38,6 +78,7 @@ EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(src, ec)))
       throw InputError(c.where, "copy source '" + c.src + "' does not exist (looked for " + src.string() + ")");
+    if (!allow_host_paths) check_copy_source(c, src);
     std::string dst = c.dst;
     if (dst.back() == '/' && !fs::is_directory(src)) dst += src.filename().string();
     EntryMap one;
@@ -138,7 +179,7 @@ LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const 
                              const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                              Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
-  EntryMap entries = copy_entries(recipe, spec, epoch);
+  EntryMap entries = copy_entries(recipe, spec, epoch, options.allow_host_paths);
   Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
   key_out = key;
   const uint64_t budget = layer_budget(recipe, options);

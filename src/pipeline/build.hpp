@@ -50,6 +50,9 @@ struct BuildOptions {
   std::optional<uint64_t> layer_budget;
   // --cache-from: where to look for a layer the store lacks (pipeline/registry_cache.hpp).
   const RegistryCache* cache_from = nullptr;
+  // --allow-host-paths: `copy:` may read any host path, not only the
+  // recipe's directory (or its git repository).
+  bool allow_host_paths = false;
 };
 
 // 8 GiB: under the 10 GB layer cap common registries set.

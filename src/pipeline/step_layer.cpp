@@ -6,6 +6,7 @@
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/source_tree.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,7 +26,8 @@ namespace {
 
 Digest chain_id(const std::vector<Layer>& layers, size_t n) {
   KeyHasher h;
-  h.field("stackbuild-rootfs", "1");
+  // 2: no device nodes or trusted/overlay xattrs (roots unpacked before are not reused).
+  h.field("stackbuild-rootfs", "2");
   for (size_t i = 0; i < n; ++i) h.field("diff_id", layers[i].diff_id.str());
   return h.finish();
 }
@@ -82,10 +84,42 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
   return c;
 }
 
+// Where a layer's `cache:` directories live (build/steps.hpp binds
+// <root>/<cache_dir_name(path)> for each): the recipe's own, under
+// <store>/cache/<stack>/<layer>/, so that another recipe's steps can neither
+// read nor poison them. A path given `shared: NAME` is a link there to
+// <store>/cache/@shared/NAME, which every recipe naming NAME reaches (as
+// BuildKit's cache mounts with an `id`). '@' is in no sanitized stack name.
+fs::path cache_root(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps, const Store& store) {
+  const fs::path stack = cache_dir_name(recipe.stack);
+  const fs::path root = store.private_dir(fs::path("cache") / stack / cache_dir_name(spec.name));
+  ::utimensat(AT_FDCWD, (store.root() / "cache" / stack).c_str(), nullptr, 0);  // used now (gc: least recent first)
+  for (const auto& path : steps.cache) {
+    const fs::path at = root / cache_dir_name(path);
+    struct stat st;
+    const bool there = ::lstat(at.c_str(), &st) == 0;
+    auto shared = steps.shared_caches.find(path);
+    if (shared == steps.shared_caches.end()) {
+      if (there && S_ISLNK(st.st_mode)) fs::remove(at);  // shared before: the recipe's own from now on
+      continue;
+    }
+    store.private_dir(fs::path("cache") / "@shared" / shared->second);
+    ::utimensat(AT_FDCWD, (store.root() / "cache" / "@shared").c_str(), nullptr, 0);
+    const fs::path target = fs::path("../../@shared") / shared->second;
+    std::error_code ec;
+    if (there && S_ISLNK(st.st_mode) && fs::read_symlink(at, ec) == target) continue;
+    if (there) fs::remove_all(at);  // the recipe's own before: shared from now on
+    fs::create_symlink(target, at, ec);
+    if (ec && fs::read_symlink(at, ec) != target)  // another build of this layer made it first, or not
+      throw Error("cannot link the shared cache " + at.string() + " to " + target.string());
+  }
+  return root;
+}
+
 }  // namespace
 
 fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status) {
-  const fs::path base = store.root() / "rootfs";
+  const fs::path base = store.private_dir("rootfs");
   const fs::path dir = base / chain_id(layers, layers.size()).hex();
   std::error_code ec;
   if (fs::is_directory(dir, ec)) return dir;
@@ -104,13 +138,17 @@ fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status&
     }
   }
   int task = status.task_begin("unpack the " + std::to_string(layers.size()) + " layers below", 0);
+  // Owners kept (as root), with their setuid bits and file capabilities; no
+  // device nodes: the sandbox gives steps its own /dev and mounts the root
+  // nodev, so one from a layer would only be a way onto the host's devices
+  // for whoever reaches the store (docs/layers.md).
   ExtractOptions o;
-  o.allow_devices = true;  // the sandbox mounts its root nodev
+  o.skip_devices = true;
   o.preserve_owner = true;
   ExtractStats stats;
   for (size_t i = from; i < layers.size(); ++i)
     extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
-  fs::create_directories(base);
+  if (::chmod(tree.c_str(), 0700) != 0) throw_errno("chmod " + tree.string());
   fs::rename(tree, dir);
   status.task_end(task, dir.string());
   return dir;
@@ -170,8 +208,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.lower = rootfs_of(store, below, status);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
-  in.cache_root = store.root() / "cache";
-  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  in.cache_root = cache_root(recipe, spec, in.spec, store);
+  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
     in.source = in.scratch / "source";
@@ -223,8 +261,8 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   in.lower = rootfs_of(store, chain, status);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
-  in.cache_root = store.root() / "cache";
-  in.log = store.root() / "logs" / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  in.cache_root = cache_root(recipe, spec, steps, store);
+  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
   Changeset cs = run_build_steps(in, *sbx.sandbox, status);
 
   // Deleted: gone from the entries, and a whiteout where a layer below has it.

@@ -81,6 +81,9 @@ struct BuildSpec {
   std::string workdir;                    // absolute image path; "" = /
   bool network = false;                   // the host's network (and resolv.conf) instead of none
   std::vector<std::string> cache;         // image paths kept between builds, outside the image
+  // The `cache:` paths given as `{path: P, shared: NAME}`: P -> NAME. A cache
+  // is the recipe's own (its stack's and layer's) unless it names a shared one.
+  std::map<std::string, std::string> shared_caches;
   std::optional<uint32_t> uid, gid;       // `user: "UID[:GID]"`; default 0:0
   int64_t timeout = 0;                    // seconds per command; 0 = none
   bool empty() const { return env.empty() && run.empty(); }

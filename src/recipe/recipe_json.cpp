@@ -134,6 +134,7 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
     if (!b.workdir.empty()) j["build"]["workdir"] = b.workdir;
     if (b.network) j["build"]["network"] = true;
     if (!b.cache.empty()) j["build"]["cache"] = b.cache;
+    if (!b.shared_caches.empty()) j["build"]["shared_caches"] = b.shared_caches;  // only when set: keys stay
     if (b.uid) j["build"]["user"] = std::to_string(*b.uid) + ":" + std::to_string(b.gid.value_or(*b.uid));
     if (b.timeout) j["build"]["timeout"] = b.timeout;
   }

@@ -138,10 +138,26 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
       for (const auto& item : c) items.push_back(item);
     else
       items.push_back(c);
+    // A path (the recipe's own cache), or {path, shared: NAME} (a cache every
+    // recipe naming NAME shares, as BuildKit's cache mount `id=`).
     for (const auto& item : items) {
-      std::string p = image_path(r, item, "a build.cache directory");
-      if (p == "/") r.fail(item, "build.cache cannot be the image root");
+      std::string shared;
+      if (item.IsMap()) {
+        r.check_keys(item, "a build.cache item", {"path", "shared"});
+        if (!item["path"]) r.fail(item, "a build.cache item needs 'path'");
+        if (auto n = item["shared"]) {
+          shared = r.string(n, "build.cache shared");
+          bool ok = !shared.empty() && shared.size() <= 64 && shared != "." && shared != "..";
+          for (char c : shared) ok = ok && (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_');
+          if (!ok) r.fail(n, "build.cache shared is a name of letters, digits, '.', '-' and '_', not '" + shared + "'");
+        }
+      }
+      // (Not a YAML::Node assigned twice: that would write into `item`.)
+      const YAML::Node path = item.IsMap() ? item["path"] : item;
+      std::string p = image_path(r, path, "a build.cache directory");
+      if (p == "/") r.fail(path, "build.cache cannot be the image root");
       b.cache.push_back(p);
+      if (!shared.empty()) b.shared_caches[p] = shared;
     }
   }
   if (auto u = v["user"]) {

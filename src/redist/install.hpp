@@ -23,8 +23,11 @@ inline constexpr const char* kPublicBaseUrl = "https://developer.download.nvidia
 
 // Unpacks one .tar.xz (or .tar.gz, .zip) archive in NVIDIA's layout (one
 // top directory <component>-<platform>-<version>-archive/) into `root` under
-// usr/local/cuda-<cuda_xy>. Refuses absolute paths, '..', links leaving the
-// tree and devices. Returns the number of entries written; `written`, when
+// usr/local/cuda-<cuda_xy>, through the safe extractor (layer/extract.hpp,
+// extract_archive): refuses absolute paths, '..', writes through symlinks,
+// symlinks leaving usr/local/cuda-<cuda_xy> (as they resolve when made),
+// hardlinks to anything but a file inside, directories over links, and
+// devices; no read, write or chmod follows a link. Returns the number of entries written; `written`, when
 // given, receives the paths below `root` of the entries written (for
 // splitting a layer by component).
 size_t install_archive(const fs::path& archive, const std::string& label, const std::string& component,

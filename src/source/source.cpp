@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer/extract.hpp"
 #include "layer/libarchive.hpp"
 #include "layer/tree.hpp"
 #include "util/error.hpp"
@@ -192,7 +193,10 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
         throw Error("archive source " + spec.url + " has no sha256; pin it (stackbuild lock records it)");
       std::string label = spec.url.substr(spec.url.rfind('/') + 1);
       auto got = fetcher.fetch_one({spec.url, spec.sha256, std::nullopt, label});
-      unpack(store.blob_path(got.digest), label, dest);
+      ArchiveOptions unpacking;  // the safe extractor: nothing written, read or chmod-ed through a link
+      unpacking.label = label;
+      unpacking.strip_single_top = true;
+      extract_archive(store.blob_path(got.digest), dest, unpacking);
       lock.kind = "archive";
       lock.url = spec.url;
       lock.sha256 = got.digest;

@@ -11,12 +11,37 @@
 
 namespace sb {
 
+// `dir` and its missing parents below `top` (which exists), each made 0700.
+static void make_private(const fs::path& top, const fs::path& rel) {
+  fs::path p = top;
+  for (const auto& c : rel) {
+    p /= c;
+    if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("mkdir " + p.string());
+  }
+}
+
+// The store is private (DESIGN.md, "Trust boundary"): its root and all it
+// makes are 0700, since it holds logs, unpacked roots with the images'
+// setuid files and devices' places, and caches that build steps write. A
+// store made before this rule has its root tightened when opened (by its
+// owner; another user's store is left as it is).
 void Store::create_layout(const fs::path& root) {
   try {
-    for (const char* sub : {"blobs/sha256", "refs", "tmp", "locks"}) fs::create_directories(root / sub);
+    if (root.has_parent_path()) fs::create_directories(root.parent_path());
+    make_private(root.parent_path(), root.filename());
+    ::chmod(root.c_str(), 0700);
+    for (const char* sub : {"blobs/sha256", "refs", "tmp", "locks"}) make_private(root, sub);
   } catch (const fs::filesystem_error& e) {
     throw Error("cannot create the store at " + root.string() + ": " + e.code().message());
+  } catch (Error& e) {
+    e.add_trace("while creating the store at " + root.string());
+    throw;
   }
+}
+
+fs::path Store::private_dir(const fs::path& rel) const {
+  make_private(root_, rel);
+  return root_ / rel;
 }
 
 static fs::path use_lock(const fs::path& root) { return root / "store.lock"; }
@@ -131,7 +156,7 @@ bool Store::touch_record(std::string_view kind, const Digest& key) const {
 
 void Store::put_record(std::string_view kind, const Digest& key, std::string_view json) const {
   fs::path p = record_path(root_, kind, key);
-  fs::create_directories(p.parent_path());
+  make_private(root_, fs::path("refs") / std::string(kind));
   write_file_atomic(p, json);
 }
 

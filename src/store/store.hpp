@@ -7,6 +7,9 @@
 // two stackbuild processes sharing a store can insert the same blob at once.
 // Work that should happen once across processes takes a lock() first.
 //
+// The store is private: its root and every directory it makes are 0700, and
+// opening an older store tightens its root (DESIGN.md, "Trust boundary").
+//
 // Every Store holds a shared lock on <root>/store.lock for its lifetime
 // (copies share it); `stackbuild gc` takes it exclusively, so it never
 // removes anything while another stackbuild uses the store (store/gc.hpp).
@@ -84,6 +87,9 @@ class Store {
 
   // A scratch directory inside the store (same filesystem as the blobs).
   std::unique_ptr<TempDir> temp_dir() const;
+
+  // <root>/<rel>, made (each missing directory 0700) if it is not there.
+  fs::path private_dir(const fs::path& rel) const;
 
  private:
   Store(fs::path root, std::shared_ptr<FileLock> use) : root_(std::move(root)), use_(std::move(use)) {}

@@ -26,8 +26,7 @@ uint64_t keep_root_bytes() {
 }
 
 UnpackedRoot unpacked_root(const Store& store, const LayoutImage& image, size_t keep) {
-  fs::path roots = store.root() / "roots";
-  fs::create_directories(roots);
+  fs::path roots = store.private_dir("roots");
   const std::string hex = image.manifest_digest.hex();
   fs::path dest = roots / hex;
   // In use first, then looked at: an eviction either finished before (the root is gone) or waits.

@@ -161,7 +161,7 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     bo.arch = arch;
     bo.ld_library_path = ld_path;
     bo.compile = o.compile_builtins || env.gpu;
-    bo.cache_dir = store.root() / "builtin-tests";
+    bo.cache_dir = store.private_dir("builtin-tests");
     bo.host_nvcc = o.nvcc;
     bo.sandbox = &sb;
     std::vector<CompiledProgram> compiled;

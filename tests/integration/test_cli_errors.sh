@@ -59,6 +59,18 @@ good | sed 's|files/a|files/nope|' >missing.yaml
 expect_error 3 missing-src "missing\.yaml:6:[0-9]+:" "files/nope" "does not exist" -- sb build missing.yaml -o out-missing --store "$STORE"
 no_output out-missing
 
+check "a copy source outside the recipe's directory (a host file, or a link to one): exit 3 at its line; --allow-host-paths lets it"
+good | sed 's|files/a|/etc/passwd|' >host.yaml
+expect_error 3 host-src "host\.yaml:6:[0-9]+:" "'/etc/passwd' is /etc/passwd, outside the recipe's directory" "--allow-host-paths" \
+  -- sb build host.yaml -o out-host --store "$STORE"
+no_output out-host
+ln -s /etc files/etc
+good | sed 's|files/a|files/etc/passwd|' >host-link.yaml
+expect_error 3 host-link "host-link\.yaml:6:[0-9]+:" "outside the recipe's directory" -- sb build host-link.yaml -o out-host-link --store "$STORE"
+no_output out-host-link
+rm files/etc
+expect_ok host-allowed sb build host.yaml -o out-host --store "$STORE" --allow-host-paths
+
 check "a relative copy destination and a bad mode: exit 3 at the value"
 good | sed 's|dst: /a|dst: a|' >reldst.yaml
 expect_error 3 relative-dst "reldst\.yaml:6:[0-9]+:" "absolute" -- sb build reldst.yaml -o out-reldst --store "$STORE"

@@ -97,7 +97,7 @@ EOF2
 
 # build ARCH OUT: builds the recipe for --set arch=ARCH into the layout OUT (uncompressed layers).
 build() {
-  expect_ok "build-$2" sb build t.yaml --set "arch=$1" --set cuda=13.0 --compression none -o "$2" --store "$STORE" \
+  expect_ok "build-$2" sb build t.yaml --set "arch=$1" --set cuda=13.0 --compression none -o "$2" --store "$STORE" --allow-host-paths \
     --catalog "$SB_SOURCE_DIR/layers"
 }
 # top_layer OUT DIR: extracts the image's top layer (the minitensor layer) into DIR.

@@ -174,8 +174,22 @@ grep -q "1 built" "$TMP/cache2.err" || { show_output cache2; fail "the edited la
 expect_ok cunpack sb unpack cout:1 crootfs --store "$STORE"
 [[ "$(cat crootfs/seen/log)" == $'one\ntwo' ]] ||
   fail "the second build's step did not see the first's write to the cache: '$(cat crootfs/seen/log)'"
-[[ "$(cat "$STORE/cache/var_cache_demo/log")" == $'one\ntwo' ]] || fail "the cache in the store holds '$(cat "$STORE/cache/var_cache_demo/log")'"
+log="$STORE/cache/cached/cc/var_cache_demo/log"  # the stack's and layer's own
+[[ "$(cat "$log")" == $'one\ntwo' ]] || fail "the cache in the store holds '$(cat "$log")'"
 [[ ! -e crootfs/var/cache/demo ]] || fail "the image holds the cache directory /var/cache/demo"
+
+check "another recipe's steps do not see that cache, unless both name a shared one"
+sed -e 's/^stack: cached/stack: other/' -e 's/MARK: two/MARK: other/' -e 's/"cached:1"/"other:1"/' cache.yaml >other.yaml
+expect_ok other sb build other.yaml -o oout --store "$STORE"
+expect_ok ounpack sb unpack oout:1 orootfs --store "$STORE"
+[[ "$(cat orootfs/seen/log)" == other ]] || fail "another stack's step saw '$(cat orootfs/seen/log)' in its cache"
+for s in cached other; do
+  sed -e "s/^stack: .*/stack: $s/" -e "s/MARK: .*}/MARK: shared-$s}/" -e "s/tags: .*/tags: [\"$s:2\"]/" \
+    -e 's|cache: \[/var/cache/demo\]|cache: [{path: /var/cache/demo, shared: demo}]|' cache.yaml >"shared-$s.yaml"
+  expect_ok "shared-$s" sb build "shared-$s.yaml" -o "sout-$s" --store "$STORE"
+done
+[[ "$(cat "$STORE/cache/@shared/demo/log")" == $'shared-cached\nshared-other' ]] ||
+  fail "the shared cache holds '$(cat "$STORE/cache/@shared/demo/log")'"
 
 check "a step that times out leaves no process behind, not even a daemonised one"
 cat >hang.yaml <<'EOF'

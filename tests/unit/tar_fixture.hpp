@@ -19,6 +19,7 @@ struct RawEntry {
   std::string data;           // file content, or link target
   unsigned mode = 0644;
   int64_t declared_size = -1; // file size in the header; -1: data.size()
+  std::vector<std::pair<std::string, std::string>> xattrs;  // name, value (pax headers)
 };
 
 // `gnu`: GNU tar's format, where names are bytes in the header as they are
@@ -36,6 +37,7 @@ inline void make_tar(const fs::path& out, const std::vector<RawEntry>& entries, 
     archive_entry_copy_pathname(e, r.path.c_str());
     archive_entry_set_perm(e, r.mode);
     archive_entry_set_mtime(e, 1000, 0);
+    for (const auto& [name, value] : r.xattrs) archive_entry_xattr_add_entry(e, name.c_str(), value.data(), value.size());
     switch (r.type) {
       case 'd': archive_entry_set_filetype(e, AE_IFDIR); break;
       case 'l':

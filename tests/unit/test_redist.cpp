@@ -7,6 +7,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 
@@ -15,6 +17,7 @@
 #include "helpers.hpp"
 #include "http_server.hpp"
 #include "redist/install.hpp"
+#include "tar_fixture.hpp"
 #include "util/status.hpp"
 
 using namespace sb;
@@ -208,7 +211,7 @@ TEST_CASE("redist: hostile archives are refused", "[redist]") {
     test::write(f, make_tar_xz(ms));
     install_archive(f, "a.tar.xz", "x", "12.4", root);
   };
-  CHECK_THROWS_WITH(attempt({{"top/../../etc/passwd", "x", ""}}), Catch::Contains("a.tar.xz holds"));
+  CHECK_THROWS_WITH(attempt({{"top/../../etc/passwd", "x", ""}}), Catch::Contains("a.tar.xz: refusing archive entry"));
   CHECK_THROWS_WITH(attempt({{"top/lib/evil", "", "/etc"}}), Catch::Contains("leaves the archive"));
   CHECK_THROWS_WITH(attempt({{"top/lib/up", "", "../../../../.."}}), Catch::Contains("leaves the archive"));
   CHECK_THROWS_WITH(attempt({{"top/include", "", "."}, {"top/include/x.h", "y", ""}}),
@@ -232,4 +235,77 @@ TEST_CASE("redist: install_archive says what it wrote, so a layer can be split b
                                        "usr/local/cuda-12.4/share/doc/libx/LICENSE"});
   CHECK(wy == std::vector<std::string>{"usr/local/cuda-12.4/include/y.h"});
   for (const auto& p : wx) CHECK(fs::exists(fs::symlink_status(root / p)));
+}
+
+// A crafted redist archive against the host: symlink chains that a lexical
+// check lets through (a link at depth 4 climbing 4 levels to the archive's
+// root, then a link through it climbing 4 more, out of the staging root),
+// then a file written, a hardlink copied and a directory chmod-ed through
+// them. Beside the staging root, a "host" directory (0700) with a secret
+// file (0600) that nothing may read into the tree or change.
+TEST_CASE("redist: archives never read, write or chmod through links out of the root", "[redist][hostile]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path root = dir.path() / "root";  // usr/local/cuda-12.4 is 4 levels below dir
+  fs::path host = dir.path() / "host";
+  test::write(host / "secret", "host secret", 0600);
+  ::chmod(host.c_str(), 0700);
+  auto host_state = [&] {
+    struct stat d, f;
+    ::stat(host.c_str(), &d);
+    ::stat((host / "secret").c_str(), &f);
+    return std::to_string(d.st_mode) + "/" + std::to_string(f.st_mode) + "/" + read_file(host / "secret") + "/" +
+           std::to_string(std::distance(fs::directory_iterator(host), fs::directory_iterator()));
+  };
+  const std::string before = host_state();
+  // Every file below root whose bytes are the host's secret.
+  auto leaked = [&] {
+    int n = 0;
+    if (fs::exists(root))
+      for (auto& e : fs::recursive_directory_iterator(root))
+        if (fs::is_regular_file(fs::symlink_status(e.path())) && read_file(e.path()) == "host secret") ++n;
+    return n;
+  };
+  auto attempt = [&](const std::vector<test::RawEntry>& entries) {
+    fs::remove_all(root);
+    fs::path f = dir.path() / "evil.tar.gz";
+    test::make_tar(f, entries, true);
+    install_archive(f, "evil.tar.gz", "x", "12.4", root);
+  };
+  const std::string t = "x-linux-x86_64-1.0-archive/";
+  // up -> the archive's root; out -> up/../../../../host: lexically d/host, really dir/host.
+  const std::vector<test::RawEntry> chain = {{t + "d/d/d/d/up", 'l', "../../../.."},
+                                             {t + "d/d/d/d/out", 'l', "up/../../../../host"}};
+  // The same place, by a chain no check at link time can see: `late` is made
+  // after the links through it, and then climbs from depth 5 to the root.
+  const std::string w = t + "s/t/u/v/w/";
+  const std::vector<test::RawEntry> late = {{w + "F", 'l', "late/../../../../host/secret"},
+                                            {w + "D", 'l', "late/../../../../host"},
+                                            {w + "late", 'l', "../../../../.."}};
+  auto with = [](std::vector<test::RawEntry> a, const std::vector<test::RawEntry>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+
+  SECTION("a file written through the chain") {
+    CHECK_THROWS_WITH(attempt(with(chain, {{t + "d/d/d/d/out/planted", 'f', "x"}})), Catch::Contains("evil.tar.gz"));
+  }
+  SECTION("a hardlink to a symlink to the host file") {
+    CHECK_THROWS_WITH(attempt(with(chain, {{t + "s", 'l', "d/d/d/d/out/secret"}, {t + "stolen", 'h', t + "s"}})),
+                      Catch::Contains("evil.tar.gz"));
+  }
+  SECTION("a hardlink to a symlink to the host file, by the late chain") {
+    CHECK_THROWS_WITH(attempt(with(late, {{t + "stolen", 'h', w + "F"}})), Catch::Contains("evil.tar.gz"));
+  }
+  SECTION("a directory entry chmod-ing the host directory through the chain") {
+    CHECK_THROWS_WITH(attempt(with(chain, {{t + "h", 'l', "d/d/d/d/out"}, {t + "h", 'd', "", 0777}})),
+                      Catch::Contains("evil.tar.gz"));
+  }
+  SECTION("a directory entry chmod-ing the host directory by the late chain") {
+    CHECK_THROWS_WITH(attempt(with(late, {{w + "D", 'd', "", 0777}})), Catch::Contains("evil.tar.gz"));
+  }
+  SECTION("a file written by the late chain") {
+    CHECK_THROWS_WITH(attempt(with(late, {{w + "D/planted", 'f', "x"}})), Catch::Contains("evil.tar.gz"));
+  }
+  CHECK(leaked() == 0);
+  CHECK(host_state() == before);
 }

@@ -2,13 +2,17 @@
 // repository at a commit, a local directory; patches in order; the lock.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "helpers.hpp"
 #include "http_server.hpp"
 #include "source/source.hpp"
+#include "tar_fixture.hpp"
 #include "util/process.hpp"
 #include "util/status.hpp"
 
@@ -178,4 +182,60 @@ TEST_CASE("source: git URLs and refs that git would read as options are refused"
   CHECK_FALSE(fs::exists(dir.path() / "b" / "pwned"));
   g.ref = "v1";  // a file:// URL, the explicit form of a local mirror, works
   CHECK(prepare_source(g, dir.path() / "c", store, *fetcher).commit.size() == 40);
+// A source archive against the host: a symlink out of the tree, a file
+// written through it, a hardlink to a link to a host file, a directory entry
+// over a link (chmod through it). Beside the destination, a "host" directory
+// (0700) with a secret (0600) that must stay as it is and unread.
+TEST_CASE("source: a hostile archive writes, reads and chmods nothing outside its tree", "[source][hostile]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path host = dir.path() / "host";
+  test::write(host / "secret", "host secret", 0600);
+  ::chmod(host.c_str(), 0700);
+  auto host_state = [&] {
+    struct stat d, f;
+    ::stat(host.c_str(), &d);
+    ::stat((host / "secret").c_str(), &f);
+    return std::to_string(d.st_mode) + "/" + std::to_string(f.st_mode) + "/" + read_file(host / "secret") + "/" +
+           std::to_string(std::distance(fs::directory_iterator(host), fs::directory_iterator()));
+  };
+  const std::string before = host_state();
+  std::map<std::string, std::string> served;
+  test::HttpServer server([&](const test::HttpRequest& r) {
+    auto it = served.find(r.path);
+    return it != served.end() ? test::http_response(200, it->second) : test::http_response(404, "");
+  });
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  fetch::FetchOptions fo;
+  fo.retry.attempts = 1;
+  auto fetcher = fetch::make_fetcher(store, fo, *status);
+  int n = 0;
+  // The tree goes to dir/src<n>: "../host" from its top is the host directory.
+  auto attempt = [&](const std::vector<test::RawEntry>& entries) {
+    std::string name = "/evil" + std::to_string(++n) + ".tar.gz";
+    fs::path f = dir.path() / "fixture.tar.gz";
+    test::make_tar(f, entries, true);
+    served[name] = read_file(f);
+    SourceSpec s;
+    s.url = server.url(name);
+    s.sha256 = Digest::of_bytes(served[name]);
+    prepare_source(s, dir.path() / ("src" + std::to_string(n)), store, *fetcher);
+  };
+  auto leaked = [&] {
+    int count = 0;
+    for (int i = 1; i <= n; ++i)
+      if (fs::exists(dir.path() / ("src" + std::to_string(i))))
+        for (auto& e : fs::recursive_directory_iterator(dir.path() / ("src" + std::to_string(i))))
+          if (fs::is_regular_file(fs::symlink_status(e.path())) && read_file(e.path()) == "host secret") ++count;
+    return count;
+  };
+  const std::string t = "fw-1.0/";
+  CHECK_THROWS_WITH(attempt({{t + "a", 'f', "x"}, {t + "esc", 'l', "../../host"}, {t + "esc/planted", 'f', "x"}}),
+                    Catch::Contains("evil1.tar.gz"));
+  CHECK_THROWS(attempt({{t + "a", 'f', "x"}, {t + "s", 'l', "../../host/secret"}, {t + "stolen", 'h', t + "s"}}));
+  CHECK_THROWS(attempt({{t + "a", 'f', "x"}, {t + "d", 'l', "../../host"}, {t + "d", 'd', "", 0777}}));
+  CHECK(leaked() == 0);
+  CHECK(host_state() == before);
+  fclose(devnull);
 }

@@ -1,0 +1,246 @@
+// Hostile inputs at the trust boundary (DESIGN.md): what a layer may put on
+// the host's disk (xattrs, devices, setuid bits) through `stackbuild unpack`
+// and through the cached roots build steps run in; the store's privacy; the
+// `cache:` directories one recipe may reach; the host files a recipe's
+// `copy:` may read. Each was seen failing before its fix.
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "build/steps.hpp"
+#include "helpers.hpp"
+#include "layer/extract.hpp"
+#include "pipeline/build.hpp"
+#include "pipeline/step_layer.hpp"
+#include "store/store.hpp"
+#include "tar_fixture.hpp"
+#include "util/status.hpp"
+
+using namespace sb;
+using test::RawEntry;
+
+namespace {
+
+mode_t mode_of(const fs::path& p) {
+  struct stat st;
+  REQUIRE(::lstat(p.c_str(), &st) == 0);
+  return st.st_mode;
+}
+
+// The value of xattr `name` on `p`, or nullopt when it has none.
+std::optional<std::string> xattr_of(const fs::path& p, const char* name) {
+  char buf[256];
+  ssize_t n = ::lgetxattr(p.c_str(), name, buf, sizeof buf);
+  if (n < 0) return std::nullopt;
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+// Whether this filesystem takes user.* xattrs at all (tmpfs before 6.6 does not).
+bool user_xattrs_work(const fs::path& dir) {
+  fs::path f = dir / ".xattr-probe";
+  test::write(f, "");
+  bool ok = ::setxattr(f.c_str(), "user.probe", "1", 1, 0) == 0;
+  fs::remove(f);
+  return ok;
+}
+
+// A file capability: VFS_CAP_REVISION_2, CAP_NET_BIND_SERVICE permitted.
+std::string file_capability() {
+  const unsigned char v[20] = {0, 0, 0, 2, 0, 4, 0, 0};
+  return std::string(reinterpret_cast<const char*>(v), sizeof v);
+}
+
+// A layer with everything an image should not put on a host as is: overlayfs
+// markers in both namespaces, a file capability, a device node, a setuid-root file.
+std::vector<RawEntry> hostile_layer(bool device) {
+  std::vector<RawEntry> l = {
+      {"bin", 'd', "", 0755},
+      {"bin/tool", 'f', "t", 0755, -1,
+       {{"user.keep", "1"},
+        {"user.overlay.redirect", "/etc"},
+        {"trusted.overlay.opaque", "y"},
+        {"trusted.overlay.redirect", "/etc"},
+        {"security.capability", file_capability()},
+        {"security.evil", "x"}}},
+      {"bin/su", 'f', "s", 04755},
+      {"bin/sg", 'f', "g", 02755},
+  };
+  if (device) l.push_back({"bin/mem", 'c', "", 0666});
+  return l;
+}
+
+Recipe recipe_in(const fs::path& dir, const std::string& yaml, const std::string& name = "recipe.yaml") {
+  test::write(dir / name, yaml);
+  return load_recipe(dir / name);
+}
+
+class CacheSandbox final : public sandbox::Sandbox {
+ public:
+  std::vector<sandbox::SandboxSpec> runs;
+  sandbox::SandboxResult run(const sandbox::SandboxSpec& s, const sandbox::OutputFn&) override {
+    runs.push_back(s);
+    test::write(s.upper / "out", "x\n");
+    return {0, false};
+  }
+};
+
+size_t files_below(const fs::path& dir) {
+  size_t n = 0;
+  if (fs::exists(dir))
+    for (auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("unpack: a layer's trusted.*, security.* and overlay xattrs and setuid bits stay off the host",
+          "[extract][hostile]") {
+  TempDir tmp;
+  fs::path target = tmp.path() / "root";
+  fs::create_directories(target);
+  fs::path blob = tmp.path() / "layer.tar";
+  test::make_tar(blob, hostile_layer(false));
+  ExtractStats stats;
+  extract_layer(blob, target, ExtractOptions{}, stats);  // as `stackbuild unpack` does, without flags
+  fs::path tool = target / "bin/tool";
+  CHECK(test::slurp(tool) == "t");
+  if (user_xattrs_work(target)) CHECK(xattr_of(tool, "user.keep") == std::optional<std::string>("1"));
+  CHECK_FALSE(xattr_of(tool, "user.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.opaque"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "security.capability"));  // owners not preserved: no capabilities
+  CHECK_FALSE(xattr_of(tool, "security.evil"));
+  // Owned by whoever unpacks (root, maybe): no setuid or setgid bits.
+  CHECK((mode_of(target / "bin/su") & 07777) == 0755);
+  CHECK((mode_of(target / "bin/sg") & 07777) == 0755);
+}
+
+TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, and is private",
+          "[extract][hostile][store]") {
+  TempDir tmp;
+  Store store(tmp.path() / "store");
+  fs::path blob = tmp.path() / "layer.tar";
+  test::make_tar(blob, hostile_layer(true));
+  Digest d = store.put_file(blob);
+  Layer layer{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+  fs::path root = rootfs_of(store, {layer}, null_status());
+  CHECK((mode_of(root) & 07777) == 0700);
+  CHECK((mode_of(store.root() / "rootfs") & 07777) == 0700);
+  CHECK_FALSE(fs::exists(fs::symlink_status(root / "bin/mem")));  // skipped: the sandbox has its own /dev
+  fs::path tool = root / "bin/tool";
+  if (user_xattrs_work(root)) CHECK(xattr_of(tool, "user.keep") == std::optional<std::string>("1"));
+  CHECK_FALSE(xattr_of(tool, "user.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.opaque"));
+  CHECK_FALSE(xattr_of(tool, "trusted.overlay.redirect"));
+  CHECK_FALSE(xattr_of(tool, "security.evil"));
+  if (::geteuid() == 0) {  // owners preserved: the capability and the setuid bit are the image's
+    CHECK(xattr_of(tool, "security.capability"));
+    CHECK((mode_of(root / "bin/su") & 07777) == 04755);
+  }
+}
+
+TEST_CASE("the store is private: 0700 when made, and an existing one is tightened", "[store][hostile]") {
+  TempDir tmp;
+  fs::path root = tmp.path() / "store";
+  {
+    Store store(root);
+    for (const char* sub : {"", "blobs", "blobs/sha256", "refs", "tmp", "locks"})
+      CHECK((mode_of(root / sub) & 07777) == 0700);
+    auto t = store.temp_dir();
+    CHECK((mode_of(t->path()) & 07777) == 0700);
+  }
+  ::chmod(root.c_str(), 0755);
+  ::chmod((root / "tmp").c_str(), 0777);
+  Store again(root);
+  CHECK((mode_of(root) & 07777) == 0700);
+}
+
+TEST_CASE("cache: directories are the recipe's own unless it names a shared one", "[build][hostile]") {
+  TempDir tmp;
+  test::write(tmp.path() / "a/base/bin/sh", "#!\n", 0755);
+  test::write(tmp.path() / "b/base/bin/sh", "#!\n", 0755);
+  Store store(tmp.path() / "store");
+  CacheSandbox fake;
+  BuildOptions o;
+  o.sandbox = &fake;
+  o.output = tmp.path() / "out";
+  // Steps that differ, so that neither layer is the other's cache hit.
+  auto recipe = [](const std::string& stack, const std::string& cache) {
+    return "stack: " + stack + "\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n" +
+           "  - {name: deps, build: {run: make " + stack + ", cache: [" + cache + "]}}\n";
+  };
+  auto cache_dir = [&](const sandbox::SandboxSpec& s) {
+    REQUIRE(s.mounts.size() == 1);
+    CHECK(s.mounts[0].target == "/root/.cache/pip");
+    return fs::canonical(s.mounts[0].source);
+  };
+  // The plain form's layer JSON (hashed into the step key) is as it was: no new field.
+  const std::string plain = nlohmann::json(recipe_in(tmp.path() / "a", recipe("alpha", "/root/.cache/pip")).layers[1]).dump();
+  CHECK(plain.find("\"cache\":[\"/root/.cache/pip\"]") != std::string::npos);
+  CHECK(plain.find("shared") == std::string::npos);
+  build_recipe(recipe_in(tmp.path() / "a", recipe("alpha", "/root/.cache/pip")), store, o, null_status());
+  build_recipe(recipe_in(tmp.path() / "b", recipe("beta", "/root/.cache/pip")), store, o, null_status());
+  REQUIRE(fake.runs.size() == 2);
+  // A recipe's steps cannot read or poison another recipe's cache.
+  CHECK(cache_dir(fake.runs[0]) != cache_dir(fake.runs[1]));
+
+  // Unless both name the same shared cache.
+  build_recipe(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: pip}")), store, o,
+               null_status());
+  build_recipe(recipe_in(tmp.path() / "b", recipe("delta", "{path: /root/.cache/pip, shared: pip}")), store, o,
+               null_status());
+  REQUIRE(fake.runs.size() == 4);
+  CHECK(cache_dir(fake.runs[2]) == cache_dir(fake.runs[3]));
+  CHECK(nlohmann::json(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: pip}")).layers[1])
+            .dump()
+            .find("\"shared_caches\":{\"/root/.cache/pip\":\"pip\"}") != std::string::npos);
+  CHECK_THROWS_WITH(recipe_in(tmp.path() / "a", recipe("gamma", "{path: /root/.cache/pip, shared: ../x}")),
+                    Catch::Contains("build.cache shared is a name"));
+  CHECK(cache_dir(fake.runs[2]) != cache_dir(fake.runs[0]));
+}
+
+TEST_CASE("copy: a recipe reads no host file outside its directory or repository", "[build][hostile]") {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "recipes";
+  test::write(dir / "base/bin/sh", "#!\n", 0755);
+  Store store(tmp.path() / "store");
+  BuildOptions o;
+  o.output = tmp.path() / "out";
+  auto copying = [](const std::string& src) {
+    return "stack: s\nlayers:\n  - name: steal\n    copy:\n      - {src: " + src + ", dst: /stolen}\n";
+  };
+  const size_t blobs = files_below(store.root() / "blobs");
+
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:5") && Catch::Contains("outside"));
+  fs::create_directory_symlink("/etc", dir / "etc");  // inside the directory, pointing out
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("etc/passwd")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:5") && Catch::Contains("outside"));
+  fs::create_symlink("/etc/passwd", dir / "pw");
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, copying("pw")), store, o, null_status()),
+                    Catch::Contains("outside"));
+  CHECK(files_below(store.root() / "blobs") == blobs);  // no layer written
+  CHECK_FALSE(fs::exists(o.output));
+
+  // Inside a git repository, the repository's files are the recipe's own.
+  fs::path repo = tmp.path() / "repo";
+  fs::create_directories(repo / ".git");
+  test::write(repo / "shared/app.conf", "conf\n");
+  CHECK(build_recipe(recipe_in(repo / "recipes", copying("../shared/app.conf")), store, o, null_status())
+            .layers.size() == 1);
+  // A recipe named without a directory (its base is "") is confined to the working directory.
+  {
+    const fs::path cwd = fs::current_path();
+    fs::current_path(dir);
+    CHECK_THROWS_WITH(build_recipe(load_recipe("recipe.yaml"), store, o, null_status()), Catch::Contains("outside"));
+    fs::current_path(cwd);
+  }
+  // Asked for, a host file is copied.
+  o.allow_host_paths = true;
+  BuildResult host = build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status());
+  CHECK(host.layers.size() == 1);
+}
