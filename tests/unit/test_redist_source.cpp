@@ -182,6 +182,8 @@ TEST_CASE("source: git URLs and refs that git would read as options are refused"
   CHECK_FALSE(fs::exists(dir.path() / "b" / "pwned"));
   g.ref = "v1";  // a file:// URL, the explicit form of a local mirror, works
   CHECK(prepare_source(g, dir.path() / "c", store, *fetcher).commit.size() == 40);
+}
+
 // A source archive against the host: a symlink out of the tree, a file
 // written through it, a hardlink to a link to a host file, a directory entry
 // over a link (chmod through it). Beside the destination, a "host" directory
