@@ -148,7 +148,8 @@ class Root {
 
   // Whether a symlink at directory `at` with text `target` leads to
   // `inside` or below it, following the links on its way that exist now
-  // (in the root) and, past a missing name, lexically. False when it climbs
+  // (in the root) and, past a missing name, lexically; a ".." there is
+  // refused (a link made there later would move it). False when it climbs
   // out of the root.
   bool resolves_below(const std::vector<std::string>& at, const std::string& target,
                       const std::vector<std::string>& inside) const {
@@ -165,7 +166,10 @@ class Root {
       todo.pop_back();
       if (c.empty() || c == ".") continue;
       if (c == "..") {
-        if (names.empty()) return false;
+        // Above a name that is not there (yet), the walk would go on
+        // lexically: a link made there later (to "." say) would move where
+        // this one leads, out of `inside`. Refused.
+        if (names.empty() || fds.size() < names.size()) return false;
         names.pop_back();
         if (fds.size() > names.size()) fds.pop_back();
         continue;

@@ -66,7 +66,9 @@ struct ArchiveOptions {
   bool normalize_modes = false;   // 0755 for directories and files with an x bit, else 0644
   bool copy_hardlinks = false;    // a hardlink becomes a copy of its target
   // Not empty: every symlink is relative and leads to this path or below it
-  // (as its path resolves when made, through the links there then).
+  // (as its path resolves when made, through the links there then; a ".."
+  // past a name not there yet is refused, so that no link made later can
+  // move where it leads).
   std::string links_inside;
   uint64_t max_bytes = 64ull << 30;
   uint64_t max_entries = 10'000'000;

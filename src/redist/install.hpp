@@ -25,7 +25,8 @@ inline constexpr const char* kPublicBaseUrl = "https://developer.download.nvidia
 // top directory <component>-<platform>-<version>-archive/) into `root` under
 // usr/local/cuda-<cuda_xy>, through the safe extractor (layer/extract.hpp,
 // extract_archive): refuses absolute paths, '..', writes through symlinks,
-// symlinks leaving usr/local/cuda-<cuda_xy> (as they resolve when made),
+// symlinks leaving usr/local/cuda-<cuda_xy> (as they resolve when made; a
+// '..' past a name not there yet is refused, so none can leave later),
 // hardlinks to anything but a file inside, directories over links, and
 // devices; no read, write or chmod follows a link. Returns the number of entries written; `written`, when
 // given, receives the paths below `root` of the entries written (for

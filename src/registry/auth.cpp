@@ -106,6 +106,19 @@ std::filesystem::path docker_config_path(const std::map<std::string, std::string
   return {};
 }
 
+std::optional<Credentials> parse_helper_output(const std::string& output, const std::string& program,
+                                               const std::string& registry) {
+  try {
+    json j = json::parse(output);
+    Credentials c{j.value("Username", ""), j.value("Secret", ""), program};
+    if (c.password.empty()) return std::nullopt;
+    if (c.username == "<token>") c.identity_token = c.password, c.username.clear(), c.password.clear();
+    return c;
+  } catch (const json::exception&) {
+    throw Error("credential helper " + program + " for " + registry + " did not print JSON credentials");
+  }
+}
+
 namespace {
 
 // An auth file's key as a name to match: "https://index.docker.io/v1/" (a
@@ -146,15 +159,7 @@ std::optional<Credentials> from_helper(const std::string& name, const std::strin
     throw Error("credential helper " + program + " for " + registry + " exited with status " +
                 std::to_string(r.exit_status));
   }
-  try {
-    json j = json::parse(r.output);
-    Credentials c{j.value("Username", ""), j.value("Secret", ""), program};
-    if (c.password.empty()) return std::nullopt;
-    if (c.username == "<token>") c.identity_token = c.password, c.username.clear(), c.password.clear();
-    return c;
-  } catch (const json::exception&) {
-    throw Error("credential helper " + program + " for " + registry + " did not print JSON credentials");
-  }
+  return parse_helper_output(r.output, program, registry);
 }
 
 // Refuses a field of an auth file that has the wrong type, as skopeo and
@@ -209,10 +214,12 @@ std::optional<Credentials> from_file(const AuthFile& f, const std::string& regis
   json cfg;
   try {
     cfg = json::parse(read_file(f.path));
-  } catch (const json::exception& e) {
-    // Not the parser's "last read: '...'", which quotes the file: a password in it.
-    std::string why = e.what();
-    throw Error(f.shown + " is not valid JSON: " + why.substr(0, why.find("; last read:")));
+  } catch (const json::parse_error& e) {
+    // Not e.what(): it quotes the token read last, which can be a secret of
+    // the file (a login cut short, a password holding a control character).
+    throw Error(f.shown + " is not valid JSON (at byte " + std::to_string(e.byte) + ")");
+  } catch (const json::exception&) {
+    throw Error(f.shown + " is not valid JSON");
   }
   if (!cfg.is_object()) throw Error(f.shown + " is not a JSON object");
   const std::string& host = names.back();

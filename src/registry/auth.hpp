@@ -55,6 +55,13 @@ std::vector<AuthFile> auth_files(const CredentialOptions& options);
 std::optional<Credentials> find_credentials(const std::string& registry, const std::string& repository,
                                             const CredentialOptions& options);
 
+// What `docker-credential-NAME get` printed for `registry` (`program`):
+// {"Username": ..., "Secret": ...}; none without a Secret; a Username of
+// "<token>" makes the Secret an identity token. Throws sb::Error, without
+// the output in it, for anything else.
+std::optional<Credentials> parse_helper_output(const std::string& output, const std::string& program,
+                                               const std::string& registry);
+
 // $DOCKER_CONFIG/config.json, else $HOME/.docker/config.json.
 std::filesystem::path docker_config_path(const std::map<std::string, std::string>& env);
 

@@ -1,52 +1,24 @@
 // Archives from outside: layer blobs (the safe extractor), wheels (the zip
 // reader and the wheel installer), .deb files and gzip streams. Beyond not
-// crashing, each must write nothing outside the directory it was given.
-#include <fstream>
-
+// crashing, each must write, chmod or read nothing outside the directory it
+// was given (canary.hpp: a canary beside it and one at a fixed host path).
 #include "apt/deb.hpp"
+#include "canary.hpp"
 #include "fuzz.hpp"
 #include "layer/extract.hpp"
 #include "layer/gzip_stream.hpp"
 #include "pip/wheel.hpp"
 #include "pip/zip.hpp"
 
-namespace {
-
 namespace fs = std::filesystem;
-
-// A directory beside the one the reader writes to, holding one file: after
-// the reader, it must hold just that file with the same bytes.
-struct Canary {
-  fs::path dir;
-  explicit Canary(const fs::path& scratch) : dir(scratch / "outside") {
-    fs::create_directories(dir);
-    sb::fuzz::write_file(dir / "canary", "canary\n");
-  }
-  void check(const fs::path& scratch, const std::vector<fs::path>& allowed) const {
-    std::error_code ec;
-    for (const auto& e : fs::directory_iterator(scratch)) {
-      bool ok = e.path() == dir;
-      for (const auto& a : allowed) ok = ok || e.path() == a;
-      sb::fuzz::check(ok, "something was written outside the target: " + e.path().string());
-    }
-    size_t n = 0;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      ++n;
-      sb::fuzz::check(e.path().filename() == "canary" && e.is_regular_file() && !e.is_symlink(),
-                      "something was written outside the target: " + e.path().string());
-    }
-    std::ifstream in(dir / "canary");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    sb::fuzz::check(n == 1 && text == "canary\n", "the file outside the target was changed");
-  }
-};
-
-}  // namespace
+using sb::fuzz::Canary;
+using sb::fuzz::HostCanary;
 
 // Two layers applied in order onto one root (whiteouts reach the lower one).
 SB_FUZZ_TARGET(extract) {
   const fs::path& scratch = sb::fuzz::fresh_scratch();
   Canary canary(scratch);
+  HostCanary host;
   auto parts = sb::fuzz::split(sb::fuzz::text(data, size), 2);
   fs::path root = scratch / "root", l1 = scratch / "layer1", l2 = scratch / "layer2";
   fs::create_directories(root);
@@ -59,6 +31,8 @@ SB_FUZZ_TARGET(extract) {
   if (sb::fuzz::expect_errors([&] { sb::extract_layer(l1, root, options, stats); }))
     sb::fuzz::expect_errors([&] { sb::extract_layer(l2, root, options, stats); });
   canary.check(scratch, {root, l1, l2});
+  host.check();
+  sb::fuzz::check_nothing_read(root, &canary, &host);
 }
 
 SB_FUZZ_TARGET(gzip) {
@@ -82,6 +56,7 @@ SB_FUZZ_TARGET(gzip) {
 SB_FUZZ_TARGET(wheel) {
   const fs::path& scratch = sb::fuzz::fresh_scratch();
   Canary canary(scratch);
+  HostCanary host;
   fs::path file = scratch / "fuzz-1.0-py3-none-any.whl", root = scratch / "root";
   fs::create_directories(root);
   sb::fuzz::write_file(file, sb::fuzz::text(data, size));
@@ -98,14 +73,18 @@ SB_FUZZ_TARGET(wheel) {
     (void)sb::pip::install_wheel(file, file.filename().string(), target, root, true, &claims, 0);
   });
   canary.check(scratch, {root, file});
+  host.check();
+  sb::fuzz::check_nothing_read(root, &canary, &host);
 }
 
 SB_FUZZ_TARGET(deb) {
   const fs::path& scratch = sb::fuzz::fresh_scratch();
   Canary canary(scratch);
+  HostCanary host;
   fs::path file = scratch / "fuzz_1.0_amd64.deb", staging = scratch / "staging";
   fs::create_directories(staging);
   sb::fuzz::write_file(file, sb::fuzz::text(data, size));
   sb::fuzz::expect_errors([&] { (void)sb::apt::read_deb(file, staging, 1700000000); });
   canary.check(scratch, {staging, file});
+  host.check();
 }

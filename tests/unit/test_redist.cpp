@@ -219,6 +219,27 @@ TEST_CASE("redist: hostile archives are refused", "[redist]") {
   CHECK_FALSE(fs::exists(dir.path() / "etc"));
 }
 
+// A link that resolves inside when made, through a name that is not there
+// yet and then "..": that name, made later as a link to ".", takes it one
+// level up for each such pair, out of the tree (the fuzz seed
+// redist_install/seed-late-link reaches /tmp that way). Refused when made;
+// ".." over a directory that is there still works.
+TEST_CASE("redist: a link may not climb past a name that is not there yet", "[redist][hostile]") {
+  TempDir dir{fs::temp_directory_path()};
+  fs::path root = dir.path() / "root";
+  auto attempt = [&](const std::vector<Member>& ms) {
+    fs::path f = dir.path() / "a.tar.xz";
+    test::write(f, make_tar_xz(ms));
+    install_archive(f, "a.tar.xz", "x", "12.4", root);
+  };
+  CHECK_THROWS_WITH(attempt({{"top/x", "", "y/z/../../tmp"}, {"top/z/f", "f", ""}, {"top/y", "", "."}}),
+                    Catch::Contains("leaves the archive"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(root / "usr/local/cuda-12.4/x")));
+  fs::remove_all(root);
+  attempt({{"top/lib/libx.so.1", "x", ""}, {"top/include/x", "", "../lib64/libx.so.1"}});
+  CHECK(read_file(root / "usr/local/cuda-12.4/include/x") == "x");
+}
+
 TEST_CASE("redist: install_archive says what it wrote, so a layer can be split by component", "[redist]") {
   TempDir dir{fs::temp_directory_path()};
   fs::path root = dir.path() / "root";

@@ -327,6 +327,12 @@ TEST_CASE("auth files: skopeo login's, then the user's, then docker's - the most
   test::write(t.path() / "home/.config/containers/auth.json", "{not json");
   o.helpers = {};
   CHECK_THROWS_WITH(find_credentials("reg.io", "x", o), Catch::Contains("~/.config/containers/auth.json is not valid JSON"));
+  // A file cut short in a login, or with a control character in a password:
+  // the parser's message quotes the token it read last, the secret.
+  test::write(t.path() / "home/.config/containers/auth.json", R"({"auths": {"reg.io": {"auth": "dXNlcjpzZWNyZXQtY3V0)");
+  CHECK_THROWS_WITH(find_credentials("reg.io", "x", o), !Catch::Contains("dXNlcjpzZWNyZXQtY3V0") && Catch::Contains("is not valid JSON"));
+  test::write(t.path() / "home/.config/containers/auth.json", "{\"auths\": {\"reg.io\": {\"password\": \"secret-ctl\x01\"}}}");
+  CHECK_THROWS_WITH(find_credentials("reg.io", "x", o), !Catch::Contains("secret-ctl") && Catch::Contains("is not valid JSON"));
 }
 
 TEST_CASE("policy.json: the most specific docker scope decides - signatures asked for are refused", "[registry][machine]") {
