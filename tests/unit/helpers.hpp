@@ -20,6 +20,32 @@ inline void write(const fs::path& p, const std::string& data, int mode = 0644) {
 
 inline std::string slurp(const fs::path& p) { return read_file(p); }
 
+// A "host" directory (0700) beside where a hostile archive is unpacked,
+// holding a secret (0600): nothing may read it into the target or change it.
+struct HostCanary {
+  fs::path dir;
+  explicit HostCanary(fs::path at) : dir(std::move(at)) {
+    write(dir / "secret", "host secret", 0600);
+    ::chmod(dir.c_str(), 0700);
+  }
+  // The directory's and the secret's modes, the secret's bytes, the entries' count.
+  std::string state() const {
+    struct stat d {}, f {};
+    ::stat(dir.c_str(), &d);
+    ::stat((dir / "secret").c_str(), &f);
+    return std::to_string(d.st_mode) + "/" + std::to_string(f.st_mode) + "/" + read_file(dir / "secret") + "/" +
+           std::to_string(std::distance(fs::directory_iterator(dir), fs::directory_iterator()));
+  }
+  // How many regular files below `tree` (if there) hold the secret's bytes.
+  int copies_in(const fs::path& tree) const {
+    int n = 0;
+    if (fs::exists(tree))
+      for (auto& e : fs::recursive_directory_iterator(tree))
+        if (fs::is_regular_file(fs::symlink_status(e.path())) && read_file(e.path()) == "host secret") ++n;
+    return n;
+  }
+};
+
 // Where golden files live; SB_UPDATE_GOLDEN=1 rewrites them.
 inline fs::path golden_dir() { return fs::path(SB_SOURCE_DIR) / "tests" / "golden"; }
 

@@ -267,25 +267,10 @@ TEST_CASE("redist: install_archive says what it wrote, so a layer can be split b
 TEST_CASE("redist: archives never read, write or chmod through links out of the root", "[redist][hostile]") {
   TempDir dir{fs::temp_directory_path()};
   fs::path root = dir.path() / "root";  // usr/local/cuda-12.4 is 4 levels below dir
-  fs::path host = dir.path() / "host";
-  test::write(host / "secret", "host secret", 0600);
-  ::chmod(host.c_str(), 0700);
-  auto host_state = [&] {
-    struct stat d, f;
-    ::stat(host.c_str(), &d);
-    ::stat((host / "secret").c_str(), &f);
-    return std::to_string(d.st_mode) + "/" + std::to_string(f.st_mode) + "/" + read_file(host / "secret") + "/" +
-           std::to_string(std::distance(fs::directory_iterator(host), fs::directory_iterator()));
-  };
-  const std::string before = host_state();
-  // Every file below root whose bytes are the host's secret.
-  auto leaked = [&] {
-    int n = 0;
-    if (fs::exists(root))
-      for (auto& e : fs::recursive_directory_iterator(root))
-        if (fs::is_regular_file(fs::symlink_status(e.path())) && read_file(e.path()) == "host secret") ++n;
-    return n;
-  };
+  test::HostCanary host(dir.path() / "host");
+  const std::string before = host.state();
+  auto leaked = [&] { return host.copies_in(root); };
+  auto host_state = [&] { return host.state(); };
   auto attempt = [&](const std::vector<test::RawEntry>& entries) {
     fs::remove_all(root);
     fs::path f = dir.path() / "evil.tar.gz";

@@ -190,17 +190,9 @@ TEST_CASE("source: git URLs and refs that git would read as options are refused"
 // (0700) with a secret (0600) that must stay as it is and unread.
 TEST_CASE("source: a hostile archive writes, reads and chmods nothing outside its tree", "[source][hostile]") {
   TempDir dir{fs::temp_directory_path()};
-  fs::path host = dir.path() / "host";
-  test::write(host / "secret", "host secret", 0600);
-  ::chmod(host.c_str(), 0700);
-  auto host_state = [&] {
-    struct stat d, f;
-    ::stat(host.c_str(), &d);
-    ::stat((host / "secret").c_str(), &f);
-    return std::to_string(d.st_mode) + "/" + std::to_string(f.st_mode) + "/" + read_file(host / "secret") + "/" +
-           std::to_string(std::distance(fs::directory_iterator(host), fs::directory_iterator()));
-  };
-  const std::string before = host_state();
+  test::HostCanary host(dir.path() / "host");
+  const std::string before = host.state();
+  auto host_state = [&] { return host.state(); };
   std::map<std::string, std::string> served;
   test::HttpServer server([&](const test::HttpRequest& r) {
     auto it = served.find(r.path);
@@ -226,10 +218,7 @@ TEST_CASE("source: a hostile archive writes, reads and chmods nothing outside it
   };
   auto leaked = [&] {
     int count = 0;
-    for (int i = 1; i <= n; ++i)
-      if (fs::exists(dir.path() / ("src" + std::to_string(i))))
-        for (auto& e : fs::recursive_directory_iterator(dir.path() / ("src" + std::to_string(i))))
-          if (fs::is_regular_file(fs::symlink_status(e.path())) && read_file(e.path()) == "host secret") ++count;
+    for (int i = 1; i <= n; ++i) count += host.copies_in(dir.path() / ("src" + std::to_string(i)));
     return count;
   };
   const std::string t = "fw-1.0/";
