@@ -12,6 +12,7 @@
 #include "pipeline/plan.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
+#include "util/limits.hpp"
 #include "util/json.hpp"
 #include "util/process.hpp"
 
@@ -115,7 +116,9 @@ LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std
       continue;
     }
     std::string url = redist::manifest_url(base, r.product, r.manifest_version);
-    auto got = fetcher.fetch_one({url, std::nullopt, std::nullopt, "redistrib_" + r.manifest_version + ".json"});
+    fetch::FetchItem item{url, std::nullopt, std::nullopt, "redistrib_" + r.manifest_version + ".json"};
+    item.max_size = limits::redist_manifest();  // nothing pins its size
+    auto got = fetcher.fetch_one(item);
     redist::Manifest m = redist::parse_manifest(store.read(got.digest), url);
     in.manifests.push_back({{"product", r.product}, {"manifest_version", r.manifest_version}, {"url", url},
                             {"sha256", got.digest.hex()}, {"size", got.size}});

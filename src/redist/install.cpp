@@ -4,6 +4,7 @@
 
 #include "layer/extract.hpp"
 #include "util/error.hpp"
+#include "util/limits.hpp"
 #include "util/file.hpp"
 
 namespace sb::redist {
@@ -68,7 +69,9 @@ std::vector<Fetched> install_components(const std::string& base, const std::stri
                                         const std::string& platform, const std::string& cuda_xy, const fs::path& root,
                                         const Store& store, fetch::Fetcher& fetcher) {
   std::string murl = manifest_url(base, product, manifest_version);
-  auto mf = fetcher.fetch_one({murl, std::nullopt, std::nullopt, "redistrib_" + manifest_version + ".json"});
+  fetch::FetchItem manifest_item{murl, std::nullopt, std::nullopt, "redistrib_" + manifest_version + ".json"};
+  manifest_item.max_size = limits::redist_manifest();  // nothing pins its size
+  auto mf = fetcher.fetch_one(manifest_item);
   Manifest m = parse_manifest(store.read(mf.digest), murl);
   int major = std::stoi(cuda_xy.substr(0, cuda_xy.find('.')));
   std::vector<Selected> sel = select(m, components, platform, major);

@@ -32,6 +32,8 @@ inline SizeLimit apt_release() { return size_limit("STACKBUILD_APT_MAX_RELEASE",
 // An apt Packages index, compressed as fetched or decompressed: the largest
 // real ones (Debian main, Ubuntu universe for amd64) are under 100 MiB decompressed.
 inline SizeLimit apt_index() { return size_limit("STACKBUILD_APT_MAX_INDEX", 512 * kMiB); }
+// NVIDIA's redistrib_<version>.json: the CUDA toolkit's is a few hundred KiB.
+inline SizeLimit redist_manifest() { return size_limit("STACKBUILD_REDIST_MAX_MANIFEST", 16 * kMiB); }
 // All members of one wheel once inflated: NVIDIA's CUDA wheels are a few GiB.
 inline SizeLimit wheel_inflated() { return size_limit("STACKBUILD_WHEEL_MAX_INFLATED", 32 * kGiB); }
 }  // namespace limits

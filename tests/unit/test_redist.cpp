@@ -315,3 +315,30 @@ TEST_CASE("redist: archives never read, write or chmod through links out of the 
   CHECK(leaked() == 0);
   CHECK(host_state() == before);
 }
+
+// A mirror's manifest is fetched with nothing pinning its size (its sha256 is
+// recorded after): a hostile one must stop at the cap, naming its setting,
+// and leave nothing in the store. Real ones are a few hundred KiB.
+TEST_CASE("redist: a manifest past its cap is refused as it arrives", "[redist][hostile][limits]") {
+  Mirror mirror;
+  mirror.add("cuda_nvcc", "12.4.131", "linux-x86_64", {{"bin/nvcc.profile", "x\n", ""}});
+  mirror.manifest["padding"] = std::string(64 << 10, ' ');  // 64 KiB of it
+  mirror.publish();
+  TempDir dir{fs::temp_directory_path()};
+  Store store(dir.path() / "store");
+  FILE* devnull = fopen("/dev/null", "w");
+  auto status = make_status(StatusMode::Plain, devnull);
+  fetch::FetchOptions fo;
+  fo.retry.attempts = 1;
+  auto fetcher = fetch::make_fetcher(store, fo, *status);
+  setenv("STACKBUILD_REDIST_MAX_MANIFEST", "16KiB", 1);
+  CHECK_THROWS_WITH(install_components(mirror.base(), "cuda", "12.4.1", {"nvcc"}, "linux-x86_64", "12.4",
+                                       dir.path() / "root", store, *fetcher),
+                    Catch::Contains("cap (STACKBUILD_REDIST_MAX_MANIFEST raises it)"));
+  unsetenv("STACKBUILD_REDIST_MAX_MANIFEST");
+  size_t blobs = 0;
+  if (fs::exists(dir.path() / "store/blobs"))
+    for (auto& e : fs::recursive_directory_iterator(dir.path() / "store/blobs")) blobs += e.is_regular_file();
+  CHECK(blobs == 0);
+  fclose(devnull);
+}
