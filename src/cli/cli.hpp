@@ -25,6 +25,7 @@ extern const std::vector<std::string> kCommonOptions;  // --store, --progress
 struct Context {
   std::unique_ptr<Status> status;
   fs::path store_root;
+  bool json = false;  // --json: stdout holds JSON lines and nothing else
   // The store, held shared for this Store's life (a running gc is waited for, with a message).
   Store store() const;
 };

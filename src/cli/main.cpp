@@ -93,6 +93,7 @@ Context make_context(const Args& args) {
   bool verbose = args.has("--verbose") || args.has("-v");
   // JSON events go to stdout for pipelines; human output to stderr.
   c.status = make_status(mode, mode == StatusMode::Json ? stdout : stderr, verbose);
+  c.json = mode == StatusMode::Json;
   c.store_root = args.get("--store") ? fs::path(*args.get("--store")) : Store::default_root();
   return c;
 }

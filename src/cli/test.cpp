@@ -228,6 +228,15 @@ void attach_reports(const std::vector<verify::VerifyReport>& reports, const std:
   }
 }
 
+// A report as its table for people, or in JSON mode as a "verify" event:
+// there stdout holds JSON lines and nothing else.
+static void show_report(const verify::VerifyReport& report, Context& ctx) {
+  if (ctx.json)
+    ctx.status->event("verify", {{"report", report}});
+  else
+    fputs(verify::summary_table(report).c_str(), stdout);
+}
+
 static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, const Args& args, Context& ctx) {
   verify::VerifyOptions o = verify_options(args);
   Store store = ctx.store();
@@ -239,7 +248,7 @@ static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, 
     for (const auto& l : ti.image.layers) layers.push_back(l.digest);
     auto img = verify::stored_image(store, ti.image.manifest_json, ti.image.config_json, ti.image.manifest.digest, layers);
     reports.push_back(verify::verify_image(store, img, ti.tag, o, *ctx.status));
-    fputs(verify::summary_table(reports.back()).c_str(), stdout);
+    show_report(reports.back(), ctx);
   }
   return reports;
 }
@@ -329,7 +338,7 @@ int cmd_test(const std::vector<std::string>& argv) {
     verify::VerifyOptions o = base;
     o.tests = t.tests;
     reports.push_back(verify::verify_image(store, t.image, t.name, o, *ctx.status));
-    fputs(verify::summary_table(reports.back()).c_str(), stdout);
+    show_report(reports.back(), ctx);
     subjects.push_back({json::parse(t.image.manifest_json).value("mediaType", kMediaTypeManifest),
                         t.image.manifest_digest, t.image.manifest_json.size()});
   }

@@ -3,6 +3,8 @@
 # which has no referrers API). Images of a static busybox (a copy layer) carry tests:
 #   - `build --verify` runs them in the sandbox: a passing test (with ${stack} expanded),
 #     a test that must exit 3, a `gpu: true` test reported skipped (JSON and JUnit);
+#   - with --json, every line `build --push-to` and `test` print on stdout is a
+#     JSON object, the report a "verify" event (not the text table);
 #   - `stackbuild test LAYOUT:TAG` runs the tests the image recorded, `test RECIPE` finds
 #     the image in the layout the build wrote;
 #   - a failing test blocks `--push-to`: exit 1 naming the image and the test, nothing in
@@ -63,6 +65,25 @@ grep -Eq "^passed +recipe: exits-3" "$TMP/trecipe.out" || { show_output trecipe;
 
 start_registry reg
 R="127.0.0.1:$REG_PORT"
+check "--json: every line on stdout is a JSON object, for build --json --push-to and test --json"
+expect_ok jbuild "$SB" build good.yaml -o "$TMP/J" --store "$STORE" --push-to "$R/json:1" --json
+expect_ok jtest "$SB" test "$TMP/L:1" --store "$STORE" --json
+python3 - "$TMP/jbuild.out" "$TMP/jtest.out" <<'PY' || fail "stdout of --json is not JSON lines (above)"
+import json, sys
+for f in sys.argv[1:]:
+    verified = 0
+    for n, line in enumerate(open(f), 1):
+        try:
+            j = json.loads(line)
+            assert isinstance(j, dict)
+        except Exception:
+            sys.exit(f"{f}:{n}: not a JSON object: {line!r}")
+        if j.get("event") == "verify" and j.get("report", {}).get("image"):
+            verified += 1
+    if not verified:
+        sys.exit(f"{f}: no verify event with the report")
+PY
+
 check "a failing test blocks build --push-to: exit 1 naming the image and the test, nothing pushed"
 expect_rc 1 blocked sb build bad.yaml -o "$TMP/B" --store "$STORE" --push-to "$R/bad:1"
 grep -q "not pushing" "$TMP/blocked.err" || { show_output blocked; fail "no 'not pushing' message"; }
