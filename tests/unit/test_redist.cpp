@@ -99,6 +99,23 @@ struct Mirror {
   std::string base() { return server.url("/compute"); }
 };
 
+// A fetcher that tries once and prints nothing.
+struct QuietFetcher {
+  FILE* devnull = fopen("/dev/null", "w");
+  std::unique_ptr<Status> status = make_status(StatusMode::Plain, devnull);
+  std::unique_ptr<fetch::Fetcher> fetcher;
+  explicit QuietFetcher(const Store& store) {
+    fetch::FetchOptions fo;
+    fo.retry.attempts = 1;
+    fetcher = fetch::make_fetcher(store, fo, *status);
+  }
+  ~QuietFetcher() {
+    fetcher.reset();
+    status.reset();
+    fclose(devnull);
+  }
+};
+
 }  // namespace
 
 TEST_CASE("redist: manifests parse with and without the newer keys and with cuDNN variants", "[redist]") {
@@ -152,11 +169,8 @@ TEST_CASE("redist: a fixture mirror unpacks into /usr/local/cuda-X.Y", "[redist]
   mirror.publish();
   TempDir dir{fs::temp_directory_path()};
   Store store(dir.path() / "store");
-  FILE* devnull = fopen("/dev/null", "w");
-  auto status = make_status(StatusMode::Plain, devnull);
-  fetch::FetchOptions fo;
-  fo.retry.attempts = 1;
-  auto fetcher = fetch::make_fetcher(store, fo, *status);
+  QuietFetcher quiet(store);
+  fetch::Fetcher* fetcher = quiet.fetcher.get();
   fs::path root = dir.path() / "root";
 
   auto got = install_components(mirror.base(), "cuda", "12.4.1", {"nvcc"}, "linux-x86_64", "12.4", root, store,
@@ -200,7 +214,6 @@ TEST_CASE("redist: a fixture mirror unpacks into /usr/local/cuda-X.Y", "[redist]
                       Catch::Contains("cuda_cudart-linux-x86_64-12.4.127-archive.tar.xz"));
     CHECK(blobs() == before + 1);  // the (unpinned) manifest only
   }
-  fclose(devnull);
 }
 
 TEST_CASE("redist: hostile archives are refused", "[redist]") {
@@ -326,11 +339,8 @@ TEST_CASE("redist: a manifest past its cap is refused as it arrives", "[redist][
   mirror.publish();
   TempDir dir{fs::temp_directory_path()};
   Store store(dir.path() / "store");
-  FILE* devnull = fopen("/dev/null", "w");
-  auto status = make_status(StatusMode::Plain, devnull);
-  fetch::FetchOptions fo;
-  fo.retry.attempts = 1;
-  auto fetcher = fetch::make_fetcher(store, fo, *status);
+  QuietFetcher quiet(store);
+  fetch::Fetcher* fetcher = quiet.fetcher.get();
   setenv("STACKBUILD_REDIST_MAX_MANIFEST", "16KiB", 1);
   CHECK_THROWS_WITH(install_components(mirror.base(), "cuda", "12.4.1", {"nvcc"}, "linux-x86_64", "12.4",
                                        dir.path() / "root", store, *fetcher),
@@ -340,5 +350,4 @@ TEST_CASE("redist: a manifest past its cap is refused as it arrives", "[redist][
   if (fs::exists(dir.path() / "store/blobs"))
     for (auto& e : fs::recursive_directory_iterator(dir.path() / "store/blobs")) blobs += e.is_regular_file();
   CHECK(blobs == 0);
-  fclose(devnull);
 }
