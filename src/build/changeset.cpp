@@ -99,17 +99,24 @@ std::string link_target(const fs::path& p) {
   return fs::read_symlink(p, ec).string();
 }
 
-// Mode, owner and xattrs: what a directory entry of a layer carries (mtimes do not count).
+// Mode, owner and xattrs: what a directory entry of a layer carries (mtimes
+// do not count). `priv`: the bits `b` has in the image but not on disk
+// (build/privileged.hpp).
 bool same_metadata(const fs::path& a, const struct stat& sa, const fs::path& b,
-                   const struct stat& sb_) {
-  return (sa.st_mode & S_IFMT) == (sb_.st_mode & S_IFMT) &&
-         (sa.st_mode & 07777) == (sb_.st_mode & 07777) && sa.st_uid == sb_.st_uid &&
-         sa.st_gid == sb_.st_gid && xattrs(a) == xattrs(b);
+                   const struct stat& sb_, const PrivilegedFile* priv = nullptr) {
+  std::map<std::string, std::string> xb = xattrs(b);
+  mode_t mb = sb_.st_mode & 07777;
+  if (priv) {
+    mb = priv->mode;
+    if (!priv->capability.empty()) xb["security.capability"] = priv->capability;
+  }
+  return (sa.st_mode & S_IFMT) == (sb_.st_mode & S_IFMT) && (sa.st_mode & 07777) == mb &&
+         sa.st_uid == sb_.st_uid && sa.st_gid == sb_.st_gid && xattrs(a) == xb;
 }
 
 bool same_entry(const fs::path& a, const struct stat& sa, const fs::path& b,
-                const struct stat& sb_) {
-  if (!same_metadata(a, sa, b, sb_)) return false;
+                const struct stat& sb_, const PrivilegedFile* priv) {
+  if (!same_metadata(a, sa, b, sb_, S_ISREG(sb_.st_mode) ? priv : nullptr)) return false;
   if (S_ISREG(sa.st_mode)) return sa.st_size == sb_.st_size && same_content(a, b);
   if (S_ISLNK(sa.st_mode)) return link_target(a) == link_target(b);
   if (S_ISCHR(sa.st_mode) || S_ISBLK(sa.st_mode)) return sa.st_rdev == sb_.st_rdev;
@@ -122,7 +129,8 @@ std::string join(const std::string& rel, const std::string& name) {
 
 class Pruner {
  public:
-  Pruner(Changeset& cs, bool overlay) : cs_(cs), overlay_(overlay) {}
+  Pruner(Changeset& cs, bool overlay, const PrivilegedFiles& privileged)
+      : cs_(cs), overlay_(overlay), privileged_(privileged) {}
 
   // `up`, a directory merged by overlayfs over the lower directory `low`.
   // Returns whether anything under it stays in the changeset.
@@ -185,7 +193,8 @@ class Pruner {
       if (!lower_dir) return true;
       return keep_dir(u, su, l, *sl, inner);
     }
-    if (sl && same_entry(u, su, l, *sl)) {
+    auto priv = privileged_.find(path);
+    if (sl && same_entry(u, su, l, *sl, priv == privileged_.end() ? nullptr : &priv->second)) {
       remove(u);
       return false;
     }
@@ -215,51 +224,69 @@ class Pruner {
 
   Changeset& cs_;
   bool overlay_;
+  const PrivilegedFiles& privileged_;
 };
 
 }  // namespace
 
-Changeset changeset_from_upper(const fs::path& upper, const fs::path& lower) {
+Changeset changeset_from_upper(const fs::path& upper, const fs::path& lower, const PrivilegedFiles& privileged) {
   Changeset cs{upper, {}, {}};
-  Pruner(cs, true).merged_dir(upper, lower, "");
+  Pruner(cs, true, privileged).merged_dir(upper, lower, "");
   std::sort(cs.deleted.begin(), cs.deleted.end());
   return cs;
 }
 
-Changeset changeset_from_copy(const fs::path& root, const fs::path& lower) {
+Changeset changeset_from_copy(const fs::path& root, const fs::path& lower, const PrivilegedFiles& privileged) {
   Changeset cs{root, {}, {}};
-  Pruner(cs, false).complete_dir(root, &lower, "");
+  Pruner(cs, false, privileged).complete_dir(root, &lower, "");
   std::sort(cs.deleted.begin(), cs.deleted.end());
   return cs;
 }
+
+namespace {
+
+// Makes `d` as `s` is (a directory empty, a regular file linked with
+// `link_file`) and, unless linked, gives it `s`'s owner (as root), mode,
+// xattrs and mtime; `inside` runs between the making and the metadata (a
+// directory's contents, so that they neither change its mtime nor need it
+// writable). False for a socket, which is not copied.
+template <typename Inside>
+bool copy_one(const fs::path& s, const fs::path& d, bool link_file, Inside inside) {
+  struct stat st;
+  if (::lstat(s.c_str(), &st) != 0) throw_errno("stat " + s.string());
+  if (S_ISDIR(st.st_mode)) {
+    if (::mkdir(d.c_str(), 0700) != 0) throw_errno("mkdir " + d.string());
+    inside();
+  } else if (S_ISREG(st.st_mode) && link_file) {
+    if (::link(s.c_str(), d.c_str()) != 0) throw_errno("link " + d.string());
+    return true;  // the same inode: its metadata is already right
+  } else if (S_ISREG(st.st_mode)) {
+    std::error_code ec;
+    if (!fs::copy_file(s, d, ec)) throw Error("cannot copy " + s.string() + ": " + ec.message());
+  } else if (S_ISLNK(st.st_mode)) {
+    if (::symlink(link_target(s).c_str(), d.c_str()) != 0) throw_errno("symlink " + d.string());
+  } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode)) {
+    if (::mknod(d.c_str(), st.st_mode, st.st_rdev) != 0) throw_errno("mknod " + d.string());
+  } else {
+    return false;  // sockets
+  }
+  (void)!::lchown(d.c_str(), st.st_uid, st.st_gid);
+  if (!S_ISLNK(st.st_mode)) ::chmod(d.c_str(), st.st_mode & 07777);
+  for (const auto& [k, v] : xattrs(s)) ::lsetxattr(d.c_str(), k.c_str(), v.data(), v.size(), 0);
+  struct timespec ts[2] = {st.st_atim, st.st_mtim};
+  ::utimensat(AT_FDCWD, d.c_str(), ts, AT_SYMLINK_NOFOLLOW);
+  return true;
+}
+
+}  // namespace
 
 void copy_tree(const fs::path& src, const fs::path& dst, bool link_files) {
-  for (const auto& name : children(src)) {
-    fs::path s = src / name, d = dst / name;
-    struct stat st;
-    if (::lstat(s.c_str(), &st) != 0) throw_errno("stat " + s.string());
-    if (S_ISDIR(st.st_mode)) {
-      if (::mkdir(d.c_str(), 0700) != 0) throw_errno("mkdir " + d.string());
-      copy_tree(s, d, link_files);
-    } else if (S_ISREG(st.st_mode) && link_files) {
-      if (::link(s.c_str(), d.c_str()) != 0) throw_errno("link " + d.string());
-      continue;  // the same inode: its metadata is already right
-    } else if (S_ISREG(st.st_mode)) {
-      std::error_code ec;
-      if (!fs::copy_file(s, d, ec)) throw Error("cannot copy " + s.string() + ": " + ec.message());
-    } else if (S_ISLNK(st.st_mode)) {
-      if (::symlink(link_target(s).c_str(), d.c_str()) != 0) throw_errno("symlink " + d.string());
-    } else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISFIFO(st.st_mode)) {
-      if (::mknod(d.c_str(), st.st_mode, st.st_rdev) != 0) throw_errno("mknod " + d.string());
-    } else {
-      continue;  // sockets
-    }
-    (void)!::lchown(d.c_str(), st.st_uid, st.st_gid);
-    if (!S_ISLNK(st.st_mode)) ::chmod(d.c_str(), st.st_mode & 07777);
-    for (const auto& [k, v] : xattrs(s)) ::lsetxattr(d.c_str(), k.c_str(), v.data(), v.size(), 0);
-    struct timespec ts[2] = {st.st_atim, st.st_mtim};
-    ::utimensat(AT_FDCWD, d.c_str(), ts, AT_SYMLINK_NOFOLLOW);
-  }
+  for (const auto& name : children(src))
+    copy_one(src / name, dst / name, link_files, [&] { copy_tree(src / name, dst / name, link_files); });
+}
+
+void copy_entry(const fs::path& src, const fs::path& dst) {
+  copy_one(src, dst, false, [] {});
 }
 
 }  // namespace sb

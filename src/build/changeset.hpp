@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "build/privileged.hpp"
+
 namespace sb {
 
 namespace fs = std::filesystem;
@@ -30,10 +32,13 @@ struct Changeset {
 // `upper`: an overlayfs upper directory over the single directory `lower`.
 // Whiteouts (0/0 character devices) and opaque markers (trusted. or
 // user.overlay.opaque) are turned into `deleted` paths and removed from it.
-Changeset changeset_from_upper(const fs::path& upper, const fs::path& lower);
+// `privileged`: the lower directory's files whose setuid, setgid or
+// capability bits are recorded rather than on disk (build/privileged.hpp);
+// they compare with those bits.
+Changeset changeset_from_upper(const fs::path& upper, const fs::path& lower, const PrivilegedFiles& privileged = {});
 
 // `root`: a copy of `lower` (see copy_tree) that steps then changed.
-Changeset changeset_from_copy(const fs::path& root, const fs::path& lower);
+Changeset changeset_from_copy(const fs::path& root, const fs::path& lower, const PrivilegedFiles& privileged = {});
 
 // Copies the tree under `src` into the existing directory `dst`: files,
 // directories, symlinks, device nodes and fifos, with owner (as root), mode,
@@ -41,5 +46,8 @@ Changeset changeset_from_copy(const fs::path& root, const fs::path& lower);
 // every regular file is a hardlink to the source's instead of a copy (for
 // trees nobody writes in place, such as overlayfs lower directories).
 void copy_tree(const fs::path& src, const fs::path& dst, bool link_files = false);
+
+// Copies one entry as copy_tree does, a directory without its contents.
+void copy_entry(const fs::path& src, const fs::path& dst);
 
 }  // namespace sb

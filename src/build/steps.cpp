@@ -196,6 +196,9 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
     fs::create_directories(work);
   else
     copy_tree(in.lower, root);
+  // The image's setuid, setgid and capability bits, off the cached root's
+  // disk, are back in the steps' own view.
+  restore_privileged(in.privileged, in.overlay ? upper : root, in.overlay ? in.lower : fs::path());
 
   if (!in.source.empty() && in.keep_source) place_source(in, in.overlay ? upper : root);
 
@@ -250,7 +253,8 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
   std::error_code
       ec;  // overlayfs leaves work/work mode 000: let the scratch directory's removal in
   fs::permissions(work / "work", fs::perms::owner_all, fs::perm_options::add, ec);
-  return in.overlay ? changeset_from_upper(upper, in.lower) : changeset_from_copy(root, in.lower);
+  return in.overlay ? changeset_from_upper(upper, in.lower, in.privileged)
+                    : changeset_from_copy(root, in.lower, in.privileged);
 }
 
 }  // namespace sb

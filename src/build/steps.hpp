@@ -38,6 +38,7 @@ struct StepsInput {
   BuildSpec spec;                          // with ${vars} already expanded
   std::map<std::string, std::string> env;  // the steps' whole environment (step_environment)
   fs::path lower;                          // the root made of the layers below (never written)
+  PrivilegedFiles privileged;              // lower's setuid, setgid and capability files (build/privileged.hpp)
   fs::path scratch;                        // an empty directory for the upper, work and stubs
   fs::path cache_root;                     // where `cache:` directories live between builds
   fs::path log;                            // the output goes here

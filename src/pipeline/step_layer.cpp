@@ -26,8 +26,9 @@ namespace {
 
 Digest chain_id(const std::vector<Layer>& layers, size_t n) {
   KeyHasher h;
-  // 2: no device nodes or trusted/overlay xattrs (roots unpacked before are not reused).
-  h.field("stackbuild-rootfs", "2");
+  // 2: no device nodes or trusted/overlay xattrs; 3: <chain>/tree and its
+  // privileged.json (roots unpacked before are not reused).
+  h.field("stackbuild-rootfs", "3");
   for (size_t i = 0; i < n; ++i) h.field("diff_id", layers[i].diff_id.str());
   return h.finish();
 }
@@ -63,19 +64,23 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
                              const Store& store, Status& status) {
   SandboxChoice c;
   c.sandbox = options.sandbox;
-  if (c.sandbox) return c;
+  // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
+  const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
+  const bool copy = force && std::string(force) == "0";
+  if (c.sandbox) {  // a test's
+    c.overlay = !copy;
+    return c;
+  }
   if (std::string why = sandbox::namespaces_unavailable(); !why.empty())
     throw Error("layer '" + layer +
                 "' has build steps, and this machine does not let stackbuild make a sandbox for them: " + why);
   c.own = std::make_unique<sandbox::LinuxSandbox>();
   c.sandbox = c.own.get();
-  // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
-  const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
   // The upper directory is in the store (its tmp/): overlayfs must take the
   // store's filesystem, which it does not where that is overlayfs itself (a
   // store inside a container's own root).
   const std::string why = sandbox::overlay_unavailable(store.root() / "tmp");
-  c.overlay = why.empty() && !(force && std::string(force) == "0");
+  c.overlay = why.empty() && !copy;
   if (!c.overlay && why.empty())
     status.message(Level::Info, "layer " + layer + ": built in a full copy of its root (STACKBUILD_SANDBOX_OVERLAY=0)");
   else if (!c.overlay)
@@ -118,40 +123,50 @@ fs::path cache_root(const Recipe& recipe, const LayerSpec& spec, const BuildSpec
 
 }  // namespace
 
-fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status) {
+CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Status& status) {
   const fs::path base = store.private_dir("rootfs");
   const fs::path dir = base / chain_id(layers, layers.size()).hex();
+  auto load = [&] {
+    return CachedRoot{dir / "tree", privileged_from_json(read_file(dir / "privileged.json"), (dir / "privileged.json").string())};
+  };
   std::error_code ec;
-  if (fs::is_directory(dir, ec)) return dir;
+  if (fs::is_directory(dir, ec)) return load();
   auto lock = store.lock("rootfs-" + dir.filename().string());
-  if (fs::is_directory(dir, ec)) return dir;
+  if (fs::is_directory(dir, ec)) return load();
 
   auto tmp = store.temp_dir();
-  fs::path tree = tmp->path() / "tree";
+  const fs::path made = tmp->path() / "root", tree = made / "tree";
   fs::create_directories(tree);
   size_t from = 0;
+  PrivilegedFiles inherited;
+  fs::path inherited_tree;
   if (layers.size() > 1) {
     fs::path prefix = base / chain_id(layers, layers.size() - 1).hex();
     if (fs::is_directory(prefix, ec)) {
-      copy_tree(prefix, tree, /*link_files=*/true);
+      inherited_tree = prefix / "tree";
+      inherited = privileged_from_json(read_file(prefix / "privileged.json"), (prefix / "privileged.json").string());
+      copy_tree(inherited_tree, tree, /*link_files=*/true);
       from = layers.size() - 1;
     }
   }
   int task = status.task_begin("unpack the " + std::to_string(layers.size()) + " layers below", 0);
-  // Owners kept (as root), with their setuid bits and file capabilities; no
-  // device nodes: the sandbox gives steps its own /dev and mounts the root
-  // nodev, so one from a layer would only be a way onto the host's devices
-  // for whoever reaches the store (docs/layers.md).
+  // Owners kept (as root); no device nodes: the sandbox gives steps its own
+  // /dev and mounts the root nodev, so one from a layer would only be a way
+  // onto the host's devices for whoever reaches the store (docs/layers.md).
   ExtractOptions o;
   o.skip_devices = true;
   o.preserve_owner = true;
   ExtractStats stats;
   for (size_t i = from; i < layers.size(); ++i)
     extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
+  // And no setuid-root program or capability on the host's disk: recorded instead.
+  const PrivilegedFiles privileged = take_privileged(tree, inherited, inherited_tree);
+  write_file_atomic(made / "privileged.json", privileged_to_json(privileged), 0600);
+  if (::chmod(made.c_str(), 0700) != 0) throw_errno("chmod " + made.string());
   if (::chmod(tree.c_str(), 0700) != 0) throw_errno("chmod " + tree.string());
-  fs::rename(tree, dir);
+  fs::rename(made, dir);
   status.task_end(task, dir.string());
-  return dir;
+  return {dir / "tree", privileged};
 }
 
 LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
@@ -205,7 +220,9 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
       if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
   SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
   in.overlay = sbx.overlay;
-  in.lower = rootfs_of(store, below, status);
+  CachedRoot lower = cached_root(store, below, status);
+  in.lower = lower.tree;
+  in.privileged = std::move(lower.privileged);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
   in.cache_root = cache_root(recipe, spec, in.spec, store);
@@ -258,7 +275,9 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   in.env = step_environment(recipe, steps, options.variables, epoch);
   SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
   in.overlay = sbx.overlay;
-  in.lower = rootfs_of(store, chain, status);
+  CachedRoot lower = cached_root(store, chain, status);
+  in.lower = lower.tree;
+  in.privileged = std::move(lower.privileged);
   auto scratch = store.temp_dir();
   in.scratch = scratch->path();
   in.cache_root = cache_root(recipe, spec, steps, store);
@@ -278,7 +297,7 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
     for (auto it = entries.lower_bound(p); it != entries.end() && (it->first == p || it->first.starts_with(p + "/"));)
       it = entries.erase(it);
     if (below.empty()) continue;
-    if (!below_root) below_root = rootfs_of(store, below, status);
+    if (!below_root) below_root = cached_root(store, below, status).tree;
     struct stat st;
     if (::lstat((*below_root / p).c_str(), &st) == 0) deletions.deleted.push_back(p);
   }

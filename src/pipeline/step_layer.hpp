@@ -6,20 +6,27 @@
 #include <optional>
 #include <vector>
 
+#include "build/privileged.hpp"
 #include "layer/tree.hpp"
 #include "pipeline/build.hpp"
 #include "util/file.hpp"
 
 namespace sb {
 
-// The layer recorded under `key`, when its blob is still in the store.
-
 // The layers below, unpacked in order by the safe extractor into one
-// directory of the store: <store>/rootfs/<chain>, where <chain> hashes their
-// diff_ids. Made once (in a temporary directory renamed into place), from the
-// rootfs of all but the last layer when there is one (hardlinked: nothing
-// writes into these trees), and shared by every build that needs it.
-fs::path rootfs_of(const Store& store, const std::vector<Layer>& layers, Status& status);
+// directory of the store: <store>/rootfs/<chain>/tree, where <chain> hashes
+// their diff_ids. Made once (in a temporary directory renamed into place),
+// from the tree of all but the last layer when there is one (hardlinked:
+// nothing writes into these trees), and shared by every build that needs it.
+// Owners are the image's (as root); device nodes are left out (the sandbox
+// has its own /dev), and so are setuid and setgid bits and file
+// capabilities: those are recorded in <chain>/privileged.json and given back
+// inside the sandbox only (build/privileged.hpp).
+struct CachedRoot {
+  fs::path tree;
+  PrivilegedFiles privileged;
+};
+CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Status& status);
 
 // One layer made by build steps: from the cache when its key is there, else
 // its steps run in the sandbox on the layers below and their changeset is

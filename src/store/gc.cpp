@@ -342,7 +342,7 @@ void apply(const Store& store, const Scan& scan, const Plan& plan) {
       if (::unlink(p.c_str()) != 0 && errno != ENOENT) throw_errno("remove " + p.string());
       continue;
     }
-    // Out of sight first: unpacked_root and rootfs_of take a directory that exists as whole.
+    // Out of sight first: unpacked_root and cached_root take a directory that exists as whole.
     fs::path doomed = p;
     if (it.kind != Kind::Temp) {
       doomed = root / "tmp" / (".gc-" + std::to_string(::getpid()) + "-" + std::to_string(n++));

@@ -127,8 +127,9 @@ TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, an
   test::make_tar(blob, hostile_layer(true));
   Digest d = store.put_file(blob);
   Layer layer{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
-  fs::path root = rootfs_of(store, {layer}, null_status());
-  CHECK((mode_of(root) & 07777) == 0700);
+  CachedRoot cached = cached_root(store, {layer}, null_status());
+  const fs::path root = cached.tree;
+  CHECK((mode_of(root.parent_path()) & 07777) == 0700);
   CHECK((mode_of(store.root() / "rootfs") & 07777) == 0700);
   CHECK_FALSE(fs::exists(fs::symlink_status(root / "bin/mem")));  // skipped: the sandbox has its own /dev
   fs::path tool = root / "bin/tool";
@@ -137,9 +138,100 @@ TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, an
   CHECK_FALSE(xattr_of(tool, "trusted.overlay.opaque"));
   CHECK_FALSE(xattr_of(tool, "trusted.overlay.redirect"));
   CHECK_FALSE(xattr_of(tool, "security.evil"));
-  if (::geteuid() == 0) {  // owners preserved: the capability and the setuid bit are the image's
-    CHECK(xattr_of(tool, "security.capability"));
-    CHECK((mode_of(root / "bin/su") & 07777) == 04755);
+  // No setuid, setgid or capability on the host's disk: recorded beside the
+  // tree instead, for the sandbox to give back to the steps.
+  CHECK_FALSE(xattr_of(tool, "security.capability"));
+  CHECK((mode_of(root / "bin/su") & 07777) == 0755);
+  CHECK((mode_of(root / "bin/sg") & 07777) == 0755);
+  REQUIRE(cached.privileged.count("bin/su"));
+  CHECK(cached.privileged.at("bin/su").mode == 04755);
+  CHECK(cached.privileged.at("bin/sg").mode == 02755);
+  if (::geteuid() == 0) {  // a capability is the image's only where owners are (as root)
+    REQUIRE(cached.privileged.count("bin/tool"));
+    CHECK(cached.privileged.at("bin/tool").capability == file_capability());
+    CHECK(cached.privileged.at("bin/tool").mode == 0755);
+  }
+
+  // A root one layer up is made from this one, hardlinked: the record carries
+  // over for the files still there, and follows what the new layer changes.
+  fs::path blob2 = tmp.path() / "layer2.tar";
+  test::make_tar(blob2, {{"bin", 'd', "", 0755}, {"bin/sg", 'f', "plain", 0755}, {"bin/new", 'f', "n", 04711}});
+  Digest d2 = store.put_file(blob2);
+  Layer layer2{d2, d2, fs::file_size(blob2), fs::file_size(blob2), "application/vnd.oci.image.layer.v1.tar"};
+  CachedRoot two = cached_root(store, {layer, layer2}, null_status());
+  REQUIRE(two.privileged.count("bin/su"));
+  CHECK(two.privileged.at("bin/su").mode == 04755);
+  CHECK_FALSE(two.privileged.count("bin/sg"));
+  REQUIRE(two.privileged.count("bin/new"));
+  CHECK(two.privileged.at("bin/new").mode == 04711);
+  CHECK((mode_of(two.tree / "bin/new") & 07777) == 0711);
+  CHECK(test::slurp(root / "bin/sg") == "g");  // the first root is as it was
+  CHECK(cached_root(store, {layer}, null_status()).privileged.count("bin/sg"));
+}
+
+// What a step's sandbox sees and what its layer keeps, with the cached root's
+// privileged files: the bits are back in the step's view, a file the step
+// leaves alone stays out of the layer, one it changes keeps its bits, and a
+// step's `chmod u-s` is a change like any other. Overlay and copy modes alike.
+class PrivilegedSandbox final : public sandbox::Sandbox {
+ public:
+  std::map<std::string, mode_t> seen;
+  std::optional<std::string> capability;
+  sandbox::SandboxResult run(const sandbox::SandboxSpec& s, const sandbox::OutputFn&) override {
+    const fs::path top = s.root.empty() ? s.upper : s.root;
+    for (const char* f : {"bin/su", "bin/sg", "bin/tool"})
+      if (struct stat st; ::lstat((top / f).c_str(), &st) == 0) seen[f] = st.st_mode & 07777;
+    capability = xattr_of(top / "bin/tool", "security.capability");
+    // As the step would: chmod u-s bin/su; chmod 0750 bin/tool (which keeps
+    // its capability: a write would drop it, as the kernel does); bin/sg untouched.
+    if (s.root.empty() && !fs::exists(top / "bin/tool")) {  // overlayfs would copy it up first
+      fs::create_directories(top / "bin");
+      fs::copy_file(s.lower.at(0) / "bin/tool", top / "bin/tool");
+    }
+    ::chmod((top / "bin/su").c_str(), 0755);
+    ::chmod((top / "bin/tool").c_str(), 0750);
+    return {0, false};
+  }
+};
+
+TEST_CASE("a step sees the image's setuid files and capabilities, and its layer keeps what it changed",
+          "[build][hostile][store]") {
+  for (const char* overlay : {"1", "0"}) {
+    DYNAMIC_SECTION("overlay " << overlay) {
+      ::setenv("STACKBUILD_SANDBOX_OVERLAY", overlay, 1);
+      TempDir tmp;
+      Store store(tmp.path() / "store");
+      fs::path blob = tmp.path() / "layer.tar";
+      test::make_tar(blob, hostile_layer(false));
+      Digest d = store.put_file(blob);
+      Layer base{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+      Recipe recipe = recipe_in(tmp.path(), "stack: s\nlayers:\n  - {name: steps, build: {run: touch}}\n");
+      PrivilegedSandbox fake;
+      BuildOptions o;
+      o.sandbox = &fake;
+      Digest key = d;
+      LayerReport r =
+          build_step_layer(recipe, recipe.layers[0], d, {base}, {"base"}, store, o, 0, null_status(), key);
+      ::unsetenv("STACKBUILD_SANDBOX_OVERLAY");
+      CHECK(fake.seen["bin/su"] == 04755);
+      CHECK(fake.seen["bin/sg"] == 02755);
+      if (::geteuid() == 0) CHECK(fake.capability == std::optional<std::string>(file_capability()));
+
+      fs::path out = tmp.path() / "layer";
+      fs::create_directories(out);
+      ExtractOptions eo;
+      eo.preserve_owner = true;
+      ExtractStats stats;
+      extract_layer(store.blob_path(r.layer.digest), out, eo, stats);
+      CHECK((mode_of(out / "bin/su") & 07777) == 0755);   // the step's chmod u-s
+      CHECK_FALSE(fs::exists(fs::symlink_status(out / "bin/sg")));  // untouched: not in the layer
+      CHECK((mode_of(out / "bin/tool") & 07777) == 0750);
+      if (::geteuid() == 0) CHECK(xattr_of(out / "bin/tool", "security.capability") == std::optional<std::string>(file_capability()));
+      // And the cached root on disk is still without the bits.
+      CachedRoot cached = cached_root(store, {base}, null_status());
+      CHECK((mode_of(cached.tree / "bin/su") & 07777) == 0755);
+      CHECK_FALSE(xattr_of(cached.tree / "bin/tool", "security.capability"));
+    }
   }
 }
 
