@@ -14,6 +14,8 @@
 #include "util/status.hpp"
 #include "verify/report.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace sb::cli {
 
 int main(int argc, char** argv);
@@ -30,6 +32,10 @@ struct Context {
   Store store() const;
 };
 Context make_context(const Args& args);
+
+// A command's own JSON document on stdout: on one line with --json (stdout
+// is JSON lines then, beside the events), indented for a reader otherwise.
+void print_document(const nlohmann::json& doc, bool json_lines);
 
 struct Command {
   const char* name;

@@ -49,7 +49,7 @@ int cmd_cuda_code(const std::vector<std::string>& argv) {
   if (args.has("--json")) {
     nlohmann::json j = nlohmann::json::array();
     for (const auto& [f, c] : found) j.push_back({{"file", f}, {"sass", names(c.sass, "sm_")}, {"ptx", names(c.ptx, "compute_")}});
-    printf("%s\n", j.dump(2).c_str());
+    print_document(j, true);
     return kExitOk;
   }
   for (const auto& [f, c] : found) {

@@ -150,7 +150,7 @@ int cmd_gc(const std::vector<std::string>& argv) {
                               {"bytes", scan.items[r.item].bytes},
                               {"why", gc::why_name(r.why)}});
     }
-    fputs((j.dump(2) + "\n").c_str(), stdout);
+    print_document(j, true);
     return kExitOk;
   }
   std::string out;

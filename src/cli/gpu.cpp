@@ -64,7 +64,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
                        {"ldconfig_folders", nlohmann::json::array()},
                        {"cuda_compat", false},
                        {"warnings", nlohmann::json::array({none})}};
-      printf("%s\n", j.dump(2).c_str());
+      print_document(j, true);
     } else {
       printf("%s\n", none);
     }
@@ -100,7 +100,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
                      {"ldconfig_folders", g.ldconfig_folders},
                      {"cuda_compat", g.cuda_compat},
                      {"warnings", g.warnings}};
-    printf("%s\n", j.dump(2).c_str());
+    print_document(j, true);
     return kExitOk;
   }
   printf("source: %s\ndriver: %s%s\n", g.source.c_str(),

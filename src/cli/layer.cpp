@@ -75,7 +75,7 @@ int cmd_layer(const std::vector<std::string>& argv) {
   nlohmann::json j = l;
   j["seconds"] = secs;
   j["entries"] = entries.size();
-  printf("%s\n", j.dump(2).c_str());
+  print_document(j, args.has("--json"));
   return kExitOk;
 }
 

@@ -80,6 +80,11 @@ bool maybe_help(const Args& args, const char* help) {
   return true;
 }
 
+void print_document(const nlohmann::json& doc, bool json_lines) {
+  const std::string text = (json_lines ? doc.dump() : doc.dump(2)) + "\n";
+  fputs(text.c_str(), stdout);
+}
+
 Context make_context(const Args& args) {
   Context c;
   StatusMode mode = detect_status_mode(stderr);
@@ -114,7 +119,10 @@ Store Context::store() const {
 int cmd_version(const std::vector<std::string>& argv) {
   Args args(argv, kCommonFlags, kCommonOptions);
   if (maybe_help(args, kVersionHelp)) return kExitOk;
-  printf("stackbuild %s\n", kStackbuildVersion);
+  if (args.has("--json"))
+    print_document({{"version", kStackbuildVersion}}, true);
+  else
+    printf("stackbuild %s\n", kStackbuildVersion);
   return kExitOk;
 }
 

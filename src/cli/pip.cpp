@@ -107,7 +107,7 @@ int cmd_pip(const std::vector<std::string>& argv) {
                             *ctx.status);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ctx.status->result("resolved", std::to_string(wheels.size()) + " wheels in " + std::to_string(secs).substr(0, 5) + " s");
-  if (args.has("--lock")) printf("%s\n", nlohmann::json(wheels).dump(2).c_str());
+  if (args.has("--lock")) print_document(nlohmann::json(wheels), args.has("--json"));
   else
     for (const auto& w : wheels)
       printf("%s %s %s %s\n", w.name.c_str(), w.version.c_str(), w.url.c_str(), w.sha256 ? w.sha256->hex().c_str() : "-");

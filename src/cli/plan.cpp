@@ -126,7 +126,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
     throw Error("plan wants one recipe file (see 'stackbuild plan --help')", kExitUsage);
   Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
   if (args.has("--json"))
-    fputs((nlohmann::json(planned.plan).dump(2) + "\n").c_str(), stdout);
+    print_document(nlohmann::json(planned.plan), true);
   else
     fputs(plan_table(planned).c_str(), stdout);
   if (size_t bad = planned.plan.unsatisfiable(); bad && args.has("--strict"))

@@ -22,7 +22,8 @@ const char* const kRunHelp =
     "linker cache refreshed, once the driver passes the check `stackbuild test` makes\n"
     "(dev.stackbuild.driver_min and NVIDIA_REQUIRE_*; --env NVIDIA_DISABLE_REQUIRE=1 switches\n"
     "the requirements off, as with docker run -e). Exits with the command's status. Needs\n"
-    "root (or user namespaces).\n"
+    "root (or user namespaces). With --json, each line the command prints (stdout and stderr)\n"
+    "is an `output` event on stdout, {\"event\":\"output\",\"line\":...}.\n"
     "\n"
     "options:\n"
     "  --gpus SEL        inject the driver and these GPUs: all, indices (0,1) or UUIDs\n"
@@ -100,7 +101,20 @@ int cmd_run(const std::vector<std::string>& argv) {
   sandbox::LinuxSandbox sandbox;
   if (std::string w = verify::full_copy_warning(sandbox, root); !w.empty())
     ctx.status->message(Level::Warning, w);
-  auto r = verify::run_in_image(sandbox, root, o, [](std::string_view s) { (void)!::write(1, s.data(), s.size()); });
+  // The command's output as it comes, or with --json as `output` events, a
+  // line each (stdout stays JSON lines; bytes that are not UTF-8 are replaced).
+  std::string partial;
+  auto emit = [&](std::string_view line) { ctx.status->event("output", {{"line", std::string(line)}}); };
+  auto r = verify::run_in_image(sandbox, root, o, [&](std::string_view s) {
+    if (!ctx.json) {
+      (void)!::write(1, s.data(), s.size());
+      return;
+    }
+    partial.append(s);
+    for (size_t nl; (nl = partial.find('\n')) != std::string::npos; partial.erase(0, nl + 1))
+      emit(std::string_view(partial).substr(0, nl));
+  });
+  if (!partial.empty()) emit(partial);
   if (r.timed_out) throw Error("the command ran past --timeout and was killed");
   return r.exit_status;
 }

@@ -49,6 +49,16 @@ static ExtractOptions extract_options(const Args& args) {
   return o;
 }
 
+// What was written: a line on stderr, or with --json an event on stdout.
+static void report(const Args& args, const std::string& what, const ExtractStats& stats, const fs::path& dir) {
+  if (args.has("--json")) {
+    make_context(args).status->event(what, {{"entries", stats.entries}, {"bytes", stats.bytes}, {"into", dir.string()}});
+    return;
+  }
+  fprintf(stderr, "%s %llu entries, %llu bytes into %s\n", what.c_str(), (unsigned long long)stats.entries,
+          (unsigned long long)stats.bytes, dir.c_str());
+}
+
 static std::vector<std::string> extract_flags() {
   std::vector<std::string> f = kCommonFlags;
   f.insert(f.end(), {"--allow-devices", "--preserve-owner"});
@@ -70,8 +80,7 @@ int cmd_extract(const std::vector<std::string>& argv) {
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
   for (size_t i = 1; i < args.positional().size(); ++i) extract_layer(args.positional()[i], dir, o, stats);
-  fprintf(stderr, "extracted %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
-          (unsigned long long)stats.bytes, dir.c_str());
+  report(args, "extracted", stats, dir);
   return kExitOk;
 }
 
@@ -92,8 +101,7 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   ExtractStats stats;
   for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
   fs::rename(root, dest);
-  fprintf(stderr, "unpacked %llu entries, %llu bytes into %s\n", (unsigned long long)stats.entries,
-          (unsigned long long)stats.bytes, dest.c_str());
+  report(args, "unpacked", stats, dest);
   return kExitOk;
 }
 
