@@ -38,7 +38,7 @@ int cmd_apt_resolve(const std::vector<std::string>& argv) {
   Args args(argv, flags, options);
   if (maybe_help(args, kAptResolveHelp)) return kExitOk;
   auto release = args.get("--release");
-  if (!release) throw Error("apt-resolve wants --release CODENAME (see 'stackbuild apt-resolve --help')", kExitUsage);
+  if (!release) throw Error("apt-resolve wants --release CODENAME (see 'stackbuild apt-resolve --help')", ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto start = std::chrono::steady_clock::now();
@@ -47,12 +47,12 @@ int cmd_apt_resolve(const std::vector<std::string>& argv) {
   o.recommends = args.has("--recommends");
   o.priority = args.get("--priority").value_or("");
   if (!o.priority.empty() && o.priority != "required" && o.priority != "important" && o.priority != "standard")
-    throw Error("--priority wants required, important or standard, not '" + o.priority + "'", kExitUsage);
+    throw Error("--priority wants required, important or standard, not '" + o.priority + "'", ErrorKind::Usage);
   std::string distro = args.get("--distro").value_or("debian");
   if (distro != "debian" && distro != "ubuntu")
-    throw Error("--distro wants debian or ubuntu, not '" + distro + "'", kExitUsage);
+    throw Error("--distro wants debian or ubuntu, not '" + distro + "'", ErrorKind::Usage);
   if (args.positional().empty() && !o.base && o.priority.empty())
-    throw Error("apt-resolve wants PACKAGE names (or --base, --priority)", kExitUsage);
+    throw Error("apt-resolve wants PACKAGE names (or --base, --priority)", ErrorKind::Usage);
   auto lines = apt_resolve(distro, *release, args.positional(), o, store, *ctx.status);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (const auto& l : lines) printf("%s\n", args.has("--names") ? l.substr(0, l.find(' ')).c_str() : l.c_str());

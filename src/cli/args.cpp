@@ -37,22 +37,22 @@ Args::Args(const std::vector<std::string>& argv, const std::vector<std::string>&
       has_value = true;
     }
     if (contains(flags, name)) {
-      if (has_value) throw Error("option " + name + " takes no value", kExitUsage);
+      if (has_value) throw Error("option " + name + " takes no value", ErrorKind::Usage);
       values_[name].push_back("");
     } else if (contains(options, name) || contains(repeatable, name)) {
       if (!has_value) {
-        if (i + 1 >= argv.size()) throw Error("option " + name + " needs a value", kExitUsage);
+        if (i + 1 >= argv.size()) throw Error("option " + name + " needs a value", ErrorKind::Usage);
         value = argv[++i];
       }
       if (values_.count(name) && !contains(repeatable, name))
-        throw Error("option " + name + " given twice", kExitUsage);
+        throw Error("option " + name + " given twice", ErrorKind::Usage);
       values_[name].push_back(value);
     } else {
       std::vector<std::string> known = flags;
       known.insert(known.end(), options.begin(), options.end());
       known.insert(known.end(), repeatable.begin(), repeatable.end());
       std::string s = suggest(name, known);
-      throw Error("unknown option '" + name + "'" + (s.empty() ? "" : " (did you mean '" + s + "'?)"), kExitUsage);
+      throw Error("unknown option '" + name + "'" + (s.empty() ? "" : " (did you mean '" + s + "'?)"), ErrorKind::Usage);
     }
   }
 }
@@ -79,7 +79,7 @@ std::optional<int64_t> Args::integer(const std::string& name, int64_t min, int64
   } catch (const std::exception&) {
     throw Error("option " + name + " wants an integer from " + std::to_string(min) + " to " + std::to_string(max) +
                     ", not '" + *v + "'",
-                kExitUsage);
+                ErrorKind::Usage);
   }
 }
 

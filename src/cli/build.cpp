@@ -116,12 +116,12 @@ void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& 
       if (!fresh && it->second != who)
         throw Error("two matrix points would have the ref name '" + ref + "' in one OCI layout: " + it->second +
                         " and " + who + "; make the TAG parts of their tags differ (e.g. ${cuda})",
-                    kExitInput);
+                    ErrorKind::Input);
     }
   if (!index_ref.empty() && owner.count(index_ref))
     throw Error("the matrix index's ref name '" + index_ref + "' is also the tag of " + owner[index_ref] +
                     "; choose another with --index-tag",
-                kExitUsage);
+                ErrorKind::Usage);
 }
 
 }  // namespace
@@ -142,7 +142,7 @@ int cmd_build(const std::vector<std::string>& argv) {
             {"--tag", "--set", "--only", "--push-to", "--insecure-registry", "--cache", "--cache-from", "--cache-to"});
   if (maybe_help(args, kBuildHelp)) return kExitOk;
   if (args.positional().size() != 1)
-    throw Error("build wants one recipe file (see 'stackbuild build --help')", kExitUsage);
+    throw Error("build wants one recipe file (see 'stackbuild build --help')", ErrorKind::Usage);
   if (auto g = args.get("--gpus"))
     verify::check_gpu_selection(*g);  // before the build, not after it
   check_report_files(args);
@@ -159,14 +159,14 @@ int cmd_build(const std::vector<std::string>& argv) {
   else if (format == "docker-archive")
     o.format = OutputFormat::DockerArchive;
   else
-    throw Error("--format wants oci or docker-archive, not '" + format + "'", kExitUsage);
+    throw Error("--format wants oci or docker-archive, not '" + format + "'", ErrorKind::Usage);
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   o.output = out ? fs::path(*out)
                  : (o.format == OutputFormat::OciLayout ? fs::path("out") / recipe.stack : fs::path(recipe.stack + ".tar"));
   o.layer.compression = parse_compression(args.get("--compression").value_or("gzip"));
   if (auto level = args.integer("--level", 0, 22)) o.layer.level = static_cast<int>(*level);
   if (o.layer.compression == Compression::Gzip && o.layer.level > 3)
-    throw Error("gzip levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level), kExitUsage);
+    throw Error("gzip levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level), ErrorKind::Usage);
   if (auto threads = args.integer("--threads", 1, 256)) o.layer.threads = static_cast<int>(*threads);
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
@@ -176,7 +176,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (auto b = args.get("--layer-budget")) {
     o.layer_budget = parse_bytes(*b);
     if (!o.layer_budget)
-      throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", kExitUsage);
+      throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", ErrorKind::Usage);
   }  o.allow_host_paths = args.has("--allow-host-paths");
 
 
@@ -200,7 +200,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     const auto& all = planned.plan.points;
     for (const auto& p : all) matrix_ids.insert(p.point.id());
     if (planned.plan.unsatisfiable() == all.size())
-      throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+      throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
     std::vector<size_t> chosen;
     if (args.has("--only"))
       chosen = select_points(planned.recipe, planned.plan, args.all("--only"));
@@ -213,7 +213,7 @@ int cmd_build(const std::vector<std::string>& argv) {
       if (args.has("--strict") || bad == picked.points.size())
         throw Error((args.has("--strict") ? "--strict: " : "") + unsatisfiable_report(picked) +
                         "\nnothing was built",
-                    kExitUnsatisfiable);
+                    ErrorKind::Unsatisfiable);
       ctx.status->message(Level::Warning, unsatisfiable_report(picked) + "\nthey are skipped; building the other " +
                                               std::to_string(picked.points.size() - bad));
       for (const auto& p : picked.points)
@@ -242,7 +242,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   if (!o.tags.empty() && points.size() > 1)
     throw Error("--tag names one image, and this run builds " + std::to_string(points.size()) +
                     " points; give the recipe's tags: ${vars} (e.g. ${cuda}) or choose one point with --only",
-                kExitUsage);
+                ErrorKind::Usage);
   if (!o.tags.empty())
     for (auto& p : points) p.recipe.tags = o.tags;
   if (matrix) {
@@ -250,14 +250,14 @@ int cmd_build(const std::vector<std::string>& argv) {
     try {
       validate_tag(mo.index_ref);
     } catch (Error& e) {
-      throw Error("--index-tag: " + std::string(e.what()), kExitUsage);
+      throw Error("--index-tag: " + std::string(e.what()), ErrorKind::Usage);
     }
   }
   if (o.format == OutputFormat::OciLayout) check_ref_names(points, mo.index_ref);
   if (args.has("--sbom") && o.format != OutputFormat::OciLayout)
     throw Error("--sbom goes into an OCI layout, and --format docker-archive writes none; build a layout, or run "
                 "'stackbuild sbom' on one",
-                kExitUsage);
+                ErrorKind::Usage);
 
   Store store = ctx.store();
   if (points.size() > 1)
@@ -335,7 +335,7 @@ int cmd_build(const std::vector<std::string>& argv) {
       std::vector<std::string> targets;
       for (const auto& t : args.all("--push-to")) {
         auto ref = registry::Reference::parse(t);
-        if (ref.digest) throw Error("--push-to " + t + ": push to a digest is not possible", kExitUsage);
+        if (ref.digest) throw Error("--push-to " + t + ": push to a digest is not possible", ErrorKind::Usage);
         if (r.index && !ref.tag.empty()) {  // TAG names the index; each image keeps its ref names
           index_tags[ref.name()] = ref.tag;
           targets.push_back(ref.name());
@@ -347,7 +347,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     }
     bool any = false;
     for (const auto& p : push_of) any = any || !p.empty();
-    if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", kExitUsage);
+    if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", ErrorKind::Usage);
     push_built_images(r, push_of, index_tags, args, ctx);
     attach_built_reports(r, reports, push_of, args, ctx);  // the reports refer to the images
     attach_built_sboms(sboms, push_of, args, ctx);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/args.hpp"
+#include "cli/exit_codes.hpp"
 #include "image/image.hpp"
 #include "pipeline/plan.hpp"
 #include "store/store.hpp"

@@ -41,7 +41,7 @@ std::vector<std::string> names(const std::set<int>& sms, const char* prefix) {
 int cmd_cuda_code(const std::vector<std::string>& argv) {
   Args args(argv, kCommonFlags, kCommonOptions);
   if (maybe_help(args, kCudaCodeHelp)) return kExitOk;
-  if (args.positional().empty()) throw Error("cuda-code needs at least one FILE", kExitUsage);
+  if (args.positional().empty()) throw Error("cuda-code needs at least one FILE", ErrorKind::Usage);
   // Every file is read before anything is printed: a bad one fails the
   // command without half a listing.
   std::vector<std::pair<std::string, verify::GpuCode>> found;

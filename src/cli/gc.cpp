@@ -48,7 +48,7 @@ static int64_t parse_duration(const std::string& flag, const std::string& text) 
   auto bad = [&] {
     return Error(flag + " wants a duration, a whole number and a unit (s, m, h, d or w), e.g. 12h or 7d; not '" +
                      text + "'",
-                 kExitUsage);
+                 ErrorKind::Usage);
   };
   if (text.size() < 2) throw bad();
   int64_t unit = 0;
@@ -84,7 +84,7 @@ int cmd_gc(const std::vector<std::string>& argv) {
   Args args(argv, flags, options);
   if (maybe_help(args, kGcHelp)) return kExitOk;
   if (!args.positional().empty())
-    throw Error("gc takes no arguments, not '" + args.positional().front() + "'", kExitUsage);
+    throw Error("gc takes no arguments, not '" + args.positional().front() + "'", ErrorKind::Usage);
 
   gc::Options o;
   o.now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -92,18 +92,18 @@ int cmd_gc(const std::vector<std::string>& argv) {
     o.max_size = parse_bytes(*s);
     if (!o.max_size)
       throw Error("--max-size wants a size, e.g. 20G or 500MiB (K/M/G/T are powers of 1024), not '" + *s + "'",
-                  kExitUsage);
+                  ErrorKind::Usage);
   }
   if (auto d = args.get("--older-than")) o.older_than = parse_duration("--older-than", *d);
   o.roots_only = args.has("--roots");
   o.all = args.has("--all");
-  if (o.all && o.roots_only) throw Error("--all and --roots do not go together: --all removes the roots too", kExitUsage);
+  if (o.all && o.roots_only) throw Error("--all and --roots do not go together: --all removes the roots too", ErrorKind::Usage);
   for (const char* mode : {"--all", "--roots"})
     for (const char* limit : {"--max-size", "--older-than"})
       if (args.has(mode) && args.has(limit))
         throw Error(std::string(mode) + " and " + limit + " do not go together: " + mode +
                         (std::string(mode) == "--all" ? " removes everything" : " removes the unpacked roots only"),
-                    kExitUsage);
+                    ErrorKind::Usage);
   const bool dry = args.has("--dry-run"), json_out = args.has("--json"), verbose = args.has("-v") || args.has("--verbose");
 
   Context ctx = make_context(args);

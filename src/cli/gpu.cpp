@@ -38,7 +38,7 @@ int cmd_gpu(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--gpus", "--host-root", "--capabilities"});
   Args args(argv, flags, options);
   if (maybe_help(args, kGpuHelp)) return kExitOk;
-  if (!args.positional().empty()) throw Error("gpu takes no arguments", kExitUsage);
+  if (!args.positional().empty()) throw Error("gpu takes no arguments", ErrorKind::Usage);
   fs::path root = args.get("--host-root").value_or("/");
   std::string sel = args.get("--gpus").value_or("all");
   verify::check_gpu_selection(sel);

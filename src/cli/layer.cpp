@@ -35,9 +35,9 @@ int cmd_layer(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--compression", "--level", "-j", "--jobs", "--source-date-epoch", "-o", "--output"});
   Args args(argv, flags, options);
   if (maybe_help(args, kLayerHelp)) return kExitOk;
-  if (args.positional().size() != 1) throw Error("layer wants one directory", kExitUsage);
+  if (args.positional().size() != 1) throw Error("layer wants one directory", ErrorKind::Usage);
   fs::path dir = args.positional()[0];
-  if (!fs::is_directory(dir)) throw Error(dir.string() + " is not a directory", kExitUsage);
+  if (!fs::is_directory(dir)) throw Error(dir.string() + " is not a directory", ErrorKind::Usage);
 
   Context ctx = make_context(args);
   LayerOptions lo;
@@ -52,7 +52,7 @@ int cmd_layer(const std::vector<std::string>& argv) {
     so.source_date_epoch = *e;
   } else if (const char* env = getenv("SOURCE_DATE_EPOCH"); env && *env) {
     auto epoch = parse_integer<int64_t>(env);
-    if (!epoch || *epoch < 0) throw Error(std::string("SOURCE_DATE_EPOCH='") + env + "' is not a number of seconds", kExitUsage);
+    if (!epoch || *epoch < 0) throw Error(std::string("SOURCE_DATE_EPOCH='") + env + "' is not a number of seconds", ErrorKind::Usage);
     so.source_date_epoch = *epoch;
   }
   so.preserve_owner = args.has("--preserve-owner");

@@ -93,7 +93,7 @@ Context make_context(const Args& args) {
     if (*p == "tty") mode = StatusMode::Tty;
     else if (*p == "plain") mode = StatusMode::Plain;
     else if (*p == "json") mode = StatusMode::Json;
-    else throw Error("--progress wants tty, plain or json, not '" + *p + "'", kExitUsage);
+    else throw Error("--progress wants tty, plain or json, not '" + *p + "'", ErrorKind::Usage);
   }
   bool verbose = args.has("--verbose") || args.has("-v");
   // JSON events go to stdout for pipelines; human output to stderr.
@@ -184,7 +184,7 @@ int main(int argc, char** argv) {
             s.empty() ? "" : (" (did you mean '" + s + "'?)").c_str());
     return kExitUsage;
   } catch (const Error& e) {
-    return report_error(e.render(), e.exit_code());
+    return report_error(e.render(), exit_code_of(e.kind()));
   } catch (const std::exception& e) {
     return report_error(e.what(), kExitFailure);
   }

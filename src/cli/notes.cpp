@@ -81,7 +81,7 @@ notes::Images read_registry(const std::string& text, const Args& args, Context& 
   if (listing.images.empty())
     throw Error(ref.str() + " names no image (" + listing.top.media_type + " " +
                     listing.top.digest.str() + ": an artifact, or an index of none)",
-                kExitUsage);
+                ErrorKind::Usage);
   notes::Images out;
   out.where = ref.str();
   auto at = [](const std::map<std::string, std::string>& m, const std::string& k) {
@@ -145,7 +145,7 @@ notes::Images read_images(const std::string& text, const Args& args, Context& ct
     throw Error(
         "'" + text +
             "' is not an OCI layout directory (nor a registry reference REGISTRY/REPO[:TAG])",
-        kExitUsage);
+        ErrorKind::Usage);
   return read_registry(text, args, ctx, store);
 }
 
@@ -160,16 +160,16 @@ int cmd_notes(const std::vector<std::string>& argv) {
   Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kNotesHelp)) return kExitOk;
   if (args.positional().size() != 1)
-    throw Error("notes wants one LAYOUT or REGISTRY/REPO[:TAG]", kExitUsage);
+    throw Error("notes wants one LAYOUT or REGISTRY/REPO[:TAG]", ErrorKind::Usage);
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   if (!out && (args.has("--json") || args.get("--progress") == "json"))
-    throw Error("JSON progress goes to standard output; give -o FILE for the notes", kExitUsage);
+    throw Error("JSON progress goes to standard output; give -o FILE for the notes", ErrorKind::Usage);
   if (args.has("--data") && args.get("--template"))
-    throw Error("--data prints the template's data; it takes no --template", kExitUsage);
+    throw Error("--data prints the template's data; it takes no --template", ErrorKind::Usage);
   // The template is read (and checked) before the images are.
   std::string tmpl = notes::default_template(), tmpl_name = "the built-in release-notes template";
   if (auto t = args.get("--template")) {
-    if (!fs::is_regular_file(*t)) throw Error("--template: '" + *t + "' is not a file", kExitUsage);
+    if (!fs::is_regular_file(*t)) throw Error("--template: '" + *t + "' is not a file", ErrorKind::Usage);
     tmpl = read_file(*t);
     tmpl_name = *t;
   }

@@ -97,7 +97,7 @@ int cmd_pip(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--python", "--glibc", "--arch", "--distro", "--index-url", "--target"});
   Args args(argv, flags, options);
   if (maybe_help(args, kPipHelp)) return kExitOk;
-  if (args.positional().empty()) throw Error("pip wants at least one requirement (see 'stackbuild pip --help')", kExitUsage);
+  if (args.positional().empty()) throw Error("pip wants at least one requirement (see 'stackbuild pip --help')", ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
   pip::Target t = pip::Target::for_distro(args.get("--distro").value_or(""), args.get("--python").value_or("3.12"),
@@ -134,9 +134,9 @@ int cmd_redist(const std::vector<std::string>& argv) {
   Args args(argv, flags, options);
   if (maybe_help(args, kRedistHelp)) return kExitOk;
   auto version = args.get("--version");
-  if (!version) throw Error("redist wants --version (see 'stackbuild redist --help')", kExitUsage);
-  if (args.positional().empty()) throw Error("redist wants at least one component", kExitUsage);
-  if (!args.get("--target") && !args.has("--layer")) throw Error("redist wants --target DIR or --layer", kExitUsage);
+  if (!version) throw Error("redist wants --version (see 'stackbuild redist --help')", ErrorKind::Usage);
+  if (args.positional().empty()) throw Error("redist wants at least one component", ErrorKind::Usage);
+  if (!args.get("--target") && !args.has("--layer")) throw Error("redist wants --target DIR or --layer", ErrorKind::Usage);
   std::string base = args.get("--base-url").value_or(env_or("STACKBUILD_REDIST_URL", redist::kPublicBaseUrl));
   std::string cuda = args.get("--cuda").value_or(*version);
   if (std::count(cuda.begin(), cuda.end(), '.') > 1) cuda = cuda.substr(0, cuda.rfind('.'));

@@ -123,7 +123,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   Args args(argv, flags, options, {"--set"});
   if (maybe_help(args, kPlanHelp)) return kExitOk;
   if (args.positional().size() != 1)
-    throw Error("plan wants one recipe file (see 'stackbuild plan --help')", kExitUsage);
+    throw Error("plan wants one recipe file (see 'stackbuild plan --help')", ErrorKind::Usage);
   Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
   if (args.has("--json"))
     print_document(nlohmann::json(planned.plan), true);
@@ -132,7 +132,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
   if (size_t bad = planned.plan.unsatisfiable(); bad && args.has("--strict"))
     throw Error("--strict: " + std::to_string(bad) + " of " + std::to_string(planned.plan.points.size()) +
                     " matrix points are unsatisfiable (listed above)",
-                kExitUnsatisfiable);
+                ErrorKind::Unsatisfiable);
   return kExitOk;
 }
 
@@ -145,11 +145,11 @@ int cmd_lock(const std::vector<std::string>& argv) {
   Args args(argv, flags, options, {"--set", "--insecure-registry"});
   if (maybe_help(args, kLockHelp)) return kExitOk;
   if (args.positional().size() != 1)
-    throw Error("lock wants one recipe file (see 'stackbuild lock --help')", kExitUsage);
+    throw Error("lock wants one recipe file (see 'stackbuild lock --help')", ErrorKind::Usage);
   Context ctx = make_context(args);
   Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
   size_t bad = planned.plan.unsatisfiable();
-  if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+  if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
   std::vector<nlohmann::json> extras = lock_extras(planned, ctx.store(), *ctx.status);  // apt, pip, redist
   add_base_lock_extras(planned, extras, registry_session_options(args), *ctx.status);  // from: its digest

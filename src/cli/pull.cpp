@@ -48,7 +48,7 @@ static int pull_all(const registry::Reference& ref, const fs::path& layout, cons
   Store store = ctx.store();
   auto listing = registry::list_images(ref, store, o.session, *ctx.status, {});
   if (listing.images.empty())
-    throw Error(ref.str() + " names no image (" + listing.top.media_type + ")", kExitUsage);
+    throw Error(ref.str() + " names no image (" + listing.top.media_type + ")", ErrorKind::Usage);
   std::vector<TaggedImage> images;
   std::set<std::string> used;  // ref names given so far
   uint64_t fetched = 0;
@@ -148,7 +148,7 @@ int cmd_pull(const std::vector<std::string>& argv) {
   if (maybe_help(args, kPullHelp)) return kExitOk;
   if (args.has("--dry-run") && args.positional().size() == 1)
     return dry_run(registry::Reference::parse(args.positional()[0]), registry_session_options(args));
-  if (args.positional().size() != 2) throw Error("pull wants REGISTRY/REPO[:TAG|@DIGEST] and LAYOUT[:REF]", kExitUsage);
+  if (args.positional().size() != 2) throw Error("pull wants REGISTRY/REPO[:TAG|@DIGEST] and LAYOUT[:REF]", ErrorKind::Usage);
   auto ref = registry::Reference::parse(args.positional()[0]);
   std::string dest = args.positional()[1];
   fs::path layout = dest;
@@ -166,7 +166,7 @@ int cmd_pull(const std::vector<std::string>& argv) {
   if (args.has("--dry-run")) return dry_run(ref, o.session);
   Context ctx = make_context(args);
   if (args.has("--all")) {
-    if (args.get("--platform")) throw Error("--all takes every platform; it takes no --platform", kExitUsage);
+    if (args.get("--platform")) throw Error("--all takes every platform; it takes no --platform", ErrorKind::Usage);
     return pull_all(ref, layout, name, o, ctx);
   }
   Store store = ctx.store();

@@ -60,7 +60,7 @@ registry::SessionOptions registry_session_options(const Args& args) {
   o.credentials.creds = args.get("--creds");
   o.credentials.env = current_environment();
   if (auto ca = args.get("--ca-cert")) {
-    if (!fs::exists(*ca)) throw Error("--ca-cert " + *ca + ": no such file", kExitUsage);
+    if (!fs::exists(*ca)) throw Error("--ca-cert " + *ca + ": no such file", ErrorKind::Usage);
     o.ca_file = fs::absolute(*ca);
   }
   o.insecure = args.all("--insecure-registry");
@@ -100,25 +100,25 @@ int cmd_push(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--chunk-size"});
   Args args(argv, kCommonFlags, options, {"--insecure-registry"});
   if (maybe_help(args, kPushHelp)) return kExitOk;
-  if (args.positional().size() != 2) throw Error("push wants LAYOUT[:REF] and REGISTRY/REPO[:TAG]", kExitUsage);
+  if (args.positional().size() != 2) throw Error("push wants LAYOUT[:REF] and REGISTRY/REPO[:TAG]", ErrorKind::Usage);
   std::string src = args.positional()[0];
   fs::path layout = src;
   std::string ref;
   if (!fs::is_directory(layout)) {
     auto colon = src.rfind(':');
     if (colon == std::string::npos || !fs::is_directory(src.substr(0, colon)))
-      throw Error(src + " is not an OCI layout directory (LAYOUT[:REF])", kExitUsage);
+      throw Error(src + " is not an OCI layout directory (LAYOUT[:REF])", ErrorKind::Usage);
     layout = src.substr(0, colon), ref = src.substr(colon + 1);
   }
   auto target = registry::Reference::parse(args.positional()[1]);
-  if (target.digest) throw Error("push to a digest is not possible; give REGISTRY/REPO[:TAG]", kExitUsage);
+  if (target.digest) throw Error("push to a digest is not possible; give REGISTRY/REPO[:TAG]", ErrorKind::Usage);
 
   std::vector<registry::LayoutEntry> entries = registry::layout_entries(layout);
   if (!ref.empty()) {
     std::erase_if(entries, [&](const auto& e) { return e.ref != ref; });
-    if (entries.empty()) throw Error(layout.string() + " has no image named '" + ref + "'", kExitUsage);
+    if (entries.empty()) throw Error(layout.string() + " has no image named '" + ref + "'", ErrorKind::Usage);
   }
-  if (entries.empty()) throw Error(layout.string() + " holds no image", kExitUsage);
+  if (entries.empty()) throw Error(layout.string() + " holds no image", ErrorKind::Usage);
   std::vector<registry::TaggedManifest> images;
   for (const auto& e : entries) {
     std::string tag = e.ref.empty() ? "latest" : e.ref;
@@ -178,7 +178,7 @@ void push_built_images(const MatrixResult& built, const std::vector<std::vector<
     if (!fresh && it->second != who)
       throw Error("push: " + repo.ref.name() + ":" + tag + " would name both " + it->second + " and " + who +
                       "; give each point its own tag (e.g. ${cuda} in push:)",
-                  kExitUsage);
+                  ErrorKind::Usage);
     if (fresh) repo.images.push_back({tag, m});
   };
   std::vector<registry::ManifestRef> all;  // every point's manifest, for the index
@@ -190,7 +190,7 @@ void push_built_images(const MatrixResult& built, const std::vector<std::vector<
     std::string who = p.id.empty() ? "the image" : "point " + p.id;
     for (const auto& t : targets[i]) {
       auto ref = registry::Reference::parse(t);
-      if (ref.digest) throw Error("push to a digest is not possible: " + t, kExitUsage);
+      if (ref.digest) throw Error("push to a digest is not possible: " + t, ErrorKind::Usage);
       Repo& repo = repos[ref.name()];
       repo.ref = ref;
       if (!ref.tag.empty())

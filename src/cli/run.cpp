@@ -41,14 +41,14 @@ int cmd_run(const std::vector<std::string>& argv) {
   flags.push_back("--network");
   Args args(argv, flags, options, {"--env"});
   if (maybe_help(args, kRunHelp)) return kExitOk;
-  if (args.positional().size() < 2) throw Error("run wants LAYOUT[:REF] and a command after --", kExitUsage);
+  if (args.positional().size() < 2) throw Error("run wants LAYOUT[:REF] and a command after --", ErrorKind::Usage);
   // Usage errors before the image is opened and unpacked.
   if (auto sel = args.get("--gpus")) verify::check_gpu_selection(*sel);
   if (auto w = args.get("--workdir"); w && (w->empty() || (*w)[0] != '/'))
-    throw Error("--workdir wants an absolute path in the image, not '" + *w + "'", kExitUsage);
+    throw Error("--workdir wants an absolute path in the image, not '" + *w + "'", ErrorKind::Usage);
   for (const auto& e : args.all("--env"))
     if (e.find('=') == std::string::npos || e[0] == '=')
-      throw Error("--env wants KEY=VALUE, not '" + e + "'", kExitUsage);
+      throw Error("--env wants KEY=VALUE, not '" + e + "'", ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);

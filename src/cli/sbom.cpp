@@ -98,7 +98,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
                        std::optional<fs::path>* layout) {
   if (is_registry_arg(what)) {
     if (layout && args.has("--add-to-layout"))
-      throw Error("--add-to-layout wants a LAYOUT, not a registry reference", kExitUsage);
+      throw Error("--add-to-layout wants a LAYOUT, not a registry reference", ErrorKind::Usage);
     auto ref = registry::Reference::parse(what);
     registry::PullOptions o;
     o.session = registry_session_options(args);
@@ -119,7 +119,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
     return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
             layers};
   }
-  throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", kExitUsage);
+  throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", ErrorKind::Usage);
 }
 
 sbom::Contents contents_of(const SbomTarget& t, const Store& store) {
@@ -208,22 +208,22 @@ int cmd_sbom(const std::vector<std::string>& argv) {
   flags.insert(flags.end(), {"--add-to-layout", "--insecure-policy"});
   Args args(argv, flags, options, {"--insecure-registry"});
   if (maybe_help(args, kSbomHelp)) return kExitOk;
-  if (args.positional().size() != 1) throw Error("sbom wants one LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", kExitUsage);
+  if (args.positional().size() != 1) throw Error("sbom wants one LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", ErrorKind::Usage);
   std::string fmt = args.get("--format").value_or("spdx");
   if (fmt != "spdx" && fmt != "cyclonedx")
-    throw Error("--format wants spdx or cyclonedx, not '" + fmt + "'", kExitUsage);
+    throw Error("--format wants spdx or cyclonedx, not '" + fmt + "'", ErrorKind::Usage);
   const auto format = fmt == "spdx" ? sbom::Format::Spdx : sbom::Format::CycloneDx;
   const char* artifact_type = fmt == "spdx" ? sbom::kSpdxMediaType : sbom::kCycloneDxMediaType;
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   if (!out && (args.has("--json") || args.get("--progress") == "json"))
-    throw Error("JSON progress goes to standard output; give -o FILE for the SBOM", kExitUsage);
+    throw Error("JSON progress goes to standard output; give -o FILE for the SBOM", ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
 
   const std::string& what = args.positional()[0];
   if (auto old = args.get("--diff")) {  // release notes: what changed since OLD
     if (args.has("--add-to-layout") || args.get("--attach") || args.get("--format"))
-      throw Error("--diff prints a comparison; it takes no --format, --add-to-layout or --attach", kExitUsage);
+      throw Error("--diff prints a comparison; it takes no --format, --add-to-layout or --attach", ErrorKind::Usage);
     auto before = diff_side(*old, args, ctx, store);
     auto after = diff_side(what, args, ctx, store);
     std::string text = sbom::contents_diff(before.second, after.second, before.first, after.first);

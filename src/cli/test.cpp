@@ -100,7 +100,7 @@ verify::VerifyOptions verify_options(const Args& args) {
   if (auto a = args.get("--arch")) o.arch = split_commas(*a);
   for (const auto& e : args.all("--expect")) {
     auto eq = e.find('=');
-    if (eq == std::string::npos || eq == 0) throw Error("--expect wants NAME=VERSION, not '" + e + "'", kExitUsage);
+    if (eq == std::string::npos || eq == 0) throw Error("--expect wants NAME=VERSION, not '" + e + "'", ErrorKind::Usage);
     o.expect[e.substr(0, eq)] = e.substr(eq + 1);
   }
   o.compile_builtins = args.has("--compile-builtins");
@@ -128,7 +128,7 @@ std::vector<Target> recipe_targets(const std::string& file, const Args& args, co
     Planned planned = plan_recipe(recipe, plan_options(args));
     for (const auto& p : planned.plan.points)
       if (p.stack) points.emplace_back(resolve::instantiate(planned.recipe, p), p.stack);
-    if (points.empty()) throw Error(unsatisfiable_report(planned.plan), kExitUnsatisfiable);
+    if (points.empty()) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   } else {
     points.emplace_back(recipe, std::nullopt);
   }
@@ -186,7 +186,7 @@ void check_report_files(const Args& args) {
     if (!fs::is_directory(dir.empty() ? "." : dir, ec))
       throw Error(
           std::string(option) + " " + *f + ": the directory " + dir.string() + " does not exist",
-          kExitUsage);
+          ErrorKind::Usage);
   }
 }
 
@@ -311,7 +311,7 @@ int cmd_test(const std::vector<std::string>& argv) {
   Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});
   if (maybe_help(args, kTestHelp)) return kExitOk;
   if (args.positional().size() != 1)
-    throw Error("test wants one RECIPE.yaml, LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", kExitUsage);
+    throw Error("test wants one RECIPE.yaml, LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
 
@@ -325,12 +325,12 @@ int cmd_test(const std::vector<std::string>& argv) {
     auto [layout, ref] = split_layout_ref(what);
     targets.push_back({what, open_layout_image(layout, ref, &store), std::nullopt, layout});
   } else {
-    throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", kExitUsage);
+    throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", ErrorKind::Usage);
   }
 
   if (args.has("--add-to-layout"))
     for (const auto& t : targets)
-      if (!t.layout) throw Error("--add-to-layout wants a LAYOUT or RECIPE, not a registry reference", kExitUsage);
+      if (!t.layout) throw Error("--add-to-layout wants a LAYOUT or RECIPE, not a registry reference", ErrorKind::Usage);
   std::vector<verify::VerifyReport> reports;
   std::vector<AttachSubject> subjects;
   verify::VerifyOptions base = verify_options(args);

@@ -74,7 +74,7 @@ static std::vector<std::string> extract_opts() {
 int cmd_extract(const std::vector<std::string>& argv) {
   Args args(argv, extract_flags(), extract_opts());
   if (maybe_help(args, kExtractHelp)) return kExitOk;
-  if (args.positional().size() < 2) throw Error("extract wants a directory and at least one layer blob", kExitUsage);
+  if (args.positional().size() < 2) throw Error("extract wants a directory and at least one layer blob", ErrorKind::Usage);
   fs::path dir = args.positional()[0];
   fs::create_directories(dir);
   ExtractOptions o = extract_options(args);
@@ -87,10 +87,10 @@ int cmd_extract(const std::vector<std::string>& argv) {
 int cmd_unpack(const std::vector<std::string>& argv) {
   Args args(argv, extract_flags(), extract_opts());
   if (maybe_help(args, kUnpackHelp)) return kExitOk;
-  if (args.positional().size() != 2) throw Error("unpack wants LAYOUT[:REF] and DIR", kExitUsage);
+  if (args.positional().size() != 2) throw Error("unpack wants LAYOUT[:REF] and DIR", ErrorKind::Usage);
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
   fs::path dest = args.positional()[1];
-  if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", kExitUsage);
+  if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", ErrorKind::Usage);
   LayoutImage image = open_layout_image(layout, ref);
 
   fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());

@@ -268,7 +268,7 @@ std::pair<fs::path, std::string> split_layout_ref(const std::string& arg) {
   auto colon = arg.rfind(':');
   auto slash = arg.rfind('/');
   if (colon == std::string::npos || (slash != std::string::npos && colon < slash))
-    throw Error("no OCI layout at " + arg, kExitUsage);
+    throw Error("no OCI layout at " + arg, ErrorKind::Usage);
   return {arg.substr(0, colon), arg.substr(colon + 1)};
 }
 

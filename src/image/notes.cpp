@@ -383,7 +383,7 @@ json image_config(const std::string& bytes, const std::string& name) {
 Images read_layout(const fs::path& layout, const Store* store) {
   fs::path index = layout / "index.json";
   if (!fs::exists(index))
-    throw Error(layout.string() + " is not an OCI image layout (no index.json)", kExitUsage);
+    throw Error(layout.string() + " is not an OCI image layout (no index.json)", ErrorKind::Usage);
   Images out;
   out.where = layout.string();
   std::map<Digest, std::vector<std::string>> refs;
@@ -438,7 +438,7 @@ Images read_layout(const fs::path& layout, const Store* store) {
 }
 
 json notes_data(const Images& now, const Store& store, const std::optional<Images>& before) {
-  if (now.images.empty()) throw Error(now.where + " holds no image with a ref name", kExitUsage);
+  if (now.images.empty()) throw Error(now.where + " holds no image with a ref name", ErrorKind::Usage);
   json out;
   out["tool"] = std::string("stackbuild ") + kStackbuildVersion;
   out["layout"] = now.where;
@@ -490,10 +490,10 @@ json notes_data(const Images& now, const Store& store, const std::optional<Image
 
 std::string render(const std::string& tmpl, const json& data, const std::string& template_name) {
   kainjow::mustache::mustache m{tmpl};
-  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), kExitInput);
+  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), ErrorKind::Input);
   m.set_custom_escape([](const std::string& s) { return sbom::markdown_cell(s); });
   std::string out = m.render(to_data(data));
-  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), kExitInput);
+  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), ErrorKind::Input);
   return out;
 }
 

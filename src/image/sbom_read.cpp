@@ -122,7 +122,7 @@ Contents read_spdx_doc(const json& doc, std::string* described) {
 }
 
 void add_cyclonedx_components(Contents& c, const json& list, int depth = 0) {
-  if (depth > 32) throw Error("the SBOM's components nest more than 32 deep", kExitInput);
+  if (depth > 32) throw Error("the SBOM's components nest more than 32 deep", ErrorKind::Input);
   for (const auto& p : list) {
     if (!p.is_object()) continue;
     bool source = false;
@@ -158,7 +158,7 @@ Contents read_cyclonedx_doc(const json& doc, std::string* described) {
 
 Contents contents_from_document(const std::string& text, std::string* described) {
   json doc = json::parse(text, nullptr, false);
-  if (!doc.is_object()) throw Error("the SBOM is not a JSON object", kExitInput);
+  if (!doc.is_object()) throw Error("the SBOM is not a JSON object", ErrorKind::Input);
   Contents c;
   if (doc.contains("spdxVersion"))
     c = read_spdx_doc(doc, described);
@@ -166,7 +166,7 @@ Contents contents_from_document(const std::string& text, std::string* described)
     c = read_cyclonedx_doc(doc, described);
   else
     throw Error("the SBOM is neither SPDX (spdxVersion) nor CycloneDX (bomFormat) JSON",
-                kExitInput);
+                ErrorKind::Input);
   std::sort(c.packages.begin(), c.packages.end(), [](const Package& a, const Package& b) {
     return std::tie(a.type, a.name, a.version, a.arch) <
            std::tie(b.type, b.name, b.version, b.arch);

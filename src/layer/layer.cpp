@@ -19,7 +19,7 @@ Compression parse_compression(const std::string& name) {
   if (name == "gzip") return Compression::Gzip;
   if (name == "zstd") return Compression::Zstd;
   if (name == "none") return Compression::None;
-  throw Error("unknown compression '" + name + "' (use gzip, zstd or none)", kExitUsage);
+  throw Error("unknown compression '" + name + "' (use gzip, zstd or none)", ErrorKind::Usage);
 }
 
 std::string layer_media_type(Compression c) {

@@ -195,7 +195,7 @@ registry::LayoutEntry layout_entry(const Recipe& r, const LayoutRef& ref, const 
   if (locked && match.front().digest != *locked)
     throw Error("--locked: base image " + r.from.value + " is " + match.front().digest.str() + " now, and the lockfile pins " +
                     locked->str() + "\n  review the change, then run 'stackbuild lock " + r.file.string() + "'",
-                kExitInput);
+                ErrorKind::Input);
   return match.front();
 }
 
@@ -249,7 +249,7 @@ std::optional<Digest> locked_digest(const Recipe& r, const std::string& locked) 
   if (j.value("from", "") != r.from.value)
     throw Error("--locked: the recipe's base image is " + r.from.value + ", and the lockfile pins " +
                     j.value("from", "(none)") + "\n  review the change, then run 'stackbuild lock " + r.file.string() + "'",
-                kExitInput);
+                ErrorKind::Input);
   return Digest::parse(j.at("digest").get<std::string>());
 }
 
@@ -335,7 +335,7 @@ std::string locked_base(const Planned& planned, const resolve::PlanPoint& point)
     throw Error("--locked: the lockfile " + path.string() + " pins no base image for point " + point.point.id() +
                     " (from: " + planned.recipe.from.value + ")\n  run 'stackbuild lock " + planned.recipe.file.string() +
                     "' to record its digest",
-                kExitInput);
+                ErrorKind::Input);
   std::string bad;
   if (!j["from"].is_string())
     bad = "its from is " + j["from"].dump() + ", not a string";
@@ -352,7 +352,7 @@ std::string locked_base(const Planned& planned, const resolve::PlanPoint& point)
                     " pins a malformed base image for point " + point.point.id() + ": " + bad +
                     "\n  run 'stackbuild lock " + planned.recipe.file.string() +
                     "' to record its digest again",
-                kExitInput);
+                ErrorKind::Input);
   return j.dump();
 }
 

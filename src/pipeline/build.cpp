@@ -207,7 +207,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       validate_tag(t);
     } catch (Error& e) {
       if (options.tags.empty() && recipe.tags_where.known()) throw InputError(recipe.tags_where, e.what());
-      throw Error(e.what(), kExitUsage);
+      throw Error(e.what(), ErrorKind::Usage);
     }
   }
 

@@ -131,7 +131,7 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
                       " fetches now:";
     for (const auto& p : problems) msg += "\n  " + p;
     msg += "\n  review the recipe, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
-    throw Error(msg, kExitInput);
+    throw Error(msg, ErrorKind::Input);
   }
   nlohmann::json pins = nlohmann::json::object();
   for (const char* kind : {"apt", "pip", "redist", "source"})

@@ -33,7 +33,7 @@ const catalog::Record* chosen_record(const catalog::Catalog& catalog, const std:
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status);
 
 // For `build --locked`: the point's inputs with the lockfile's entries. Throws
-// Error(kExitInput) when a layer that fetches has no entry in the lockfile, or
+// Error(ErrorKind::Input) when a layer that fetches has no entry in the lockfile, or
 // its entry was written for other requirements, manifests or targets, naming
 // the layer and what changed. Call after check_lock().
 PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point);

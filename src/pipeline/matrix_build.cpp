@@ -164,7 +164,7 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
   for (const auto& o : only) {
     auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
-      throw Error("--only wants KEY=VALUE, not '" + o + "'", kExitUsage);
+      throw Error("--only wants KEY=VALUE, not '" + o + "'", ErrorKind::Usage);
     want[o.substr(0, eq)].insert(o.substr(eq + 1));
   }
   std::vector<std::map<std::string, std::string>> vars;
@@ -180,7 +180,7 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
       std::string all;
       for (const auto& k : keys) all += (all.empty() ? "" : ", ") + k;
       throw Error("--only " + key + "=...: no matrix point has a value for '" + key + "' (keys: " + all + ")",
-                  kExitUsage);
+                  ErrorKind::Usage);
     }
     bool any = false;
     for (const auto& v : values) any = any || seen.count(v);
@@ -189,7 +189,7 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
       for (const auto& s : seen) all += (all.empty() ? "" : ", ") + s;
       throw Error("--only: no matrix point has " + key + "=" + *values.begin() + " (" + key + " is one of: " + all +
                       ")",
-                  kExitUsage);
+                  ErrorKind::Usage);
     }
   }
   std::vector<size_t> out;
@@ -201,7 +201,7 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
     }
     if (ok) out.push_back(i);
   }
-  if (out.empty()) throw Error("--only: no matrix point matches all of the filters given", kExitUsage);
+  if (out.empty()) throw Error("--only: no matrix point matches all of the filters given", ErrorKind::Usage);
   return out;
 }
 

@@ -66,7 +66,7 @@ MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p);
 
 // `--only KEY=VALUE` (repeatable): the indexes of the plan's points whose
 // ${KEY} (a matrix value as written, a resolved version, arch, ...) is one of
-// the VALUEs given for KEY, for every KEY given. Throws Error(kExitUsage) for
+// the VALUEs given for KEY, for every KEY given. Throws Error(ErrorKind::Usage) for
 // a filter without '=', a KEY no point has, or when no point matches (saying
 // which values there are).
 std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only);

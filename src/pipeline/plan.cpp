@@ -47,7 +47,7 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
     throw Error("no catalog found: looked for layers/ beside " + r.file.string() +
                     " and in each directory above it, and for the built-in one; give --catalog DIR "
                     "or set STACKBUILD_CATALOG",
-                kExitInput);
+                ErrorKind::Input);
   }
   if (!out.catalog_dir.empty()) {
     try {
@@ -90,14 +90,14 @@ void check_lock(const Planned& planned) {
   if (!fs::exists(path, ec))
     throw Error("--locked: there is no lockfile " + path.string() + "\n  write it with 'stackbuild lock " +
                     planned.recipe.file.string() + "'",
-                kExitInput);
+                ErrorKind::Input);
   auto changes = resolve::lock_changes(read_file(path), path.string(), planned.plan);
   if (changes.empty()) return;
   std::string msg = "--locked: the lockfile " + path.string() + " is stale (" + std::to_string(changes.size()) +
                     (changes.size() == 1 ? " change" : " changes") + "):";
   for (const auto& c : changes) msg += "\n  " + c;
   msg += "\n  review the changes, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
-  throw Error(msg, kExitInput);
+  throw Error(msg, ErrorKind::Input);
 }
 
 std::string unsatisfiable_report(const resolve::Plan& plan) {

@@ -34,7 +34,7 @@ std::optional<fs::path> find_catalog(const fs::path& recipe_file);
 bool needs_plan(const Recipe& recipe);
 
 // Loads the catalog (when one is needed or found) and plans `recipe`.
-// Throws InputError for recipe mistakes, Error(kExitInput) when a needed
+// Throws InputError for recipe mistakes, Error(ErrorKind::Input) when a needed
 // catalog is nowhere to be found.
 Planned plan_recipe(Recipe recipe, const PlanOptions& options);
 
@@ -42,12 +42,12 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options);
 // `extras[i]` (what later stages pin, e.g. {"apt": ...}) joins point i.
 fs::path write_lock(const Planned& planned, const std::vector<nlohmann::json>& extras = {});
 
-// Throws Error(kExitInput) when <recipe>.lock is missing or differs from the
+// Throws Error(ErrorKind::Input) when <recipe>.lock is missing or differs from the
 // plan, listing what changed (point, component: old -> new).
 void check_lock(const Planned& planned);
 
 // "3 of 12 matrix points are unsatisfiable:" and each point with its reasons;
-// thrown as Error(kExitUnsatisfiable) by --strict.
+// thrown as Error(ErrorKind::Unsatisfiable) by --strict.
 std::string unsatisfiable_report(const resolve::Plan& plan);
 
 }  // namespace sb

@@ -85,9 +85,9 @@ registry::Reference cache_reference(const std::string& text, const std::string& 
   try {
     r = registry::Reference::parse(text);
   } catch (const Error& e) {
-    throw Error(option + " " + text + ": " + e.what(), kExitUsage);
+    throw Error(option + " " + text + ": " + e.what(), ErrorKind::Usage);
   }
-  if (r.digest) throw Error(option + " " + text + ": a cache is named by a tag, not by a digest", kExitUsage);
+  if (r.digest) throw Error(option + " " + text + ": a cache is named by a tag, not by a digest", ErrorKind::Usage);
   if (r.tag.empty()) r.tag = kCacheDefaultTag;
   return r;
 }

@@ -44,7 +44,7 @@ constexpr const char* kCacheConfigType = "application/vnd.stackbuild.cache.confi
 constexpr const char* kCacheDefaultTag = "buildcache";
 
 // The reference a --cache-from or --cache-to names: REGISTRY/REPO[:TAG], the
-// tag `buildcache` when none is given. Throws Error(kExitUsage) for a digest
+// tag `buildcache` when none is given. Throws Error(ErrorKind::Usage) for a digest
 // or a malformed reference, naming `option`.
 registry::Reference cache_reference(const std::string& text, const std::string& option);
 

@@ -356,7 +356,7 @@ Recipe load_recipe(const fs::path& file) {
   try {
     text = read_file(file);
   } catch (Error& e) {
-    throw Error(e.what(), kExitInput);
+    throw Error(e.what(), ErrorKind::Input);
   }
   return parse_recipe(text, file);
 }

@@ -291,7 +291,7 @@ std::optional<Credentials> find_credentials(const std::string& registry, const s
   if (o.creds) {
     auto colon = o.creds->find(':');
     if (colon == std::string::npos || colon == 0)
-      throw Error("--creds wants USER:PASSWORD", kExitUsage);
+      throw Error("--creds wants USER:PASSWORD", ErrorKind::Usage);
     return Credentials{o.creds->substr(0, colon), o.creds->substr(colon + 1), "--creds"};
   }
   if (!get("STACKBUILD_REGISTRY_USER").empty())

@@ -23,7 +23,7 @@ using json = nlohmann::json;
 void parse_platform(const std::string& text, PullOptions& o) {
   auto a = text.find('/');
   if (a == std::string::npos || a == 0 || a + 1 == text.size())
-    throw Error("--platform wants OS/ARCH[/VARIANT] (e.g. linux/arm64), not '" + text + "'", kExitUsage);
+    throw Error("--platform wants OS/ARCH[/VARIANT] (e.g. linux/arm64), not '" + text + "'", ErrorKind::Usage);
   o.os = text.substr(0, a);
   auto b = text.find('/', a + 1);
   o.architecture = text.substr(a + 1, b == std::string::npos ? std::string::npos : b - a - 1);

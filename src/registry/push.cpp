@@ -22,7 +22,7 @@ static bool is_index(const std::string& media_type) {
 
 std::vector<LayoutEntry> layout_entries(const fs::path& dir) {
   fs::path index = dir / "index.json";
-  if (!fs::exists(index)) throw Error(dir.string() + " is not an OCI image layout (no index.json)", kExitUsage);
+  if (!fs::exists(index)) throw Error(dir.string() + " is not an OCI image layout (no index.json)", ErrorKind::Usage);
   std::vector<LayoutEntry> out;
   try {
     json j = json::parse(read_file(index));

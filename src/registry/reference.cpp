@@ -25,7 +25,7 @@ static bool valid_tag(const std::string& t) {
 
 Reference Reference::parse(const std::string& text) {
   auto bad = [&](const std::string& why) {
-    return Error("'" + text + "' is not an image reference (REGISTRY/REPO[:TAG|@DIGEST]): " + why, kExitUsage);
+    return Error("'" + text + "' is not an image reference (REGISTRY/REPO[:TAG|@DIGEST]): " + why, ErrorKind::Usage);
   };
   Reference r;
   std::string rest = text;

@@ -241,7 +241,7 @@ void Session::probe() {
       add_secret(base64_encode(creds_->username + ":" + creds_->password));
     }
   } catch (const Error& e) {
-    throw Error(op_ + ": " + e.what(), e.exit_code());
+    throw Error(op_ + ": " + e.what(), e.kind());
   }
   probed_ = true;
 }

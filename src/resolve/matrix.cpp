@@ -56,7 +56,7 @@ std::string Point::id() const {
 Override parse_override(const std::string& arg) {
   auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
-    throw Error("--set wants key=value (e.g. --set cuda=12.6), not '" + arg + "'", kExitUsage);
+    throw Error("--set wants key=value (e.g. --set cuda=12.6), not '" + arg + "'", ErrorKind::Usage);
   return {arg.substr(0, eq), arg.substr(eq + 1)};
 }
 
@@ -72,7 +72,7 @@ void apply_overrides(Matrix& m, const std::vector<Override>& sets, const std::ve
         if (end == std::string::npos) end = s.value.size();
         std::string cc = s.value.substr(start, end - start);
         if (!sb::detail::is_compute_capability(cc))
-          throw Error("--set arch: bad compute capability '" + cc + "' (write arch=8.0,9.0)", kExitUsage);
+          throw Error("--set arch: bad compute capability '" + cc + "' (write arch=8.0,9.0)", ErrorKind::Usage);
         v.items.push_back(cc);
         start = end + 1;
       }
@@ -90,7 +90,7 @@ void apply_overrides(Matrix& m, const std::vector<Override>& sets, const std::ve
         std::string best = suggest(s.key, known);
         throw Error("--set " + s.key + ": not a matrix key or catalog component" +
                         (best.empty() ? "" : " (did you mean '" + best + "'?)"),
-                    kExitUsage);
+                    ErrorKind::Usage);
       }
       m.axes.push_back(MatrixAxis{s.key, {}, v.where});
       axis = m.axes.end() - 1;

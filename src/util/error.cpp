@@ -38,7 +38,7 @@ static std::string read_line(const SourceLocation& loc) {
 }
 
 InputError::InputError(SourceLocation loc, const std::string& message, std::string hint)
-    : Error(loc.str() + ": " + message, kExitInput),
+    : Error(loc.str() + ": " + message, ErrorKind::Input),
       loc_(std::move(loc)),
       message_(message),
       hint_(std::move(hint)),

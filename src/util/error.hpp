@@ -15,14 +15,14 @@
 
 namespace sb {
 
-// Exit codes of the stackbuild binary (documented in docs/cli.md and --help).
-enum ExitCode : int {
-  kExitOk = 0,
-  kExitFailure = 1,   // the work failed: I/O, a tool, a hostile archive, ...
-  kExitUsage = 2,     // bad command line
-  kExitInput = 3,     // a recipe or other input file is invalid
-  kExitUnsatisfiable = 4,  // --strict: some matrix points cannot be resolved
-  kExitInterrupted = 130,
+// What kind of failure an Error is. Stages say which; only the command line
+// (cli/exit_codes.hpp) turns a kind into an exit code.
+enum class ErrorKind {
+  Failure,        // the work failed: I/O, a tool, a hostile archive, ...
+  Usage,          // a bad request: an option's value, a combination of options
+  Input,          // a recipe or other input file is invalid
+  Unsatisfiable,  // matrix points cannot be resolved
+  Interrupted,    // Ctrl-C or SIGTERM
 };
 
 // Where something came from in a text file: 1-based line and column.
@@ -37,19 +37,19 @@ struct SourceLocation {
 
 class Error : public std::runtime_error {
  public:
-  explicit Error(const std::string& what, int exit_code = kExitFailure)
-      : std::runtime_error(what), exit_code_(exit_code) {}
+  explicit Error(const std::string& what, ErrorKind kind = ErrorKind::Failure)
+      : std::runtime_error(what), kind_(kind) {}
 
   void add_trace(std::string line) { traces_.push_back(std::move(line)); }
   const std::vector<std::string>& traces() const { return traces_; }
-  int exit_code() const { return exit_code_; }
+  ErrorKind kind() const { return kind_; }
 
   // The message and the traces as the CLI prints them (no "stackbuild:" prefix).
   virtual std::string render() const;
 
  private:
   std::vector<std::string> traces_;
-  int exit_code_;
+  ErrorKind kind_;
 };
 
 // An error in an input file: renders as `file:line:col: message`, then the

@@ -37,7 +37,7 @@ const char* interruption() {
 }
 
 void check_interrupted() {
-  if (const char* why = interruption()) throw Error(why, kExitInterrupted);
+  if (const char* why = interruption()) throw Error(why, ErrorKind::Interrupted);
 }
 
 }  // namespace sb

@@ -204,7 +204,7 @@ std::optional<GpuInjection> load_cdi(const fs::path& root, const std::string& se
             if (!has(name))
               throw Error("--gpus " + selection + ": no device '" + item + "' in the CDI spec " + file.string() +
                               " (it has " + std::to_string(named.size()) + ")",
-                          kExitUsage);
+                          ErrorKind::Usage);
             wanted.push_back(name);
           }
         }

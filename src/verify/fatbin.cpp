@@ -181,7 +181,7 @@ int sm_number(const std::string& cc) {
     if (dot == std::string::npos || dot == 0 || dot + 2 != cc.size()) throw std::invalid_argument(cc);
     return std::stoi(cc.substr(0, dot)) * 10 + (cc[dot + 1] - '0');
   } catch (const std::exception&) {
-    throw Error("bad compute capability '" + cc + "' (want MAJOR.MINOR, e.g. 8.6)", kExitUsage);
+    throw Error("bad compute capability '" + cc + "' (want MAJOR.MINOR, e.g. 8.6)", ErrorKind::Usage);
   }
 }
 

@@ -152,7 +152,7 @@ std::vector<GpuDevice> select(const std::vector<GpuDevice>& all, const std::stri
     });
     if (it == all.end())
       throw Error("--gpus " + selection + ": no GPU '" + item + "' on this host (it has " +
-                  std::to_string(all.size()) + ")", kExitUsage);
+                  std::to_string(all.size()) + ")", ErrorKind::Usage);
     out.push_back(*it);
   }
   return out;
@@ -167,7 +167,7 @@ void check_gpu_selection(const std::string& selection) {
         "--gpus wants all, none, or GPU indices or UUIDs separated by commas (0,1 or GPU-...), not "
         "'" +
             selection + "': " + why,
-        kExitUsage);
+        ErrorKind::Usage);
   };
   if (selection.empty()) bad("it is empty");
   std::set<std::string> seen;

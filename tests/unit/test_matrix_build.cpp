@@ -187,7 +187,7 @@ TEST_CASE("only: --only picks points by matrix value or resolved version", "[mat
       select_points(planned.recipe, plan, only);
       FAIL("no error for --only " + only.front());
     } catch (const Error& e) {
-      CHECK(e.exit_code() == kExitUsage);
+      CHECK(e.kind() == ErrorKind::Usage);
       CHECK_THAT(e.what(), Catch::Contains(says));
     }
   };

@@ -136,7 +136,7 @@ TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[
       check_lock(p);
       FAIL("a stale lock passed");
     } catch (const Error& e) {
-      CHECK(e.exit_code() == kExitInput);
+      CHECK(e.kind() == ErrorKind::Input);
       CHECK_THAT(e.what(), Catch::Contains("is stale (1 change)"));
     }
   }
@@ -180,7 +180,7 @@ TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[
         check_lock(p);
         FAIL("a malformed lockfile was accepted");
       } catch (const InputError& e) {
-        CHECK(e.exit_code() == kExitInput);
+        CHECK(e.kind() == ErrorKind::Input);
         CHECK(e.location().file == lock.string());
         CHECK_THAT(e.message(), Catch::Contains("a malformed lockfile: " + message));
       }

@@ -27,7 +27,7 @@ TEST_CASE("a cache reference takes the tag buildcache when it names none, and ne
     cache_reference("127.0.0.1:5000/team/cache@sha256:" + std::string(64, 'a'), "--cache-from");
     FAIL("a digest was taken");
   } catch (const Error& e) {
-    CHECK(e.exit_code() == kExitUsage);
+    CHECK(e.kind() == ErrorKind::Usage);
     CHECK(std::string(e.what()).find("--cache-from") != std::string::npos);
   }
   CHECK_THROWS_AS(cache_reference("Not A Reference!", "--cache"), Error);

@@ -251,7 +251,7 @@ TEST_CASE("sources: build --locked refuses a missing or stale pip or redist entr
       locked_point_inputs(p, point);
       FAIL("accepted: " + what);
     } catch (const Error& e) {
-      CHECK(e.exit_code() == kExitInput);
+      CHECK(e.kind() == ErrorKind::Input);
       CHECK_THAT(e.what(), Catch::Contains(what));
       CHECK_THAT(e.what(), Catch::Contains("run 'stackbuild lock"));
     }

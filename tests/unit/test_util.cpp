@@ -101,7 +101,7 @@ TEST_CASE("InputError renders file:line:col - the quoted line and a caret", "[ut
   CHECK_THAT(r, Catch::StartsWith(f.string() + ":2:1: unknown key 'layrs'"));
   CHECK_THAT(r, Catch::Contains("\n    layrs: []\n    ^"));
   CHECK_THAT(r, Catch::Contains("known keys: layers"));
-  CHECK(e.exit_code() == kExitInput);
+  CHECK(e.kind() == ErrorKind::Input);
   CHECK(suggest("layrs", {"stack", "layers", "tags"}) == "layers");
   CHECK(suggest("zzzzzz", {"stack", "layers"}).empty());
 }

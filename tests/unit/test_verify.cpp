@@ -225,7 +225,7 @@ TEST_CASE("a CDI spec: a device with no deviceNodes reads, a bad path is refused
     try {
       load(spec);
     } catch (const InputError& e) {
-      CHECK(e.exit_code() == kExitInput);
+      CHECK(e.kind() == ErrorKind::Input);
       return e.location().str() + ": " + e.message();
     }
     return "accepted";
@@ -928,7 +928,7 @@ TEST_CASE("a --gpus value is checked on any host", "[verify][gpu]") {
     try {
       check_gpu_selection(sel);
     } catch (const Error& e) {
-      CHECK(e.exit_code() == kExitUsage);
+      CHECK(e.kind() == ErrorKind::Usage);
       std::string w = e.what();
       return w.substr(w.rfind(": ") + 2);
     }
