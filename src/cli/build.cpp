@@ -221,7 +221,7 @@ int cmd_build(const std::vector<std::string>& argv) {
     }
     for (const auto& p : picked.points) {
       if (!p.stack) continue;
-      points.push_back(matrix_point(planned.recipe, p));
+      points.push_back(matrix_point(planned, p));
       if (args.has("--locked")) {
         points.back().inputs = locked_point_inputs(planned, p);  // apt, pip, redist: the pinned files
         points.back().base_lock = locked_base(planned, p);       // from: the pinned digest

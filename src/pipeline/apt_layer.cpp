@@ -37,28 +37,24 @@ struct Distro {
 };
 
 // The distribution of the point: the layer's own version, else the point's
-// `os`; a number ("13") is looked up in the catalog's os records. The
-// codename is "" when neither says (fine for repositories that name their
+// `os`; a number ("13") is looked up in the os records of the plan's catalog.
+// The codename is "" when neither says (fine for repositories that name their
 // suites; need_codename() says what is missing otherwise).
-Distro distro_of(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {
+Distro distro_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars, const PointInputs& point) {
   std::string v = spec.from == "apt" ? "" : spec.version.value;  // from: apt: the version is the component's
   if (v.empty())
     if (auto it = vars.find("os"); it != vars.end()) v = it->second;
   Distro d;
   for (const auto& u : spec.use)
     if (u == "debian" || u == "ubuntu") d.name = u;
-  std::optional<fs::path> dir = find_catalog(recipe.file);
-  if (dir) {
-    catalog::Catalog cat = catalog::load_catalog(*dir);
-    if (const catalog::Component* os = cat.find("os"))
-      for (const auto& r : os->records) {
-        bool named = r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end();
-        if (!named || (!d.name.empty() && r.info.count("distro") && r.info.at("distro") != d.name)) continue;
-        if (r.info.count("codename")) d.codename = r.info.at("codename");
-        if (r.info.count("distro")) d.name = r.info.at("distro");
-        break;
-      }
-  }
+  if (const catalog::Component* os = point.catalog ? point.catalog->find("os") : nullptr)
+    for (const auto& r : os->records) {
+      bool named = r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end();
+      if (!named || (!d.name.empty() && r.info.count("distro") && r.info.at("distro") != d.name)) continue;
+      if (r.info.count("codename")) d.codename = r.info.at("codename");
+      if (r.info.count("distro")) d.name = r.info.at("distro");
+      break;
+    }
   if (d.codename.empty() && alphabetic(v) && v != "debian" && v != "ubuntu") d.codename = v;
   if (d.name.empty()) d.name = "debian";
   return d;
@@ -227,16 +223,14 @@ std::map<std::string, int> layer_pins(const Recipe& recipe, const LayerSpec& spe
 
 // `from: apt`: the apt packages of the catalog records the point chose for
 // the layer's components (libnccl2=2.21.5-1+cuda12.4).
-std::vector<std::string> component_packages(const Recipe& recipe, const LayerSpec& spec,
-                                            const std::map<std::string, std::string>& vars, const PointInputs& point) {
+std::vector<std::string> component_packages(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                            const PointInputs& point) {
   std::vector<std::string> out;
   if (spec.from != "apt") return out;
-  auto dir = find_catalog(recipe.file);
-  if (!dir) throw Error("layer '" + spec.name + "': from: apt needs the catalog");
-  catalog::Catalog cat = catalog::load_catalog(*dir);
+  if (!point.catalog) throw Error("layer '" + spec.name + "': from: apt needs the catalog");
   for (const auto& u : spec.use) {
     std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-    const catalog::Record* r = chosen_record(cat, u, point, v);
+    const catalog::Record* r = chosen_record(point, u, v);
     if (!r || r->sources.apt.empty())
       throw Error("layer '" + spec.name + "': the catalog names no apt package for " +
                   (r ? r->label() : u + " " + v) + " (its record has no `apt:` source)");
@@ -511,13 +505,13 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
     // be done now, the lockfile still says what to fetch, and a login that
     // is missing shows as HTTP 401 naming the URL.
     try {
-      layer_repositories(recipe, spec, distro_of(recipe, spec, options.variables), null_status(), *f.net);
+      layer_repositories(recipe, spec, distro_of(spec, options.variables, options.point), null_status(), *f.net);
     } catch (const Error&) {
     }
   } else {
-    Distro d = distro_of(recipe, spec, options.variables);
+    Distro d = distro_of(spec, options.variables, options.point);
     r = resolve_layer(recipe, d, spec, state.status, store, f, status,
-                      component_packages(recipe, spec, options.variables, options.point));
+                      component_packages(spec, options.variables, options.point));
   }
   if (!r.upgraded.empty()) {
     std::string ups;
@@ -583,8 +577,8 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
     for (const auto& [name, p] : below) installed.push_back(p);
     Resolved r;
     try {
-      r = resolve_layer(recipe, distro_of(recipe, spec, variables), spec, installed, store, f, status,
-                        component_packages(recipe, spec, variables, point));
+      r = resolve_layer(recipe, distro_of(spec, variables, point), spec, installed, store, f, status,
+                        component_packages(spec, variables, point));
     } catch (Error& e) {
       e.add_trace("while locking apt layer '" + spec.name + "'");
       throw;

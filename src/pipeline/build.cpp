@@ -236,7 +236,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     // `keep_source:` beside packages: known (or refused) before the packages are fetched.
     std::optional<LayerSource> kept;
     try {
-      kept = kept_source(recipe, spec, options.variables, locked_sources(options.point.lock));
+      kept = kept_source(spec, options.variables, options.point);
       if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
         result.layers.push_back(build_apt_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
       else if (is_pip_layer(spec))  // Python wheels (issue 5): pipeline/pip_layer.cpp

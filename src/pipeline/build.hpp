@@ -10,6 +10,7 @@
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
 #include "pipeline/base_image.hpp"
+#include "pipeline/point_inputs.hpp"
 #include "recipe/recipe.hpp"
 #include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
@@ -21,17 +22,6 @@ class RegistryCache;
 
 enum class OutputFormat { OciLayout, DockerArchive };
 
-// What the plan chose at the matrix point being built, for layers that read
-// the catalog (apt, pip, redist), and with `build --locked` the lockfile's
-// entries of the point (pipeline/lock.hpp).
-struct PointInputs {
-  std::map<std::string, std::string> versions;  // component -> exact version (resolve::ResolvedStack)
-  std::map<std::string, std::string> builds;    // component -> build, where the record has one
-  // --locked: the point's {"apt": ..., "pip": ..., "redist": ...} from the
-  // lockfile (JSON text), checked against the recipe; "" = resolve now.
-  std::string lock;
-};
-
 struct BuildOptions {
   fs::path output;                         // a layout directory or a tarball
   OutputFormat format = OutputFormat::OciLayout;
@@ -41,7 +31,7 @@ struct BuildOptions {
   // The matrix point's ${vars} (resolve::point_variables), for build steps' environment.
   std::map<std::string, std::string> variables;
   sandbox::Sandbox* sandbox = nullptr;     // where build steps run; null: the Linux sandbox
-  PointInputs point;
+  PointInputs point;                       // what the plan chose here, and its catalog
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;
   BaseImageOptions base;                   // the recipe's `from:` image (pipeline/base_image.hpp)

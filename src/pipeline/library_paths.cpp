@@ -36,12 +36,13 @@ bool names_any(const std::vector<std::string>& items, const std::string& prefix)
 }  // namespace
 
 std::map<std::string, std::string> library_paths(const Recipe& recipe, const LayerSpec& layer,
-                                                 const std::map<std::string, std::string>& vars) {
+                                                 const std::map<std::string, std::string>& vars,
+                                                 const PointInputs& point) {
   size_t top = 0;
   while (top < recipe.layers.size() && recipe.layers[top].name != layer.name) ++top;
   std::optional<std::string> site;  // the wheels' site-packages, read once
   auto wheels = [&](const std::string& c) -> std::optional<Where> {
-    if (!site) site = pip_target(recipe, vars).site();
+    if (!site) site = pip_target(recipe, vars, point).site();
     std::string root = *site + "/nvidia/" + c;
     return Where{root, root + "/include", root + "/lib"};
   };

@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "pipeline/point_inputs.hpp"
 #include "recipe/recipe.hpp"
 
 namespace sb {
@@ -25,7 +26,9 @@ namespace sb {
 // layer of wheels below brings as a dependency (torch pulls nvidia-cudnn-cu12)
 // is taken to be in site-packages. Nothing for a component no layer below
 // installs (a copy layer or build steps may, but say nothing about where).
+// The wheels' site-packages is pip_target()'s at `point`.
 std::map<std::string, std::string> library_paths(const Recipe& recipe, const LayerSpec& layer,
-                                                 const std::map<std::string, std::string>& variables);
+                                                 const std::map<std::string, std::string>& variables,
+                                                 const PointInputs& point);
 
 }  // namespace sb

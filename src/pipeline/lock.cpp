@@ -12,31 +12,6 @@
 
 namespace sb {
 
-PointInputs point_inputs(const resolve::PlanPoint& point) {
-  PointInputs in;
-  if (point.stack) {
-    in.versions = point.stack->versions;
-    in.builds = point.stack->builds;
-  }
-  return in;
-}
-
-const catalog::Record* chosen_record(const catalog::Catalog& cat, const std::string& component,
-                                     const PointInputs& point, const std::string& fallback) {
-  const catalog::Component* c = cat.find(component);
-  if (!c) return nullptr;
-  if (auto v = point.versions.find(component); v != point.versions.end()) {
-    auto b = point.builds.find(component);
-    for (const auto& r : c->records)
-      if (r.version.str() == v->second && (b == point.builds.end() || r.build == b->second)) return &r;
-  }
-  for (const auto& r : c->records)
-    if (r.version.str() == fallback ||
-        std::find(r.aliases.begin(), r.aliases.end(), fallback) != r.aliases.end())
-      return &r;
-  return nullptr;
-}
-
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
   const auto& layers = planned.recipe.layers;
   bool apt = std::any_of(layers.begin(), layers.end(), is_apt_layer);
@@ -53,13 +28,13 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
     try {
       Recipe r = resolve::instantiate(planned.recipe, p);
       auto vars = resolve::point_variables(planned.recipe, p);
-      PointInputs in = point_inputs(p);
+      PointInputs in = point_inputs(p, planned.catalog);
       nlohmann::json e = nlohmann::json::object();
       if (apt) e["apt"] = lock_apt_layers(r, vars, in, store, status);
       if (pip) e["pip"] = lock_pip_layers(r, vars, in, store, status);
       if (redist) e["redist"] = lock_redist_layers(r, vars, in, store, status);
       if (src) {
-        nlohmann::json pins = lock_source_layers(r, vars, store, status);
+        nlohmann::json pins = lock_source_layers(r, vars, in, store, status);
         if (!pins.empty()) e["source"] = pins;
       }
       out.push_back(e);
@@ -72,7 +47,7 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
 }
 
 PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point) {
-  PointInputs in = point_inputs(point);
+  PointInputs in = point_inputs(point, planned.catalog);
   fs::path path = resolve::lock_path(planned.recipe.file);
   std::error_code ec;
   if (!fs::exists(path, ec)) return in;  // check_lock() has said so already
@@ -114,11 +89,11 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     try {
       if (!has_source(spec)) continue;
       if (!lock.contains("source") || !lock["source"].is_object() || !lock["source"].contains(spec.name)) {
-        problems.push_back(where + (has_git_source(r, spec, vars) ? ": the lockfile pins no commit for its git source"
+        problems.push_back(where + (has_git_source(spec, vars, in) ? ": the lockfile pins no commit for its git source"
                                                                    : ": the lockfile pins no source for it"));
         continue;
       }
-      std::string d = source_lock_mismatch(r, spec, vars, lock["source"][spec.name]);
+      std::string d = source_lock_mismatch(spec, vars, in, lock["source"][spec.name]);
       if (!d.empty()) problems.push_back(where + ": " + d);
     } catch (const nlohmann::json::exception& e) {
       problems.push_back(where + ": a malformed entry: " + e.what());

@@ -11,22 +11,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "catalog/catalog.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"
 
 namespace sb {
-
-// The resolved components of `point` (empty for an unresolved one).
-PointInputs point_inputs(const resolve::PlanPoint& point);
-
-// The catalog record chosen for `component` at the point: its exact version
-// and build; without one (a recipe built without a plan), the record whose
-// version or alias is `fallback`. Null when there is none.
-const catalog::Record* chosen_record(const catalog::Catalog& catalog, const std::string& component,
-                                     const PointInputs& point, const std::string& fallback);
 
 // For `stackbuild lock`: per plan point, {"apt": ..., "pip": ..., "redist": ...}
 // with the kinds of layer the recipe has; null for unresolved points.

@@ -1,7 +1,7 @@
 #include "pipeline/matrix_build.hpp"
 
 #include "pipeline/labels.hpp"
-#include "pipeline/lock.hpp"
+#include "pipeline/point_inputs.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -147,14 +147,15 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
   return result;
 }
 
-MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p) {
+MatrixPoint matrix_point(const Planned& planned, const resolve::PlanPoint& p) {
+  const Recipe& recipe = planned.recipe;
   MatrixPoint m;
   m.id = p.point.values.empty() ? "" : p.point.id();  // "" without a matrix
   m.recipe = resolve::instantiate(recipe, p);
   m.variables = resolve::point_variables(recipe, p);
   for (const auto& [k, v] : p.point.values) m.matrix.emplace_back(k, v.str());
   if (p.stack) m.versions = p.stack->versions;
-  m.inputs = point_inputs(p);
+  m.inputs = point_inputs(p, planned.catalog);
   m.labels = stack_labels(m.recipe, p.stack ? &*p.stack : nullptr);
   return m;
 }

@@ -14,6 +14,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "pipeline/build.hpp"
+#include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 
 namespace sb {
@@ -60,9 +61,9 @@ struct MatrixResult {
   std::exception_ptr failure;
 };
 
-// The point `p` of a plan of `recipe` (the planned, uninstantiated recipe),
-// ready to build, with its labels and resolved inputs (no lockfile pins).
-MatrixPoint matrix_point(const Recipe& recipe, const resolve::PlanPoint& p);
+// The point `p` of `planned`, ready to build, with its labels and resolved
+// inputs (the plan's catalog; no lockfile pins).
+MatrixPoint matrix_point(const Planned& planned, const resolve::PlanPoint& p);
 
 // `--only KEY=VALUE` (repeatable): the indexes of the plan's points whose
 // ${KEY} (a matrix value as written, a resolved version, arch, ...) is one of

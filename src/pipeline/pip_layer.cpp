@@ -12,7 +12,6 @@
 #include "pipeline/duplicate_libraries.hpp"
 #include "pip/install.hpp"
 #include "pipeline/lock.hpp"
-#include "pipeline/plan.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -138,13 +137,12 @@ bool is_pip_layer(const LayerSpec& spec) {
   return !spec.pip.empty() || (spec.from == "wheel" && !spec.use.empty());
 }
 
-pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& vars, const PointInputs& point) {
   std::string python = vars.count("python") ? vars.at("python") : "";
   if (python.empty()) python = recipe.platform.python;
   std::string glibc = recipe.platform.glibc, distro;
-  if (auto dir = find_catalog(recipe.file); dir && vars.count("os")) {
-    catalog::Catalog cat = catalog::load_catalog(*dir);
-    if (const catalog::Record* os = record_of(cat, "os", vars.at("os"))) {
+  if (point.catalog && vars.count("os")) {
+    if (const catalog::Record* os = record_of(*point.catalog, "os", vars.at("os"))) {
       if (python.empty() && os->info.count("python")) python = os->info.at("python");
       if (glibc.empty() && os->info.count("glibc")) glibc = os->info.at("glibc");
       if (os->info.count("distro")) distro = os->info.at("distro");
@@ -166,16 +164,14 @@ pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::st
   return t;
 }
 
-std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec& spec,
-                                          const std::map<std::string, std::string>& vars, const PointInputs& point) {
+std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                          const PointInputs& point) {
   std::vector<std::string> reqs;
   if (spec.from == "wheel") {
-    auto dir = find_catalog(recipe.file);
-    if (!dir) throw Error("layer '" + spec.name + "': from: wheel needs the catalog");
-    catalog::Catalog cat = catalog::load_catalog(*dir);
+    if (!point.catalog) throw Error("layer '" + spec.name + "': from: wheel needs the catalog");
     for (const auto& u : spec.use) {
       std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-      const catalog::Record* r = chosen_record(cat, u, point, v);
+      const catalog::Record* r = chosen_record(point, u, v);
       if (!r || r->sources.pip.empty())
         throw Error("layer '" + spec.name + "': the catalog names no wheel for " + (r ? r->label() : u + " " + v) +
                     " on the Python index (its record has no `pip:` source; the index carries one CUDA build "
@@ -188,14 +184,11 @@ std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec&
   return reqs;
 }
 
-std::vector<std::pair<std::string, std::string>> pip_constraints(const Recipe& recipe, const PointInputs& point) {
+std::vector<std::pair<std::string, std::string>> pip_constraints(const PointInputs& point) {
   std::vector<std::pair<std::string, std::string>> out;
-  if (point.versions.empty()) return out;
-  auto dir = find_catalog(recipe.file);
-  if (!dir) return out;
-  catalog::Catalog cat = catalog::load_catalog(*dir);
+  if (point.versions.empty() || !point.catalog) return out;
   for (const auto& [component, version] : point.versions) {
-    const catalog::Record* r = chosen_record(cat, component, point, version);
+    const catalog::Record* r = chosen_record(point, component, version);
     if (!r) continue;
     for (const auto& text : r->sources.pip) {
       pip::Requirement req = pip::Requirement::parse(text);
@@ -252,7 +245,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
                             Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   try {
-    pip::Target target = pip_target(recipe, options.variables);
+    pip::Target target = pip_target(recipe, options.variables, options.point);
     // What the layers below installed stays, as pip keeps satisfied requirements.
     // `below` ends with the recipe's layers before this one (a base image's may come first).
     size_t own = 0;
@@ -279,8 +272,8 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
                                         "): musllinux wheels");
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
-      wheels = pip_resolve(pip_requirements(recipe, spec, options.variables, options.point), target, "", false, store,
-                           status, pip_constraints(recipe, options.point), installed);
+      wheels = pip_resolve(pip_requirements(spec, options.variables, options.point), target, "", false, store, status,
+                           pip_constraints(options.point), installed);
     }
     KeyHasher k;
     k.field("stackbuild-pip-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
@@ -356,9 +349,9 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
   for (const auto& spec : recipe.layers) {
     if (!is_pip_layer(spec)) continue;
     try {
-      pip::Target t = pip_target(recipe, variables);
-      auto reqs = pip_requirements(recipe, spec, variables, point);
-      auto cons = pip_constraints(recipe, point);
+      pip::Target t = pip_target(recipe, variables, point);
+      auto reqs = pip_requirements(spec, variables, point);
+      auto cons = pip_constraints(point);
       auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed);
       // An index that gives no sizes (PEP 503 HTML pages): the wheels are
       // fetched now (the build needs them anyway, their sha256 checked) so
@@ -392,9 +385,9 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
     return was == now ? "" : std::string(key) + " " + was.dump() + " -> " + now.dump();
   };
   if (!entry.is_object() || !entry.contains("wheels") || !entry["wheels"].is_array()) return "the entry has no wheels";
-  std::string d = differs("requirements", pip_requirements(recipe, spec, variables, point));
-  if (d.empty()) d = differs("constraints", constraint_json(pip_constraints(recipe, point)));
-  if (d.empty()) d = differs("target", pip_target(recipe, variables).describe());
+  std::string d = differs("requirements", pip_requirements(spec, variables, point));
+  if (d.empty()) d = differs("constraints", constraint_json(pip_constraints(point)));
+  if (d.empty()) d = differs("target", pip_target(recipe, variables, point).describe());
   if (!d.empty()) return d;
   return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
 }

@@ -35,22 +35,23 @@ std::map<std::string, std::string> pip_index_environment(const Store& store);
 // The image a pip layer installs into at this point: Python from ${python}
 // (else the recipe's `platform: {python}`, else the os record's default),
 // glibc from `platform: {glibc}` (else the os record), the recipe's
-// architecture, Debian's dist-packages layout for debian/ubuntu.
-// STACKBUILD_PIP_PYTHON / STACKBUILD_PIP_GLIBC override. Throws InputError
-// naming the `platform:` key when neither says it.
-pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& variables);
+// architecture, Debian's dist-packages layout for debian/ubuntu (the os
+// record is the plan's catalog's, point.catalog). STACKBUILD_PIP_PYTHON /
+// STACKBUILD_PIP_GLIBC override. Throws InputError naming the `platform:`
+// key when neither says it.
+pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::string>& variables,
+                       const PointInputs& point);
 
 // The requirements of a pip layer: `pip:` plus, `from: wheel`, the `pip`
 // sources of the catalog records chosen for the point.
-std::vector<std::string> pip_requirements(const Recipe& recipe, const LayerSpec& spec,
-                                          const std::map<std::string, std::string>& variables,
+std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
                                           const PointInputs& point);
 
 // What the point's resolved components hold wheels to: each chosen record's
 // `pip` source that pins a version (nvidia-cudnn-cu12==9.1.0.70,
 // nvidia-cublas-cu12==12.4.*), as a constraint that narrows the wheel when a
 // layer's requirements pull it in and adds nothing otherwise. Each with who set it.
-std::vector<std::pair<std::string, std::string>> pip_constraints(const Recipe& recipe, const PointInputs& point);
+std::vector<std::pair<std::string, std::string>> pip_constraints(const PointInputs& point);
 
 // Builds one pip layer on top of `below`. With options.point.lock, the
 // wheels pinned there for this layer are fetched (and no index is read);

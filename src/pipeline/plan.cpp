@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 
+#include "pipeline/point_inputs.hpp"
 #include "pipeline/source_tree.hpp"
 #include "recipe/variables.hpp"
 #include "resolve/lockfile.hpp"
@@ -32,10 +33,9 @@ bool needs_plan(const Recipe& recipe) {
 }
 
 Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
-  Planned out{std::move(recipe), {}, {}};
+  Planned out{std::move(recipe), {}, nullptr, {}};
   const Recipe& r = out.recipe;
   bool needed = r.needs_components() || !r.matrix.axes.empty() || !r.matrix.include.empty() || !options.sets.empty();
-  catalog::Catalog cat;
   const char* env = getenv("STACKBUILD_CATALOG");
   if (options.catalog) {
     out.catalog_dir = *options.catalog;
@@ -51,7 +51,7 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
   }
   if (!out.catalog_dir.empty()) {
     try {
-      cat = catalog::load_catalog(out.catalog_dir);
+      out.catalog = std::make_shared<const catalog::Catalog>(catalog::load_catalog(out.catalog_dir));
     } catch (Error& e) {
       e.add_trace("while loading the catalog " + out.catalog_dir.string());
       throw;
@@ -60,7 +60,7 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
   std::vector<resolve::Override> sets;
   for (const auto& s : options.sets) sets.push_back(resolve::parse_override(s));
   try {
-    out.plan = resolve::make_plan(r, cat, sets);
+    out.plan = resolve::make_plan(r, out.catalog ? *out.catalog : catalog::Catalog{}, sets);
   } catch (Error& e) {
     e.add_trace("while planning " + r.file.string());
     throw;
@@ -69,7 +69,7 @@ Planned plan_recipe(Recipe recipe, const PlanOptions& options) {
   for (const auto& p : out.plan.points) {
     if (!p.stack) continue;
     try {
-      check_git_sources(resolve::instantiate(r, p), resolve::point_variables(r, p));
+      check_git_sources(resolve::instantiate(r, p), resolve::point_variables(r, p), point_inputs(p, out.catalog));
     } catch (Error& e) {
       e.add_trace("while checking the sources of point " + p.point.id());
       throw;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -15,13 +16,16 @@
 namespace sb {
 
 struct PlanOptions {
-  std::optional<fs::path> catalog;  // --catalog DIR; default: find_catalog()
+  std::optional<fs::path> catalog;  // --catalog DIR; default: STACKBUILD_CATALOG, else find_catalog()
   std::vector<std::string> sets;    // --set key=value, in order
 };
 
 struct Planned {
   Recipe recipe;
   fs::path catalog_dir;  // empty when the recipe needs no catalog and none was found
+  // The catalog loaded from catalog_dir, once: the layers take their records
+  // from it (PointInputs::catalog). Null when catalog_dir is empty.
+  std::shared_ptr<const catalog::Catalog> catalog;
   resolve::Plan plan;
 };
 
@@ -33,7 +37,8 @@ std::optional<fs::path> find_catalog(const fs::path& recipe_file);
 // or ${vars}. A copy-only recipe without them builds as written.
 bool needs_plan(const Recipe& recipe);
 
-// Loads the catalog (when one is needed or found) and plans `recipe`.
+// Loads the catalog (when one is needed or found: --catalog, else
+// STACKBUILD_CATALOG, else find_catalog()) and plans `recipe`.
 // Throws InputError for recipe mistakes, Error(ErrorKind::Input) when a needed
 // catalog is nowhere to be found.
 Planned plan_recipe(Recipe recipe, const PlanOptions& options);

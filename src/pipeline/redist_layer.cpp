@@ -9,7 +9,6 @@
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
 #include "pipeline/lock.hpp"
-#include "pipeline/plan.hpp"
 #include "redist/install.hpp"
 #include "util/error.hpp"
 #include "util/limits.hpp"
@@ -98,7 +97,7 @@ LayerInputs resolve_layer(const Recipe& recipe, const LayerSpec& spec, const std
   in.cuda_xy = cuda_of(spec, vars, point);
   std::string base = base_url();
   std::string platform = redist::platform_for(recipe.architecture);
-  for (const auto& r : redist_requests(recipe, spec, vars, point)) {
+  for (const auto& r : redist_requests(spec, vars, point)) {
     in.requests.push_back(request_json(r));
     if (!r.archive.empty()) {
       std::string rel = r.archive;
@@ -148,15 +147,13 @@ bool is_redist_layer(const LayerSpec& spec) {
   return !spec.use.empty() && std::none_of(spec.use.begin(), spec.use.end(), is_os_component);
 }
 
-std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec& spec,
-                                           const std::map<std::string, std::string>& vars, const PointInputs& point) {
-  auto dir = find_catalog(recipe.file);
-  if (!dir) throw Error("layer '" + spec.name + "': a redist layer needs the catalog");
-  catalog::Catalog cat = catalog::load_catalog(*dir);
+std::vector<RedistRequest> redist_requests(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                           const PointInputs& point) {
+  if (!point.catalog) throw Error("layer '" + spec.name + "': a redist layer needs the catalog");
   std::vector<RedistRequest> out;
   for (const auto& u : spec.use) {
     std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-    const catalog::Record* rec = chosen_record(cat, u, point, v);
+    const catalog::Record* rec = chosen_record(point, u, v);
     if (!rec || !rec->sources.redist)
       throw Error("layer '" + spec.name + "': the catalog names no NVIDIA redist archive for " +
                   (rec ? rec->label() : u + " " + v) + " (give the layer `from: wheel` or `from: apt` to take it from there)");
@@ -269,7 +266,7 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   if (!entry.is_object() || !entry.contains("archives") || !entry["archives"].is_array())
     return "the entry has no archives";
   nlohmann::json now = nlohmann::json::array();
-  for (const auto& r : redist_requests(recipe, spec, variables, point)) now.push_back(request_json(r));
+  for (const auto& r : redist_requests(spec, variables, point)) now.push_back(request_json(r));
   nlohmann::json was = entry.value("requests", nlohmann::json());
   if (was != now) return "requests " + was.dump() + " -> " + now.dump();
   LayerInputs pinned;

@@ -32,10 +32,9 @@ struct RedistRequest {
 };
 
 // What a redist layer fetches at this point, one request per component the
-// layer uses, from the records the point chose. Throws sb::Error when a
-// chosen record has no redist source.
-std::vector<RedistRequest> redist_requests(const Recipe& recipe, const LayerSpec& spec,
-                                           const std::map<std::string, std::string>& variables,
+// layer uses, from the records the point chose (in point.catalog). Throws
+// sb::Error when a chosen record has no redist source.
+std::vector<RedistRequest> redist_requests(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
                                            const PointInputs& point);
 
 // Builds one redist layer on `below`; `key_parent`/`key_out` as for the other

@@ -5,7 +5,6 @@
 
 #include "catalog/catalog.hpp"
 #include "fetch/fetcher.hpp"
-#include "pipeline/plan.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 
@@ -37,17 +36,15 @@ void check_git_source(const source::SourceSpec& s, const SourceLocation& where, 
                           "a ref is a commit (40 hex), a tag or a branch");
 }
 
-source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
-                                  const std::map<std::string, std::string>& vars, const std::string& key,
-                                  std::string& what) {
+source::SourceSpec catalog_source(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                  const PointInputs& point, const std::string& key, std::string& what) {
   const std::string& name = spec.use.front();
   std::string asked = vars.count(name) ? vars.at(name) : spec.version.value;
   const std::string asking = key == "from" ? "'from: source'" : "'keep_source'";
-  auto dir = find_catalog(recipe.file);
-  if (!dir) throw InputError(spec.at(key), "layer '" + spec.name + "': " + asking + " needs the catalog (layers/)",
-                             "or give the layer its own 'source:'");
-  catalog::Catalog cat = catalog::load_catalog(*dir);
-  const catalog::Component* c = cat.find(name);
+  if (!point.catalog)
+    throw InputError(spec.at(key), "layer '" + spec.name + "': " + asking + " needs the catalog (layers/)",
+                     "or give the layer its own 'source:'");
+  const catalog::Component* c = point.catalog->find(name);
   auto prefix = catalog::Version::parse(asked);
   // Among those, the record of the build the point chose (${<name>_build}) wins,
   // so that messages and the cache key name the record the image holds.
@@ -85,9 +82,8 @@ source::SourceSpec catalog_source(const Recipe& recipe, const LayerSpec& spec,
 }
 
 // The source of `spec` (its own `source:`, else the catalog's through `key`).
-LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
-                            const std::map<std::string, std::string>& vars, const std::string& key,
-                            const nlohmann::json& locked) {
+LayerSource describe_source(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                            const PointInputs& point, const std::string& key, const nlohmann::json& locked) {
   LayerSource out;
   source::SourceSpec& s = out.spec;
   const SourceDecl& d = spec.source;
@@ -114,7 +110,7 @@ LayerSource describe_source(const Recipe& recipe, const LayerSpec& spec,
     check_git_source(s, d.where, "layer '" + spec.name + "': source");
     out.what = "git " + d.git + " at " + d.ref;
   } else {
-    s = catalog_source(recipe, spec, vars, key, out.what);
+    s = catalog_source(spec, vars, point, key, out.what);
   }
   out.named_ref = s.ref;
   if (s.kind == source::SourceSpec::Kind::Git && locked.is_object() && locked.contains(spec.name)) {
@@ -178,18 +174,18 @@ std::string remote_commit(const std::string& url, const std::string& ref) {
 }
 
 // The source of `spec` at the point (its own or the catalog's), of any kind, if any.
-std::optional<LayerSource> source_of(const Recipe& recipe, const LayerSpec& spec,
-                                     const std::map<std::string, std::string>& vars) {
-  if (spec.from_source()) return describe_source(recipe, spec, vars, "from", nullptr);
-  if (spec.keeps_source_beside()) return describe_source(recipe, spec, vars, "keep_source", nullptr);
+std::optional<LayerSource> source_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                     const PointInputs& point) {
+  if (spec.from_source()) return describe_source(spec, vars, point, "from", nullptr);
+  if (spec.keeps_source_beside()) return describe_source(spec, vars, point, "keep_source", nullptr);
   return std::nullopt;
 }
 
 // The git source of `spec` at the point (its own or the catalog's), if any.
-std::optional<LayerSource> git_source_of(const Recipe& recipe, const LayerSpec& spec,
-                                         const std::map<std::string, std::string>& vars) {
+std::optional<LayerSource> git_source_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                         const PointInputs& point) {
   if (!spec.source.path.empty() || !spec.source.url.empty()) return std::nullopt;  // local or archive: not git
-  std::optional<LayerSource> s = source_of(recipe, spec, vars);
+  std::optional<LayerSource> s = source_of(spec, vars, point);
   if (s && s->spec.kind != source::SourceSpec::Kind::Git) s.reset();
   return s;
 }
@@ -201,18 +197,26 @@ nlohmann::json patches_json(const LayerSpec& spec) {
   return out;
 }
 
-}  // namespace
-
-std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
-                                        const std::map<std::string, std::string>& vars, const nlohmann::json& locked) {
-  if (!spec.from_source()) return std::nullopt;
-  return describe_source(recipe, spec, vars, "from", locked);
+// The "source" entries of a point's lockfile text (PointInputs::lock; "" when
+// not --locked), or null.
+nlohmann::json locked_sources(const std::string& point_lock) {
+  if (point_lock.empty()) return nullptr;
+  auto j = nlohmann::json::parse(point_lock, nullptr, false);
+  return j.is_object() && j.contains("source") ? j["source"] : nlohmann::json(nullptr);
 }
 
-std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
-                                       const std::map<std::string, std::string>& vars, const nlohmann::json& locked) {
+}  // namespace
+
+std::optional<LayerSource> layer_source(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                        const PointInputs& point) {
+  if (!spec.from_source()) return std::nullopt;
+  return describe_source(spec, vars, point, "from", locked_sources(point.lock));
+}
+
+std::optional<LayerSource> kept_source(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                       const PointInputs& point) {
   if (!spec.keeps_source_beside()) return std::nullopt;
-  return describe_source(recipe, spec, vars, "keep_source", locked);
+  return describe_source(spec, vars, point, "keep_source", locked_sources(point.lock));
 }
 
 source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
@@ -292,17 +296,12 @@ std::string source_label(const LayerSpec& spec, const LayerSource& source,
   return j.dump();
 }
 
-nlohmann::json locked_sources(const std::string& point_lock) {
-  if (point_lock.empty()) return nullptr;
-  auto j = nlohmann::json::parse(point_lock, nullptr, false);
-  return j.is_object() && j.contains("source") ? j["source"] : nlohmann::json(nullptr);
-}
-
-void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& vars) {
+void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& vars,
+                       const PointInputs& point) {
   for (const auto& spec : recipe.layers) {
     if (!has_source(spec)) continue;
     try {
-      git_source_of(recipe, spec, vars);
+      git_source_of(spec, vars, point);
     } catch (const UnsafeGitSource&) {
       throw;
     } catch (const Error&) {  // reported by the stage that uses the source, as before
@@ -310,8 +309,8 @@ void check_git_sources(const Recipe& recipe, const std::map<std::string, std::st
   }
 }
 
-bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& vars) {
-  return git_source_of(recipe, spec, vars).has_value();
+bool has_git_source(const LayerSpec& spec, const std::map<std::string, std::string>& vars, const PointInputs& point) {
+  return git_source_of(spec, vars, point).has_value();
 }
 
 bool has_source(const LayerSpec& spec) {
@@ -319,11 +318,11 @@ bool has_source(const LayerSpec& spec) {
 }
 
 nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& vars,
-                                  const Store& store, Status& status) {
+                                  const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& spec : recipe.layers) {
     try {
-      auto s = source_of(recipe, spec, vars);
+      auto s = source_of(spec, vars, point);
       if (!s) continue;
       nlohmann::json e;
       switch (s->spec.kind) {
@@ -355,9 +354,9 @@ nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::stri
   return out;
 }
 
-std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
-                                 const std::map<std::string, std::string>& vars, const nlohmann::json& entry) {
-  auto s = source_of(recipe, spec, vars);
+std::string source_lock_mismatch(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                                 const PointInputs& point, const nlohmann::json& entry) {
+  auto s = source_of(spec, vars, point);
   if (!s) return "";
   if (!entry.is_object()) return "its source entry is not an object";
   auto str = [&](const char* k) { return entry.contains(k) && entry[k].is_string() ? entry[k].get<std::string>() : "?"; };

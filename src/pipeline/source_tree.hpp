@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/point_inputs.hpp"
 #include "recipe/recipe.hpp"
 #include "source/source.hpp"
 #include "store/store.hpp"
@@ -35,24 +36,22 @@ struct LayerSource {
 };
 
 // nullopt for a layer not built from source. `variables` are the point's
-// ${vars}: the catalog record of `use:` is the one of that version. Throws
-// InputError/Error when the catalog names no source for it, or an archive
-// there is not pinned.
+// ${vars}: the record of `use:` in the plan's catalog (point.catalog) is the
+// one of that version. Throws InputError/Error when the catalog names no
+// source for it, or an archive there is not pinned.
 //
-// `locked`: the point's lockfile entries for sources ({"<layer>": {"git",
-// "ref", "commit"}}, from lock_source_layers), or null. A git source whose
-// URL and ref the entry names is fetched at the entry's commit.
-std::optional<LayerSource> layer_source(const Recipe& recipe, const LayerSpec& spec,
-                                        const std::map<std::string, std::string>& variables,
-                                        const nlohmann::json& locked = nullptr);
+// With `build --locked`, point.lock holds the point's lockfile entries for
+// sources ({"<layer>": {"git", "ref", "commit"}}, from lock_source_layers):
+// a git source whose URL and ref the entry names is fetched at its commit.
+std::optional<LayerSource> layer_source(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
+                                        const PointInputs& point);
 
 // nullopt for a layer that keeps no source beside its packages
 // (LayerSpec::keeps_source_beside()); else its `source:`, or the catalog's
 // source of its component at the point's version. Throws InputError at
 // `keep_source` when the catalog names none.
-std::optional<LayerSource> kept_source(const Recipe& recipe, const LayerSpec& spec,
-                                       const std::map<std::string, std::string>& variables,
-                                       const nlohmann::json& locked = nullptr);
+std::optional<LayerSource> kept_source(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
+                                       const PointInputs& point);
 
 // Fetches (or copies) `source` of layer `spec` and applies its patches into
 // `dest`, as one status task; STACKBUILD_OFFLINE=1 takes only the store.
@@ -67,17 +66,13 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
 // the store) or {"path": DIR, "tree": DIGEST} (source::tree_digest), each with
 // "patches": [{"path", "sha256"}] in the order they apply.
 nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                                  const Store& store, Status& status);
+                                  const PointInputs& point, const Store& store, Status& status);
 
 // For `build --locked`: "" when `entry` pins the source of `spec` as the
 // recipe names it now (same URL and ref, archive sha256, local tree, patches
 // and their contents), else what differs.
-std::string source_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
-                                 const std::map<std::string, std::string>& variables, const nlohmann::json& entry);
-
-// The "source" entries of a point's lockfile text (PointInputs::lock; "" when
-// not --locked), or null.
-nlohmann::json locked_sources(const std::string& point_lock);
+std::string source_lock_mismatch(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
+                                 const PointInputs& point, const nlohmann::json& entry);
 
 // The value of the image label dev.stackbuild.source.<layer> (JSON): the
 // source tree the layer was compiled from (`built`) or keeps, for the SBOM
@@ -112,10 +107,12 @@ std::string recorded_source_commit(const Store& store, const Digest& layer_key);
 // (source::git_url_problem()). plan, lock and build call it (through
 // plan_recipe()) before anything runs git; other problems of a source are
 // left to the stage that uses it, as before.
-void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& variables);
+void check_git_sources(const Recipe& recipe, const std::map<std::string, std::string>& variables,
+                       const PointInputs& point);
 
 // Whether the layer's tree comes from a git source (its own or the catalog's).
-bool has_git_source(const Recipe& recipe, const LayerSpec& spec, const std::map<std::string, std::string>& variables);
+bool has_git_source(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
+                    const PointInputs& point);
 // Whether the layer builds from or keeps a source tree (any kind).
 bool has_source(const LayerSpec& spec);
 

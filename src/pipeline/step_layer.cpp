@@ -180,8 +180,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   in.layer = spec.name;
   in.spec = spec.build;
   in.env = step_environment(recipe, spec.build, options.variables, epoch,
-                            library_paths(recipe, spec, options.variables));
-  const std::optional<LayerSource> source = layer_source(recipe, spec, options.variables, locked_sources(options.point.lock));
+                            library_paths(recipe, spec, options.variables, options.point));
+  const std::optional<LayerSource> source = layer_source(spec, options.variables, options.point);
   const uint64_t budget = layer_budget(recipe, options);
   const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);
   key_out = key;

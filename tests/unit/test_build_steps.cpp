@@ -123,7 +123,7 @@ TEST_CASE("the steps' environment: where the layers below put cuDNN and NCCL", "
   const std::map<std::string, std::string> vars{{"cuda", "12.6.3"}, {"cudnn", "9.5.1.17"}, {"nccl", "2.23.4"}};
   auto paths = [&](const std::string& layers, std::map<std::string, std::string> v) {
     Recipe r = recipe_in(tmp.path(), head + layers + steps);
-    return library_paths(r, r.layers.back(), v);
+    return library_paths(r, r.layers.back(), v, PointInputs{});
   };
 
   SECTION("redist: the CUDA tree of the point's X.Y") {
@@ -168,7 +168,7 @@ TEST_CASE("the steps' environment: where the layers below put cuDNN and NCCL", "
     CHECK(env["CUDNN_ROOT"] == "/usr/local/cuda-12.6");
     CHECK(env["NCCL_ROOT"] == "/usr/local/lib/python3.12/site-packages/nvidia/nccl");
     Recipe r = recipe_in(tmp.path(), head + steps + "  - {name: dl, use: [cudnn, nccl]}\n");
-    CHECK(library_paths(r, r.layers[1], vars).empty());
+    CHECK(library_paths(r, r.layers[1], vars, PointInputs{}).empty());
   }
   SECTION("nothing installs them: nothing is set") {
     CHECK(paths("  - {name: tools, apt: [make]}\n", vars).empty());
@@ -176,7 +176,7 @@ TEST_CASE("the steps' environment: where the layers below put cuDNN and NCCL", "
   SECTION("between the variables and build.env") {
     Recipe r = recipe_in(tmp.path(), head + "  - {name: dl, use: [cudnn, nccl]}\n" +
                                          "  - {name: fw, build: {run: make, env: {NCCL_ROOT: /opt/nccl}}}\n");
-    auto env = step_environment(r, r.layers.back().build, vars, 1, library_paths(r, r.layers.back(), vars));
+    auto env = step_environment(r, r.layers.back().build, vars, 1, library_paths(r, r.layers.back(), vars, PointInputs{}));
     CHECK(env["NCCL_ROOT"] == "/opt/nccl");
     CHECK(env["NCCL_LIB_DIR"] == "/usr/local/cuda-12.6/lib64");
     CHECK(env["CUDNN_VERSION"] == "9.5.1.17");

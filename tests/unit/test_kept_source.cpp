@@ -41,6 +41,7 @@ struct AtPoint {
   Planned planned;
   Recipe recipe;
   std::map<std::string, std::string> vars;
+  PointInputs in;  // with the plan's catalog
 };
 AtPoint at_point(const fs::path& dir, const std::string& yaml, size_t point = 0) {
   test::write(dir / "r.yaml", yaml);
@@ -49,7 +50,8 @@ AtPoint at_point(const fs::path& dir, const std::string& yaml, size_t point = 0)
   REQUIRE(p.plan.points[point].stack);
   Recipe r = resolve::instantiate(p.recipe, p.plan.points[point]);
   auto vars = resolve::point_variables(p.recipe, p.plan.points[point]);
-  return {std::move(p), std::move(r), std::move(vars)};
+  PointInputs in = point_inputs(p.plan.points[point], p.catalog);
+  return {std::move(p), std::move(r), std::move(vars), std::move(in)};
 }
 
 const std::string kTorch = "  - {name: torch, use: pytorch, version: \"2.7.0\", from: wheel";
@@ -144,7 +146,7 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
                          "keep_source: \"/opt/pytorch-${pytorch}\"}\n");
     const LayerSpec& l = p.recipe.layers[0];
     CHECK(l.keep_source == "/opt/pytorch-2.7.0");
-    auto src = kept_source(p.recipe, l, p.vars);
+    auto src = kept_source(l, p.vars, p.in);
     REQUIRE(src);
     CHECK(src->spec.kind == source::SourceSpec::Kind::Git);
     CHECK(src->spec.url == "https://github.com/pytorch/pytorch");
@@ -152,7 +154,7 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(src->image_path == "/opt/pytorch-2.7.0");
     CHECK(src->kept);
     CHECK_THAT(src->what, Catch::Contains("catalog: pytorch 2.7.0"));
-    CHECK_FALSE(layer_source(p.recipe, l, p.vars));  // nothing is compiled
+    CHECK_FALSE(layer_source(l, p.vars, p.in));  // nothing is compiled
   }
   SECTION("the layer's own source: wins, with ${pytorch} in its ref; patches change the identity") {
     const std::string yaml =
@@ -161,18 +163,18 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
         "keep_source: /opt/pytorch, source: {git: \"file:///mirror/pytorch\", ref: "
         "\"v${pytorch}\"}";
     AtPoint p = at_point(tmp.path(), yaml + "}\n");
-    auto src = kept_source(p.recipe, p.recipe.layers[0], p.vars);
+    auto src = kept_source(p.recipe.layers[0], p.vars, p.in);
     REQUIRE(src);
     CHECK(src->spec.url == "file:///mirror/pytorch");
     CHECK(src->spec.ref == "v2.7.0");
     test::write(tmp.path() / "fix.patch", "--- a/x\n+++ b/x\n");
     AtPoint q = at_point(tmp.path(), yaml + ", patches: [fix.patch]}\n");
-    auto patched = kept_source(q.recipe, q.recipe.layers[0], q.vars);
+    auto patched = kept_source(q.recipe.layers[0], q.vars, q.in);
     REQUIRE(patched);
     CHECK(patched->spec.patches.size() == 1);
     CHECK(patched->identity != src->identity);
     AtPoint again = at_point(tmp.path(), yaml + "}\n");
-    CHECK(kept_source(again.recipe, again.recipe.layers[0], again.vars)->identity == src->identity);
+    CHECK(kept_source(again.recipe.layers[0], again.vars, again.in)->identity == src->identity);
 
     // The image label that tells the SBOM what was kept: the component and
     // its version, the repository and ref (no commit: a tag is not pinned),
@@ -207,7 +209,7 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
             "}, build: {run: make}}\n"
             "  - {name: git, source: {git: \"file:///r\", ref: " +
             std::string(40, 'b') + "}, keep_source: /opt/git, build: {run: make}}\n");
-    auto local = layer_source(p.recipe, p.recipe.layers[0], p.vars);
+    auto local = layer_source(p.recipe.layers[0], p.vars, p.in);
     REQUIRE(local);
     auto l = nlohmann::json::parse(source_label(p.recipe.layers[0], *local, p.vars, true));
     CHECK(l["local"] == local->local_tree->str());
@@ -215,12 +217,12 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK_FALSE(l.contains("path"));  // bound from outside while the steps ran: not in the image
     CHECK_FALSE(l.contains("component"));  // no use:
     CHECK(l.dump().find(tmp.path().string()) == std::string::npos);
-    auto archive = layer_source(p.recipe, p.recipe.layers[1], p.vars);
+    auto archive = layer_source(p.recipe.layers[1], p.vars, p.in);
     REQUIRE(archive);
     auto a = nlohmann::json::parse(source_label(p.recipe.layers[1], *archive, p.vars, true));
     CHECK(a["archive"] == "https://example.invalid/lib-1.0.tar.gz");
     CHECK(a["sha256"] == std::string(64, 'a'));
-    auto git = layer_source(p.recipe, p.recipe.layers[2], p.vars);
+    auto git = layer_source(p.recipe.layers[2], p.vars, p.in);
     REQUIRE(git);
     auto g = nlohmann::json::parse(source_label(p.recipe.layers[2], *git, p.vars, true));
     CHECK(g["commit"] == std::string(40, 'b'));  // a commit as ref is pinned
@@ -232,7 +234,7 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
                          "  - {name: dnn, use: cudnn, version: \"9.10.2.21\", from: wheel,\n"
                          "     keep_source: /opt/cudnn}\n");
     try {
-      kept_source(p.recipe, p.recipe.layers[0], p.vars);
+      kept_source(p.recipe.layers[0], p.vars, p.in);
       FAIL("no error");
     } catch (const InputError& e) {
       INFO(e.render());

@@ -38,7 +38,7 @@ Planned plan_in(const fs::path& dir, const std::string& yaml = kRecipe) {
 
 std::vector<MatrixPoint> points_of(const Planned& p) {
   std::vector<MatrixPoint> out;
-  for (const auto& pp : p.plan.points) out.push_back(matrix_point(p.recipe, pp));
+  for (const auto& pp : p.plan.points) out.push_back(matrix_point(p, pp));
   return out;
 }
 

@@ -146,17 +146,17 @@ TEST_CASE("sources: redist layers request the point's manifests and NCCL's tarba
   REQUIRE(p.plan.points[0].stack);
   Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
   auto vars = resolve::point_variables(p.recipe, p.plan.points[0]);
-  PointInputs in = point_inputs(p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
   CHECK(vars.at("cuda") == "12.4");            // the matrix value...
   CHECK(in.versions.at("cuda") == "12.4.1");   // ...and the record the point chose
 
-  auto cuda = redist_requests(r, layer(r, "cuda"), vars, in);
+  auto cuda = redist_requests(layer(r, "cuda"), vars, in);
   REQUIRE(cuda.size() == 1);
   CHECK(cuda[0].product == "cuda");
   CHECK(cuda[0].manifest_version == "12.4.1");
   CHECK(cuda[0].components == std::vector<std::string>{"cudart", "cublas"});
 
-  auto dl = redist_requests(r, layer(r, "dl"), vars, in);
+  auto dl = redist_requests(layer(r, "dl"), vars, in);
   REQUIRE(dl.size() == 2);
   CHECK(dl[0].product == "cudnn");
   std::string cudnn = in.versions.at("cudnn");  // its manifest is named by the first three parts
@@ -172,8 +172,42 @@ TEST_CASE("sources: redist layers request the point's manifests and NCCL's tarba
   PointInputs wheel_only = in;
   wheel_only.versions["nccl"] = "2.28.9";
   wheel_only.builds["nccl"] = "cu12";
-  CHECK_THROWS_WITH(redist_requests(r, layer(r, "dl"), vars, wheel_only),
+  CHECK_THROWS_WITH(redist_requests(layer(r, "dl"), vars, wheel_only),
                     Catch::Contains("no NVIDIA redist archive for nccl 2.28.9") && Catch::Contains("from: wheel"));
+}
+
+TEST_CASE("sources: layers take their records from the plan's catalog, not one beside the recipe",
+          "[redist][sources][catalog]") {
+  // --catalog names a catalog elsewhere; beside the recipe is a decoy whose
+  // record of the same version names another manifest and an unsafe git source.
+  TempDir tmp;
+  const std::string component = "component: gizmo\nversions:\n  - {version: \"1.0\", sources: {redist: "
+                                "{product: gizmo, manifest_version: \"";
+  test::write(tmp.path() / "elsewhere" / "gizmo.yaml",
+              component + "1.0.0\"}, git: {url: \"https://example.invalid/gizmo\", ref: v1.0}}}\n");
+  test::write(tmp.path() / "r" / "layers" / "gizmo.yaml",
+              component + "9.9.9\"}, git: {url: \"--upload-pack=touch /tmp/x\", ref: v1.0}}}\n");
+  test::write(tmp.path() / "r" / "r.yaml",
+              "stack: t\nlayers:\n  - {name: g, use: gizmo, version: \"1.0\", keep_source: /opt/gizmo}\n");
+  Recipe recipe = load_recipe(tmp.path() / "r" / "r.yaml");
+  auto requested = [&](const Planned& p) {
+    REQUIRE(p.plan.points.size() == 1);
+    REQUIRE(p.plan.points[0].stack);
+    auto vars = resolve::point_variables(p.recipe, p.plan.points[0]);
+    auto got = redist_requests(p.recipe.layers[0], vars, point_inputs(p.plan.points[0], p.catalog));
+    REQUIRE(got.size() == 1);
+    return got[0].manifest_version;
+  };
+  CHECK(requested(plan_recipe(recipe, PlanOptions{tmp.path() / "elsewhere", {}})) == "1.0.0");
+  setenv("STACKBUILD_CATALOG", (tmp.path() / "elsewhere").c_str(), 1);
+  struct Unset {
+    ~Unset() { unsetenv("STACKBUILD_CATALOG"); }
+  } unset;
+  CHECK(requested(plan_recipe(recipe, PlanOptions{})) == "1.0.0");
+  unsetenv("STACKBUILD_CATALOG");
+  // The decoy, found beside the recipe, is the one planned with when nothing
+  // else is named; its git source is refused then, before anything runs git.
+  CHECK_THROWS_WITH(plan_recipe(recipe, PlanOptions{}), Catch::Contains("begins with '-'"));
 }
 
 TEST_CASE("sources: the point's pinned wheels become pip constraints", "[pip][sources]") {
@@ -182,29 +216,29 @@ TEST_CASE("sources: the point's pinned wheels become pip constraints", "[pip][so
                                     "  - {name: c, use: [cuda, cublas, cudnn]}\n  - {name: w, pip: [torch]}\n");
   REQUIRE(p.plan.points[0].stack);
   Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
-  PointInputs in = point_inputs(p.plan.points[0]);
-  auto cs = pip_constraints(r, in);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
+  auto cs = pip_constraints(in);
   std::map<std::string, std::string> by;
   for (const auto& [req, who] : cs) by[req] = who;
   CHECK(by.at("nvidia-cublas-cu12==12.4.*") == "the point's cublas 12.4");
   std::string cudnn = "nvidia-cudnn-cu12==" + in.versions.at("cudnn");
   CHECK(by.at(cudnn) == "the point's cudnn " + in.versions.at("cudnn"));
   for (const auto& [req, who] : cs) CHECK(req.find("==") != std::string::npos);  // only pins, never bare names
-  CHECK(pip_constraints(r, PointInputs{}).empty());  // no plan, no constraints
+  CHECK(pip_constraints(PointInputs{}).empty());  // no plan, no constraints
 }
 
 TEST_CASE("sources: a pip layer's target comes from platform and its absence names the key", "[pip][sources]") {
   TempDir tmp;
   test::write(tmp.path() / "a.yaml",
               "stack: t\nplatform: {python: \"3.11\", glibc: \"2.36\"}\nlayers:\n  - {name: w, pip: [x]}\n");
-  pip::Target t = pip_target(load_recipe(tmp.path() / "a.yaml"), {});
+  pip::Target t = pip_target(load_recipe(tmp.path() / "a.yaml"), {}, PointInputs{});
   CHECK(t.python == "3.11");
   CHECK(t.libc_version == "2.36");
   // ${python} of the point wins over platform.python.
-  CHECK(pip_target(load_recipe(tmp.path() / "a.yaml"), {{"python", "3.12"}}).python == "3.12");
+  CHECK(pip_target(load_recipe(tmp.path() / "a.yaml"), {{"python", "3.12"}}, PointInputs{}).python == "3.12");
   test::write(tmp.path() / "b.yaml", "stack: t\nlayers:\n  - {name: w, pip: [x]}\n");
   try {
-    pip_target(load_recipe(tmp.path() / "b.yaml"), {{"python", "3.12"}});
+    pip_target(load_recipe(tmp.path() / "b.yaml"), {{"python", "3.12"}}, PointInputs{});
     FAIL("a target without a glibc");
   } catch (const InputError& e) {
     CHECK_THAT(e.render(), Catch::Contains("which glibc") && Catch::Contains("platform: {glibc"));
@@ -222,12 +256,12 @@ TEST_CASE("sources: build --locked refuses a missing or stale pip or redist entr
   REQUIRE(point.stack);
   Recipe r = resolve::instantiate(p.recipe, point);
   auto vars = resolve::point_variables(p.recipe, point);
-  PointInputs in = point_inputs(point);
+  PointInputs in = point_inputs(point, p.catalog);
 
   auto entries = [&](const std::vector<std::string>& reqs, const std::vector<std::string>& components) {
     nlohmann::json cons = nlohmann::json::array();
-    for (const auto& [c, who] : pip_constraints(r, in)) cons.push_back(c);
-    nlohmann::json pip = {{"w", {{"target", pip_target(r, vars).describe()}, {"requirements", reqs},
+    for (const auto& [c, who] : pip_constraints(in)) cons.push_back(c);
+    nlohmann::json pip = {{"w", {{"target", pip_target(r, vars, in).describe()}, {"requirements", reqs},
                                  {"constraints", cons}, {"wheels", nlohmann::json::array()}}}};
     nlohmann::json archive = {{"component", "cuda_cudart"}, {"url", "http://127.0.0.1:1/a.tar.xz"},
                               {"sha256", std::string(64, 'a')}, {"size", 10}};
@@ -349,7 +383,7 @@ TEST_CASE("sources: from: apt installs the apt package of the point's record", "
   CHECK(is_apt_layer(layer(r, "nccl")));
   TempDir sd;
   Store store(sd.path());
-  auto lock = lock_apt_layers(r, resolve::point_variables(p.recipe, p.plan.points[0]), point_inputs(p.plan.points[0]),
+  auto lock = lock_apt_layers(r, resolve::point_variables(p.recipe, p.plan.points[0]), point_inputs(p.plan.points[0], p.catalog),
                               store, null_status());
   REQUIRE(lock["nccl"]["packages"].size() == 1);
   CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
@@ -370,9 +404,9 @@ TEST_CASE("sources: a wheel's cuBLAS dependency resolves to the point's CUDA min
                                     "  - {name: w, pip: [torchy]}\n");
   REQUIRE(p.plan.points[0].stack);
   Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
-  PointInputs in = point_inputs(p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
   Store store(tmp.path() / "store");
-  pip::Target t = pip_target(r, resolve::point_variables(p.recipe, p.plan.points[0]));
+  pip::Target t = pip_target(r, resolve::point_variables(p.recipe, p.plan.points[0]), in);
   auto resolve_ = [&](const std::string& req, const std::vector<std::pair<std::string, std::string>>& cs) {
     std::string got;
     for (const auto& w : pip_resolve({req}, t, server.url("/simple"), false, store, null_status(), cs))
@@ -380,9 +414,9 @@ TEST_CASE("sources: a wheel's cuBLAS dependency resolves to the point's CUDA min
     return got;
   };
   CHECK(resolve_("torchy", {}) == "nvidia-cublas-cu12==12.8.4.1 torchy==2.0 ");  // unconstrained: the newest
-  CHECK(resolve_("torchy", pip_constraints(r, in)) == "nvidia-cublas-cu12==12.4.5.8 torchy==2.0 ");
+  CHECK(resolve_("torchy", pip_constraints(in)) == "nvidia-cublas-cu12==12.4.5.8 torchy==2.0 ");
   try {  // a wheel built for another cuBLAS than the point's: both sides named
-    resolve_("pinned", pip_constraints(r, in));
+    resolve_("pinned", pip_constraints(in));
     FAIL("a wheel contradicting the point's cuBLAS resolved");
   } catch (const Error& e) {
     CHECK_THAT(e.render(), Catch::Contains("satisfies '==12.4.*,==12.8.4.1'") &&
