@@ -1,4 +1,5 @@
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 
 #include <algorithm>
@@ -17,7 +18,7 @@
 #include "layer/write.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/lock.hpp"
-#include "pipeline/step_layer.hpp"
+#include "pipeline/step_runner.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -620,6 +621,25 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   std::string changes = request_changes(without_logins(entry["request"]), request_of(recipe, spec));
   if (!changes.empty()) return changes;
   return malformed_entry([&] { pinned_resolution(entry, recipe.dir()); });
+}
+
+namespace {
+
+class AptKind final : public LayerKind {
+ public:
+  const char* name() const override { return "apt"; }
+  bool handles(const LayerSpec& spec) const override { return is_apt_layer(spec); }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    return build_apt_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
+                key_out);
+  }
+};
+
+}  // namespace
+
+const LayerKind& apt_layer_kind() {
+  static const AptKind kind;
+  return kind;
 }
 
 }  // namespace sb

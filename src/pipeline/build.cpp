@@ -8,104 +8,17 @@
 #include "image/sbom.hpp"
 #include "layer/split.hpp"
 #include "layer/write.hpp"
-#include "pipeline/apt_layer.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 #include "pipeline/kept_source_layer.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
-#include "pipeline/pip_layer.hpp"
-#include "pipeline/redist_layer.hpp"
-#include "pipeline/step_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "util/error.hpp"
 #include "util/status.hpp"
 
 namespace sb {
 
 namespace {
-
-// Where a recipe's `copy:` sources may be: the top of the git repository
-// its directory is in (the nearest directory above with a .git), else that
-// directory. Resolved (no symlinks).
-fs::path copy_confinement(const fs::path& recipe_dir, bool& repository) {
-  std::error_code ec;
-  const fs::path given = recipe_dir.empty() ? fs::path(".") : recipe_dir;  // a recipe named without a directory
-  fs::path dir = fs::weakly_canonical(fs::absolute(given), ec);
-  if (ec) dir = fs::absolute(given).lexically_normal();
-  for (fs::path p = dir;; p = p.parent_path()) {
-    if (fs::exists(fs::symlink_status(p / ".git", ec))) {
-      repository = true;
-      return p;
-    }
-    if (p == p.parent_path()) break;
-  }
-  repository = false;
-  return dir;
-}
-
-// A recipe reads only its own files (DESIGN.md, "Trust boundary": a forked
-// recipe is trusted for what it names inside its repository, not for
-// ~/.docker/config.json): `src`, every symlink on its way and at its end
-// resolved, must be inside copy_confinement(), unless --allow-host-paths.
-void check_copy_source(const CopySpec& c, const fs::path& src) {
-  bool repository = false;
-  fs::path top = copy_confinement(c.base, repository);
-  std::error_code ec;
-  fs::path real = fs::canonical(src, ec);
-  if (ec)
-    throw InputError(c.where, "copy source '" + c.src + "' cannot be resolved (" + ec.message() + ")",
-                     "a copy source is resolved, symlinks and all, to check it is the recipe's own");
-  fs::path rel = real.lexically_relative(top);
-  if (!rel.empty() && *rel.begin() != "..") return;
-  throw InputError(c.where,
-                   "copy source '" + c.src + "' is " + real.string() + ", outside the recipe's " +
-                       (repository ? "repository " : "directory ") + top.string(),
-                   "a recipe copies only its own files (a symlink out of them counts as out); to copy host "
-                   "files on purpose, pass --allow-host-paths to `stackbuild build`");
-}
-
-// The entries of a layer made of `copy:` items. Sources are relative to the
-// directory of the recipe that wrote them (a parent's, under `extends:`); a
-// destination ending in '/' receives the source inside it.
-EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch, bool allow_host_paths) {
-  ScanOptions o;
-  o.source_date_epoch = epoch;
-  o.uid = spec.uid.value_or(0);
-  o.gid = spec.gid.value_or(0);
-  o.normalize_modes = !spec.preserve_modes;
-  EntryMap entries;
-  for (const auto& c : spec.copy) {
-    fs::path src = fs::path(c.src).is_absolute() ? fs::path(c.src) : c.base / c.src;
-    std::error_code ec;
-    if (!fs::exists(fs::symlink_status(src, ec)))
-      throw InputError(c.where, "copy source '" + c.src + "' does not exist (looked for " + src.string() + ")");
-    if (!allow_host_paths) check_copy_source(c, src);
-    std::string dst = c.dst;
-    if (dst.back() == '/' && !fs::is_directory(src)) dst += src.filename().string();
-    EntryMap one;
-    add_path(src, dst, o, one);
-    if (c.mode)
-      for (auto& [path, e] : one)
-        if (e.type == TarEntry::Type::File) e.mode = *c.mode;
-    for (auto& [path, e] : one) entries[path] = std::move(e);  // later copies win, as in a Dockerfile
-  }
-  add_parent_dirs(o, entries);
-  link_hardlinks(entries);
-  return entries;
-}
-
-Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions& lo, int64_t epoch,
-                 const EntryMap& entries) {
-  KeyHasher key;
-  key.field("stackbuild-layer", "1")
-      .field("parent", parent.str())
-      .field("spec", nlohmann::json(spec).dump())
-      .field("compression", to_string(lo.compression))
-      .field("level", lo.level)
-      .field("epoch", epoch)
-      .field("duplicates", to_string(duplicate_policy(spec)));
-  hash_entries(entries, key);
-  return key.finish();
-}
 
 ImageConfig image_config(const Recipe& r) {
   ImageConfig c;
@@ -150,51 +63,6 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
   return 0;
 }
 
-namespace {
-
-// A copy layer over the budget, as several layers split by top-level path
-// (layer/split.hpp). Its key adds the budget to the whole layer's key.
-LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, const Digest& whole_key,
-                                   const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                                   uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
-                                   std::chrono::steady_clock::time_point start, Digest& key_out) {
-  const Digest key = KeyHasher()
-                         .field("stackbuild-split-layer", "1")
-                         .field("layer", whole_key.str())
-                         .field("budget", static_cast<int64_t>(budget))
-                         .finish();
-  key_out = key;
-  auto found = find_layers(store, key, spec.name, status, options.cache_from);
-  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
-  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
-  auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
-                            "layer " + spec.name, "by top-level path");
-  return layer_report(spec.name, parts, false, seconds_since(start));
-}
-
-// One copy layer: from the cache when its key is there, else written now.
-// The key covers the parent's key, so a changed lower layer rebuilds the rest.
-LayerReport build_copy_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                             const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                             const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
-                             Digest& key_out) {
-  auto start = std::chrono::steady_clock::now();
-  EntryMap entries = copy_entries(recipe, spec, epoch, options.allow_host_paths);
-  Digest key = layer_key(key_parent, spec, options.layer, epoch, entries);
-  key_out = key;
-  const uint64_t budget = layer_budget(recipe, options);
-  if (budget > 0 && content_bytes(entries) > budget)
-    return build_split_copy_layer(spec, std::move(entries), key, below, below_names, budget, store, options, status,
-                                  start, key_out);
-  auto found = find_layers(store, key, spec.name, status, options.cache_from);
-  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
-  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
-  Layer l = store_layer(entries, store, options.layer, key, status, "layer " + spec.name);
-  return LayerReport{spec.name, l, false, seconds_since(start), {}, {}};
-}
-
-}  // namespace
-
 BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
   BuildResult result;
   const int64_t epoch = choose_source_date_epoch(recipe, options.source_date_epoch);
@@ -226,37 +94,23 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
 
   // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
   for (const auto& spec : recipe.layers) {
-    const bool steps = !spec.build.empty() && !spec.copies();
     if (spec.from_source() && spec.build.run.empty())
       throw InputError(spec.at("from"), "layer '" + spec.name + "' is built from source and has no 'build:' steps",
                        "give it 'build: {run: [...]}': the commands that compile the tree");
-    if (spec.configure && !is_apt_layer(spec))
+    if (spec.configure && &layer_kind_of(spec) != &apt_layer_kind())
       throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
                                              "after the packages of an apt layer, and this layer installs none");
     // `keep_source:` beside packages: known (or refused) before the packages are fetched.
     std::optional<LayerSource> kept;
+    const LayerKind& kind = layer_kind_of(spec);  // pipeline/layer_kind.hpp
     try {
       kept = kept_source(spec, options.variables, options.point);
-      if (is_apt_layer(spec))  // Debian/Ubuntu packages (issue 4): pipeline/apt_layer.cpp
-        result.layers.push_back(build_apt_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
-      else if (is_pip_layer(spec))  // Python wheels (issue 5): pipeline/pip_layer.cpp
-        result.layers.push_back(build_pip_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
-      else if (is_redist_layer(spec))  // NVIDIA redist archives (issue 5): pipeline/redist_layer.cpp
-        result.layers.push_back(build_redist_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
-      else if (steps)
-        result.layers.push_back(build_step_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
-      else
-        result.layers.push_back(build_copy_layer(recipe, spec, key, layers, names, store, options, epoch, status, key));
+      result.layers.push_back(kind.build({recipe, spec, key, layers, names, store, options, epoch, status}, key));
     } catch (Error& e) {
       e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
       throw;
     }
     result.layers.back().key = key;
-    const char* kind = is_apt_layer(spec)      ? "apt"
-                       : is_pip_layer(spec)    ? "pip"
-                       : is_redist_layer(spec) ? "redist"
-                       : steps                 ? "build"
-                                               : "copy";
     // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
     const LayerReport& done = result.layers.back();
     layers.push_back(done.layer);
@@ -271,7 +125,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       duplicates.push_back(std::move(d));
     }
     auto created_by = [&](size_t i) {
-      return "stackbuild: layer '" + spec.name + "' (" + kind +
+      return "stackbuild: layer '" + spec.name + "' (" + kind.name() +
              (n == 1 ? std::string() : ", part " + std::to_string(i) + " of " + std::to_string(n)) + ")";
     };
     history.push_back({created_by(1), spec.comment, false});

@@ -1,4 +1,6 @@
 #include "pipeline/pip_layer.hpp"
+#include "pipeline/layer_kind.hpp"
+#include "pipeline/pip_index.hpp"
 
 #include "pipeline/layer_cache.hpp"
 
@@ -40,11 +42,6 @@ pip::PageCache page_cache() {
     c.max_age = std::stoll(age);
   }
   return c;
-}
-
-pip::IndexConfig index_config(const Store& store, const std::string& explicit_url = "") {
-  std::string setting = explicit_url.empty() ? env_or("STACKBUILD_PIP_INDEX_URL", "") : explicit_url;
-  return pip::index_config(setting, "/", current_environment(), [&] { return pip::pip_default_index(store); });
 }
 
 // The listing of a layer built earlier, kept in the store by its blob's
@@ -110,26 +107,6 @@ fetch::FetchOptions wheel_fetch_options() {
   // Only pip's `cert` matters here, not which index: a stand-in default
   // spares asking the machine's pip for its own.
   return pip_fetch_options(pip::index_config("", "/", current_environment(), [] { return std::string("-"); }));
-}
-
-std::map<std::string, std::string> pip_index_environment(const Store& store) {
-  std::map<std::string, std::string> env;
-  pip::IndexConfig cfg;
-  try {
-    cfg = index_config(store);
-  } catch (const Error&) {
-    return env;  // no index configured anywhere: the step's pip keeps its own default
-  }
-  if (cfg.urls.empty()) return env;
-  env["PIP_INDEX_URL"] = cfg.urls.front();
-  std::string extra;
-  for (size_t i = 1; i < cfg.urls.size(); ++i) extra += (extra.empty() ? "" : " ") + cfg.urls[i];
-  if (!extra.empty()) env["PIP_EXTRA_INDEX_URL"] = extra;
-  if (!cfg.proxy.empty()) env["PIP_PROXY"] = cfg.proxy;
-  std::string trusted;
-  for (const auto& h : cfg.trusted_hosts) trusted += (trusted.empty() ? "" : " ") + h;
-  if (!trusted.empty()) env["PIP_TRUSTED_HOST"] = trusted;
-  return env;
 }
 
 bool is_pip_layer(const LayerSpec& spec) {
@@ -390,6 +367,25 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   if (d.empty()) d = differs("target", pip_target(recipe, variables, point).describe());
   if (!d.empty()) return d;
   return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
+}
+
+namespace {
+
+class PipKind final : public LayerKind {
+ public:
+  const char* name() const override { return "pip"; }
+  bool handles(const LayerSpec& spec) const override { return is_pip_layer(spec); }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    return build_pip_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
+                key_out);
+  }
+};
+
+}  // namespace
+
+const LayerKind& pip_layer_kind() {
+  static const PipKind kind;
+  return kind;
 }
 
 }  // namespace sb

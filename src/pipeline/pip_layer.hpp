@@ -25,12 +25,6 @@ namespace sb {
 // Whether the driver builds `spec` through the pip source.
 bool is_pip_layer(const LayerSpec& spec);
 
-// The Python index stackbuild resolves from (STACKBUILD_PIP_INDEX_URL, else
-// pip's configuration on the machine, else pip's default), as pip's own
-// variables for a build step with the network that runs pip:
-// PIP_INDEX_URL and, with extra indexes, PIP_EXTRA_INDEX_URL; empty when
-// no index is configured anywhere.
-std::map<std::string, std::string> pip_index_environment(const Store& store);
 
 // The image a pip layer installs into at this point: Python from ${python}
 // (else the recipe's `platform: {python}`, else the os record's default),

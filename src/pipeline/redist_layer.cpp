@@ -1,4 +1,5 @@
 #include "pipeline/redist_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 
 #include "pipeline/layer_cache.hpp"
@@ -275,6 +276,25 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   std::string cuda = cuda_of(spec, variables, point);
   if (pinned.cuda_xy != cuda) return "cuda " + pinned.cuda_xy + " -> " + cuda;
   return "";
+}
+
+namespace {
+
+class RedistKind final : public LayerKind {
+ public:
+  const char* name() const override { return "redist"; }
+  bool handles(const LayerSpec& spec) const override { return is_redist_layer(spec); }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    return build_redist_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
+                key_out);
+  }
+};
+
+}  // namespace
+
+const LayerKind& redist_layer_kind() {
+  static const RedistKind kind;
+  return kind;
 }
 
 }  // namespace sb

@@ -15,6 +15,7 @@
 #include "layer/extract.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/step_layer.hpp"
+#include "pipeline/step_runner.hpp"
 #include "store/store.hpp"
 #include "tar_fixture.hpp"
 #include "util/status.hpp"

@@ -1,0 +1,156 @@
+// The copy kind (pipeline/layer_kind.hpp): a layer of local files, `copy:
+// [{src, dst, ...}]`, read from the recipe's tree (confined to it unless
+// --allow-host-paths), written as one canonical layer, or several over the
+// layer budget.
+#include <chrono>
+
+#include "layer/split.hpp"
+#include "layer/write.hpp"
+#include "pipeline/duplicate_libraries.hpp"
+#include "pipeline/layer_cache.hpp"
+#include "pipeline/layer_kind.hpp"
+#include "util/error.hpp"
+#include "util/status.hpp"
+
+namespace sb {
+
+namespace {
+
+// Where a recipe's `copy:` sources may be: the top of the git repository
+// its directory is in (the nearest directory above with a .git), else that
+// directory. Resolved (no symlinks).
+fs::path copy_confinement(const fs::path& recipe_dir, bool& repository) {
+  std::error_code ec;
+  const fs::path given = recipe_dir.empty() ? fs::path(".") : recipe_dir;  // a recipe named without a directory
+  fs::path dir = fs::weakly_canonical(fs::absolute(given), ec);
+  if (ec) dir = fs::absolute(given).lexically_normal();
+  for (fs::path p = dir;; p = p.parent_path()) {
+    if (fs::exists(fs::symlink_status(p / ".git", ec))) {
+      repository = true;
+      return p;
+    }
+    if (p == p.parent_path()) break;
+  }
+  repository = false;
+  return dir;
+}
+
+// A recipe reads only its own files (DESIGN.md, "Trust boundary": a forked
+// recipe is trusted for what it names inside its repository, not for
+// ~/.docker/config.json): `src`, every symlink on its way and at its end
+// resolved, must be inside copy_confinement(), unless --allow-host-paths.
+void check_copy_source(const CopySpec& c, const fs::path& src) {
+  bool repository = false;
+  fs::path top = copy_confinement(c.base, repository);
+  std::error_code ec;
+  fs::path real = fs::canonical(src, ec);
+  if (ec)
+    throw InputError(c.where, "copy source '" + c.src + "' cannot be resolved (" + ec.message() + ")",
+                     "a copy source is resolved, symlinks and all, to check it is the recipe's own");
+  fs::path rel = real.lexically_relative(top);
+  if (!rel.empty() && *rel.begin() != "..") return;
+  throw InputError(c.where,
+                   "copy source '" + c.src + "' is " + real.string() + ", outside the recipe's " +
+                       (repository ? "repository " : "directory ") + top.string(),
+                   "a recipe copies only its own files (a symlink out of them counts as out); to copy host "
+                   "files on purpose, pass --allow-host-paths to `stackbuild build`");
+}
+
+// The entries of a layer made of `copy:` items. Sources are relative to the
+// directory of the recipe that wrote them (a parent's, under `extends:`); a
+// destination ending in '/' receives the source inside it.
+EntryMap copy_entries(const Recipe& recipe, const LayerSpec& spec, int64_t epoch, bool allow_host_paths) {
+  ScanOptions o;
+  o.source_date_epoch = epoch;
+  o.uid = spec.uid.value_or(0);
+  o.gid = spec.gid.value_or(0);
+  o.normalize_modes = !spec.preserve_modes;
+  EntryMap entries;
+  for (const auto& c : spec.copy) {
+    fs::path src = fs::path(c.src).is_absolute() ? fs::path(c.src) : c.base / c.src;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(src, ec)))
+      throw InputError(c.where, "copy source '" + c.src + "' does not exist (looked for " + src.string() + ")");
+    if (!allow_host_paths) check_copy_source(c, src);
+    std::string dst = c.dst;
+    if (dst.back() == '/' && !fs::is_directory(src)) dst += src.filename().string();
+    EntryMap one;
+    add_path(src, dst, o, one);
+    if (c.mode)
+      for (auto& [path, e] : one)
+        if (e.type == TarEntry::Type::File) e.mode = *c.mode;
+    for (auto& [path, e] : one) entries[path] = std::move(e);  // later copies win, as in a Dockerfile
+  }
+  add_parent_dirs(o, entries);
+  link_hardlinks(entries);
+  return entries;
+}
+
+Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions& lo, int64_t epoch,
+                 const EntryMap& entries) {
+  KeyHasher key;
+  key.field("stackbuild-layer", "1")
+      .field("parent", parent.str())
+      .field("spec", nlohmann::json(spec).dump())
+      .field("compression", to_string(lo.compression))
+      .field("level", lo.level)
+      .field("epoch", epoch)
+      .field("duplicates", to_string(duplicate_policy(spec)));
+  hash_entries(entries, key);
+  return key.finish();
+}
+
+// A copy layer over the budget, as several layers split by top-level path
+// (layer/split.hpp). Its key adds the budget to the whole layer's key.
+LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, const Digest& whole_key,
+                                   const std::vector<Layer>& below, const std::vector<std::string>& below_names,
+                                   uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
+                                   std::chrono::steady_clock::time_point start, Digest& key_out) {
+  const Digest key = KeyHasher()
+                         .field("stackbuild-split-layer", "1")
+                         .field("layer", whole_key.str())
+                         .field("budget", static_cast<int64_t>(budget))
+                         .finish();
+  key_out = key;
+  auto found = find_layers(store, key, spec.name, status, options.cache_from);
+  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
+  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
+  auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
+                            "layer " + spec.name, "by top-level path");
+  return layer_report(spec.name, parts, false, seconds_since(start));
+}
+
+// One copy layer: from the cache when its key is there, else written now.
+// The key covers the parent's key, so a changed lower layer rebuilds the rest.
+LayerReport build_copy_layer(const LayerContext& c, Digest& key_out) {
+  auto start = std::chrono::steady_clock::now();
+  const LayerSpec& spec = c.spec;
+  EntryMap entries = copy_entries(c.recipe, spec, c.epoch, c.options.allow_host_paths);
+  Digest key = layer_key(c.parent_key, spec, c.options.layer, c.epoch, entries);
+  key_out = key;
+  const uint64_t budget = layer_budget(c.recipe, c.options);
+  if (budget > 0 && content_bytes(entries) > budget)
+    return build_split_copy_layer(spec, std::move(entries), key, c.below, c.below_names, budget, c.store, c.options,
+                                  c.status, start, key_out);
+  auto found = find_layers(c.store, key, spec.name, c.status, c.options.cache_from);
+  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
+  check_duplicate_libraries(spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
+  Layer l = store_layer(entries, c.store, c.options.layer, key, c.status, "layer " + spec.name);
+  return LayerReport{spec.name, l, false, seconds_since(start), {}, {}};
+}
+
+class CopyKind final : public LayerKind {
+ public:
+  const char* name() const override { return "copy"; }
+  bool handles(const LayerSpec&) const override { return true; }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_copy_layer(c, key_out); }
+};
+
+}  // namespace
+
+const LayerKind& copy_layer_kind() {
+  static const CopyKind kind;
+  return kind;
+}
+
+}  // namespace sb

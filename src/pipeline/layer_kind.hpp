@@ -1,0 +1,55 @@
+// Internal to pipeline/: the kinds of layer a recipe can declare, behind one
+// interface. build_image (build.cpp) asks layer_kind_of(spec) and calls its
+// build() with one LayerContext; it includes no kind's header.
+//
+// Each kind lives in its own file (copy_layer.cpp, apt_layer.cpp,
+// pip_layer.cpp, redist_layer.cpp, step_layer.cpp) and is registered by one
+// line in layer_kinds.cpp. A new kind is one new file plus that line
+// (docs/layers.md, "Adding a layer kind").
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "pipeline/build.hpp"
+
+namespace sb {
+
+// Everything a layer builder reads, as one value.
+struct LayerContext {
+  const Recipe& recipe;                      // with the point's ${vars} expanded
+  const LayerSpec& spec;                     // the layer to build
+  const Digest& parent_key;                  // the cache key of the chain below
+  const std::vector<Layer>& below;           // the image's layers so far (a base image's first)
+  const std::vector<std::string>& below_names;  // theirs, for reports
+  const Store& store;
+  const BuildOptions& options;               // with the point's inputs (options.point)
+  int64_t epoch;                             // SOURCE_DATE_EPOCH
+  Status& status;
+};
+
+class LayerKind {
+ public:
+  virtual ~LayerKind() = default;
+  // A word for the image history ("stackbuild: layer 'x' (apt)") and reports.
+  virtual const char* name() const = 0;
+  // Whether `spec` is a layer of this kind (asked in registration order).
+  virtual bool handles(const LayerSpec& spec) const = 0;
+  // Builds the layer, or takes it from the cache; `key_out` is its cache key,
+  // which keys the layer above.
+  virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
+};
+
+// The registered kinds, in the order they are asked (layer_kinds.cpp); the
+// copy kind last, taking any layer the others do not.
+const std::vector<const LayerKind*>& layer_kinds();
+const LayerKind& layer_kind_of(const LayerSpec& spec);
+
+// The kinds, one a file.
+const LayerKind& apt_layer_kind();     // apt: Debian/Ubuntu packages (apt_layer.cpp)
+const LayerKind& pip_layer_kind();     // pip: Python wheels (pip_layer.cpp)
+const LayerKind& redist_layer_kind();  // redist: NVIDIA's redist archives (redist_layer.cpp)
+const LayerKind& step_layer_kind();    // build: steps run in the sandbox (step_layer.cpp)
+const LayerKind& copy_layer_kind();    // copy: local files (copy_layer.cpp)
+
+}  // namespace sb
