@@ -16,6 +16,7 @@
 #include "sandbox/identity.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sandbox/setup_plan.hpp"
+#include "util/error.hpp"
 #include "util/file.hpp"
 
 namespace sb::sandbox {
