@@ -1,20 +1,6 @@
-#include <chrono>
-#include <memory>
-#include <set>
-
-#include <nlohmann/json.hpp>
-
 #include "cli/cli.hpp"
-#include "pipeline/base_image.hpp"
-#include "pipeline/build.hpp"
-#include "pipeline/labels.hpp"
-#include "pipeline/lock.hpp"
-#include "pipeline/matrix_build.hpp"
-#include "pipeline/plan.hpp"
 #include "pipeline/registry_cache.hpp"
-#include "registry/push.hpp"
-#include "registry/reference.hpp"
-#include "resolve/plan.hpp"
+#include "pipeline/run_build.hpp"
 #include "util/error.hpp"
 #include "verify/gpu.hpp"
 
@@ -105,61 +91,19 @@ const char* const kBuildHelp =
 
 namespace {
 
-// Points i and j may not share a ref name in one layout, nor take the index's.
-void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& index_ref) {
-  std::map<std::string, std::string> owner;  // ref name -> the point's label
-  for (const auto& p : points)
-    for (const auto& t : p.recipe.tags) {
-      std::string ref = layout_ref_name(t);
-      std::string who = p.id.empty() ? t : p.id;
-      auto [it, fresh] = owner.emplace(ref, who);
-      if (!fresh && it->second != who)
-        throw Error("two matrix points would have the ref name '" + ref + "' in one OCI layout: " + it->second +
-                        " and " + who + "; make the TAG parts of their tags differ (e.g. ${cuda})",
-                    ErrorKind::Input);
-    }
-  if (!index_ref.empty() && owner.count(index_ref))
-    throw Error("the matrix index's ref name '" + index_ref + "' is also the tag of " + owner[index_ref] +
-                    "; choose another with --index-tag",
-                ErrorKind::Usage);
+OutputFormat output_format(const Args& args) {
+  std::string format = args.get("--format").value_or("oci");
+  if (format == "oci") return OutputFormat::OciLayout;
+  if (format == "docker-archive") return OutputFormat::DockerArchive;
+  throw Error("--format wants oci or docker-archive, not '" + format + "'", ErrorKind::Usage);
 }
 
-}  // namespace
-
-int cmd_build(const std::vector<std::string>& argv) {
-  std::vector<std::string> flags = kCommonFlags;
-  std::vector<std::string> options = kCommonOptions;
-  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths"});
-  options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
-                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
-  flags.push_back("--push");  // build --push (registry/)
-  flags.push_back("--insecure-policy");  // from: a base image
-  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
-  flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (cli/test.cpp)
-  flags.push_back("--sbom");  // cli/sbom.cpp
-  options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
-  Args args(argv, flags, options,
-            {"--tag", "--set", "--only", "--push-to", "--insecure-registry", "--cache", "--cache-from", "--cache-to"});
-  if (maybe_help(args, kBuildHelp)) return kExitOk;
-  if (args.positional().size() != 1)
-    throw Error("build wants one recipe file (see 'stackbuild build --help')", ErrorKind::Usage);
-  if (auto g = args.get("--gpus"))
-    verify::check_gpu_selection(*g);  // before the build, not after it
-  check_report_files(args);
-
-  Context ctx = make_context(args);
-  Recipe recipe = load_recipe(args.positional()[0]);
-
+// Output, format, compression, jobs, epoch, tags, budget: how every point is built.
+MatrixOptions matrix_options(const Args& args, const Recipe& recipe) {
   MatrixOptions mo;
   BuildOptions& o = mo.build;
   o.base.session = registry_session_options(args);  // from: a base image (pulled with --creds ...)
-  std::string format = args.get("--format").value_or("oci");
-  if (format == "oci")
-    o.format = OutputFormat::OciLayout;
-  else if (format == "docker-archive")
-    o.format = OutputFormat::DockerArchive;
-  else
-    throw Error("--format wants oci or docker-archive, not '" + format + "'", ErrorKind::Usage);
+  o.format = output_format(args);
   auto out = args.get("-o") ? args.get("-o") : args.get("--output");
   o.output = out ? fs::path(*out)
                  : (o.format == OutputFormat::OciLayout ? fs::path("out") / recipe.stack : fs::path(recipe.stack + ".tar"));
@@ -177,181 +121,75 @@ int cmd_build(const std::vector<std::string>& argv) {
     o.layer_budget = parse_bytes(*b);
     if (!o.layer_budget)
       throw Error("--layer-budget wants a size such as 8GiB, 500MiB or 1000000 (bytes), not '" + *b + "'", ErrorKind::Usage);
-  }  o.allow_host_paths = args.has("--allow-host-paths");
+  }
+  o.allow_host_paths = args.has("--allow-host-paths");
+  return mo;
+}
 
-
-  // The registry caches (pipeline/registry_cache.hpp), named before anything is built.
-  std::vector<registry::Reference> cache_from, cache_to;
+// The registry caches (pipeline/registry_cache.hpp), named before anything is built.
+void cache_references(const Args& args, BuildRequest& rq) {
   for (const auto& t : args.all("--cache")) {
-    cache_from.push_back(cache_reference(t, "--cache"));
-    cache_to.push_back(cache_from.back());
+    rq.cache_from.push_back(cache_reference(t, "--cache"));
+    rq.cache_to.push_back(rq.cache_from.back());
   }
-  for (const auto& t : args.all("--cache-from")) cache_from.push_back(cache_reference(t, "--cache-from"));
-  for (const auto& t : args.all("--cache-to")) cache_to.push_back(cache_reference(t, "--cache-to"));
+  for (const auto& t : args.all("--cache-from")) rq.cache_from.push_back(cache_reference(t, "--cache-from"));
+  for (const auto& t : args.all("--cache-to")) rq.cache_to.push_back(cache_reference(t, "--cache-to"));
+}
 
-  // The points to build: the plan's, or the recipe as written.
-  std::set<std::string> matrix_ids;  // every point of the matrix, for --cache-to
-  std::vector<MatrixPoint> points;
-  std::vector<std::vector<std::string>> push_of;  // each point's push: targets
-  bool matrix = false;                             // more than one point: an index over them
-  if (needs_plan(recipe) || args.has("--locked") || args.has("--set") || args.has("--catalog") || args.has("--only")) {
-    Planned planned = plan_recipe(recipe, plan_options(args));
-    if (args.has("--locked")) check_lock(planned);
-    const auto& all = planned.plan.points;
-    for (const auto& p : all) matrix_ids.insert(p.point.id());
-    if (planned.plan.unsatisfiable() == all.size())
-      throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
-    std::vector<size_t> chosen;
-    if (args.has("--only"))
-      chosen = select_points(planned.recipe, planned.plan, args.all("--only"));
-    else
-      for (size_t i = 0; i < all.size(); ++i) chosen.push_back(i);
-    resolve::Plan picked = planned.plan;  // the chosen points, for the report
-    picked.points.clear();
-    for (size_t i : chosen) picked.points.push_back(all[i]);
-    if (size_t bad = picked.unsatisfiable()) {
-      if (args.has("--strict") || bad == picked.points.size())
-        throw Error((args.has("--strict") ? "--strict: " : "") + unsatisfiable_report(picked) +
-                        "\nnothing was built",
-                    ErrorKind::Unsatisfiable);
-      ctx.status->message(Level::Warning, unsatisfiable_report(picked) + "\nthey are skipped; building the other " +
-                                              std::to_string(picked.points.size() - bad));
-      for (const auto& p : picked.points)
-        if (!p.stack) ctx.status->event("point_skipped", {{"point", p.point.id()}, {"reason", "unsatisfiable"}});
-    }
-    for (const auto& p : picked.points) {
-      if (!p.stack) continue;
-      points.push_back(matrix_point(planned, p));
-      if (args.has("--locked")) {
-        points.back().inputs = locked_point_inputs(planned, p);  // apt, pip, redist: the pinned files
-        points.back().base_lock = locked_base(planned, p);       // from: the pinned digest
-      }
-      push_of.push_back(p.push);
-    }
-    matrix = all.size() > 1;
-  } else {
-    matrix_ids.insert("");
-    MatrixPoint only;
-    only.recipe = recipe;
-    only.labels = stack_labels(recipe, nullptr);  // pipeline/labels.hpp
-    points.push_back(std::move(only));
-    std::vector<std::string> push;
-    for (const auto& t : recipe.push) push.push_back(t.value);
-    push_of.push_back(push);
-  }
-  if (!o.tags.empty() && points.size() > 1)
-    throw Error("--tag names one image, and this run builds " + std::to_string(points.size()) +
-                    " points; give the recipe's tags: ${vars} (e.g. ${cuda}) or choose one point with --only",
-                ErrorKind::Usage);
-  if (!o.tags.empty())
-    for (auto& p : points) p.recipe.tags = o.tags;
-  if (matrix) {
-    mo.index_ref = args.get("--index-tag").value_or(recipe.stack + "-matrix");
-    try {
-      validate_tag(mo.index_ref);
-    } catch (Error& e) {
-      throw Error("--index-tag: " + std::string(e.what()), ErrorKind::Usage);
-    }
-  }
-  if (o.format == OutputFormat::OciLayout) check_ref_names(points, mo.index_ref);
-  if (args.has("--sbom") && o.format != OutputFormat::OciLayout)
-    throw Error("--sbom goes into an OCI layout, and --format docker-archive writes none; build a layout, or run "
-                "'stackbuild sbom' on one",
-                ErrorKind::Usage);
+// --verify, --no-verify and the tests' options, as `stackbuild test` takes them.
+GateOptions gate_options(const Args& args) {
+  GateOptions g;
+  g.verify = args.has("--verify");
+  g.skip = args.has("--no-verify");
+  g.verify_options.gpus = args.get("--gpus").value_or("all");
+  if (auto n = args.get("--nvcc")) g.verify_options.nvcc = *n;
+  if (auto f = args.get("--report")) g.report_file = *f;
+  if (auto f = args.get("--junit")) g.junit_file = *f;
+  return g;
+}
 
-  Store store = ctx.store();
-  if (points.size() > 1)
-    ctx.status->message(Level::Info, "building " + std::to_string(points.size()) + " matrix points, " +
-                                         std::to_string(std::min<size_t>(mo.jobs, points.size())) + " at a time");
-  std::unique_ptr<RegistryCache> remote;
-  if (!cache_from.empty()) {
-    auto po = push_options(args, store);
-    remote = std::make_unique<RegistryCache>(cache_from, po.session, *ctx.status, po.jobs);
-    o.cache_from = remote.get();
-  }
-  MatrixResult r = build_matrix(points, store, mo, *ctx.status);
-  for (const auto& p : r.points)
-    if (p.built) {
-      for (const auto& w : p.built->warnings) ctx.status->message(Level::Warning, w);
-      if (!p.built->base.empty()) ctx.status->result("base", p.built->base);
-    }
+}  // namespace
 
-  // The gate: the images' tests run before anything is pushed (cli/test.cpp);
-  // each point's counts go into the summary.
-  const bool pushing = args.has("--push") || args.has("--push-to");
-  std::vector<std::vector<verify::VerifyReport>> reports(r.points.size());
-  std::optional<Error> gate_failure;
-  if (!r.failure) gate_failure = gate_build(r, args, ctx, pushing, reports);
-  // The gate's reports go into the layout beside their images, as `test
-  // --add-to-layout` puts them (`notes` reads them; a failed one says what failed).
-  if (o.format == OutputFormat::OciLayout)
-    for (size_t i = 0; i < r.points.size() && i < reports.size(); ++i) {
-      if (!r.points[i].built) continue;
-      auto subjects = report_subjects(*r.points[i].built);
-      for (size_t k = 0; k < reports[i].size() && k < subjects.size(); ++k)
-        add_report_to_layout(o.output, reports[i][k], subjects[k], ctx);
-    }
-  std::string table = summary_table(r);
-  ctx.status->message(Level::Info, "summary (" + std::to_string(r.points.size()) +
-                                       (r.points.size() == 1 ? " point, " : " points, ") +
-                                       std::to_string(r.seconds).substr(0, 5) + " s):\n" +
-                                       table.substr(0, table.empty() ? 0 : table.size() - 1));
-  ctx.status->event("summary", summary_json(r));
-  if (r.failure) std::rethrow_exception(r.failure);
-  // --cache-to: what was built goes to the registry cache even when a test
-  // failed, so that the run after the fix starts from it.
-  if (!cache_to.empty()) {
-    std::vector<PointCache> caches;
-    for (const auto& p : r.points)
-      if (p.built) caches.push_back({recipe.stack, p.id, cache_entries(p.built->layers, store)});
-    auto po = push_options(args, store);
-    for (const auto& ref : cache_to) {
-      auto start = std::chrono::steady_clock::now();
-      CacheExport done = export_cache(ref, caches, matrix_ids, store, po, *ctx.status);
-      ctx.status->message(Level::Info, "cache to " + ref.str() + ": " + counted(caches.size(), "point", "points") +
-                                           " written, " + std::to_string(done.points_kept) + " kept; blobs: " +
-                                           std::to_string(done.push.blobs_sent) + " sent (" +
-                                           human_bytes(static_cast<double>(done.push.bytes_sent)) + "), " +
-                                           std::to_string(done.push.blobs_mounted) + " mounted, " +
-                                           std::to_string(done.push.blobs_present) + " already there, in " +
-                                           std::to_string(seconds_since(start)).substr(0, 4) + " s");
-      ctx.status->result("cache " + ref.str(), done.index.str());
-    }
-  }
-  if (gate_failure) throw *gate_failure;
-  for (const auto& p : r.points)
-    for (const auto& img : p.built->images) ctx.status->result(img.tag, img.image.manifest.digest.str());
-  if (r.index) ctx.status->result(r.index->ref + " (matrix index)", r.index->digest.str());
-  ctx.status->result("output", o.output.string());
+int cmd_build(const std::vector<std::string>& argv) {
+  std::vector<std::string> flags = kCommonFlags;
+  std::vector<std::string> options = kCommonOptions;
+  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths"});
+  options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
+                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
+  flags.push_back("--push");  // build --push (registry/)
+  flags.push_back("--insecure-policy");  // from: a base image
+  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
+  flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (pipeline/verify_gate.hpp)
+  flags.push_back("--sbom");  // pipeline/publish.hpp
+  options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
+  Args args(argv, flags, options,
+            {"--tag", "--set", "--only", "--push-to", "--insecure-registry", "--cache", "--cache-from", "--cache-to"});
+  if (maybe_help(args, kBuildHelp)) return kExitOk;
+  if (args.positional().size() != 1)
+    throw Error("build wants one recipe file (see 'stackbuild build --help')", ErrorKind::Usage);
+  if (auto g = args.get("--gpus"))
+    verify::check_gpu_selection(*g);  // before the build, not after it
+  check_report_files(args);
 
-  // --sbom: each image's SBOM into the layout, beside the image it refers to.
-  std::vector<std::vector<SbomOf>> sboms(r.points.size());
-  if (args.has("--sbom")) sboms = add_built_sboms(r, o.output, store, ctx);
+  Context ctx = make_context(args);
+  BuildRequest rq;
+  rq.recipe = load_recipe(args.positional()[0]);
+  rq.matrix = matrix_options(args, rq.recipe);
+  cache_references(args, rq);
+  rq.plan = plan_options(args);
+  rq.locked = args.has("--locked");
+  rq.strict = args.has("--strict");
+  rq.only = args.all("--only");
+  rq.index_tag = args.get("--index-tag");
+  rq.gate = gate_options(args);
+  rq.sbom = args.has("--sbom");
+  rq.push = args.has("--push");
+  rq.push_to = args.all("--push-to");
+  if (rq.pushing() || !rq.cache_from.empty() || !rq.cache_to.empty())
+    rq.registry = push_options(args);  // -j is also the blobs sent at once
 
-  // build --push: the finished images go to the registry (registry/).
-  if (args.has("--push") || args.has("--push-to")) {
-    std::map<std::string, std::string> index_tags;  // REGISTRY/REPO -> the index's tag there
-    if (args.has("--push-to")) {
-      std::vector<std::string> targets;
-      for (const auto& t : args.all("--push-to")) {
-        auto ref = registry::Reference::parse(t);
-        if (ref.digest) throw Error("--push-to " + t + ": push to a digest is not possible", ErrorKind::Usage);
-        if (r.index && !ref.tag.empty()) {  // TAG names the index; each image keeps its ref names
-          index_tags[ref.name()] = ref.tag;
-          targets.push_back(ref.name());
-        } else {
-          targets.push_back(t);
-        }
-      }
-      for (auto& p : push_of) p = targets;
-    }
-    bool any = false;
-    for (const auto& p : push_of) any = any || !p.empty();
-    if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", ErrorKind::Usage);
-    push_built_images(r, push_of, index_tags, args, ctx);
-    attach_built_reports(r, reports, push_of, args, ctx);  // the reports refer to the images
-    attach_built_sboms(sboms, push_of, args, ctx);
-  }
+  Services services{[&] { return ctx.store(); }, [&](const verify::VerifyReport& r) { show_report(r, ctx); }};
+  run_build(rq, services, *ctx.status);
   return kExitOk;
 }
 

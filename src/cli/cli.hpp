@@ -98,7 +98,6 @@ bool maybe_help(const Args& args, const char* help);
 // Registry access (--creds, --ca-cert, --insecure-registry) for push, pull and build --push.
 }  // namespace sb::cli
 namespace sb::registry { struct SessionOptions; struct PushOptions; struct ListedImage; }
-namespace sb { struct MatrixResult; struct BuildResult; }
 namespace sb::cli {
 registry::SessionOptions registry_session_options(const Args& args);
 // Whether an IMAGE argument names a registry's image (REGISTRY/REPO[:TAG])
@@ -111,57 +110,16 @@ bool is_registry_arg(const std::string& what);
 // CycloneDX. One that does not parse, or that describes another image, is a
 // warning and passed over. "" when there is none (cli/notes.cpp).
 std::string attached_sbom(const registry::ListedImage& image, const std::string& where, Context& ctx);
-// The session options and -j/--jobs, --chunk-size of a push, with the store's
-// record of which repositories hold which blobs (for mounts).
-registry::PushOptions push_options(const Args& args, const Store& store);
-// Pushes what a build made: point i to each of `targets[i]` (REGISTRY/REPO[:TAG];
-// without TAG under each of its ref names), then the matrix index (if any) to
-// every repository pushed to, tagged `index_tags[REGISTRY/REPO]` or its ref name.
-// Two images under one tag of a repository are refused before anything is sent.
-void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
-                       const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx);
+// The session options and -j/--jobs, --chunk-size of a push (its `store`,
+// the record of which repositories hold which blobs, is the caller's to set).
+registry::PushOptions push_options(const Args& args);
 
 // Verification (cli/test.cpp).
 // Refuses --report and --junit files whose directory does not exist (exit 2),
 // before the tests run rather than after.
 void check_report_files(const Args& args);
-// The gate of build: with --push/--push-to (or
-// --verify) the built images are verified as `stackbuild test` does; a
-// failure throws (exit 1), naming image and test, unless --no-verify, which
-// skips the tests. `reports` receives what ran.
-// Point i's reports go to reports[i] and its counts ("3 passed, 2 skipped")
-// to built.points[i].tests; the failure is returned, for the caller to throw
-// after the summary.
-std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
-                                std::vector<std::vector<verify::VerifyReport>>& reports);
-// Pushes each report as an artifact referring to its image in each of its
-// point's targets (targets[i] for point i).
-void attach_built_reports(const MatrixResult& built, const std::vector<std::vector<verify::VerifyReport>>& reports,
-                          const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx);
-// SBOMs (cli/sbom.cpp). The SPDX document of an image built under `tag`, from its layers in the store.
-std::string built_image_sbom(const Store& store, const std::string& tag, const Image& image);
-struct SbomOf {
-  std::string name;
-  Descriptor image;
-  std::string document;
-};
-// build --sbom: each distinct image's SBOM added to `layout` (point i's in
-// the i-th list); then, with --push, attached to the pushed images.
-std::vector<std::vector<SbomOf>> add_built_sboms(const MatrixResult& built, const fs::path& layout, const Store& store,
-                                                 Context& ctx);
-void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
-                        const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx);
-struct AttachSubject {
-  std::string media_type;
-  Digest digest;
-  uint64_t size = 0;
-};
-void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
-                    const std::string& target, const Args& args, Context& ctx);
-// The images of a build that the gate's reports are of, in their order: each distinct one.
-std::vector<AttachSubject> report_subjects(const BuildResult& built);
-// A report into `layout` as an artifact that refers to its image (one per image; the next replaces it).
-void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
-                          Context& ctx);
+// A report as its table for people (stdout), or in JSON mode as a "verify"
+// event: there stdout holds JSON lines and nothing else.
+void show_report(const verify::VerifyReport& report, Context& ctx);
 
 }  // namespace sb::cli

@@ -3,8 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
-#include "pipeline/build.hpp"
-#include "pipeline/matrix_build.hpp"
+#include "image/layout.hpp"
 #include "registry/push.hpp"
 #include "registry/referrers.hpp"
 #include "util/error.hpp"
@@ -71,7 +70,7 @@ registry::SessionOptions registry_session_options(const Args& args) {
   return o;
 }
 
-registry::PushOptions push_options(const Args& args, const Store& store) {
+registry::PushOptions push_options(const Args& args) {
   registry::PushOptions o;
   o.session = registry_session_options(args);
   auto jobs = args.integer("-j", 1, 256);  // as build's -j, which build --push passes on
@@ -81,18 +80,7 @@ registry::PushOptions push_options(const Args& args, const Store& store) {
     o.chunk_size = static_cast<uint64_t>(*c);
     o.monolithic_limit = std::min(o.monolithic_limit, o.chunk_size);
   }
-  o.store = &store;
   return o;
-}
-
-static void report(Context& ctx, const registry::PushReport& r, double secs) {
-  ctx.status->message(Level::Info, "blobs: " + std::to_string(r.blobs_sent) + " sent (" +
-                                       human_bytes(static_cast<double>(r.bytes_sent)) + "), " +
-                                       std::to_string(r.blobs_present) + " already there, " +
-                                       std::to_string(r.blobs_mounted) + " mounted; " + std::to_string(r.resumes) +
-                                       " resumed, " + std::to_string(r.restarts) + " restarted; " +
-                                       std::to_string(secs).substr(0, 5) + " s");
-  for (const auto& [ref, digest] : r.pushed) ctx.status->result(ref, digest.str());
 }
 
 int cmd_push(const std::vector<std::string>& argv) {
@@ -134,9 +122,11 @@ int cmd_push(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto start = std::chrono::steady_clock::now();
-  auto po = push_options(args, store);
+  auto po = push_options(args);
+  po.store = &store;
   auto r = registry::push_images(target, images, po, *ctx.status);
-  report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  registry::report_push(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                        *ctx.status);
 
   // The layout's artifacts that refer to a pushed image (build --sbom's SBOMs)
   // go along, with the same manifests.
@@ -153,64 +143,6 @@ int cmd_push(const std::vector<std::string>& argv) {
                                            e.digest.str() + " (" + at.how + ")");
     }
   return kExitOk;
-}
-
-// A built image as the push code takes it: its documents, its layers from the store.
-static registry::ManifestRef manifest_ref(const Image& img, const Store& store) {
-  registry::ManifestRef m{kMediaTypeManifest, img.manifest_json, img.manifest.digest, {}, {}, "", "", ""};
-  m.blobs.push_back({img.config.digest, img.config.size, kMediaTypeConfig, {}, img.config_json});
-  for (const auto& l : img.layers) m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
-  return m;
-}
-
-void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
-                       const std::map<std::string, std::string>& index_tags, const Args& args, Context& ctx) {
-  Store store = ctx.store();
-  registry::PushOptions o = push_options(args, store);
-  struct Repo {
-    registry::Reference ref;
-    std::vector<registry::TaggedManifest> images;
-    std::map<std::string, std::string> owner;  // tag -> the point pushed under it
-  };
-  std::map<std::string, Repo> repos;  // by REGISTRY/REPO, in name order
-  auto add = [&](Repo& repo, const std::string& tag, const std::string& who, const registry::ManifestRef& m) {
-    auto [it, fresh] = repo.owner.emplace(tag, who);
-    if (!fresh && it->second != who)
-      throw Error("push: " + repo.ref.name() + ":" + tag + " would name both " + it->second + " and " + who +
-                      "; give each point its own tag (e.g. ${cuda} in push:)",
-                  ErrorKind::Usage);
-    if (fresh) repo.images.push_back({tag, m});
-  };
-  std::vector<registry::ManifestRef> all;  // every point's manifest, for the index
-  for (size_t i = 0; i < built.points.size() && i < targets.size(); ++i) {
-    const PointReport& p = built.points[i];
-    if (!p.built || p.built->images.empty()) continue;
-    registry::ManifestRef m = manifest_ref(p.built->images.front().image, store);
-    all.push_back(m);
-    std::string who = p.id.empty() ? "the image" : "point " + p.id;
-    for (const auto& t : targets[i]) {
-      auto ref = registry::Reference::parse(t);
-      if (ref.digest) throw Error("push to a digest is not possible: " + t, ErrorKind::Usage);
-      Repo& repo = repos[ref.name()];
-      repo.ref = ref;
-      if (!ref.tag.empty())
-        add(repo, ref.tag, who, m);
-      else
-        for (const auto& ti : p.built->images) add(repo, layout_ref_name(ti.tag), who, m);
-    }
-  }
-  if (built.index) {  // the matrix index goes wherever the points went, after them
-    registry::ManifestRef index{kMediaTypeIndex, built.index->json, built.index->digest, {}, all, "", "", ""};
-    for (auto& [name, repo] : repos) {
-      auto it = index_tags.find(name);
-      add(repo, it == index_tags.end() ? built.index->ref : it->second, "the matrix index", index);
-    }
-  }
-  for (auto& [name, repo] : repos) {
-    auto start = std::chrono::steady_clock::now();
-    auto r = registry::push_images(repo.ref, repo.images, o, *ctx.status);
-    report(ctx, r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
 }
 
 }  // namespace sb::cli

@@ -1,14 +1,13 @@
 // stackbuild sbom: an image's software bill of materials (image/sbom.hpp),
 // written out, added to its layout, or attached to it in a registry.
 #include <cstdio>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
 #include "image/layout.hpp"
 #include "image/sbom.hpp"
-#include "pipeline/matrix_build.hpp"
+#include "pipeline/publish.hpp"
 #include "registry/pull.hpp"
 #include "registry/referrers.hpp"
 #include "util/error.hpp"
@@ -64,10 +63,6 @@ const char* const kSbomHelp =
 
 namespace {
 
-const std::map<std::string, std::string> kSbomAnnotations{{"org.opencontainers.image.title", "SBOM (SPDX 2.3)"}};
-const std::map<std::string, std::string> kCycloneDxAnnotations{
-    {"org.opencontainers.image.title", "SBOM (CycloneDX 1.5)"}};
-
 struct SbomTarget {
   std::string name;
   Digest manifest;
@@ -75,22 +70,6 @@ struct SbomTarget {
   std::string config_json;
   std::vector<std::pair<Digest, fs::path>> layers;
 };
-
-// The name an SBOM gives its image: TITLE:TAG, from the manifest's
-// org.opencontainers.image.title (stackbuild writes the recipe's stack
-// there), so that an image has the same SBOM wherever it is read from: its
-// build, its layout, a registry it was pushed to. `fallback` without a title.
-std::string sbom_name(const std::string& manifest_json, const std::string& tag, const std::string& fallback) {
-  json m = json::parse(manifest_json, nullptr, false);
-  std::string title;
-  if (m.is_object() && m.contains("annotations") && m["annotations"].is_object()) {
-    const json& a = m["annotations"];
-    if (a.contains("org.opencontainers.image.title") && a["org.opencontainers.image.title"].is_string())
-      title = a["org.opencontainers.image.title"].get<std::string>();
-  }
-  if (title.empty()) return fallback;
-  return tag.empty() ? title : title + ":" + tag;
-}
 
 // The image `what` names: a layout's (its directory in *layout) or a
 // registry's, pulled into the store.
@@ -105,7 +84,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
     auto pulled = registry::pull_image(ref, store, o, *ctx.status);
     std::vector<std::pair<Digest, fs::path>> layers;
     for (const auto& l : pulled.image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
-    return {sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
+    return {sbom::sbom_name(pulled.image.manifest_json, ref.tag, ref.str()), pulled.image.manifest.digest,
             pulled.image.manifest_json, pulled.image.config_json, layers};
   }
   if (fs::is_directory(split_layout_ref(what).first)) {
@@ -116,7 +95,7 @@ SbomTarget open_target(const std::string& what, const Args& args, Context& ctx, 
     json m = json::parse(img.manifest_json);
     for (size_t i = 0; i < img.layer_blobs.size(); ++i)
       layers.emplace_back(Digest::parse(m.at("layers").at(i).at("digest").get<std::string>()), img.layer_blobs[i]);
-    return {sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
+    return {sbom::sbom_name(img.manifest_json, img.ref, what), img.manifest_digest, img.manifest_json, img.config_json,
             layers};
   }
   throw Error("sbom: '" + what + "' is neither an OCI layout nor a registry reference", ErrorKind::Usage);
@@ -144,62 +123,14 @@ std::pair<std::string, sbom::Contents> diff_side(const std::string& what, const 
     if (listing.images.size() == 1) {
       std::string doc = attached_sbom(listing.images[0], ref.name(), ctx);
       if (!doc.empty())
-        return {sbom_name(listing.images[0].manifest.bytes, ref.tag, ref.str()), sbom::contents_from_document(doc)};
+        return {sbom::sbom_name(listing.images[0].manifest.bytes, ref.tag, ref.str()), sbom::contents_from_document(doc)};
     }
   }
   SbomTarget t = open_target(what, args, ctx, store, nullptr);
   return {t.name, contents_of(t, store)};
 }
 
-// Pushes an SBOM to `target` as an artifact whose subject is the image there.
-void attach_sbom(const std::string& target, const std::string& name, const Descriptor& image, const char* type,
-                 const std::string& doc, const std::map<std::string, std::string>& annotations, const Args& args,
-                 Context& ctx, const Store& store) {
-  auto ref = registry::Reference::parse(target);
-  registry::PushOptions o;
-  o.session = registry_session_options(args);
-  o.store = &store;
-  auto r = registry::attach_artifact(ref, {image.media_type, image.digest, image.size}, type, doc, annotations, o,
-                                     *ctx.status);
-  ctx.status->message(Level::Info, "SBOM of " + name + " attached to " + ref.name() + "@" + image.digest.str() +
-                                       " as " + r.artifact.str() + " (" + r.how + ")");
-}
-
 }  // namespace
-
-std::string built_image_sbom(const Store& store, const std::string& tag, const Image& image) {
-  std::vector<std::pair<Digest, fs::path>> layers;
-  for (const auto& l : image.layers) layers.emplace_back(l.digest, store.blob_path(l.digest));
-  return sbom::image_sbom(store, sbom_name(image.manifest_json, layout_ref_name(tag), tag), image.manifest.digest,
-                          image.config_json, layers);
-}
-
-std::vector<std::vector<SbomOf>> add_built_sboms(const MatrixResult& built, const fs::path& layout, const Store& store,
-                                                 Context& ctx) {
-  std::vector<std::vector<SbomOf>> out(built.points.size());
-  for (size_t i = 0; i < built.points.size(); ++i) {
-    const auto& p = built.points[i];
-    if (!p.built) continue;
-    std::set<Digest> seen;  // one image under several tags has one SBOM
-    for (const auto& ti : p.built->images) {
-      if (!seen.insert(ti.image.manifest.digest).second) continue;
-      SbomOf s{ti.tag, ti.image.manifest, built_image_sbom(store, ti.tag, ti.image)};
-      Digest d = add_layout_artifact(layout, sbom::kSpdxMediaType, s.document, s.image, kSbomAnnotations);
-      ctx.status->result("sbom of " + ti.tag, d.str());
-      out[i].push_back(std::move(s));
-    }
-  }
-  return out;
-}
-
-void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
-                        const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx) {
-  Store store = ctx.store();
-  for (size_t i = 0; i < sboms.size() && i < targets.size(); ++i)
-    for (const auto& t : targets[i])
-      for (const auto& s : sboms[i])
-        attach_sbom(t, s.name, s.image, sbom::kSpdxMediaType, s.document, kSbomAnnotations, args, ctx, store);
-}
 
 int cmd_sbom(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
@@ -247,7 +178,7 @@ int cmd_sbom(const std::vector<std::string>& argv) {
   }
   std::string media_type = json::parse(t.manifest_json).value("mediaType", kMediaTypeManifest);
   Descriptor subject{media_type, t.manifest, t.manifest_json.size(), {}, {}};
-  const auto& annotations = format == sbom::Format::Spdx ? kSbomAnnotations : kCycloneDxAnnotations;
+  const auto& annotations = sbom::sbom_annotations(format);
   if (out) {
     write_file_atomic(*out, doc);
     ctx.status->result("sbom", *out);
@@ -259,7 +190,8 @@ int cmd_sbom(const std::vector<std::string>& argv) {
     ctx.status->result("sbom artifact", d.str());
   }
   if (auto target = args.get("--attach"))
-    attach_sbom(*target, t.name, subject, artifact_type, doc, annotations, args, ctx, store);
+    attach_sbom(*target, t.name, subject, artifact_type, doc, annotations, registry_session_options(args), store,
+                *ctx.status);
   return kExitOk;
 }
 

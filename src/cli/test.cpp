@@ -1,14 +1,11 @@
-#include <chrono>
 #include <cstdio>
-#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
 #include "image/image.hpp"
 #include "image/layout.hpp"
-#include "pipeline/build.hpp"
-#include "pipeline/matrix_build.hpp"
+#include "pipeline/publish.hpp"
 #include "registry/pull.hpp"
 #include "registry/referrers.hpp"
 #include "resolve/plan.hpp"
@@ -117,6 +114,14 @@ struct Target {
   std::optional<fs::path> layout;  // the OCI layout it is in (not for a registry's image)
 };
 
+// --report FILE and --junit FILE.
+void write_reports(const std::vector<verify::VerifyReport>& reports, const Args& args) {
+  std::optional<fs::path> report, junit;
+  if (auto f = args.get("--report")) report = *f;
+  if (auto f = args.get("--junit")) junit = *f;
+  verify::write_report_files(reports, report, junit);
+}
+
 bool is_recipe_arg(const std::string& a) {
   return (a.ends_with(".yaml") || a.ends_with(".yml")) && fs::is_regular_file(a);
 }
@@ -169,12 +174,6 @@ Target registry_target(const std::string& arg, const Args& args, Context& ctx) {
           std::nullopt};
 }
 
-void write_reports(const std::vector<verify::VerifyReport>& reports, const Args& args) {
-  if (auto f = args.get("--report"))
-    write_file_atomic(*f, (reports.size() == 1 ? json(reports.front()) : json(reports)).dump(2) + "\n");
-  if (auto f = args.get("--junit")) write_file_atomic(*f, verify::junit_xml(reports));
-}
-
 }  // namespace
 
 void check_report_files(const Args& args) {
@@ -190,115 +189,13 @@ void check_report_files(const Args& args) {
   }
 }
 
-// A report artifact's annotations: its title, and when it was made (UTC, to
-// the millisecond), by which `notes` takes an image's newest report.
-static std::map<std::string, std::string> report_annotations() {
-  auto now = std::chrono::system_clock::now();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count();
-  std::string created = rfc3339(ms / 1000);  // "2026-12-03T14:20:01Z"
-  char frac[8];
-  snprintf(frac, sizeof frac, ".%03dZ", static_cast<int>(ms % 1000));
-  created.replace(created.size() - 1, 1, frac);
-  return {{"org.opencontainers.image.title", "stackbuild test report"},
-          {"org.opencontainers.image.created", created}};
-}
-
-void add_report_to_layout(const fs::path& layout, const verify::VerifyReport& report, const AttachSubject& subject,
-                          Context& ctx) {
-  Descriptor d{subject.media_type, subject.digest, subject.size, {}, {}};
-  Digest a = add_layout_artifact(layout, kTestReportType, json(report).dump(2) + "\n", d,
-                                 report_annotations());
-  ctx.status->result("test report of " + report.image, a.str());
-}
-
-void attach_reports(const std::vector<verify::VerifyReport>& reports, const std::vector<AttachSubject>& subjects,
-                    const std::string& target, const Args& args, Context& ctx) {
-  auto ref = registry::Reference::parse(target);
-  registry::PushOptions o;
-  o.session = registry_session_options(args);
-  Store store = ctx.store();
-  o.store = &store;
-  for (size_t i = 0; i < reports.size() && i < subjects.size(); ++i) {
-    std::string bytes = json(reports[i]).dump(2) + "\n";
-    registry::Subject s{subjects[i].media_type, subjects[i].digest, subjects[i].size};
-    auto r = registry::attach_artifact(ref, s, registry::kTestReportType, bytes,
-                                       report_annotations(), o, *ctx.status);
-    ctx.status->message(Level::Info, "test report of " + reports[i].image + " attached to " + ref.name() + "@" +
-                                         s.digest.str() + " as " + r.artifact.str() + " (" + r.how + ")");
-  }
-}
-
 // A report as its table for people, or in JSON mode as a "verify" event:
 // there stdout holds JSON lines and nothing else.
-static void show_report(const verify::VerifyReport& report, Context& ctx) {
+void show_report(const verify::VerifyReport& report, Context& ctx) {
   if (ctx.json)
     ctx.status->event("verify", {{"report", report}});
   else
     fputs(verify::summary_table(report).c_str(), stdout);
-}
-
-static std::vector<verify::VerifyReport> verify_built(const BuildResult& built, const Args& args, Context& ctx) {
-  verify::VerifyOptions o = verify_options(args);
-  Store store = ctx.store();
-  std::vector<verify::VerifyReport> reports;
-  std::set<Digest> seen;  // one image under several tags is tested once
-  for (const auto& ti : built.images) {
-    if (!seen.insert(ti.image.manifest.digest).second) continue;
-    std::vector<Digest> layers;
-    for (const auto& l : ti.image.layers) layers.push_back(l.digest);
-    auto img = verify::stored_image(store, ti.image.manifest_json, ti.image.config_json, ti.image.manifest.digest, layers);
-    reports.push_back(verify::verify_image(store, img, ti.tag, o, *ctx.status));
-    show_report(reports.back(), ctx);
-  }
-  return reports;
-}
-
-std::optional<Error> gate_build(MatrixResult& built, const Args& args, Context& ctx, bool pushing,
-                                std::vector<std::vector<verify::VerifyReport>>& reports) {
-  if (args.has("--no-verify")) {
-    if (pushing) ctx.status->message(Level::Warning, "--no-verify: pushing without running the images' tests");
-    return std::nullopt;
-  }
-  if (!pushing && !args.has("--verify")) return std::nullopt;
-  std::vector<verify::VerifyReport> all;
-  for (size_t i = 0; i < built.points.size(); ++i) {
-    auto& p = built.points[i];
-    if (!p.built) continue;
-    reports[i] = verify_built(*p.built, args, ctx);
-    int n[3] = {0, 0, 0};
-    for (const auto& rep : reports[i]) {
-      n[0] += rep.count(verify::Outcome::Passed);
-      n[1] += rep.count(verify::Outcome::Failed);
-      n[2] += rep.count(verify::Outcome::Skipped);
-    }
-    std::string s = std::to_string(n[0]) + " passed";
-    if (n[1]) s += ", " + std::to_string(n[1]) + " failed";
-    if (n[2]) s += ", " + std::to_string(n[2]) + " skipped";
-    p.tests = s;
-    all.insert(all.end(), reports[i].begin(), reports[i].end());
-  }
-  write_reports(all, args);
-  auto d = verify::gate(all, false);
-  if (d.push) return std::nullopt;
-  return Error(pushing ? d.message : "verification failed:\n" + d.message);
-}
-
-void attach_built_reports(const MatrixResult& built, const std::vector<std::vector<verify::VerifyReport>>& reports,
-                          const std::vector<std::vector<std::string>>& targets, const Args& args, Context& ctx) {
-  for (size_t i = 0; i < built.points.size() && i < reports.size(); ++i) {
-    const auto& p = built.points[i];
-    if (!p.built || reports[i].empty()) continue;
-    for (const auto& t : targets[i]) attach_reports(reports[i], report_subjects(*p.built), t, args, ctx);
-  }
-}
-
-std::vector<AttachSubject> report_subjects(const BuildResult& built) {
-  std::vector<AttachSubject> out;
-  std::set<Digest> seen;  // as verify_built: one report per distinct image, in image order
-  for (const auto& ti : built.images)
-    if (seen.insert(ti.image.manifest.digest).second)
-      out.push_back({kMediaTypeManifest, ti.image.manifest.digest, ti.image.manifest.size});
-  return out;
 }
 
 int cmd_test(const std::vector<std::string>& argv) {
@@ -344,8 +241,10 @@ int cmd_test(const std::vector<std::string>& argv) {
   }
   write_reports(reports, args);
   if (args.has("--add-to-layout"))
-    for (size_t i = 0; i < targets.size(); ++i) add_report_to_layout(*targets[i].layout, reports[i], subjects[i], ctx);
-  if (auto a = args.get("--attach")) attach_reports(reports, subjects, *a, args, ctx);
+    for (size_t i = 0; i < targets.size(); ++i)
+      add_report_to_layout(*targets[i].layout, reports[i], subjects[i], *ctx.status);
+  if (auto a = args.get("--attach"))
+    attach_reports(reports, subjects, *a, registry_session_options(args), store, *ctx.status);
   for (const auto& r : reports)
     if (!r.ok()) return kExitFailure;
   return kExitOk;

@@ -181,6 +181,15 @@ std::pair<std::string, std::string> split_contact(const std::string& s);
 constexpr const char* kSpdxMediaType = "application/spdx+json";
 constexpr const char* kCycloneDxMediaType = "application/vnd.cyclonedx+json";
 
+// The annotations of an SBOM artifact in a layout or a registry: its title.
+const std::map<std::string, std::string>& sbom_annotations(Format format);
+
+// The name an SBOM gives its image: TITLE:TAG, from the manifest's
+// org.opencontainers.image.title (stackbuild writes the recipe's stack
+// there), so that an image has the same SBOM wherever it is read from: its
+// build, its layout, a registry it was pushed to. `fallback` without a title.
+std::string sbom_name(const std::string& manifest_json, const std::string& tag, const std::string& fallback);
+
 // A Debian package's license from its /usr/share/doc/<package>/copyright:
 // the SPDX expression of a machine-readable (DEP-5) file's License fields,
 // a name without an SPDX identifier as license_ref(name); else "" and what

@@ -197,6 +197,25 @@ std::string image_sbom(const Store& store, const std::string& name, const Digest
   return format == Format::Spdx ? spdx_json(c, info) : cyclonedx_json(c, info);
 }
 
+const std::map<std::string, std::string>& sbom_annotations(Format format) {
+  static const std::map<std::string, std::string> spdx{{"org.opencontainers.image.title", "SBOM (SPDX 2.3)"}};
+  static const std::map<std::string, std::string> cyclonedx{
+      {"org.opencontainers.image.title", "SBOM (CycloneDX 1.5)"}};
+  return format == Format::Spdx ? spdx : cyclonedx;
+}
+
+std::string sbom_name(const std::string& manifest_json, const std::string& tag, const std::string& fallback) {
+  auto m = nlohmann::json::parse(manifest_json, nullptr, false);
+  std::string title;
+  if (m.is_object() && m.contains("annotations") && m["annotations"].is_object()) {
+    const auto& a = m["annotations"];
+    if (a.contains("org.opencontainers.image.title") && a["org.opencontainers.image.title"].is_string())
+      title = a["org.opencontainers.image.title"].get<std::string>();
+  }
+  if (title.empty()) return fallback;
+  return tag.empty() ? title : title + ":" + tag;
+}
+
 // The member of `ids` spelled `name` in any case; "" when none.
 static std::string id_in(const std::set<std::string, std::less<>>& ids, std::string_view name) {
   std::string want = ascii_lower(name);

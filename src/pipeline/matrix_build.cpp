@@ -94,7 +94,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
 
 }  // namespace
 
-MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
+MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
                           Status& status) {
   auto start = std::chrono::steady_clock::now();
   MatrixResult result;
@@ -129,6 +129,13 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
     }
   }
 
+  result.seconds = seconds_since(start);
+  return result;
+}
+
+void write_matrix(const std::vector<MatrixPoint>& points, MatrixResult& result, const Store& store,
+                  const MatrixOptions& options) {
+  auto start = std::chrono::steady_clock::now();
   if (!result.failure) {
     if (!options.index_ref.empty() && !points.empty())
       result.index = matrix_index(points, result.points, points.front().recipe.stack, options.index_ref);
@@ -143,7 +150,13 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
       result.failure = std::current_exception();
     }
   }
-  result.seconds = seconds_since(start);
+  result.seconds += seconds_since(start);
+}
+
+MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
+                          Status& status) {
+  MatrixResult result = build_points(points, store, options, status);
+  write_matrix(points, result, store, options);
   return result;
 }
 

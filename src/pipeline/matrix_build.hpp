@@ -72,9 +72,19 @@ MatrixPoint matrix_point(const Planned& planned, const resolve::PlanPoint& p);
 // which values there are).
 std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only);
 
-// Builds the points, `options.jobs` at a time. After a failure no further
-// point starts; those running finish. When all are built, writes their
-// images (and the index) to the output in one step.
+// Builds the points, `options.jobs` at a time, into the store. After a
+// failure no further point starts; those running finish. Writes no output.
+MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
+                          Status& status);
+
+// When every point of `result` was built: its images (and, with
+// options.index_ref, the matrix index in result.index) to the output in one
+// step. A failure to write is kept in result.failure; after a failed point
+// nothing is written.
+void write_matrix(const std::vector<MatrixPoint>& points, MatrixResult& result, const Store& store,
+                  const MatrixOptions& options);
+
+// build_points, then write_matrix.
 MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
                           Status& status);
 

@@ -217,4 +217,14 @@ PushReport push_images(const Reference& target, const std::vector<TaggedManifest
   return report;
 }
 
+void report_push(const PushReport& r, double seconds, Status& status) {
+  status.message(Level::Info, "blobs: " + std::to_string(r.blobs_sent) + " sent (" +
+                                  human_bytes(static_cast<double>(r.bytes_sent)) + "), " +
+                                  std::to_string(r.blobs_present) + " already there, " +
+                                  std::to_string(r.blobs_mounted) + " mounted; " + std::to_string(r.resumes) +
+                                  " resumed, " + std::to_string(r.restarts) + " restarted; " +
+                                  std::to_string(seconds).substr(0, 5) + " s");
+  for (const auto& [ref, digest] : r.pushed) status.result(ref, digest.str());
+}
+
 }  // namespace sb::registry

@@ -76,6 +76,10 @@ struct PushReport {
 PushReport push_images(const Reference& target, const std::vector<TaggedManifest>& images, const PushOptions& options,
                        Status& status);
 
+// What a push did, for people: "blobs: 2 sent (1.5 MiB), 1 already there, 0
+// mounted; 0 resumed, 0 restarted; 0.123 s", then a result per image pushed.
+void report_push(const PushReport& report, double seconds, Status& status);
+
 // What the upload of one blob did.
 enum class BlobOutcome { Present, Mounted, Sent };
 struct UploadStats {

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/file.hpp"
 #include "util/utf8.hpp"
 
 namespace sb::verify {
@@ -117,6 +118,14 @@ std::string summary_table(const VerifyReport& r) {
            r.count(Outcome::Failed), r.count(Outcome::Skipped));
   out += line;
   return out;
+}
+
+void write_report_files(const std::vector<VerifyReport>& reports, const std::optional<std::filesystem::path>& json_file,
+                        const std::optional<std::filesystem::path>& junit_file) {
+  if (json_file)
+    write_file_atomic(*json_file,
+                      (reports.size() == 1 ? nlohmann::json(reports.front()) : nlohmann::json(reports)).dump(2) + "\n");
+  if (junit_file) write_file_atomic(*junit_file, junit_xml(reports));
 }
 
 }  // namespace sb::verify

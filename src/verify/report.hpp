@@ -3,6 +3,8 @@
 // GPU is Skipped, never Passed.
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,5 +38,10 @@ void to_json(nlohmann::json& j, const VerifyReport& r);
 std::string junit_xml(const VerifyReport& r);
 std::string junit_xml(const std::vector<VerifyReport>& reports);  // a testsuite each
 std::string summary_table(const VerifyReport& r);
+
+// --report FILE (JSON: the report, or an array when several) and --junit
+// FILE (JUnit XML), each written atomically when given.
+void write_report_files(const std::vector<VerifyReport>& reports, const std::optional<std::filesystem::path>& json_file,
+                        const std::optional<std::filesystem::path>& junit_file);
 
 }  // namespace sb::verify

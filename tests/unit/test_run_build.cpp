@@ -1,0 +1,124 @@
+// The build driver (pipeline/run_build.hpp): the steps run in the pipeline's
+// order, each reported once; a request the points refuse fails before the
+// store is opened; a failed point still gets its summary before the error;
+// --verify runs the gate and shows each report.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "helpers.hpp"
+#include "pipeline/run_build.hpp"
+
+using namespace sb;
+
+namespace {
+
+const fs::path kSource = SB_SOURCE_DIR;
+
+const std::string kRecipe =
+    "stack: mx\n"
+    "source_date_epoch: 1700000000\n"
+    "matrix:\n  flavor: [a, b]\n"
+    "layers:\n"
+    "  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}\n"
+    "  - {name: flavor, copy: [{src: \"${flavor}.txt\", dst: \"/opt/${flavor}/flavor.txt\"}]}\n"
+    "tags: [\"mx:${flavor}\"]\n";
+
+// The events and results of a run, in order.
+class Recording final : public Status {
+ public:
+  std::vector<std::string> steps;
+  std::vector<std::string> events;
+  std::vector<std::string> results;
+  int task_begin(std::string_view, uint64_t) override { return 0; }
+  void task_progress(int, uint64_t) override {}
+  void task_end(int, std::string_view) override {}
+  void message(Level, std::string_view) override {}
+  void result(std::string_view k, std::string_view) override { results.emplace_back(k); }
+  void event(std::string_view name, const nlohmann::json& f) override {
+    events.emplace_back(name);
+    if (name == "step") steps.push_back(f.at("step").get<std::string>());
+  }
+};
+
+struct Fixture {
+  TempDir tmp;
+  int stores_opened = 0;
+  std::vector<std::string> shown;  // the reports the gate showed, by image
+  Services services{[this] {
+                      ++stores_opened;
+                      return Store(tmp.path() / "store");
+                    },
+                    [this](const verify::VerifyReport& r) { shown.push_back(r.image); }};
+
+  BuildRequest request(const std::string& yaml = kRecipe) {
+    test::write(tmp.path() / "common.txt", "shared by every point\n");
+    test::write(tmp.path() / "a.txt", "flavor a\n");
+    test::write(tmp.path() / "b.txt", "flavor b\n");
+    test::write(tmp.path() / "r.yaml", yaml);
+    BuildRequest rq;
+    rq.recipe = load_recipe(tmp.path() / "r.yaml");
+    rq.plan.catalog = kSource / "layers";
+    rq.matrix.build.output = tmp.path() / "out";
+    return rq;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("run_build runs the steps in the pipeline's order, each once", "[driver]") {
+  Fixture f;
+  Recording rec;
+  BuildOutcome out = run_build(f.request(), f.services, rec);
+  CHECK(rec.steps == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary",
+                                              "cache", "results", "sbom", "push"});
+  REQUIRE(out.built.points.size() == 2);
+  CHECK_FALSE(out.built.failure);
+  REQUIRE(out.built.index);
+  CHECK(out.built.index->ref == "mx-matrix");  // more than one point: the index, under its default ref
+  CHECK(fs::exists(f.tmp.path() / "out" / "index.json"));
+  CHECK(f.stores_opened == 1);
+  CHECK(f.shown.empty());  // no push, no --verify: no gate
+  CHECK(std::count(rec.events.begin(), rec.events.end(), "summary") == 1);
+  CHECK(std::find(rec.results.begin(), rec.results.end(), "mx:a") != rec.results.end());
+  CHECK(rec.results.back() == "output");
+}
+
+TEST_CASE("run_build refuses what the points cannot take before it opens the store", "[driver]") {
+  Fixture f;
+  Recording rec;
+  SECTION("--tag with several points") {
+    BuildRequest rq = f.request();
+    rq.matrix.build.tags = {"one:1"};
+    CHECK_THROWS_WITH(run_build(rq, f.services, rec), Catch::Contains("--tag names one image"));
+  }
+  SECTION("--sbom into a docker archive") {
+    BuildRequest rq = f.request();
+    rq.sbom = true;
+    rq.matrix.build.format = OutputFormat::DockerArchive;
+    CHECK_THROWS_WITH(run_build(rq, f.services, rec), Catch::Contains("--sbom goes into an OCI layout"));
+  }
+  SECTION("--only a value no point has") {
+    BuildRequest rq = f.request();
+    rq.only = {"flavor=z"};
+    CHECK_THROWS_WITH(run_build(rq, f.services, rec), Catch::Contains("flavor is one of: a, b"));
+  }
+  CHECK(f.stores_opened == 0);
+  CHECK_FALSE(fs::exists(f.tmp.path() / "out"));
+}
+
+TEST_CASE("run_build gives the summary of a failed point, then its error, and writes nothing", "[driver]") {
+  Fixture f;
+  Recording rec;
+  BuildRequest rq = f.request();
+  fs::remove(f.tmp.path() / "b.txt");  // point flavor=b cannot copy its file
+  try {
+    run_build(rq, f.services, rec);
+    FAIL("the build did not fail");
+  } catch (const Error& e) {
+    CHECK_THAT(e.render(), Catch::Contains("matrix point flavor=b"));
+  }
+  CHECK(rec.steps == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary"});
+  CHECK(std::count(rec.events.begin(), rec.events.end(), "summary") == 1);
+  CHECK_FALSE(fs::exists(f.tmp.path() / "out"));
+}
