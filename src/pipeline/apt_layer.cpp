@@ -623,22 +623,8 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   return malformed_entry([&] { pinned_resolution(entry, recipe.dir()); });
 }
 
-namespace {
-
-class AptKind final : public LayerKind {
- public:
-  const char* name() const override { return "apt"; }
-  bool handles(const LayerSpec& spec) const override { return is_apt_layer(spec); }
-  LayerReport build(const LayerContext& c, Digest& key_out) const override {
-    return build_apt_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
-                key_out);
-  }
-};
-
-}  // namespace
-
 const LayerKind& apt_layer_kind() {
-  static const AptKind kind;
+  static const BuilderKind kind("apt", is_apt_layer, build_apt_layer);
   return kind;
 }
 

@@ -40,6 +40,28 @@ class LayerKind {
   virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
 };
 
+// A kind made of a test and a builder that takes the context's fields as
+// arguments (the kinds here are written so).
+class BuilderKind final : public LayerKind {
+ public:
+  using Handles = bool (*)(const LayerSpec&);
+  using Build = LayerReport (*)(const Recipe&, const LayerSpec&, const Digest&, const std::vector<Layer>&,
+                                const std::vector<std::string>&, const Store&, const BuildOptions&, int64_t, Status&,
+                                Digest&);
+  BuilderKind(const char* name, Handles handles, Build build) : name_(name), handles_(handles), build_(build) {}
+  const char* name() const override { return name_; }
+  bool handles(const LayerSpec& spec) const override { return handles_(spec); }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    return build_(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
+                  key_out);
+  }
+
+ private:
+  const char* name_;
+  Handles handles_;
+  Build build_;
+};
+
 // The registered kinds, in the order they are asked (layer_kinds.cpp); the
 // copy kind last, taking any layer the others do not.
 const std::vector<const LayerKind*>& layer_kinds();

@@ -369,22 +369,8 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
 }
 
-namespace {
-
-class PipKind final : public LayerKind {
- public:
-  const char* name() const override { return "pip"; }
-  bool handles(const LayerSpec& spec) const override { return is_pip_layer(spec); }
-  LayerReport build(const LayerContext& c, Digest& key_out) const override {
-    return build_pip_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
-                key_out);
-  }
-};
-
-}  // namespace
-
 const LayerKind& pip_layer_kind() {
-  static const PipKind kind;
+  static const BuilderKind kind("pip", is_pip_layer, build_pip_layer);
   return kind;
 }
 

@@ -278,22 +278,8 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   return "";
 }
 
-namespace {
-
-class RedistKind final : public LayerKind {
- public:
-  const char* name() const override { return "redist"; }
-  bool handles(const LayerSpec& spec) const override { return is_redist_layer(spec); }
-  LayerReport build(const LayerContext& c, Digest& key_out) const override {
-    return build_redist_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
-                key_out);
-  }
-};
-
-}  // namespace
-
 const LayerKind& redist_layer_kind() {
-  static const RedistKind kind;
+  static const BuilderKind kind("redist", is_redist_layer, build_redist_layer);
   return kind;
 }
 

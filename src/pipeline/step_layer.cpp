@@ -92,15 +92,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
     for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ftp_proxy", "FTP_PROXY",
                              "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"})
       if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
-  SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
-  in.overlay = sbx.overlay;
-  CachedRoot lower = cached_root(store, below, status);
-  in.lower = lower.tree;
-  in.privileged = std::move(lower.privileged);
-  auto scratch = store.temp_dir();
-  in.scratch = scratch->path();
-  in.cache_root = cache_root(recipe, spec, in.spec, store);
-  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  StepsSetup setup = prepare_steps(in, recipe, spec, below, store, options, status, key);
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
     in.source = in.scratch / "source";
@@ -112,7 +104,7 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
   int task = status.task_begin("build layer " + spec.name + " (" + std::to_string(n_steps) +
                                    (n_steps == 1 ? " step)" : " steps)"),
                                0);
-  Changeset cs = run_build_steps(in, *sbx.sandbox, status);
+  Changeset cs = run_build_steps(in, *setup.sandbox.sandbox, status);
   ScanOptions o;
   o.source_date_epoch = epoch;
   o.preserve_owner = !rootless;        // as root, what the steps chowned stays
@@ -130,22 +122,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
 }
 
 
-namespace {
-
-class StepKind final : public LayerKind {
- public:
-  const char* name() const override { return "build"; }
-  bool handles(const LayerSpec& spec) const override { return !spec.build.empty() && !spec.copies(); }
-  LayerReport build(const LayerContext& c, Digest& key_out) const override {
-    return build_step_layer(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
-                key_out);
-  }
-};
-
-}  // namespace
-
 const LayerKind& step_layer_kind() {
-  static const StepKind kind;
+  static const BuilderKind kind("build", [](const LayerSpec& spec) { return !spec.build.empty() && !spec.copies(); }, build_step_layer);
   return kind;
 }
 

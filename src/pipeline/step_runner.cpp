@@ -140,6 +140,21 @@ CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Sta
 }
 
 
+StepsSetup prepare_steps(StepsInput& in, const Recipe& recipe, const LayerSpec& spec, const std::vector<Layer>& below,
+                         const Store& store, const BuildOptions& options, Status& status, const Digest& key) {
+  StepsSetup setup;
+  setup.sandbox = choose_sandbox(spec.name, options, store, status);
+  in.overlay = setup.sandbox.overlay;
+  CachedRoot lower = cached_root(store, below, status);
+  in.lower = lower.tree;
+  in.privileged = std::move(lower.privileged);
+  setup.scratch = store.temp_dir();
+  in.scratch = setup.scratch->path();
+  in.cache_root = cache_root(recipe, spec, in.spec, store);
+  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
+  return setup;
+}
+
 std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps,
                                         const std::vector<Layer>& below, EntryMap& entries, const Store& store,
                                         const BuildOptions& options, int64_t epoch, Status& status,
@@ -154,16 +169,8 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   in.layer = spec.name;
   in.spec = steps;
   in.env = step_environment(recipe, steps, options.variables, epoch);
-  SandboxChoice sbx = choose_sandbox(spec.name, options, store, status);
-  in.overlay = sbx.overlay;
-  CachedRoot lower = cached_root(store, chain, status);
-  in.lower = lower.tree;
-  in.privileged = std::move(lower.privileged);
-  auto scratch = store.temp_dir();
-  in.scratch = scratch->path();
-  in.cache_root = cache_root(recipe, spec, steps, store);
-  in.log = store.private_dir("logs") / (spec.name + "-" + key.hex().substr(0, 16) + ".log");
-  Changeset cs = run_build_steps(in, *sbx.sandbox, status);
+  StepsSetup setup = prepare_steps(in, recipe, spec, chain, store, options, status, key);
+  Changeset cs = run_build_steps(in, *setup.sandbox.sandbox, status);
 
   // Deleted: gone from the entries, and a whiteout where a layer below has it.
   const bool rootless = ::geteuid() != 0;
@@ -187,7 +194,7 @@ std::unique_ptr<TempDir> run_on_entries(const Recipe& recipe, const LayerSpec& s
   for (auto& [path, e] : entries_from_changeset(changed, o)) entries[path] = std::move(e);
   for (auto& [path, e] : entries_from_changeset(deletions, o))
     if (!entries.count(path)) entries[path] = std::move(e);
-  return scratch;
+  return std::move(setup.scratch);
 }
 
 }  // namespace sb

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "build/privileged.hpp"
+#include "build/steps.hpp"
 #include "layer/tree.hpp"
 #include "pipeline/build.hpp"
 #include "sandbox/sandbox.hpp"
@@ -44,6 +45,17 @@ SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& optio
 // Where a layer's `cache:` directories live: <store>/cache/<stack>/<layer>/,
 // or linked to <store>/cache/@shared/NAME for `{path, shared: NAME}`.
 fs::path cache_root(const Recipe& recipe, const LayerSpec& spec, const BuildSpec& steps, const Store& store);
+
+// What both kinds do before their steps run, into `in` (its layer, spec and
+// env set): the sandbox, the root of the layers `below` (and its privileged
+// files), a scratch directory, the `cache:` directories and the log (named
+// after `key`). Keep the scratch directory until the layer is written.
+struct StepsSetup {
+  SandboxChoice sandbox;
+  std::unique_ptr<TempDir> scratch;
+};
+StepsSetup prepare_steps(StepsInput& in, const Recipe& recipe, const LayerSpec& spec, const std::vector<Layer>& below,
+                         const Store& store, const BuildOptions& options, Status& status, const Digest& key);
 
 // Runs `steps` in the sandbox on the layers below plus `entries` (as one more
 // layer on top) and folds what they change into `entries`: changed and added
