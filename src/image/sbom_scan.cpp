@@ -94,10 +94,8 @@ LayerFiles scan_layer(const fs::path& blob) {
   LayerFiles out;
   Utf8Locale locale;
   LayerReader a(blob);
-  archive_entry* e;
-  int rc;
   std::string buf(1 << 16, '\0');
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+  while (archive_entry* e = a.next()) {
     check_interrupted();
     const char* raw = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
     if (!raw) throw Error("layer " + blob.string() + ": an entry without a name");
@@ -148,7 +146,6 @@ LayerFiles scan_layer(const fs::path& blob) {
     if (base == "copyright") text = reduce_copyright(text);
     out.files[p] = std::move(text);
   }
-  if (rc != ARCHIVE_EOF) throw Error("layer " + blob.string() + ": " + archive_why(a.get()));
   return out;
 }
 

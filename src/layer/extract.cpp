@@ -484,12 +484,8 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
   Root root(target, "refusing layer entry", true);
   LayerReader a(blob);
   LayerApplier applier(root, options, stats);
-  struct archive_entry* e;
   try {
-    for (;;) {
-      int rc = archive_read_next_header(a.get(), &e);
-      if (rc == ARCHIVE_EOF) break;
-      if (rc < ARCHIVE_WARN) throw Error(std::string("corrupt layer: ") + archive_why(a.get()));
+    while (struct archive_entry* e = a.next()) {
       check_interrupted();
       applier.apply(a.get(), e);
     }
@@ -502,16 +498,10 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
 
 namespace {
 
-using ArchiveReadPtr = std::unique_ptr<struct archive, int (*)(struct archive*)>;
-
-ArchiveReadPtr open_archive(const fs::path& file, const std::string& label) {
-  ArchiveReadPtr a(archive_read_new(), archive_read_free);
-  archive_read_support_filter_all(a.get());
-  archive_read_support_format_tar(a.get());
-  archive_read_support_format_zip(a.get());
-  if (archive_read_open_filename(a.get(), file.c_str(), 1 << 16) != ARCHIVE_OK)
-    throw Error(label + ": " + archive_why(a.get()));
-  return a;
+// A redist or source archive: a tar (any compression) or a zip.
+std::unique_ptr<ArchiveReader> open_archive(const fs::path& file, const std::string& label) {
+  return std::make_unique<ArchiveReader>(file, ArchiveReader::kTar | ArchiveReader::kZip,
+                                         ArchiveReader::Filters::All, label);
 }
 
 // The one top directory every entry is under, or "" when there is none
@@ -519,9 +509,7 @@ ArchiveReadPtr open_archive(const fs::path& file, const std::string& label) {
 std::string single_top(const fs::path& file, const std::string& label) {
   auto a = open_archive(file, label);
   std::string top;
-  struct archive_entry* e;
-  int rc;
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+  while (struct archive_entry* e = a->next()) {
     const char* n = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
     if (!n) throw Error(label + ": an entry without a name");
     std::string p;
@@ -537,7 +525,6 @@ std::string single_top(const fs::path& file, const std::string& label) {
     if (top.empty()) top = first;
     else if (first != top) return "";
   }
-  if (rc != ARCHIVE_EOF) throw Error(label + ": " + archive_why(a.get()));
   return top;
 }
 
@@ -565,14 +552,11 @@ std::vector<std::string> extract_archive(const fs::path& file, const fs::path& t
   ExtractStats stats;
   LayerApplier applier(root, limits, stats, &o);
   auto a = open_archive(file, o.label);
-  struct archive_entry* e;
   try {
-    int rc;
-    while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+    while (struct archive_entry* e = a->next()) {
       check_interrupted();
-      applier.apply(a.get(), e);
+      applier.apply(a->get(), e);
     }
-    if (rc != ARCHIVE_EOF) throw Error(o.label + ": " + archive_why(a.get()));
     applier.finish();
   } catch (Error& err) {
     err.add_trace("while unpacking " + o.label + " into " + target.string());
@@ -583,39 +567,21 @@ std::vector<std::string> extract_archive(const fs::path& file, const fs::path& t
 
 void decompress_layer(const fs::path& blob, const fs::path& out) {
   LayerReader a(blob, true);
-  struct archive_entry* e;
-  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK)
-    throw Error("cannot read layer " + blob.string() + ": " + archive_why(a.get()));
+  if (!a.strict().next()) throw Error("cannot read layer " + blob.string() + ": empty");
   AtomicFile f(out);
-  const void* buf;
-  size_t len;
-  la_int64_t offset;
-  for (;;) {
-    int rc = archive_read_data_block(a.get(), &buf, &len, &offset);
-    if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) throw Error("decompressing " + blob.string() + ": " + archive_why(a.get()));
-    f.write(buf, len);
-  }
+  a.read_blocks("decompressing " + blob.string(), [&](const void* buf, size_t len, int64_t) { f.write(buf, len); });
   f.commit();
 }
 
 UncompressedDigest uncompressed_digest(const fs::path& blob) {
   LayerReader a(blob, true);
-  struct archive_entry* e;
-  if (archive_read_next_header(a.get(), &e) != ARCHIVE_OK)
-    throw Error("cannot read layer " + blob.string() + ": " + archive_why(a.get()));
+  if (!a.strict().next()) throw Error("cannot read layer " + blob.string() + ": empty");
   Sha256 sha;
   uint64_t size = 0;
-  const void* buf;
-  size_t len;
-  la_int64_t offset;
-  for (;;) {
-    int rc = archive_read_data_block(a.get(), &buf, &len, &offset);
-    if (rc == ARCHIVE_EOF) break;
-    if (rc < ARCHIVE_WARN) throw Error("decompressing " + blob.string() + ": " + archive_why(a.get()));
+  a.read_blocks("decompressing " + blob.string(), [&](const void* buf, size_t len, int64_t) {
     sha.update(buf, len);
     size += len;
-  }
+  });
   return {sha.finish(), size};
 }
 

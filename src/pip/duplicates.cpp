@@ -19,11 +19,9 @@ LayerListing list_layer(const std::string& name, const fs::path& blob) {
   LayerListing out{name, {}};
   Utf8Locale locale;  // the blob's pax headers hold UTF-8 names (ca-certificates has some)
   LayerReader a(blob);
-  archive_entry* e;
-  int rc;
   // ARCHIVE_WARN: a name that is not valid in the C locale (layers hold UTF-8
   // names, e.g. Debian's locale and timezone files); the UTF-8 name is read.
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+  while (archive_entry* e = a.next()) {
     auto type = archive_entry_filetype(e);
     // Shown form: the listing is a JSON record, and a base image's name need
     // not be UTF-8 (such a name matches no wheel's or library's).
@@ -37,7 +35,6 @@ LayerListing list_layer(const std::string& name, const fs::path& blob) {
       out.musl_version = musl_version_from_apk(text);
     }
   }
-  if (rc != ARCHIVE_EOF) throw Error("layer " + name + ": " + archive_why(a.get()));
   return out;
 }
 

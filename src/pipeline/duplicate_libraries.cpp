@@ -194,9 +194,7 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
   std::map<std::string, std::string> owner;
   Utf8Locale locale;  // pax headers hold UTF-8 names
   LayerReader a(blob);
-  archive_entry* e;
-  int rc;
-  while ((rc = archive_read_next_header(a.get(), &e)) == ARCHIVE_OK || rc == ARCHIVE_WARN) {
+  while (archive_entry* e = a.next()) {
     // The listing is a JSON record, and a base image's names need not be
     // UTF-8: such a name is listed in its shown form, and never as a copy a
     // link could point to.
@@ -234,8 +232,6 @@ LibraryListing library_listing(const Store& store, const Layer& layer) {
     else
       out.shadows.push_back(p);
   }
-  if (rc != ARCHIVE_EOF)
-    throw Error("layer blob " + blob.string() + ": " + archive_why(a.get()));
   fill_versions(out.copies, owner);
   nlohmann::json j = {{"copies", out.copies},
                       {"shadows", out.shadows},
