@@ -250,7 +250,7 @@ TEST_CASE(
   Store store(tmp.path() / "store");
   FakeSandbox fake;
   BuildOptions o;
-  o.sandbox = &fake;
+  o.services.sandbox = &fake;
   o.output = tmp.path() / "out";
 
   BuildResult first = build_recipe(recipe_in(tmp.path(), yaml("1")), store, o, null_status());
@@ -289,7 +289,7 @@ TEST_CASE("a layer built from a source tree: patched - kept or bound - cached by
   Store store(tmp.path() / "store");
   FakeSandbox fake;
   BuildOptions o;
-  o.sandbox = &fake;
+  o.services.sandbox = &fake;
   o.output = tmp.path() / "out";
 
   std::string seen;  // src/config as the step sees it: in the upper directory, or in the bound tree
