@@ -128,25 +128,26 @@ class RecordingFetcher final : public fetch::Fetcher {
 
 // Records every call, in order, as a line: "begin LABEL TOTAL" (returning
 // ids 1, 2, ...), "end ID RESULT", "message TEXT", "result KEY=VALUE",
-// "event NAME {JSON}". Progress is not a line, but progress for a task that
-// is not running, or going backwards, adds "bad progress ID". Thread-safe.
+// "event NAME {JSON}". Progress is not a line (progress() has each task's
+// last), but progress for a task that is not running, or going backwards,
+// adds "bad progress ID"; an end of one not running, "bad end ID". Thread-safe.
 class RecordingStatus final : public Status {
  public:
   int task_begin(std::string_view label, uint64_t total) override {
     std::lock_guard g(mu_);
     const int id = ++last_id_;
-    running_[id] = 0;
+    running_.insert(id);
+    done_[id] = 0;
     lines_.push_back("begin " + std::string(label) + " " + std::to_string(total));
     return id;
   }
   void task_progress(int id, uint64_t done) override {
     std::lock_guard g(mu_);
-    auto it = running_.find(id);
-    if (it == running_.end() || done < it->second) {
+    if (!running_.count(id) || done < done_[id]) {
       lines_.push_back("bad progress " + std::to_string(id));
       return;
     }
-    it->second = done;
+    done_[id] = done;
   }
   void task_end(int id, std::string_view result) override {
     std::lock_guard g(mu_);
@@ -176,6 +177,18 @@ class RecordingStatus final : public Status {
   }
   std::vector<std::string> messages() const { return lines("message "); }
   std::vector<std::string> results() const { return lines("result "); }
+  // The last progress of task `id` (0 when none came).
+  uint64_t progress(int id) const {
+    std::lock_guard g(mu_);
+    auto it = done_.find(id);
+    return it == done_.end() ? 0 : it->second;
+  }
+  // Forgets the lines and events so far (task ids go on counting).
+  void clear() {
+    std::lock_guard g(mu_);
+    lines_.clear();
+    events_.clear();
+  }
   // The fields of each event `name`, in order.
   std::vector<nlohmann::json> events(std::string_view name) const {
     std::lock_guard g(mu_);
@@ -193,7 +206,8 @@ class RecordingStatus final : public Status {
   mutable std::mutex mu_;
   std::vector<std::string> lines_;
   std::vector<std::pair<std::string, nlohmann::json>> events_;
-  std::map<int, uint64_t> running_;
+  std::set<int> running_;
+  std::map<int, uint64_t> done_;
   int last_id_ = 0;
 };
 
