@@ -91,6 +91,10 @@ class Fetcher {
 
 std::unique_ptr<Fetcher> make_fetcher(const Store& store, FetchOptions options, Status& status);
 
+// What makes a stage's fetcher: make_fetcher, or a test's fake (the stages
+// choose the options; the factory chooses where the bytes come from).
+using FetcherFactory = std::function<std::unique_ptr<Fetcher>(const Store&, FetchOptions, Status&)>;
+
 // The digest last fetched from `url` without an expected sha256 (recorded in
 // the store), for offline use of unpinned files such as InRelease.
 std::optional<Digest> last_fetched(const Store& store, const std::string& url);

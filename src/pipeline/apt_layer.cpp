@@ -117,14 +117,15 @@ struct AptFetcher {
   std::unique_ptr<fetch::Fetcher> fetcher;
 };
 
-AptFetcher apt_fetcher(const Store& store, Status& status) {
+AptFetcher apt_fetcher(const Store& store, Status& status,
+                       const fetch::FetcherFactory& make_fetcher = fetch::make_fetcher) {
   AptFetcher f;
   f.net = run_network();
   fetch::FetchOptions o = fetch::fetch_options_from_env();
   o.client.route = [net = f.net](const std::string& url) { return net->route(url); };
   o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
   o.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
-  f.fetcher = fetch::make_fetcher(store, std::move(o), status);
+  f.fetcher = make_fetcher(store, std::move(o), status);
   return f;
 }
 
@@ -496,7 +497,7 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
       state = *s;
       break;
     }
-  AptFetcher f = apt_fetcher(store, status);
+  AptFetcher f = apt_fetcher(store, status, options.services.make_fetcher);
   Resolved r;
   nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins

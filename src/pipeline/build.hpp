@@ -2,11 +2,14 @@
 // the stages; it owns the layer cache and reports through Status.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "fetch/fetcher.hpp"
 #include "image/layout.hpp"
 #include "layer/layer.hpp"
 #include "pipeline/base_image.hpp"
@@ -22,6 +25,17 @@ class RegistryCache;
 
 enum class OutputFormat { OciLayout, DockerArchive };
 
+// The side effects a build is handed rather than makes itself: tests pass
+// fakes that record what they were asked (STYLE.md, "Side effects behind
+// interfaces"). The defaults are the real ones.
+struct BuildServices {
+  // Makes each layer's fetcher, with the options its kind chose.
+  fetch::FetcherFactory make_fetcher = fetch::make_fetcher;
+  sandbox::Sandbox* sandbox = nullptr;  // where build steps run; null: a Linux sandbox for each layer
+  // The time, for the seconds that reports show (never for anything hashed).
+  std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
+};
+
 struct BuildOptions {
   fs::path output;                         // a layout directory or a tarball
   OutputFormat format = OutputFormat::OciLayout;
@@ -30,7 +44,7 @@ struct BuildOptions {
   std::vector<std::string> tags;           // --tag: replaces the recipe's tags
   // The matrix point's ${vars} (resolve::point_variables), for build steps' environment.
   std::map<std::string, std::string> variables;
-  sandbox::Sandbox* sandbox = nullptr;     // where build steps run; null: the Linux sandbox
+  BuildServices services;                  // the fetcher factory, the sandbox, the clock
   PointInputs point;                       // what the plan chose here, and its catalog
   // Labels stackbuild computes (pipeline/labels.hpp); they win over the recipe's.
   std::map<std::string, std::string> labels;

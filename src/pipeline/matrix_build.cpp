@@ -32,10 +32,15 @@ std::string point_label(const MatrixPoint& p) {
   return tag.empty() ? p.id : tag + " (" + p.id + ")";
 }
 
+// Seconds from `start` to now on the build's clock (BuildServices::now).
+double seconds_since(const MatrixOptions& options, std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(options.build.services.now() - start).count();
+}
+
 // Builds one point into `report`; an error gets the point named and is kept.
 void build_point(const MatrixPoint& point, const Store& store, const MatrixOptions& options, Status& status,
                  bool scoped, PointReport& report, std::exception_ptr& failure) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = options.build.services.now();
   std::unique_ptr<Status> own = scoped ? scoped_status(status, point_label(point)) : nullptr;
   Status& st = own ? *own : status;
   BuildOptions o = options.build;
@@ -73,7 +78,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
     report.error = e.what();
     failure = std::current_exception();
   }
-  report.seconds = seconds_since(start);
+  report.seconds = seconds_since(options, start);
   if (report.built) {
     st.message(Level::Info, "layers: " + std::to_string(report.layers_built + report.layers_reused) + " (" +
                                 std::to_string(report.layers_built) + " built, " +
@@ -96,7 +101,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
 
 MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
                           Status& status) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = options.build.services.now();
   MatrixResult result;
   result.points.resize(points.size());
   for (size_t i = 0; i < points.size(); ++i) {
@@ -129,13 +134,13 @@ MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& s
     }
   }
 
-  result.seconds = seconds_since(start);
+  result.seconds = seconds_since(options, start);
   return result;
 }
 
 void write_matrix(const std::vector<MatrixPoint>& points, MatrixResult& result, const Store& store,
                   const MatrixOptions& options) {
-  auto start = std::chrono::steady_clock::now();
+  auto start = options.build.services.now();
   if (!result.failure) {
     if (!options.index_ref.empty() && !points.empty())
       result.index = matrix_index(points, result.points, points.front().recipe.stack, options.index_ref);
@@ -150,7 +155,7 @@ void write_matrix(const std::vector<MatrixPoint>& points, MatrixResult& result, 
       result.failure = std::current_exception();
     }
   }
-  result.seconds += seconds_since(start);
+  result.seconds += seconds_since(options, start);
 }
 
 MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,

@@ -179,9 +179,10 @@ std::vector<std::pair<std::string, std::string>> pip_constraints(const PointInpu
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
                                           const std::vector<std::pair<std::string, std::string>>& constraints,
-                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed) {
+                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed,
+                                          const fetch::FetcherFactory& make_fetcher) {
   pip::IndexConfig cfg = index_config(store, index_url);
-  auto fetcher = fetch::make_fetcher(store, pip_fetch_options(cfg), status);
+  auto fetcher = make_fetcher(store, pip_fetch_options(cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
@@ -250,7 +251,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(spec, options.variables, options.point), target, "", false, store, status,
-                           pip_constraints(options.point), installed);
+                           pip_constraints(options.point), installed, options.services.make_fetcher);
     }
     KeyHasher k;
     k.field("stackbuild-pip-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
@@ -265,7 +266,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
     auto found = find_layers(store, key, spec.name, status, options.cache_from);
     if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
     auto staging = store.temp_dir();
-    auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), status);
+    auto fetcher = options.services.make_fetcher(store, wheel_fetch_options(), status);
     const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
     int task = status.task_begin("install " + what, 0);
     pip::Installed inst;

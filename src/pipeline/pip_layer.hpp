@@ -74,10 +74,12 @@ std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
 // CA) trusted as pip trusts it, since wheels come from the index's hosts.
 fetch::FetchOptions wheel_fetch_options();
 
-// For `stackbuild pip`: resolves `requirements` for `target`.
+// For `stackbuild pip` and the pip layers: resolves `requirements` for
+// `target`, fetching metadata with a fetcher `make_fetcher` makes.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
                                           const std::vector<std::pair<std::string, std::string>>& constraints = {},
-                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed = {});
+                                          const std::map<std::string, pip::ResolveOptions::Installed>& installed = {},
+                                          const fetch::FetcherFactory& make_fetcher = fetch::make_fetcher);
 
 }  // namespace sb

@@ -174,7 +174,7 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
   auto start = std::chrono::steady_clock::now();
   try {
     fetch::FetchOptions fo = fetch::fetch_options_from_env();
-    auto fetcher = fetch::make_fetcher(store, fo, status);
+    auto fetcher = options.services.make_fetcher(store, fo, status);
     nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
     LayerInputs in = lock.contains("redist") && lock["redist"].contains(spec.name)
                          ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives

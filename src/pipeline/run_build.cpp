@@ -262,9 +262,10 @@ void push_all(Job& j) {
 
 // Runs one step and reports its seconds as a "step" event.
 void step(Job& j, const char* name, void (*run)(Job&)) {
-  auto start = std::chrono::steady_clock::now();
+  const auto& now = j.services.build.now;
+  auto start = now();
   run(j);
-  j.status.event("step", {{"step", name}, {"seconds", seconds_since(start)}});
+  j.status.event("step", {{"step", name}, {"seconds", std::chrono::duration<double>(now() - start).count()}});
 }
 
 }  // namespace
@@ -272,6 +273,7 @@ void step(Job& j, const char* name, void (*run)(Job&)) {
 BuildOutcome run_build(const BuildRequest& request, Services& services, Status& status) {
   Job j{request, services, status};
   j.options = request.matrix;
+  j.options.build.services = services.build;
   j.registry = request.registry;
 
   step(j, "plan", plan);              // matrix, catalog, resolve: the Plan (--locked: checked)

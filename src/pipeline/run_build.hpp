@@ -50,6 +50,10 @@ struct Services {
   // job first needs it: after planning.
   std::function<Store()> open_store;
   ShowReport show_report;  // where the gate's reports go for people
+  // The fetcher factory, the sandbox and the clock every point's build is
+  // handed (they replace request.matrix.build.services); the clock also
+  // times the steps.
+  BuildServices build;
 };
 
 struct BuildOutcome {

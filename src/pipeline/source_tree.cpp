@@ -220,10 +220,10 @@ std::optional<LayerSource> kept_source(const LayerSpec& spec, const std::map<std
 }
 
 source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
-                                      const Store& store, Status& status) {
+                                      const Store& store, Status& status, const fetch::FetcherFactory& make_fetcher) {
   int task = status.task_begin("layer " + spec.name + ": source " + source.what, 0);
   fetch::FetchOptions fo = fetch::fetch_options_from_env();
-  auto fetcher = fetch::make_fetcher(store, fo, status);
+  auto fetcher = make_fetcher(store, fo, status);
   source::SourceLock got = [&] {
     try {
       return source::prepare_source(source.spec, dest, store, *fetcher);

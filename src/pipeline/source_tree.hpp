@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fetch/fetcher.hpp"
 #include "pipeline/point_inputs.hpp"
 #include "recipe/recipe.hpp"
 #include "source/source.hpp"
@@ -54,9 +55,11 @@ std::optional<LayerSource> kept_source(const LayerSpec& spec, const std::map<std
                                        const PointInputs& point);
 
 // Fetches (or copies) `source` of layer `spec` and applies its patches into
-// `dest`, as one status task; STACKBUILD_OFFLINE=1 takes only the store.
+// `dest`, as one status task, with a fetcher `make_fetcher` makes;
+// STACKBUILD_OFFLINE=1 takes only the store.
 source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& source, const fs::path& dest,
-                                      const Store& store, Status& status);
+                                      const Store& store, Status& status,
+                                      const fetch::FetcherFactory& make_fetcher = fetch::make_fetcher);
 
 // For `stackbuild lock`: the exact inputs of each layer of `recipe` built
 // from or keeping a source tree, {"<layer>": ENTRY}, ENTRY being

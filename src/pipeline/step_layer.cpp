@@ -94,7 +94,8 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
       if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
   StepsSetup setup = prepare_steps(in, recipe, spec, below, store, options, status, key);
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
-    fetched = fetch_layer_source(spec, *source, in.scratch / "source", store, status).commit;
+    fetched =
+        fetch_layer_source(spec, *source, in.scratch / "source", store, status, options.services.make_fetcher).commit;
     in.source = in.scratch / "source";
     in.source_at = source->image_path;
     in.keep_source = source->kept;

@@ -29,12 +29,12 @@ Digest chain_id(const std::vector<Layer>& layers, size_t n) {
 
 }  // namespace
 
-// Where steps run: options.sandbox (tests), else a LinuxSandbox, with
+// Where steps run: options.services.sandbox (tests), else a LinuxSandbox, with
 // overlayfs unless it is unavailable or STACKBUILD_SANDBOX_OVERLAY=0.
 SandboxChoice choose_sandbox(const std::string& layer, const BuildOptions& options,
                              const Store& store, Status& status) {
   SandboxChoice c;
-  c.sandbox = options.sandbox;
+  c.sandbox = options.services.sandbox;
   // STACKBUILD_SANDBOX_OVERLAY=0 forces the copy-and-compare fallback (tests compare the two).
   const char* force = getenv("STACKBUILD_SANDBOX_OVERLAY");
   const bool copy = force && std::string(force) == "0";

@@ -31,7 +31,7 @@ struct CachedRoot {
 };
 CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Status& status);
 
-// Where steps run: options.sandbox (tests), else a LinuxSandbox, with
+// Where steps run: options.services.sandbox (tests), else a LinuxSandbox, with
 // overlayfs unless it is unavailable or STACKBUILD_SANDBOX_OVERLAY=0 (which
 // tests also set for their own sandbox, to run the copy mode).
 struct SandboxChoice {

@@ -8,6 +8,7 @@
 
 #include "build/steps.hpp"
 #include "pipeline/library_paths.hpp"
+#include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
 
@@ -30,16 +31,6 @@ class FakeSandbox final : public sandbox::Sandbox {
     test::write(s.upper / "out" / ("step" + std::to_string(runs.size())), cmd + "\n");
     return {0, false};
   }
-};
-
-class RecordingStatus final : public Status {
- public:
-  std::vector<std::string> messages;
-  int task_begin(std::string_view, uint64_t) override { return 0; }
-  void task_progress(int, uint64_t) override {}
-  void task_end(int, std::string_view) override {}
-  void message(Level, std::string_view text) override { messages.emplace_back(text); }
-  void result(std::string_view, std::string_view) override {}
 };
 
 Recipe recipe_in(const fs::path& dir, const std::string& yaml) {
@@ -198,7 +189,7 @@ TEST_CASE("run_build_steps: what the sandbox is asked - output - logs - a failur
   in.cache_root = tmp.path() / "cache";
   in.log = tmp.path() / "logs/tools.log";
   FakeSandbox fake;
-  RecordingStatus status;
+  test::RecordingStatus status;
 
   Changeset cs = run_build_steps(in, fake, status);
   REQUIRE(fake.runs.size() == 2);
@@ -218,7 +209,8 @@ TEST_CASE("run_build_steps: what the sandbox is asked - output - logs - a failur
   CHECK(fs::is_directory(s.mounts[0].source));
   CHECK(fs::exists(cs.root / "out/step1"));
   CHECK(fs::exists(cs.root / "out/step2"));
-  CHECK(std::count(status.messages.begin(), status.messages.end(), "tools | second line") == 2);
+  auto messages = status.messages();
+  CHECK(std::count(messages.begin(), messages.end(), "tools | second line") == 2);
   CHECK(test::slurp(in.log).find("running make all\n") != std::string::npos);
 
   in.spec.run.push_back({"echo fail now", {}});
@@ -250,7 +242,7 @@ TEST_CASE(
   Store store(tmp.path() / "store");
   FakeSandbox fake;
   BuildOptions o;
-  o.sandbox = &fake;
+  o.services.sandbox = &fake;
   o.output = tmp.path() / "out";
 
   BuildResult first = build_recipe(recipe_in(tmp.path(), yaml("1")), store, o, null_status());
@@ -289,7 +281,7 @@ TEST_CASE("a layer built from a source tree: patched - kept or bound - cached by
   Store store(tmp.path() / "store");
   FakeSandbox fake;
   BuildOptions o;
-  o.sandbox = &fake;
+  o.services.sandbox = &fake;
   o.output = tmp.path() / "out";
 
   std::string seen;  // src/config as the step sees it: in the upper directory, or in the bound tree

@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "fetch/fetcher.hpp"
+#include "fakes.hpp"
 #include "helpers.hpp"
 #include "http_server.hpp"
 
@@ -135,32 +136,6 @@ TEST_CASE("fetch: offline uses only the store", "[fetch]") {
 
 namespace {
 
-// A Status that records what the fetcher reports, in order.
-struct RecordingStatus : Status {
-  std::mutex m;
-  std::vector<std::string> log;
-  std::map<int, uint64_t> done;
-  int task_begin(std::string_view label, uint64_t total) override {
-    std::lock_guard g(m);
-    log.push_back("begin " + std::string(label) + " " + std::to_string(total));
-    return 7;
-  }
-  void task_progress(int id, uint64_t n) override {
-    std::lock_guard g(m);
-    if (id != 7 || n < done[id]) log.push_back("bad progress");  // never another task, never backwards
-    done[id] = n;
-  }
-  void task_end(int id, std::string_view result) override {
-    std::lock_guard g(m);
-    log.push_back("end " + std::to_string(id) + " " + std::string(result));
-  }
-  void message(Level, std::string_view text) override {
-    std::lock_guard g(m);
-    log.push_back("message " + std::string(text));
-  }
-  void result(std::string_view, std::string_view) override {}
-};
-
 // Sets environment variables for the life of the object, then puts back what was there.
 struct ScopedEnv {
   std::map<std::string, std::optional<std::string>> saved;
@@ -189,30 +164,30 @@ TEST_CASE("fetch: progress goes through the status interface from begin to end",
   });
   TempDir dir;
   Store store(dir.path());
-  RecordingStatus st;
+  test::RecordingStatus st;
   auto f = fetch::make_fetcher(store, quick(), st);
   std::vector<fetch::FetchItem> items = {
       {server.url("/a"), Digest::of_bytes(std::string(3000, 'd')), 3000, ""},
       {server.url("/b"), Digest::of_bytes(std::string(5000, 'd')), 5000, "b.deb"}};
   f->fetch(items);
-  REQUIRE(st.log.size() == 3);
-  CHECK(st.log[0] == "begin fetch 2 files 8000");
-  CHECK(st.log[1].rfind("message fetch b.deb: ", 0) == 0);  // the retry, said once
-  CHECK(st.log[1].find("503") != std::string::npos);
-  CHECK(st.log[2] == "end 7 2 downloaded, 0 from the store");
-  CHECK(st.done[7] == 8000);
+  auto log = st.lines();  // with no "bad progress": never another task, never backwards
+  REQUIRE(log.size() == 3);
+  CHECK(log[0] == "begin fetch 2 files 8000");
+  CHECK(log[1].rfind("message fetch b.deb: ", 0) == 0);  // the retry, said once
+  CHECK(log[1].find("503") != std::string::npos);
+  CHECK(log[2] == "end 1 2 downloaded, 0 from the store");
+  CHECK(st.progress(1) == 8000);
   // From the store: the same task shape, all of it "from the store", and no
   // bytes counted (what the task counts is downloaded, so its rate is a
   // download rate).
-  st.log.clear();
-  st.done.clear();
+  st.clear();
   f->fetch_one(items[0]);
-  CHECK(st.log == std::vector<std::string>{"begin fetch a 0", "end 7 0 downloaded, 1 from the store"});
-  CHECK(st.done[7] == 0);
+  CHECK(st.lines() == std::vector<std::string>{"begin fetch a 0", "end 2 0 downloaded, 1 from the store"});
+  CHECK(st.progress(2) == 0);
   // A failure ends the task, saying so.
-  st.log.clear();
+  st.clear();
   CHECK_THROWS(f->fetch_one({server.url("/a"), Digest::of_bytes("other"), std::nullopt, "x"}));
-  CHECK(st.log.back() == "end 7 1 failed");
+  CHECK(st.lines().back() == "end 3 1 failed");
 }
 
 TEST_CASE("fetch: http_proxy is honoured and no_proxy bypasses it", "[fetch]") {

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
@@ -215,36 +216,14 @@ TEST_CASE("the summary shows the tests column the verify gate fills", "[matrix]"
   CHECK(summary_json(r)["points"][0]["tests"] == "3 passed");
 }
 
-namespace {
-
-class Recording final : public Status {
- public:
-  std::vector<std::string> lines;
-  int task_begin(std::string_view label, uint64_t) override {
-    lines.push_back("begin " + std::string(label));
-    return 7;
-  }
-  void task_progress(int, uint64_t) override {}
-  void task_end(int id, std::string_view) override { lines.push_back("end " + std::to_string(id)); }
-  void message(Level, std::string_view text) override { lines.push_back("msg " + std::string(text)); }
-  void result(std::string_view k, std::string_view v) override {
-    lines.push_back("result " + std::string(k) + "=" + std::string(v));
-  }
-  void event(std::string_view name, const nlohmann::json& f) override {
-    lines.push_back("event " + std::string(name) + " " + f.dump());
-  }
-};
-
-}  // namespace
-
 TEST_CASE("a scoped status names the point in every line", "[matrix]") {
-  Recording rec;
+  test::RecordingStatus rec;
   auto s = scoped_status(rec, "mx:a (flavor=a)");
   int id = s->task_begin("layer base", 10);
   s->task_end(id, "done");
   s->message(Level::Info, "layer base: cached");
   s->event("layer", {{"layer", "base"}});
-  CHECK(rec.lines == std::vector<std::string>{"begin mx:a (flavor=a): layer base", "end 7",
-                                              "msg mx:a (flavor=a): layer base: cached",
-                                              R"x(event layer {"layer":"base","scope":"mx:a (flavor=a)"})x"});
+  CHECK(rec.lines() == std::vector<std::string>{"begin mx:a (flavor=a): layer base 10", "end 1 done",
+                                                "message mx:a (flavor=a): layer base: cached",
+                                                R"x(event layer {"layer":"base","scope":"mx:a (flavor=a)"})x"});
 }

@@ -4,8 +4,12 @@
 // --verify runs the gate and shows each report.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <memory>
+
 #include <nlohmann/json.hpp>
 
+#include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/run_build.hpp"
 
@@ -24,22 +28,19 @@ const std::string kRecipe =
     "  - {name: flavor, copy: [{src: \"${flavor}.txt\", dst: \"/opt/${flavor}/flavor.txt\"}]}\n"
     "tags: [\"mx:${flavor}\"]\n";
 
-// The events and results of a run, in order.
-class Recording final : public Status {
- public:
-  std::vector<std::string> steps;
-  std::vector<std::string> events;
-  std::vector<std::string> results;
-  int task_begin(std::string_view, uint64_t) override { return 0; }
-  void task_progress(int, uint64_t) override {}
-  void task_end(int, std::string_view) override {}
-  void message(Level, std::string_view) override {}
-  void result(std::string_view k, std::string_view) override { results.emplace_back(k); }
-  void event(std::string_view name, const nlohmann::json& f) override {
-    events.emplace_back(name);
-    if (name == "step") steps.push_back(f.at("step").get<std::string>());
-  }
-};
+// The steps a run reported, in order.
+std::vector<std::string> steps(const test::RecordingStatus& rec) {
+  std::vector<std::string> out;
+  for (const auto& f : rec.events("step")) out.push_back(f.at("step").get<std::string>());
+  return out;
+}
+
+// The keys of its results, in order.
+std::vector<std::string> result_keys(const test::RecordingStatus& rec) {
+  std::vector<std::string> out;
+  for (const auto& r : rec.results()) out.push_back(r.substr(0, r.find('=')));
+  return out;
+}
 
 struct Fixture {
   TempDir tmp;
@@ -68,10 +69,18 @@ struct Fixture {
 
 TEST_CASE("run_build runs the steps in the pipeline's order, each once", "[driver]") {
   Fixture f;
-  Recording rec;
+  test::RecordingStatus rec;
+  // A clock that moves 1 s each time it is read: the steps are timed by it.
+  auto ticks = std::make_shared<int64_t>(0);
+  f.services.build.now = [ticks] { return std::chrono::steady_clock::time_point(std::chrono::seconds(++*ticks)); };
   BuildOutcome out = run_build(f.request(), f.services, rec);
-  CHECK(rec.steps == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary",
-                                              "cache", "results", "sbom", "push"});
+  CHECK(steps(rec) == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary",
+                                               "cache", "results", "sbom", "push"});
+  for (const auto& e : rec.events("step")) {
+    const double s = e.at("seconds").get<double>();
+    CHECK((s >= 1 && s == std::floor(s)));  // whole ticks of the clock Services handed in
+  }
+  CHECK(out.built.points.at(0).seconds >= 1);  // and so are the points, which it reached
   REQUIRE(out.built.points.size() == 2);
   CHECK_FALSE(out.built.failure);
   REQUIRE(out.built.index);
@@ -79,14 +88,15 @@ TEST_CASE("run_build runs the steps in the pipeline's order, each once", "[drive
   CHECK(fs::exists(f.tmp.path() / "out" / "index.json"));
   CHECK(f.stores_opened == 1);
   CHECK(f.shown.empty());  // no push, no --verify: no gate
-  CHECK(std::count(rec.events.begin(), rec.events.end(), "summary") == 1);
-  CHECK(std::find(rec.results.begin(), rec.results.end(), "mx:a") != rec.results.end());
-  CHECK(rec.results.back() == "output");
+  CHECK(rec.events("summary").size() == 1);
+  auto keys = result_keys(rec);
+  CHECK(std::find(keys.begin(), keys.end(), "mx:a") != keys.end());
+  CHECK(keys.back() == "output");
 }
 
 TEST_CASE("run_build refuses what the points cannot take before it opens the store", "[driver]") {
   Fixture f;
-  Recording rec;
+  test::RecordingStatus rec;
   SECTION("--tag with several points") {
     BuildRequest rq = f.request();
     rq.matrix.build.tags = {"one:1"};
@@ -109,7 +119,7 @@ TEST_CASE("run_build refuses what the points cannot take before it opens the sto
 
 TEST_CASE("run_build gives the summary of a failed point, then its error, and writes nothing", "[driver]") {
   Fixture f;
-  Recording rec;
+  test::RecordingStatus rec;
   BuildRequest rq = f.request();
   fs::remove(f.tmp.path() / "b.txt");  // point flavor=b cannot copy its file
   try {
@@ -118,7 +128,7 @@ TEST_CASE("run_build gives the summary of a failed point, then its error, and wr
   } catch (const Error& e) {
     CHECK_THAT(e.render(), Catch::Contains("matrix point flavor=b"));
   }
-  CHECK(rec.steps == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary"});
-  CHECK(std::count(rec.events.begin(), rec.events.end(), "summary") == 1);
+  CHECK(steps(rec) == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary"});
+  CHECK(rec.events("summary").size() == 1);
   CHECK_FALSE(fs::exists(f.tmp.path() / "out"));
 }

@@ -209,7 +209,7 @@ TEST_CASE("a step sees the image's setuid files and capabilities, and its layer 
       Recipe recipe = recipe_in(tmp.path(), "stack: s\nlayers:\n  - {name: steps, build: {run: touch}}\n");
       PrivilegedSandbox fake;
       BuildOptions o;
-      o.sandbox = &fake;
+      o.services.sandbox = &fake;
       Digest key = d;
       LayerReport r =
           build_step_layer(recipe, recipe.layers[0], d, {base}, {"base"}, store, o, 0, null_status(), key);
@@ -259,7 +259,7 @@ TEST_CASE("cache: directories are the recipe's own unless it names a shared one"
   Store store(tmp.path() / "store");
   CacheSandbox fake;
   BuildOptions o;
-  o.sandbox = &fake;
+  o.services.sandbox = &fake;
   o.output = tmp.path() / "out";
   // Steps that differ, so that neither layer is the other's cache hit.
   auto recipe = [](const std::string& stack, const std::string& cache) {

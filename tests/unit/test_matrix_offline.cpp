@@ -1,0 +1,190 @@
+// build_matrix with the side effects passed in (BuildServices): a recipe with
+// an apt layer and a pip layer, two matrix points, every byte served by the
+// recording fetcher (no network, no loopback server) and timed by a fake
+// clock. The apt repository is made here (dpkg-deb) and taken on trust (no
+// signature); the pip layer's wheels are the points' lockfile pins, since
+// index pages are read with an http::Client of their own, not the fetcher.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "fakes.hpp"
+#include "helpers.hpp"
+#include "pip_fixture.hpp"
+#include "pipeline/matrix_build.hpp"
+#include "pip/resolver.hpp"
+#include "pipeline/plan.hpp"
+#include "util/process.hpp"
+
+using namespace sb;
+
+namespace {
+
+const std::string kApt = "http://apt.invalid/debian";
+const std::string kFiles = "http://pypi.invalid/files/";
+
+// The apt layer is the same at both points; the pip layer pins greet ${flavor}.
+const std::string kRecipe =
+    "stack: svc\n"
+    "source_date_epoch: 1700000000\n"
+    "platform: {python: \"3.11\", glibc: \"2.36\"}\n"
+    "matrix:\n  flavor: [\"1.0\", \"2.0\"]\n"
+    "repositories:\n  - {url: \"" + kApt + "\", suites: [test], trusted: true}\n"
+    "layers:\n"
+    "  - {name: os, apt: [hello]}\n"
+    "  - {name: wheels, pip: [\"greet==${flavor}\"]}\n"
+    "tags: [\"svc:${flavor}\"]\n";
+
+bool have_dpkg_deb() {
+  ProcessSpec s;
+  s.argv = {"sh", "-c", "command -v dpkg-deb"};
+  s.env = {{"PATH", "/usr/bin:/bin"}};
+  s.capture_stdout = true;
+  return run_process(s).exit_status == 0;
+}
+
+// An unsigned repository in `root` (dists/test, pool/): one package, `hello`.
+void make_apt_repo(const fs::path& root, const fs::path& scratch) {
+  const fs::path src = scratch / "hello";
+  test::write(src / "DEBIAN/control",
+              "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\n"
+              "Description: test package\n");
+  test::write(src / "usr/bin/hello", "#!/bin/sh\necho hello\n", 0755);
+  const fs::path deb = root / "pool/hello_1.0_amd64.deb";
+  fs::create_directories(deb.parent_path());
+  ProcessSpec s;
+  s.argv = {"dpkg-deb", "--root-owner-group", "-Zgzip", "--build", src.string(), deb.string()};
+  s.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
+  s.capture_stdout = true;
+  s.merge_stderr = true;
+  auto r = run_process(s);
+  REQUIRE(r.exit_status == 0);
+  const std::string packages = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nFilename: pool/hello_1.0_amd64.deb\n"
+                               "Size: " + std::to_string(fs::file_size(deb)) + "\nSHA256: " +
+                               Digest::of_file(deb).hex() + "\n\n";
+  test::write(root / "dists/test/main/binary-amd64/Packages", packages);
+  test::write(root / "dists/test/Release",
+              "Origin: Test\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\nSHA256:\n " +
+                  Digest::of_bytes(packages).hex() + " " + std::to_string(packages.size()) +
+                  " main/binary-amd64/Packages\n");
+}
+
+// Everything served: the repository and one wheel of greet per point.
+struct Served {
+  TempDir tmp;
+  test::FixtureIndex wheels;
+  std::map<std::string, std::string> files;  // the wheels, by URL
+  Served() {
+    make_apt_repo(tmp.path() / "repo", tmp.path());
+    for (const char* v : {"1.0", "2.0"}) {
+      wheels.add({"greet", v, "py3-none-any", {}, {}, {{"greet/__init__.py", std::string("V = '") + v + "'\n"}}});
+      files[kFiles + wheel(v)] = wheels.bytes(wheel(v));
+    }
+  }
+  static std::string wheel(const std::string& v) { return "greet-" + v + "-py3-none-any.whl"; }
+  // The point's lockfile pins for its pip layer (the apt layer resolves now).
+  std::string lock_of(const std::string& v) const {
+    pip::PinnedWheel w;
+    w.name = "greet";
+    w.key = "greet";
+    w.version = v;
+    w.filename = wheel(v);
+    w.url = kFiles + wheel(v);
+    w.sha256 = wheels.sha(wheel(v));
+    w.size = wheels.bytes(wheel(v)).size();
+    w.requested = true;
+    return nlohmann::json{{"pip", {{"wheels", {{"wheels", nlohmann::json::array({w})}}}}}}.dump();
+  }
+};
+
+std::vector<MatrixPoint> points_in(const fs::path& dir, const Served& served) {
+  test::write(dir / "r.yaml", kRecipe);
+  Planned planned = plan_recipe(load_recipe(dir / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
+  std::vector<MatrixPoint> out;
+  for (const auto& pp : planned.plan.points) {
+    out.push_back(matrix_point(planned, pp));
+    out.back().inputs.lock = served.lock_of(out.back().variables.at("flavor"));
+  }
+  return out;
+}
+
+// A clock that moves 1 s each time it is read.
+std::function<std::chrono::steady_clock::time_point()> ticking_clock() {
+  auto t = std::make_shared<std::atomic<int64_t>>(0);
+  return [t] { return std::chrono::steady_clock::time_point(std::chrono::seconds(++*t)); };
+}
+
+struct Run {
+  explicit Run(const Served& served) : fetcher(served.files) { fetcher.serve_dir(served.tmp.path() / "repo", kApt); }
+  test::RecordingFetcher fetcher;
+  test::RecordingStatus status;
+  MatrixResult result;
+  std::vector<std::string> manifests;
+};
+
+void build_in(const fs::path& dir, const Served& served, Run& run) {
+  Store store(dir / "store");
+  MatrixOptions o;
+  o.build.output = dir / "out";
+  o.build.services.make_fetcher = run.fetcher.factory();
+  o.build.services.now = ticking_clock();
+  o.jobs = 1;
+  o.index_ref = "svc-matrix";
+  run.result = build_matrix(points_in(dir, served), store, o, run.status);
+  if (run.result.failure) std::rethrow_exception(run.result.failure);
+  for (const auto& p : run.result.points) run.manifests.push_back(p.built->images.front().image.manifest.digest.str());
+}
+
+}  // namespace
+
+TEST_CASE("build_matrix: apt and pip layers offline through the recording fetcher", "[matrix][services]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  Served served;
+  TempDir a, b;
+  Run first(served), second(served);
+  build_in(a.path(), served, first);
+  const MatrixResult& r = first.result;
+  REQUIRE(r.points.size() == 2);
+  CHECK(r.points[0].id == "flavor=1.0");
+  // The apt layer is the same at both points: built once, then from the cache.
+  CHECK(r.points[0].layers_built == 2);
+  CHECK(r.points[1].layers_built == 1);
+  CHECK(r.points[1].layers_reused == 1);
+  const auto& la = r.points[0].built->images.front().image.layers;
+  const auto& lb = r.points[1].built->images.front().image.layers;
+  REQUIRE(la.size() == 2);
+  REQUIRE(lb.size() == 2);
+  CHECK(la[0].digest == lb[0].digest);
+  CHECK(la[1].digest != lb[1].digest);
+
+  // Every byte came through the fakes the services handed in: the repository
+  // (InRelease asked and absent), the package once, each point's own wheel.
+  CHECK(first.fetcher.made() > 0);
+  CHECK(first.fetcher.served() == std::set<std::string>{kApt + "/dists/test/Release",
+                                                         kApt + "/dists/test/main/binary-amd64/Packages",
+                                                         kApt + "/pool/hello_1.0_amd64.deb",
+                                                         kFiles + Served::wheel("1.0"), kFiles + Served::wheel("2.0")});
+  auto asked = first.fetcher.asked();
+  CHECK(std::count(asked.begin(), asked.end(), kApt + "/dists/test/InRelease") >= 1);
+  CHECK(std::count(asked.begin(), asked.end(), kApt + "/pool/hello_1.0_amd64.deb") == 1);
+  // The seconds come from the clock handed in (whole ticks), not the machine's.
+  for (const auto& p : r.points) {
+    CHECK(p.seconds >= 1);
+    CHECK(p.seconds == std::floor(p.seconds));
+  }
+  CHECK(first.status.events("point_end").size() == 2);
+  CHECK(first.status.lines("bad ").empty());
+
+  // Built again in another store and directory: the same bytes.
+  build_in(b.path(), served, second);
+  CHECK(second.manifests == first.manifests);
+  REQUIRE(second.result.index);
+  CHECK(second.result.index->digest == r.index->digest);
+}
