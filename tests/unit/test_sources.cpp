@@ -9,6 +9,7 @@
 
 #include "helpers.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
@@ -383,8 +384,11 @@ TEST_CASE("sources: from: apt installs the apt package of the point's record", "
   CHECK(is_apt_layer(layer(r, "nccl")));
   TempDir sd;
   Store store(sd.path());
-  auto lock = lock_apt_layers(r, resolve::point_variables(p.recipe, p.plan.points[0]), point_inputs(p.plan.points[0], p.catalog),
-                              store, null_status());
+  auto vars = resolve::point_variables(p.recipe, p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
+  const LayerKind& apt = layer_kind_of(layer(r, "nccl"));
+  REQUIRE(apt.lock_section() == std::string("apt"));
+  auto lock = apt.lock(LockContext{r, vars, in}, store, null_status());
   REQUIRE(lock["nccl"]["packages"].size() == 1);
   CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
   CHECK(lock["nccl"]["packages"][0]["version"] == "2.23.4-1+cuda12.6");  // the record's pin, not the newest
