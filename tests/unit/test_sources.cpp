@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <set>
 
 #include "helpers.hpp"
 #include "pipeline/apt_layer.hpp"
@@ -245,6 +246,24 @@ TEST_CASE("sources: a pip layer's target comes from platform and its absence nam
     CHECK_THAT(e.render(), Catch::Contains("which glibc") && Catch::Contains("platform: {glibc"));
     CHECK(e.location().file == (tmp.path() / "b.yaml").string());
   }
+}
+
+TEST_CASE("sources: each kind that pins its inputs names its own lock section", "[lock][sources]") {
+  // lock.cpp writes and checks one section per registered kind: two kinds
+  // with one name would overwrite each other's pins, and "source" and
+  // "base" are lock.cpp's and base_image.cpp's own.
+  std::set<std::string> sections;
+  for (const LayerKind* kind : layer_kinds()) {
+    const char* section = kind->lock_section();
+    if (!section) continue;
+    INFO(kind->name());
+    CHECK(sections.insert(section).second);
+    CHECK(std::string(section) != "source");
+    CHECK(std::string(section) != "base");
+  }
+  CHECK(sections == std::set<std::string>{"apt", "pip", "redist"});
+  CHECK(step_layer_kind().lock_section() == nullptr);  // steps and copies fetch nothing to pin
+  CHECK(copy_layer_kind().lock_section() == nullptr);
 }
 
 TEST_CASE("sources: build --locked refuses a missing or stale pip or redist entry", "[plan][lock][sources]") {
