@@ -568,6 +568,12 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
   return layer_report(spec.name, parts, false, secs);
 }
 
+namespace {
+
+// The lockfile's "apt" section of one point: for each apt layer
+// {"request": what the recipe asked (packages, repositories, pins, options),
+// "repositories": [...], "packages": [{name, version, architecture, url,
+// sha256, size}, ...]}, resolved now against the repositories.
 nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
                                const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
@@ -598,6 +604,8 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
   return out;
 }
 
+}  // namespace
+
 std::vector<std::string> apt_resolve(const std::string& distro, const std::string& codename,
                                      const std::vector<std::string>& packages, const AptResolveOptions& o,
                                      const Store& store, Status& status) {
@@ -615,6 +623,12 @@ std::vector<std::string> apt_resolve(const std::string& distro, const std::strin
   return out;
 }
 
+namespace {
+
+// For `build --locked`: "" when the lockfile's entry for apt layer `spec`
+// was written for what it asks now; else what changed (packages added and
+// removed, repositories, pins or options), or "a malformed entry: ..." when
+// its packages or repositories do not read.
 std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const nlohmann::json& entry) {
   if (!entry.is_object() || !entry.contains("packages")) return "the entry has no packages";
   if (!entry.contains("request"))
@@ -624,8 +638,17 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   return malformed_entry([&] { pinned_resolution(entry, recipe.dir()); });
 }
 
+}  // namespace
+
 const LayerKind& apt_layer_kind() {
-  static const BuilderKind kind("apt", is_apt_layer, build_apt_layer);
+  static const BuilderKind kind("apt", is_apt_layer, build_apt_layer,
+                                {"apt",
+                                 [](const LockContext& c, const Store& store, Status& status) {
+                                   return lock_apt_layers(c.recipe, c.variables, c.point, store, status);
+                                 },
+                                 [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
+                                   return apt_lock_mismatch(c.recipe, spec, entry);
+                                 }});
   return kind;
 }
 

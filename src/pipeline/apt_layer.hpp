@@ -40,13 +40,6 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
                             const Store& store, const BuildOptions& options,
                             int64_t epoch, Status& status, Digest& key_out);
 
-// The "apt" object of one resolved point for the lockfile: for each apt layer
-// {"request": what the recipe asked (packages, repositories, pins, options),
-// "repositories": [...], "packages": [{name, version, architecture, url,
-// sha256, size}, ...]}, resolved now against the repositories.
-nlohmann::json lock_apt_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                               const PointInputs& point, const Store& store, Status& status);
-
 // The key of the "apt-state" record (the dpkg state an image has after a
 // layer, as the next apt layer starts from it) of the layer with `diff_id`.
 Digest apt_state_key(const Digest& diff_id);
@@ -63,11 +56,5 @@ struct AptResolveOptions {
 std::vector<std::string> apt_resolve(const std::string& distro, const std::string& codename,
                                      const std::vector<std::string>& packages, const AptResolveOptions& options,
                                      const Store& store, Status& status);
-
-// For `build --locked`: "" when the lockfile's entry for apt layer `spec`
-// was written for what it asks now; else what changed (packages added and
-// removed, repositories, pins or options), or "a malformed entry: ..." when
-// its packages or repositories do not read.
-std::string apt_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec, const nlohmann::json& entry);
 
 }  // namespace sb

@@ -1,6 +1,8 @@
 // Internal to pipeline/: the kinds of layer a recipe can declare, behind one
 // interface. build_image (build.cpp) asks layer_kind_of(spec) and calls its
-// build() with one LayerContext; it includes no kind's header.
+// build() with one LayerContext; `stackbuild lock` and `build --locked`
+// (lock.cpp) ask each kind for its section of <recipe>.lock with one
+// LockContext. Neither includes a kind's header.
 //
 // Each kind lives in its own file (copy_layer.cpp, apt_layer.cpp,
 // pip_layer.cpp, redist_layer.cpp, step_layer.cpp) and is registered by one
@@ -8,8 +10,11 @@
 // (docs/layers.md, "Adding a layer kind").
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "pipeline/build.hpp"
 
@@ -28,6 +33,14 @@ struct LayerContext {
   Status& status;
 };
 
+// A point's layers as the lockfile sees them: what `stackbuild lock` pins
+// and `build --locked` checks the pins against.
+struct LockContext {
+  const Recipe& recipe;                                 // with the point's ${vars} expanded
+  const std::map<std::string, std::string>& variables;  // the point's ${vars}
+  const PointInputs& point;                             // what the plan chose, and its catalog
+};
+
 class LayerKind {
  public:
   virtual ~LayerKind() = default;
@@ -38,28 +51,64 @@ class LayerKind {
   // Builds the layer, or takes it from the cache; `key_out` is its cache key,
   // which keys the layer above.
   virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
+
+  // The lockfile. A kind that resolves what it fetches (packages, wheels,
+  // archives) pins it in one section of each point's entry, named here
+  // ("apt"); nullptr: the kind pins nothing, and is asked nothing below.
+  virtual const char* lock_section() const { return nullptr; }
+  // For `stackbuild lock`: the section, {"<layer>": ENTRY} for each layer of
+  // the recipe this kind handles, resolved now; what must be measured is
+  // fetched into `store`.
+  virtual nlohmann::json lock(const LockContext& context, const Store& store, Status& status) const {
+    return nlohmann::json::object();
+  }
+  // For `build --locked`: "" when `entry` (the section's ENTRY of `spec`)
+  // was written for what the layer asks now; else what changed, or "a
+  // malformed entry: ...". Reads only the context: nothing is fetched.
+  virtual std::string lock_mismatch(const LockContext& context, const LayerSpec& spec,
+                                    const nlohmann::json& entry) const {
+    return "";
+  }
+};
+
+// A kind's lock section, as BuilderKind takes it: its name and functions
+// (none: the kind pins nothing).
+struct KindLock {
+  const char* section = nullptr;
+  nlohmann::json (*lock)(const LockContext&, const Store&, Status&) = nullptr;
+  std::string (*mismatch)(const LockContext&, const LayerSpec&, const nlohmann::json&) = nullptr;
 };
 
 // A kind made of a test and a builder that takes the context's fields as
-// arguments (the kinds here are written so).
+// arguments (the kinds here are written so), and, for a kind that pins its
+// inputs, its lock section's name and functions.
 class BuilderKind final : public LayerKind {
  public:
   using Handles = bool (*)(const LayerSpec&);
   using Build = LayerReport (*)(const Recipe&, const LayerSpec&, const Digest&, const std::vector<Layer>&,
                                 const std::vector<std::string>&, const Store&, const BuildOptions&, int64_t, Status&,
                                 Digest&);
-  BuilderKind(const char* name, Handles handles, Build build) : name_(name), handles_(handles), build_(build) {}
+  BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {})
+      : name_(name), handles_(handles), build_(build), lock_(lock) {}
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
   LayerReport build(const LayerContext& c, Digest& key_out) const override {
     return build_(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
                   key_out);
   }
+  const char* lock_section() const override { return lock_.section; }
+  nlohmann::json lock(const LockContext& c, const Store& store, Status& status) const override {
+    return lock_.lock ? lock_.lock(c, store, status) : nlohmann::json::object();
+  }
+  std::string lock_mismatch(const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) const override {
+    return lock_.mismatch ? lock_.mismatch(c, spec, entry) : "";
+  }
 
  private:
   const char* name_;
   Handles handles_;
   Build build_;
+  KindLock lock_;
 };
 
 // The registered kinds, in the order they are asked (layer_kinds.cpp); the

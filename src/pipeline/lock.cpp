@@ -2,9 +2,7 @@
 
 #include <algorithm>
 
-#include "pipeline/apt_layer.hpp"
-#include "pipeline/pip_layer.hpp"
-#include "pipeline/redist_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/source_tree.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
@@ -12,16 +10,33 @@
 
 namespace sb {
 
+namespace {
+
+// The kinds that pin something and handle a layer of `recipe`, in
+// registration order: the sections its lock entries have.
+std::vector<const LayerKind*> pinning_kinds(const Recipe& recipe) {
+  std::vector<const LayerKind*> out;
+  for (const LayerKind* kind : layer_kinds())
+    if (kind->lock_section() && std::any_of(recipe.layers.begin(), recipe.layers.end(),
+                                            [&](const LayerSpec& l) { return kind->handles(l); }))
+      out.push_back(kind);
+  return out;
+}
+
+// The "source" section is no kind's: a source tree is built by the steps
+// kind or kept beside another kind's packages (source_tree.hpp), and pinned
+// the same either way.
+constexpr const char* kSourceSection = "source";
+
+}  // namespace
+
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
   const auto& layers = planned.recipe.layers;
-  bool apt = std::any_of(layers.begin(), layers.end(), is_apt_layer);
-  bool pip = std::any_of(layers.begin(), layers.end(), is_pip_layer);
-  bool redist = std::any_of(layers.begin(), layers.end(), is_redist_layer);
-  bool src = std::any_of(layers.begin(), layers.end(),
-                         [](const LayerSpec& l) { return l.from_source() || l.keeps_source_beside(); });
+  std::vector<const LayerKind*> kinds = pinning_kinds(planned.recipe);
+  bool src = std::any_of(layers.begin(), layers.end(), has_source);
   std::vector<nlohmann::json> out;
   for (const auto& p : planned.plan.points) {
-    if (!p.stack || !(apt || pip || redist || src)) {
+    if (!p.stack || (kinds.empty() && !src)) {
       out.push_back(nullptr);
       continue;
     }
@@ -29,13 +44,12 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
       Recipe r = resolve::instantiate(planned.recipe, p);
       auto vars = resolve::point_variables(planned.recipe, p);
       PointInputs in = point_inputs(p, planned.catalog);
+      LockContext context{r, vars, in};
       nlohmann::json e = nlohmann::json::object();
-      if (apt) e["apt"] = lock_apt_layers(r, vars, in, store, status);
-      if (pip) e["pip"] = lock_pip_layers(r, vars, in, store, status);
-      if (redist) e["redist"] = lock_redist_layers(r, vars, in, store, status);
+      for (const LayerKind* kind : kinds) e[kind->lock_section()] = kind->lock(context, store, status);
       if (src) {
         nlohmann::json pins = lock_source_layers(r, vars, in, store, status);
-        if (!pins.empty()) e["source"] = pins;
+        if (!pins.empty()) e[kSourceSection] = pins;
       }
       out.push_back(e);
     } catch (Error& e) {
@@ -60,20 +74,20 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
   Recipe r = resolve::instantiate(planned.recipe, point);
   auto vars = resolve::point_variables(planned.recipe, point);
   std::vector<std::string> problems;
+  LockContext context{r, vars, in};
   for (const auto& spec : r.layers) {
-    const char* kind = is_apt_layer(spec) ? "apt" : is_pip_layer(spec) ? "pip" : is_redist_layer(spec) ? "redist" : "";
-    if (!*kind) continue;
+    const LayerKind& kind = layer_kind_of(spec);
+    const char* section = kind.lock_section();
+    if (!section) continue;
     std::string where = "layer '" + spec.name + "' (" + spec.where.str() + ")";
-    if (!lock.contains(kind) || !lock[kind].is_object() || !lock[kind].contains(spec.name)) {
-      problems.push_back(where + ": the lockfile pins no " + std::string(kind) + " files for it");
+    if (!lock.contains(section) || !lock[section].is_object() || !lock[section].contains(spec.name)) {
+      problems.push_back(where + ": the lockfile pins no " + std::string(section) + " files for it");
       continue;
     }
-    const nlohmann::json& entry = lock[kind][spec.name];  // by reference: see above
+    const nlohmann::json& entry = lock[section][spec.name];  // by reference: see above
     std::string d;
     try {
-      if (std::string(kind) == "pip") d = pip_lock_mismatch(r, spec, vars, in, entry);
-      else if (std::string(kind) == "redist") d = redist_lock_mismatch(r, spec, vars, in, entry);
-      else d = apt_lock_mismatch(r, spec, entry);
+      d = kind.lock_mismatch(context, spec, entry);
     } catch (const nlohmann::json::exception& e) {
       d = std::string("a malformed entry: ") + e.what();
     } catch (const Error& e) {
@@ -88,12 +102,13 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     std::string where = "layer '" + spec.name + "' (" + spec.where.str() + ")";
     try {
       if (!has_source(spec)) continue;
-      if (!lock.contains("source") || !lock["source"].is_object() || !lock["source"].contains(spec.name)) {
+      if (!lock.contains(kSourceSection) || !lock[kSourceSection].is_object() ||
+          !lock[kSourceSection].contains(spec.name)) {
         problems.push_back(where + (has_git_source(spec, vars, in) ? ": the lockfile pins no commit for its git source"
                                                                    : ": the lockfile pins no source for it"));
         continue;
       }
-      std::string d = source_lock_mismatch(spec, vars, in, lock["source"][spec.name]);
+      std::string d = source_lock_mismatch(spec, vars, in, lock[kSourceSection][spec.name]);
       if (!d.empty()) problems.push_back(where + ": " + d);
     } catch (const nlohmann::json::exception& e) {
       problems.push_back(where + ": a malformed entry: " + e.what());
@@ -108,9 +123,10 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
     msg += "\n  review the recipe, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
     throw Error(msg, ErrorKind::Input);
   }
-  nlohmann::json pins = nlohmann::json::object();
-  for (const char* kind : {"apt", "pip", "redist", "source"})
-    if (lock.contains(kind)) pins[kind] = lock[kind];
+  nlohmann::json pins = nlohmann::json::object();  // the layers' sections, for their builders (options.point.lock)
+  for (const LayerKind* kind : layer_kinds())
+    if (const char* section = kind->lock_section(); section && lock.contains(section)) pins[section] = lock[section];
+  if (lock.contains(kSourceSection)) pins[kSourceSection] = lock[kSourceSection];
   in.lock = pins.dump();
   return in;
 }

@@ -1,8 +1,10 @@
 // The lockfile's entries of what layers fetch, per matrix point: the apt
 // packages, the pip wheels and the NVIDIA redist archives, each with URL,
-// size and sha256. `stackbuild lock` writes them (lock_extras); `build
-// --locked` reads them back (locked_point_inputs) so that exactly the pinned
-// files are fetched, and refuses entries written for other inputs.
+// size and sha256, each kind's in the section it names (LayerKind::lock,
+// layer_kind.hpp), and the source trees' pins ("source", source_tree.hpp).
+// `stackbuild lock` writes them (lock_extras); `build --locked` reads them
+// back (locked_point_inputs) so that exactly the pinned files are fetched,
+// and refuses entries written for other inputs.
 #pragma once
 
 #include <map>
@@ -18,8 +20,9 @@
 
 namespace sb {
 
-// For `stackbuild lock`: per plan point, {"apt": ..., "pip": ..., "redist": ...}
-// with the kinds of layer the recipe has; null for unresolved points.
+// For `stackbuild lock`: per plan point, {"apt": ..., "pip": ..., "redist": ...,
+// "source": ...}, a section for each kind of layer the recipe has that pins
+// its inputs; null for unresolved points.
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status);
 
 // For `build --locked`: the point's inputs with the lockfile's entries. Throws
@@ -51,8 +54,8 @@ std::vector<T> pinned_list(const nlohmann::json& entry, const char* key) {
 }
 
 // "" when `read` reads a lockfile entry, else "a malformed entry: WHY" (from
-// the Error it threw): how the *_lock_mismatch() functions report an entry
-// that the layer could not use.
+// the Error it threw): how the kinds' lock_mismatch() (layer_kind.hpp)
+// report an entry that the layer could not use.
 template <class Read>
 std::string malformed_entry(Read&& read) {
   try {

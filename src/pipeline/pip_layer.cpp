@@ -318,8 +318,9 @@ nlohmann::json constraint_json(const std::vector<std::pair<std::string, std::str
   return out;
 }
 
-}  // namespace
-
+// The lockfile's "pip" section of one point: per pip layer, the target, the
+// requirements and constraints it was resolved from, and every wheel's name,
+// version, file name, URL, size and sha256.
 nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
                                const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
@@ -355,6 +356,9 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
   return out;
 }
 
+// What a --locked build checks before using `entry` (lock_pip_layers()[name]):
+// "" when it was written for the layer's current requirements, constraints
+// and target and its wheels read, else what changed or "a malformed entry: ...".
 std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
                               const std::map<std::string, std::string>& variables, const PointInputs& point,
                               const nlohmann::json& entry) {
@@ -370,8 +374,17 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
 }
 
+}  // namespace
+
 const LayerKind& pip_layer_kind() {
-  static const BuilderKind kind("pip", is_pip_layer, build_pip_layer);
+  static const BuilderKind kind("pip", is_pip_layer, build_pip_layer,
+                                {"pip",
+                                 [](const LockContext& c, const Store& store, Status& status) {
+                                   return lock_pip_layers(c.recipe, c.variables, c.point, store, status);
+                                 },
+                                 [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
+                                   return pip_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
+                                 }});
   return kind;
 }
 

@@ -57,19 +57,6 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
                             const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                             Digest& key_out);
 
-// The lockfile's "pip" object of one point: per pip layer, the target, the
-// requirements and constraints it was resolved from, and every wheel's name,
-// version, file name, URL, size and sha256.
-nlohmann::json lock_pip_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                               const PointInputs& point, const Store& store, Status& status);
-
-// What a --locked build checks before using `entry` (lock_pip_layers()[name]):
-// "" when it was written for the layer's current requirements, constraints
-// and target and its wheels read, else what changed or "a malformed entry: ...".
-std::string pip_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
-                              const std::map<std::string, std::string>& variables, const PointInputs& point,
-                              const nlohmann::json& entry);
-
 // How wheels are fetched: STACKBUILD_OFFLINE, and pip's `cert` (a private
 // CA) trusted as pip trusts it, since wheels come from the index's hosts.
 fetch::FetchOptions wheel_fetch_options();

@@ -242,6 +242,12 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
   }
 }
 
+namespace {
+
+// The lockfile's "redist" section of one point: per redist layer, the point's
+// CUDA X.Y, the requests, each manifest's URL and sha256, and each archive's
+// component, version, URL, size and sha256 (a manifest-less archive's as
+// fetched now).
 nlohmann::json lock_redist_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
                                   const PointInputs& point, const Store& store, Status& status) {
   nlohmann::json out = nlohmann::json::object();
@@ -261,6 +267,9 @@ nlohmann::json lock_redist_layers(const Recipe& recipe, const std::map<std::stri
   return out;
 }
 
+// What a --locked build checks before using `entry`: "" when it was written
+// for the layer's current requests and CUDA and its archives read, else what
+// changed or "a malformed entry: ...".
 std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
                                  const std::map<std::string, std::string>& variables, const PointInputs& point,
                                  const nlohmann::json& entry) {
@@ -278,8 +287,17 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   return "";
 }
 
+}  // namespace
+
 const LayerKind& redist_layer_kind() {
-  static const BuilderKind kind("redist", is_redist_layer, build_redist_layer);
+  static const BuilderKind kind("redist", is_redist_layer, build_redist_layer,
+                                {"redist",
+                                 [](const LockContext& c, const Store& store, Status& status) {
+                                   return lock_redist_layers(c.recipe, c.variables, c.point, store, status);
+                                 },
+                                 [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
+                                   return redist_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
+                                 }});
   return kind;
 }
 

@@ -46,18 +46,4 @@ LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, cons
                                const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
                                Digest& key_out);
 
-// The lockfile's "redist" object of one point: per redist layer, the point's
-// CUDA X.Y, the requests, each manifest's URL and sha256, and each archive's
-// component, version, URL, size and sha256 (a manifest-less archive's as
-// fetched now).
-nlohmann::json lock_redist_layers(const Recipe& instantiated, const std::map<std::string, std::string>& variables,
-                                  const PointInputs& point, const Store& store, Status& status);
-
-// What a --locked build checks before using `entry`: "" when it was written
-// for the layer's current requests and CUDA and its archives read, else what
-// changed or "a malformed entry: ...".
-std::string redist_lock_mismatch(const Recipe& instantiated, const LayerSpec& spec,
-                                 const std::map<std::string, std::string>& variables, const PointInputs& point,
-                                 const nlohmann::json& entry);
-
 }  // namespace sb

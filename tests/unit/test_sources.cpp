@@ -6,9 +6,11 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <set>
 
 #include "helpers.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/pip_layer.hpp"
 #include "pipeline/redist_layer.hpp"
@@ -246,6 +248,24 @@ TEST_CASE("sources: a pip layer's target comes from platform and its absence nam
   }
 }
 
+TEST_CASE("sources: each kind that pins its inputs names its own lock section", "[lock][sources]") {
+  // lock.cpp writes and checks one section per registered kind: two kinds
+  // with one name would overwrite each other's pins, and "source" and
+  // "base" are lock.cpp's and base_image.cpp's own.
+  std::set<std::string> sections;
+  for (const LayerKind* kind : layer_kinds()) {
+    const char* section = kind->lock_section();
+    if (!section) continue;
+    INFO(kind->name());
+    CHECK(sections.insert(section).second);
+    CHECK(std::string(section) != "source");
+    CHECK(std::string(section) != "base");
+  }
+  CHECK(sections == std::set<std::string>{"apt", "pip", "redist"});
+  CHECK(step_layer_kind().lock_section() == nullptr);  // steps and copies fetch nothing to pin
+  CHECK(copy_layer_kind().lock_section() == nullptr);
+}
+
 TEST_CASE("sources: build --locked refuses a missing or stale pip or redist entry", "[plan][lock][sources]") {
   TempDir tmp;
   std::string text = "stack: t\nplatform: {python: \"3.12\", glibc: \"2.39\"}\nmatrix:\n  cuda: [\"12.4\"]\nlayers:\n"
@@ -383,8 +403,11 @@ TEST_CASE("sources: from: apt installs the apt package of the point's record", "
   CHECK(is_apt_layer(layer(r, "nccl")));
   TempDir sd;
   Store store(sd.path());
-  auto lock = lock_apt_layers(r, resolve::point_variables(p.recipe, p.plan.points[0]), point_inputs(p.plan.points[0], p.catalog),
-                              store, null_status());
+  auto vars = resolve::point_variables(p.recipe, p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
+  const LayerKind& apt = layer_kind_of(layer(r, "nccl"));
+  REQUIRE(apt.lock_section() == std::string("apt"));
+  auto lock = apt.lock(LockContext{r, vars, in}, store, null_status());
   REQUIRE(lock["nccl"]["packages"].size() == 1);
   CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
   CHECK(lock["nccl"]["packages"][0]["version"] == "2.23.4-1+cuda12.6");  // the record's pin, not the newest
