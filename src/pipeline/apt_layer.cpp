@@ -1,5 +1,6 @@
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/layer_kind.hpp"
+#include "pipeline/record_keys.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 
 #include <algorithm>
@@ -25,8 +26,6 @@
 #include "util/process.hpp"
 
 namespace sb {
-
-Digest apt_state_key(const Digest& diff_id) { return KeyHasher().field("diff_id", diff_id.str()).finish(); }
 
 namespace {
 

@@ -21,7 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layer/layer.hpp"
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 #include "pipeline/plan.hpp"
 
 namespace sb {
@@ -40,9 +40,6 @@ LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const D
                             const Store& store, const BuildOptions& options,
                             int64_t epoch, Status& status, Digest& key_out);
 
-// The key of the "apt-state" record (the dpkg state an image has after a
-// layer, as the next apt layer starts from it) of the layer with `diff_id`.
-Digest apt_state_key(const Digest& diff_id);
 
 struct AptResolveOptions {
   bool base = false;        // the Essential set and apt, as an os layer

@@ -46,11 +46,6 @@ ImageAnnotations annotations(const Recipe& r) {
 
 }  // namespace
 
-uint64_t layer_budget(const Recipe& recipe, const BuildOptions& options) {
-  if (options.layer_budget) return *options.layer_budget;
-  return recipe.layer_budget.value_or(kDefaultLayerBudget);
-}
-
 int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> flag) {
   if (flag) return *flag;
   if (recipe.source_date_epoch) return *recipe.source_date_epoch;

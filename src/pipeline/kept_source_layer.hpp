@@ -6,7 +6,7 @@
 // shared by every point with the same source.
 #pragma once
 
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 #include "pipeline/source_tree.hpp"
 
 namespace sb {

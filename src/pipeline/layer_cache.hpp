@@ -11,7 +11,7 @@
 
 #include "layer/split.hpp"
 #include "layer/write.hpp"
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 
 namespace sb {
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/plan.hpp"
 #include "util/error.hpp"

@@ -18,7 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pip/resolver.hpp"
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 
 namespace sb {
 

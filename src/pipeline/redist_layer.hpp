@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 
 namespace sb {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "layer/tree.hpp"
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 #include "util/file.hpp"
 
 namespace sb {

@@ -10,7 +10,7 @@
 #include "build/privileged.hpp"
 #include "build/steps.hpp"
 #include "layer/tree.hpp"
-#include "pipeline/build.hpp"
+#include "pipeline/build_options.hpp"
 #include "sandbox/sandbox.hpp"
 #include "util/file.hpp"
 

@@ -11,6 +11,7 @@
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/duplicate_libraries.hpp"
+#include "pipeline/record_keys.hpp"
 #include "pipeline/registry_cache.hpp"
 #include "pipeline/source_tree.hpp"
 #include "util/error.hpp"
