@@ -10,8 +10,8 @@
 
 #include "apt/deb.hpp"
 #include "apt/repository.hpp"
-#include "layer/libarchive.hpp"
-#include "layer/read.hpp"
+#include "archive/libarchive.hpp"
+#include "archive/read.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/limits.hpp"

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "apt/control.hpp"
-#include "layer/tree.hpp"
+#include "archive/entry.hpp"
 
 namespace sb::apt {
 

@@ -19,9 +19,8 @@
 #include "apt/index.hpp"
 #include "apt/repository.hpp"
 #include "apt/solver.hpp"
+#include "archive/entry.hpp"
 #include "fetch/fetcher.hpp"
-#include "layer/split.hpp"
-#include "layer/tree.hpp"
 
 namespace sb::apt {
 

@@ -2,9 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "archive/extract.hpp"
 #include "cli/cli.hpp"
 #include "image/layout.hpp"
-#include "layer/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "archive/extract.hpp"
 #include "image/image.hpp"
-#include "layer/extract.hpp"
 #include "layer/tar_writer.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"

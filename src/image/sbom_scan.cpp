@@ -11,11 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "archive/libarchive.hpp"
+#include "archive/read.hpp"
+#include "archive/utf8_locale.hpp"
 #include "image/sbom.hpp"
-#include "layer/libarchive.hpp"
-#include "layer/read.hpp"
 #include "layer/tree.hpp"
-#include "layer/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
 

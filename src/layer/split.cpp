@@ -6,11 +6,6 @@
 
 namespace sb {
 
-std::string top_level_group(const std::string& path) {
-  auto slash = path.find('/');
-  return slash == std::string::npos ? path : path.substr(0, slash);
-}
-
 std::string whiteout_target(const std::string& path) {
   auto slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);

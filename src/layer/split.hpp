@@ -13,14 +13,6 @@
 
 namespace sb {
 
-// Names the component an archive path belongs to: a pip distribution, an apt
-// package, a redist component, a top-level path.
-using GroupFn = std::function<std::string(const std::string& path)>;
-
-// The group of `path` in a copy layer: its first path component ("usr" for
-// "usr/lib/x.so"; the path itself at the top).
-std::string top_level_group(const std::string& path);
-
 // The path an OCI whiteout hides ("a/.wh.b" -> "a/b"); "" when `path` is
 // not a whiteout (an opaque marker is not).
 std::string whiteout_target(const std::string& path);

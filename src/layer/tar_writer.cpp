@@ -9,11 +9,11 @@
 #include <exception>
 #include <memory>
 
+#include "archive/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
 #include "util/utf8.hpp"
-#include "layer/utf8_locale.hpp"
 
 namespace sb {
 

@@ -7,9 +7,9 @@
 #include <map>
 #include <memory>
 
-#include "layer/libarchive.hpp"
-#include "layer/read.hpp"
-#include "layer/utf8_locale.hpp"
+#include "archive/libarchive.hpp"
+#include "archive/read.hpp"
+#include "archive/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/utf8.hpp"
 

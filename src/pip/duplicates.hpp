@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "layer/tree.hpp"
+#include "archive/entry.hpp"
 #include "pip/tags.hpp"
 
 namespace sb::pip {

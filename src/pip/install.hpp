@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "archive/entry.hpp"
 #include "fetch/fetcher.hpp"
-#include "layer/tree.hpp"
 #include "pip/resolver.hpp"
 #include "pip/wheel.hpp"
 

@@ -7,7 +7,7 @@
 #include <map>
 #include <memory>
 
-#include "layer/tree.hpp"
+#include "archive/entry.hpp"
 #include "pip/version.hpp"
 #include "pip/zip.hpp"
 #include "util/digest.hpp"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <sstream>
 
-#include "layer/libarchive.hpp"
-#include "layer/read.hpp"
-#include "layer/utf8_locale.hpp"
+#include "archive/libarchive.hpp"
+#include "archive/read.hpp"
+#include "archive/utf8_locale.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apt/install.hpp"
+#include "archive/extract.hpp"
 #include "image/image.hpp"
-#include "layer/extract.hpp"
 #include "pipeline/build_options.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 #include "pipeline/record_keys.hpp"

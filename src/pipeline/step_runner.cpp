@@ -9,8 +9,8 @@
 
 #include <cstdlib>
 
+#include "archive/extract.hpp"
 #include "build/steps.hpp"
-#include "layer/extract.hpp"
 #include "layer/write.hpp"
 #include "util/error.hpp"
 

@@ -2,10 +2,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layer/extract.hpp"
+#include "archive/extract.hpp"
 #include "util/error.hpp"
-#include "util/limits.hpp"
 #include "util/file.hpp"
+#include "util/limits.hpp"
 
 namespace sb::redist {
 
@@ -26,7 +26,7 @@ std::string map_path(const std::string& clean, const std::string& component) {
 
 size_t install_archive(const fs::path& file, const std::string& label, const std::string& component,
                        const std::string& cuda_xy, const fs::path& root, std::vector<std::string>* written) {
-  // The safe extractor (layer/extract.hpp): every path resolved inside
+  // The safe extractor (archive/extract.hpp): every path resolved inside
   // `root` and never through a symlink, hardlinks copied from files inside,
   // symlinks kept inside the archive's tree.
   const std::string base = "usr/local/cuda-" + cuda_xy;

@@ -23,14 +23,14 @@ inline constexpr const char* kPublicBaseUrl = "https://developer.download.nvidia
 
 // Unpacks one .tar.xz (or .tar.gz, .zip) archive in NVIDIA's layout (one
 // top directory <component>-<platform>-<version>-archive/) into `root` under
-// usr/local/cuda-<cuda_xy>, through the safe extractor (layer/extract.hpp,
+// usr/local/cuda-<cuda_xy>, through the safe extractor (archive/extract.hpp,
 // extract_archive): refuses absolute paths, '..', writes through symlinks,
 // symlinks leaving usr/local/cuda-<cuda_xy> (as they resolve when made; a
 // '..' past a name not there yet is refused, so none can leave later),
 // hardlinks to anything but a file inside, directories over links, and
-// devices; no read, write or chmod follows a link. Returns the number of entries written; `written`, when
-// given, receives the paths below `root` of the entries written (for
-// splitting a layer by component).
+// devices; no read, write or chmod follows a link. Returns the number of entries written;
+// `written`, when given, receives the paths below `root` of the entries written (for splitting a
+// layer by component).
 size_t install_archive(const fs::path& archive, const std::string& label, const std::string& component,
                        const std::string& cuda_xy, const fs::path& root, std::vector<std::string>* written = nullptr);
 

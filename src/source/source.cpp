@@ -10,9 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layer/extract.hpp"
-#include "layer/libarchive.hpp"
-#include "layer/tree.hpp"
+#include "archive/entry.hpp"
+#include "archive/extract.hpp"
+#include "archive/libarchive.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/process.hpp"

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "layer/extract.hpp"
+#include "archive/extract.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/number.hpp"

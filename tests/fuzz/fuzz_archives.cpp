@@ -3,10 +3,10 @@
 // crashing, each must write, chmod or read nothing outside the directory it
 // was given (canary.hpp: a canary beside it and one at a fixed host path).
 #include "apt/deb.hpp"
+#include "archive/extract.hpp"
+#include "archive/gzip_stream.hpp"
 #include "canary.hpp"
 #include "fuzz.hpp"
-#include "layer/extract.hpp"
-#include "layer/gzip_stream.hpp"
 #include "pip/wheel.hpp"
 #include "pip/zip.hpp"
 

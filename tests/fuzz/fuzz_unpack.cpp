@@ -1,5 +1,5 @@
 // Archives that installers unpack into a tree (through the safe extractor's
-// archive mode, layer/extract.hpp): an NVIDIA redist archive installed into
+// archive mode, archive/extract.hpp): an NVIDIA redist archive installed into
 // usr/local/cuda-X.Y, and a framework's source archive. Beyond not crashing
 // and only sb::Error for a bad archive: nothing is written, chmod-ed or read
 // into the result from outside the target, neither beside it nor at the host

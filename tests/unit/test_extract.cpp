@@ -4,8 +4,8 @@
 #include <catch2/catch.hpp>
 #include <map>
 
+#include "archive/extract.hpp"
 #include "helpers.hpp"
-#include "layer/extract.hpp"
 #include "tar_fixture.hpp"
 
 using namespace sb;

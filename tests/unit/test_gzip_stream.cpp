@@ -1,4 +1,4 @@
-// layer/gzip_stream.hpp: ISA-L inflation of gzip layers, on its own thread or
+// archive/gzip_stream.hpp: ISA-L inflation of gzip layers, on its own thread or
 // inline, against zlib's gzip: members one after another, trailing bytes,
 // and each kind of damage.
 #include <zlib.h>
@@ -6,8 +6,8 @@
 #include <catch2/catch.hpp>
 #include <random>
 
+#include "archive/gzip_stream.hpp"
 #include "helpers.hpp"
-#include "layer/gzip_stream.hpp"
 #include "util/error.hpp"
 
 using namespace sb;

@@ -15,9 +15,9 @@
 #include <system_error>
 #include <thread>
 
+#include "archive/extract.hpp"
+#include "archive/utf8_locale.hpp"
 #include "helpers.hpp"
-#include "layer/extract.hpp"
-#include "layer/utf8_locale.hpp"
 #include "layer/write.hpp"
 
 using namespace sb;

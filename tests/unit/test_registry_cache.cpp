@@ -4,8 +4,8 @@
 // in tests/integration/test_registry_cache.sh.
 #include <catch2/catch.hpp>
 
+#include "archive/extract.hpp"
 #include "helpers.hpp"
-#include "layer/extract.hpp"
 #include "layer/tree.hpp"
 #include "layer/write.hpp"
 #include "pipeline/apt_layer.hpp"

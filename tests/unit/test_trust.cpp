@@ -10,9 +10,9 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "archive/extract.hpp"
 #include "build/steps.hpp"
 #include "helpers.hpp"
-#include "layer/extract.hpp"
 #include "pipeline/build.hpp"
 #include "pipeline/step_layer.hpp"
 #include "pipeline/step_runner.hpp"

@@ -1,4 +1,4 @@
-#include "layer/read.hpp"
+#include "archive/read.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -7,8 +7,8 @@
 #include <cerrno>
 #include <string_view>
 
-#include "layer/gzip_stream.hpp"
-#include "layer/libarchive.hpp"
+#include "archive/gzip_stream.hpp"
+#include "archive/libarchive.hpp"
 #include "util/error.hpp"
 
 namespace sb {
@@ -26,7 +26,8 @@ la_ssize_t read_callback(struct archive* a, void* fn, const void** buf) {
 
 }  // namespace
 
-ArchiveReader::ArchiveReader(const std::filesystem::path& file, unsigned formats, Filters filters, std::string label)
+ArchiveReader::ArchiveReader(const std::filesystem::path& file, unsigned formats, Filters filters,
+                             std::string label)
     : label_(std::move(label)) {
   open_file(file, formats, filters, 1 << 16);
 }
@@ -42,7 +43,9 @@ ArchiveReader::ArchiveReader(ReadFn read, unsigned formats, Filters filters, std
   open_read(std::move(read), formats, filters);
 }
 
-void ArchiveReader::Free::operator()(struct archive* a) const { archive_read_free(a); }
+void ArchiveReader::Free::operator()(struct archive* a) const {
+  archive_read_free(a);
+}
 
 void ArchiveReader::setup(unsigned formats, Filters filters) {
   a_.reset(archive_read_new());
@@ -52,12 +55,16 @@ void ArchiveReader::setup(unsigned formats, Filters filters) {
   if (formats & kAr) archive_read_support_format_ar(a_.get());
   if (formats & kRaw) archive_read_support_format_raw(a_.get());
   switch (filters) {
-    case Filters::None: archive_read_support_filter_none(a_.get()); break;
+    case Filters::None:
+      archive_read_support_filter_none(a_.get());
+      break;
     case Filters::Zstd:
       archive_read_support_filter_none(a_.get());
       archive_read_support_filter_zstd(a_.get());
       break;
-    case Filters::All: archive_read_support_filter_all(a_.get()); break;
+    case Filters::All:
+      archive_read_support_filter_all(a_.get());
+      break;
   }
 }
 
@@ -65,7 +72,8 @@ void ArchiveReader::opened(int rc) {
   if (rc != ARCHIVE_OK) throw Error(label_ + ": " + archive_why(a_.get()));
 }
 
-void ArchiveReader::open_file(const std::filesystem::path& file, unsigned formats, Filters filters, size_t block) {
+void ArchiveReader::open_file(const std::filesystem::path& file, unsigned formats, Filters filters,
+                              size_t block) {
   setup(formats, filters);
   opened(archive_read_open_filename(a_.get(), file.c_str(), block));
 }
@@ -94,14 +102,16 @@ struct archive_entry* ArchiveReader::next() {
   throw Error(label_ + ": " + archive_why(a_.get()));
 }
 
-std::string ArchiveReader::read_all(const std::string& what, uint64_t max, const std::string& max_text) {
+std::string ArchiveReader::read_all(const std::string& what, uint64_t max,
+                                    const std::string& max_text) {
   std::string out;
   char buf[1 << 16];
   for (;;) {
     la_ssize_t n = archive_read_data(a_.get(), buf, sizeof buf);
     if (n < 0) throw Error(what + ": " + archive_why(a_.get()));
     if (n == 0) break;
-    if (out.size() + static_cast<uint64_t>(n) > max) throw Error(what + ": it is larger than " + max_text);
+    if (out.size() + static_cast<uint64_t>(n) > max)
+      throw Error(what + ": it is larger than " + max_text);
     out.append(buf, static_cast<size_t>(n));
   }
   return out;
@@ -120,7 +130,8 @@ void ArchiveReader::read_blocks(const std::string& what,
   }
 }
 
-LayerReader::LayerReader(const std::filesystem::path& blob, bool raw) : ArchiveReader("cannot read layer " + blob.string()) {
+LayerReader::LayerReader(const std::filesystem::path& blob, bool raw)
+    : ArchiveReader("cannot read layer " + blob.string()) {
   const unsigned format = raw ? kRaw : kTar;
   if (GzipStream::is_gzip(blob)) {
     auto gzip = std::make_shared<GzipStream>(blob, "layer " + blob.string());

@@ -30,6 +30,8 @@ inline std::string entry_path(struct archive_entry* e, const std::string& what) 
 // GNU or ustar header, a pax header with hdrcharset=BINARY), which it gives
 // only in the locale's form, those bytes. NULL when the entry has none.
 // Call with the UTF-8 and the plain getter of one name, under Utf8Locale.
-inline const char* archived_name(const char* utf8, const char* raw) { return utf8 ? utf8 : raw; }
+inline const char* archived_name(const char* utf8, const char* raw) {
+  return utf8 ? utf8 : raw;
+}
 
 }  // namespace sb

@@ -33,9 +33,11 @@ namespace fs = std::filesystem;
 // unpacker owns them).
 struct ExtractOptions {
   bool allow_devices = false;
-  bool skip_devices = false;            // device nodes are left out, silently (cached roots: the sandbox has its own /dev)
-  bool preserve_owner = false;          // chown entries (only as root); keeps setuid/setgid bits and file capabilities
-  uint64_t max_bytes = 64ull << 30;     // total unpacked content, all layers
+  bool skip_devices =
+      false;  // device nodes are left out, silently (cached roots: the sandbox has its own /dev)
+  bool preserve_owner =
+      false;  // chown entries (only as root); keeps setuid/setgid bits and file capabilities
+  uint64_t max_bytes = 64ull << 30;  // total unpacked content, all layers
   uint64_t max_entries = 10'000'000;
 };
 
@@ -62,9 +64,10 @@ struct ArchiveOptions {
   // ('.' components dropped, '..' and absolute paths already refused); ""
   // skips it. Hardlink targets are mapped the same way. Unset: as archived.
   std::function<std::string(const std::string&)> map;
-  bool strip_single_top = false;  // drop the one top directory all entries are under, if there is one
-  bool normalize_modes = false;   // 0755 for directories and files with an x bit, else 0644
-  bool copy_hardlinks = false;    // a hardlink becomes a copy of its target
+  bool strip_single_top =
+      false;  // drop the one top directory all entries are under, if there is one
+  bool normalize_modes = false;  // 0755 for directories and files with an x bit, else 0644
+  bool copy_hardlinks = false;   // a hardlink becomes a copy of its target
   // Not empty: every symlink is relative and leads to this path or below it
   // (as its path resolves when made, through the links there then; a ".."
   // past a name not there yet is refused, so that no link made later can
@@ -77,7 +80,8 @@ struct ArchiveOptions {
 // Unpacks a tar (any compression libarchive reads) or zip into `target`
 // (created if missing). Returns the paths below `target` of the entries
 // written, in order. Throws sb::Error naming the archive and the entry.
-std::vector<std::string> extract_archive(const fs::path& file, const fs::path& target, const ArchiveOptions& options);
+std::vector<std::string> extract_archive(const fs::path& file, const fs::path& target,
+                                         const ArchiveOptions& options);
 
 // Writes the uncompressed tar inside a (possibly compressed) layer blob to `out`.
 void decompress_layer(const fs::path& blob, const fs::path& out);

@@ -4,8 +4,8 @@
 // code runs under C.UTF-8, set for the current thread only, for its scope.
 #pragma once
 
-#include <clocale>
 #include <locale.h>
+#include <clocale>
 
 namespace sb {
 

@@ -35,7 +35,8 @@ class ArchiveReader {
   };
 
   // `label` starts every error ("x.deb: data.tar: <why>").
-  ArchiveReader(const std::filesystem::path& file, unsigned formats, Filters filters, std::string label);
+  ArchiveReader(const std::filesystem::path& file, unsigned formats, Filters filters,
+                std::string label);
   ArchiveReader(Memory memory, unsigned formats, Filters filters, std::string label);
   ArchiveReader(ReadFn read, unsigned formats, Filters filters, std::string label);
   virtual ~ArchiveReader() = default;
@@ -50,20 +51,28 @@ class ArchiveReader {
   // Error("<label>: <why>"); a warning (an unknown pax keyword, say) passes
   // unless `strict`.
   struct archive_entry* next();
-  ArchiveReader& strict() { strict_ = true; return *this; }
+  ArchiveReader& strict() {
+    strict_ = true;
+    return *this;
+  }
 
   // The current entry's data, whole; past `max` bytes an Error says
   // "<what>: larger than <max_text>".
-  std::string read_all(const std::string& what, uint64_t max = UINT64_MAX, const std::string& max_text = "");
+  std::string read_all(const std::string& what, uint64_t max = UINT64_MAX,
+                       const std::string& max_text = "");
   // The current entry's data a block at a time, with each block's offset.
-  void read_blocks(const std::string& what, const std::function<void(const void*, size_t, int64_t)>& block);
+  void read_blocks(const std::string& what,
+                   const std::function<void(const void*, size_t, int64_t)>& block);
 
-  struct archive* get() const { return a_.get(); }
+  struct archive* get() const {
+    return a_.get();
+  }
   const std::string& label() const { return label_; }
 
  protected:
   explicit ArchiveReader(std::string label) : label_(std::move(label)) {}
-  void open_file(const std::filesystem::path& file, unsigned formats, Filters filters, size_t block);
+  void open_file(const std::filesystem::path& file, unsigned formats, Filters filters,
+                 size_t block);
   void open_read(ReadFn read, unsigned formats, Filters filters);
 
  private:

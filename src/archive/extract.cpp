@@ -1,10 +1,10 @@
-#include "layer/extract.hpp"
+#include "archive/extract.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
-#include <limits.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -14,10 +14,10 @@
 #include <set>
 #include <vector>
 
-#include "layer/libarchive.hpp"
-#include "layer/read.hpp"
-#include "layer/tree.hpp"
-#include "layer/utf8_locale.hpp"
+#include "archive/entry.hpp"
+#include "archive/libarchive.hpp"
+#include "archive/read.hpp"
+#include "archive/utf8_locale.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
@@ -29,7 +29,8 @@ namespace {
 
 // What a refusal starts with: "refusing layer entry", or for an archive
 // "<label>: refusing archive entry".
-[[noreturn]] void refuse(const std::string& refusing, const std::string& path, const std::string& why) {
+[[noreturn]] void refuse(const std::string& refusing, const std::string& path,
+                         const std::string& why) {
   throw Error(refusing + " '" + printable_utf8(path) + "': " + why);
 }
 
@@ -108,9 +109,11 @@ class Root {
   // Opens the directory named by `comps`, following symlinks as the image
   // would (absolute targets start at the image root) and refusing any that
   // lead out of it. Missing directories are created (0755) when `create`.
-  UniqueFd open_dir(const std::vector<std::string>& comps, bool create, const std::string& entry) const {
-    std::vector<std::string> todo(comps.rbegin(), comps.rend());  // a stack: next component at the back
-    std::vector<UniqueFd> stack;  // open directories below the root, deepest last
+  UniqueFd open_dir(const std::vector<std::string>& comps, bool create,
+                    const std::string& entry) const {
+    std::vector<std::string> todo(comps.rbegin(),
+                                  comps.rend());  // a stack: next component at the back
+    std::vector<UniqueFd> stack;                  // open directories below the root, deepest last
     auto top = [&] { return stack.empty() ? fd_.get() : stack.back().get(); };
     int hops = 0;
     while (!todo.empty()) {
@@ -124,7 +127,8 @@ class Root {
       }
       struct stat st;
       if (::fstatat(top(), c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        if (errno != ENOENT || !create) refuse(entry, "parent directory '" + c + "' does not exist");
+        if (errno != ENOENT || !create)
+          refuse(entry, "parent directory '" + c + "' does not exist");
         if (::mkdirat(top(), c.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("mkdir " + c);
         st.st_mode = S_IFDIR;
       }
@@ -237,7 +241,8 @@ struct PendingDir {
 // xattrs, times or devices; see ArchiveOptions).
 class LayerApplier {
  public:
-  LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats, const ArchiveOptions* archive = nullptr)
+  LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats,
+               const ArchiveOptions* archive = nullptr)
       : root_(root), o_(o), stats_(stats), archive_(archive) {
     if (archive_ && !archive_->links_inside.empty())
       links_inside_ = split_entry_path(root_.refusing(), archive_->links_inside);
@@ -249,16 +254,21 @@ class LayerApplier {
   void apply(struct archive* a, struct archive_entry* e) {
     // The bytes as archived, whatever this process's locale; a name need not
     // be UTF-8 (paths on Linux are bytes, and base images come from anywhere).
-    const char* name_bytes = archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
+    const char* name_bytes =
+        archived_name(archive_entry_pathname_utf8(e), archive_entry_pathname(e));
     if (!name_bytes) throw Error(root_.refusing() + " without a name");
     std::string raw = name_bytes;
-    if (archive_ && !raw.empty() && raw[0] != '/') {  // "./" in an archive: the target itself, already there
+    if (archive_ && !raw.empty() &&
+        raw[0] != '/') {  // "./" in an archive: the target itself, already there
       auto parts = split_path(raw);
-      if (std::all_of(parts.begin(), parts.end(), [](const std::string& c) { return c.empty() || c == "."; })) return;
+      if (std::all_of(parts.begin(), parts.end(),
+                      [](const std::string& c) { return c.empty() || c == "."; }))
+        return;
     }
     auto comps = split_entry_path(root_.refusing(), raw);
     if (archive_) {
-      std::string mapped = archive_->map ? archive_->map(join(comps, comps.size())) : join(comps, comps.size());
+      std::string mapped =
+          archive_->map ? archive_->map(join(comps, comps.size())) : join(comps, comps.size());
       if (mapped.empty()) return;
       comps = split_entry_path(root_.refusing(), mapped);
     }
@@ -289,14 +299,18 @@ class LayerApplier {
 
     if (type == AE_IFDIR) {
       struct stat st;
-      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode)) {
+      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+          !S_ISDIR(st.st_mode)) {
         // A layer's directory replaces what a lower layer had there; an
         // archive's over its own link or file is refused.
-        if (archive_) refuse(raw, "a directory over the " + std::string(S_ISLNK(st.st_mode) ? "symlink" : "file") +
-                                      " made there before");
+        if (archive_)
+          refuse(raw, "a directory over the " +
+                          std::string(S_ISLNK(st.st_mode) ? "symlink" : "file") +
+                          " made there before");
         remove_at(dir.get(), name);
       }
-      if (::mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST) throw_errno("mkdir " + raw);
+      if (::mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+        throw_errno("mkdir " + raw);
       dirs_.push_back({comps, mode, archive_entry_mtime(e)});
       return done(path);
     }
@@ -318,14 +332,17 @@ class LayerApplier {
       }
       case AE_IFCHR:
       case AE_IFBLK:
-        if (o_.skip_devices) return;  // what the layers below had there is gone, as a whiteout would leave it
+        if (o_.skip_devices)
+          return;  // what the layers below had there is gone, as a whiteout would leave it
         if (!o_.allow_devices) refuse(raw, "device nodes are not allowed here");
-        if (::mknodat(dir.get(), name.c_str(), type | mode, archive_entry_rdev(e)) != 0) throw_errno("mknod " + raw);
+        if (::mknodat(dir.get(), name.c_str(), type | mode, archive_entry_rdev(e)) != 0)
+          throw_errno("mknod " + raw);
         break;
       case AE_IFIFO:
         if (::mkfifoat(dir.get(), name.c_str(), mode) != 0) throw_errno("mkfifo " + raw);
         break;
-      default: refuse(raw, "unsupported entry type");
+      default:
+        refuse(raw, "unsupported entry type");
     }
     if (!archive_) {
       set_times(dir.get(), name, archive_entry_mtime(e));
@@ -339,20 +356,24 @@ class LayerApplier {
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
       UniqueFd fd = root_.open_dir(it->comps, false, join(it->comps, it->comps.size()));
       ::fchmod(fd.get(), it->mode);
-      if (archive_) continue;  // an archive's times are not kept (as before: not in the tree digest)
+      if (archive_)
+        continue;  // an archive's times are not kept (as before: not in the tree digest)
       struct timespec ts[2] = {{it->mtime, 0}, {it->mtime, 0}};
       ::futimens(fd.get(), ts);
     }
   }
 
  private:
-  [[noreturn]] void refuse(const std::string& raw, const std::string& why) const { root_.refuse(raw, why); }
+  [[noreturn]] void refuse(const std::string& raw, const std::string& why) const {
+    root_.refuse(raw, why);
+  }
 
   void done(const std::string& path) {
     if (archive_) applied.push_back(path);
   }
 
-  void whiteout(const std::string& raw, const std::vector<std::string>& parent, const std::string& target) {
+  void whiteout(const std::string& raw, const std::vector<std::string>& parent,
+                const std::string& target) {
     if (target == ".wh..opq") {
       UniqueFd dir = root_.open_dir(parent, true, raw);
       std::string prefix = join(parent, parent.size());
@@ -361,7 +382,8 @@ class LayerApplier {
       std::vector<std::string> children;
       while (struct dirent* de = ::readdir(d)) {
         std::string n = de->d_name;
-        if (n != "." && n != ".." && !seen_.count(prefix.empty() ? n : prefix + "/" + n)) children.push_back(n);
+        if (n != "." && n != ".." && !seen_.count(prefix.empty() ? n : prefix + "/" + n))
+          children.push_back(n);
       }
       ::closedir(d);
       for (const auto& c : children) remove_at(dir.get(), c);
@@ -377,7 +399,8 @@ class LayerApplier {
     remove_at(dir.get(), target);
   }
 
-  void link(const std::string& raw, int dirfd, const std::string& name, const std::string& target_raw) {
+  void link(const std::string& raw, int dirfd, const std::string& name,
+            const std::string& target_raw) {
     auto tcomps = split_entry_path(root_.refusing(), target_raw);
     if (archive_ && archive_->map) {
       std::string mapped = archive_->map(join(tcomps, tcomps.size()));
@@ -390,20 +413,24 @@ class LayerApplier {
     if (::fstatat(tdir.get(), tcomps.back().c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
       refuse(raw, "hardlink to '" + target_raw + "', which does not exist");
     if (S_ISDIR(st.st_mode)) refuse(raw, "hardlink to a directory");
-    if (archive_ && !S_ISREG(st.st_mode)) refuse(raw, "hardlink to '" + target_raw + "', which is not a file");
+    if (archive_ && !S_ISREG(st.st_mode))
+      refuse(raw, "hardlink to '" + target_raw + "', which is not a file");
     remove_at(dirfd, name);
-    if (archive_ && archive_->copy_hardlinks) return copy(raw, tdir.get(), tcomps.back(), st, dirfd, name);
-    if (::linkat(tdir.get(), tcomps.back().c_str(), dirfd, name.c_str(), 0) != 0) throw_errno("link " + raw);
+    if (archive_ && archive_->copy_hardlinks)
+      return copy(raw, tdir.get(), tcomps.back(), st, dirfd, name);
+    if (::linkat(tdir.get(), tcomps.back().c_str(), dirfd, name.c_str(), 0) != 0)
+      throw_errno("link " + raw);
   }
 
   // A hardlink as a copy of its target (opened without following a link).
-  void copy(const std::string& raw, int tdir, const std::string& tname, const struct stat& st, int dirfd,
-            const std::string& name) {
+  void copy(const std::string& raw, int tdir, const std::string& tname, const struct stat& st,
+            int dirfd, const std::string& name) {
     UniqueFd in(::openat(tdir, tname.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (in.get() < 0) throw_errno("open " + tname);
     if (stats_.bytes + static_cast<uint64_t>(st.st_size) > o_.max_bytes)
       refuse(raw, "unpacks past the size limit of " + std::to_string(o_.max_bytes) + " bytes");
-    UniqueFd out(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd out(
+        ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (out.get() < 0) throw_errno("create " + raw);
     std::vector<char> buf(1 << 17);
     for (;;) {
@@ -417,12 +444,13 @@ class LayerApplier {
     ::fchmod(out.get(), st.st_mode & 0777);
   }
 
-  void file(struct archive* a, struct archive_entry* e, const std::string& raw, int dirfd, const std::string& name,
-            uint32_t mode) {
+  void file(struct archive* a, struct archive_entry* e, const std::string& raw, int dirfd,
+            const std::string& name, uint32_t mode) {
     uint64_t size = archive_entry_size_is_set(e) ? static_cast<uint64_t>(archive_entry_size(e)) : 0;
     if (stats_.bytes + size > o_.max_bytes)
       refuse(raw, "unpacks past the size limit of " + std::to_string(o_.max_bytes) + " bytes");
-    UniqueFd fd(::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    UniqueFd fd(
+        ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.get() < 0) throw_errno("create " + raw);
     const void* buf;
     size_t len;
@@ -432,8 +460,10 @@ class LayerApplier {
       int rc = archive_read_data_block(a, &buf, &len, &offset);
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_why(a));
-      if (static_cast<uint64_t>(offset) + len > size) refuse(raw, "holds more data than its header says");
-      if (::pwrite(fd.get(), buf, len, offset) != static_cast<ssize_t>(len)) throw_errno("write " + raw);
+      if (static_cast<uint64_t>(offset) + len > size)
+        refuse(raw, "holds more data than its header says");
+      if (::pwrite(fd.get(), buf, len, offset) != static_cast<ssize_t>(len))
+        throw_errno("write " + raw);
       written = std::max<uint64_t>(written, static_cast<uint64_t>(offset) + len);
     }
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno("truncate " + raw);
@@ -442,7 +472,8 @@ class LayerApplier {
       ::fchmod(fd.get(), mode);
       return;
     }
-    if (o_.preserve_owner && ::geteuid() == 0) ::fchown(fd.get(), archive_entry_uid(e), archive_entry_gid(e));
+    if (o_.preserve_owner && ::geteuid() == 0)
+      ::fchown(fd.get(), archive_entry_uid(e), archive_entry_gid(e));
     // Owners not kept, the file is the unpacker's (root's, maybe): a setuid or
     // setgid bit would make it a host program that runs as them.
     if (!o_.preserve_owner) mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
@@ -453,7 +484,8 @@ class LayerApplier {
     size_t xlen;
     while (archive_entry_xattr_next(e, &xname, &xval, &xlen) == ARCHIVE_OK)
       if (xattr_allowed(xname, o_.preserve_owner))
-        ::fsetxattr(fd.get(), xname, xval, xlen, 0);  // best effort: some need root or a filesystem that has them
+        ::fsetxattr(fd.get(), xname, xval, xlen,
+                    0);  // best effort: some need root or a filesystem that has them
     struct timespec ts[2] = {{archive_entry_mtime(e), 0}, {archive_entry_mtime(e), 0}};
     ::futimens(fd.get(), ts);
   }
@@ -465,7 +497,8 @@ class LayerApplier {
 
   void chown(int dirfd, const std::string& name, struct archive_entry* e) {
     if (o_.preserve_owner && ::geteuid() == 0)
-      ::fchownat(dirfd, name.c_str(), archive_entry_uid(e), archive_entry_gid(e), AT_SYMLINK_NOFOLLOW);
+      ::fchownat(dirfd, name.c_str(), archive_entry_uid(e), archive_entry_gid(e),
+                 AT_SYMLINK_NOFOLLOW);
   }
 
   const Root& root_;
@@ -479,7 +512,8 @@ class LayerApplier {
 
 }  // namespace
 
-void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options, ExtractStats& stats) {
+void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options,
+                   ExtractStats& stats) {
   Utf8Locale locale;
   Root root(target, "refusing layer entry", true);
   LayerReader a(blob);
@@ -522,15 +556,18 @@ std::string single_top(const fs::path& file, const std::string& label) {
     size_t slash = p.find('/');
     if (slash == std::string::npos && archive_entry_filetype(e) != AE_IFDIR) return "";
     std::string first = p.substr(0, slash);
-    if (top.empty()) top = first;
-    else if (first != top) return "";
+    if (top.empty())
+      top = first;
+    else if (first != top)
+      return "";
   }
   return top;
 }
 
 }  // namespace
 
-std::vector<std::string> extract_archive(const fs::path& file, const fs::path& target, const ArchiveOptions& options) {
+std::vector<std::string> extract_archive(const fs::path& file, const fs::path& target,
+                                         const ArchiveOptions& options) {
   Utf8Locale locale;
   ArchiveOptions o = options;
   if (o.strip_single_top) {
@@ -569,7 +606,8 @@ void decompress_layer(const fs::path& blob, const fs::path& out) {
   LayerReader a(blob, true);
   if (!a.strict().next()) throw Error("cannot read layer " + blob.string() + ": empty");
   AtomicFile f(out);
-  a.read_blocks("decompressing " + blob.string(), [&](const void* buf, size_t len, int64_t) { f.write(buf, len); });
+  a.read_blocks("decompressing " + blob.string(),
+                [&](const void* buf, size_t len, int64_t) { f.write(buf, len); });
   f.commit();
 }
 

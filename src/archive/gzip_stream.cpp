@@ -1,4 +1,4 @@
-#include "layer/gzip_stream.hpp"
+#include "archive/gzip_stream.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -20,7 +20,8 @@ constexpr size_t kAhead = 4;  // chunks inflated ahead of the reader
 bool GzipStream::is_gzip(const std::filesystem::path& file) {
   UniqueFd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
   unsigned char magic[2];
-  return fd.get() >= 0 && ::pread(fd.get(), magic, 2, 0) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  return fd.get() >= 0 && ::pread(fd.get(), magic, 2, 0) == 2 && magic[0] == 0x1f &&
+         magic[1] == 0x8b;
 }
 
 GzipStream::GzipStream(const std::filesystem::path& file, std::string label, bool own_thread)
@@ -84,11 +85,14 @@ bool GzipStream::produce(std::string& out) {
     state_->avail_out = static_cast<uint32_t>(out.size() - filled);
     uint32_t before_in = state_->avail_in, before_out = state_->avail_out;
     int rc = isal_inflate(state_.get());
-    if (rc == ISAL_INCORRECT_CHECKSUM) throw Error(label_ + ": corrupt gzip data (a member fails its CRC-32 check)");
-    if (rc < 0) throw Error(label_ + ": corrupt gzip data (ISA-L error " + std::to_string(rc) + ")");
+    if (rc == ISAL_INCORRECT_CHECKSUM)
+      throw Error(label_ + ": corrupt gzip data (a member fails its CRC-32 check)");
+    if (rc < 0)
+      throw Error(label_ + ": corrupt gzip data (ISA-L error " + std::to_string(rc) + ")");
     filled += before_out - state_->avail_out;
     bool progress = state_->avail_in != before_in || state_->avail_out != before_out;
-    if (!progress && input_done_ && state_->avail_in == 0 && state_->block_state != ISAL_BLOCK_FINISH)
+    if (!progress && input_done_ && state_->avail_in == 0 &&
+        state_->block_state != ISAL_BLOCK_FINISH)
       throw Error(label_ + ": the gzip data ends early (truncated?)");
   }
   out.resize(filled);
