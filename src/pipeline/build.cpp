@@ -13,6 +13,7 @@
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/layer_kind.hpp"
+#include "pipeline/recipe_paths.hpp"
 #include "util/error.hpp"
 #include "util/status.hpp"
 
@@ -95,6 +96,17 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
     if (spec.configure && &layer_kind_of(spec) != &apt_layer_kind())
       throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
                                              "after the packages of an apt layer, and this layer installs none");
+    // The host files the layer names: the recipe's own unless --allow-host-paths
+    // (copy: sources are checked as the copy kind reads them).
+    if (!options.allow_host_paths) {
+      if (!spec.source.path.empty())
+        check_recipe_path(spec.source.base,
+                          fs::path(spec.source.path).is_absolute() ? fs::path(spec.source.path)
+                                                                   : spec.source.base / spec.source.path,
+                          spec.source.path, spec.source.where, "source.path", "builds from");
+      for (const auto& p : spec.patches)  // relative to the recipe that names it (p.where's file)
+        check_recipe_path(fs::path(p.where.file).parent_path(), p.file, p.path, p.where, "patch", "applies");
+    }
     // `keep_source:` beside packages: known (or refused) before the packages are fetched.
     std::optional<LayerSource> kept;
     const LayerKind& kind = layer_kind_of(spec);  // pipeline/layer_kind.hpp

@@ -9,6 +9,7 @@
 #include "pipeline/duplicate_libraries.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/layer_kind.hpp"
+#include "pipeline/recipe_paths.hpp"
 #include "util/error.hpp"
 #include "util/status.hpp"
 
@@ -16,44 +17,9 @@ namespace sb {
 
 namespace {
 
-// Where a recipe's `copy:` sources may be: the top of the git repository
-// its directory is in (the nearest directory above with a .git), else that
-// directory. Resolved (no symlinks).
-fs::path copy_confinement(const fs::path& recipe_dir, bool& repository) {
-  std::error_code ec;
-  const fs::path given = recipe_dir.empty() ? fs::path(".") : recipe_dir;  // a recipe named without a directory
-  fs::path dir = fs::weakly_canonical(fs::absolute(given), ec);
-  if (ec) dir = fs::absolute(given).lexically_normal();
-  for (fs::path p = dir;; p = p.parent_path()) {
-    if (fs::exists(fs::symlink_status(p / ".git", ec))) {
-      repository = true;
-      return p;
-    }
-    if (p == p.parent_path()) break;
-  }
-  repository = false;
-  return dir;
-}
-
-// A recipe reads only its own files (DESIGN.md, "Trust boundary": a forked
-// recipe is trusted for what it names inside its repository, not for
-// ~/.docker/config.json): `src`, every symlink on its way and at its end
-// resolved, must be inside copy_confinement(), unless --allow-host-paths.
+// A recipe reads only its own files (pipeline/recipe_paths.hpp), unless --allow-host-paths.
 void check_copy_source(const CopySpec& c, const fs::path& src) {
-  bool repository = false;
-  fs::path top = copy_confinement(c.base, repository);
-  std::error_code ec;
-  fs::path real = fs::canonical(src, ec);
-  if (ec)
-    throw InputError(c.where, "copy source '" + c.src + "' cannot be resolved (" + ec.message() + ")",
-                     "a copy source is resolved, symlinks and all, to check it is the recipe's own");
-  fs::path rel = real.lexically_relative(top);
-  if (!rel.empty() && *rel.begin() != "..") return;
-  throw InputError(c.where,
-                   "copy source '" + c.src + "' is " + real.string() + ", outside the recipe's " +
-                       (repository ? "repository " : "directory ") + top.string(),
-                   "a recipe copies only its own files (a symlink out of them counts as out); to copy host "
-                   "files on purpose, pass --allow-host-paths to `stackbuild build`");
+  check_recipe_path(c.base, src, c.src, c.where, "copy source", "copies");
 }
 
 // The entries of a layer made of `copy:` items. Sources are relative to the

@@ -337,3 +337,40 @@ TEST_CASE("copy: a recipe reads no host file outside its directory or repository
   BuildResult host = build_recipe(recipe_in(dir, copying("/etc/passwd")), store, o, null_status());
   CHECK(host.layers.size() == 1);
 }
+
+TEST_CASE("source: path: and patches: read no host file outside the recipe's directory or repository",
+          "[build][hostile]") {
+  TempDir tmp;
+  fs::path dir = tmp.path() / "recipes";
+  test::write(dir / "base/bin/sh", "#!\n", 0755);
+  test::write(dir / "src/Makefile", "all:\n");
+  test::write(dir / "fix.patch", "");
+  Store store(tmp.path() / "store");
+  CacheSandbox fake;
+  BuildOptions o;
+  o.services.sandbox = &fake;
+  o.output = tmp.path() / "out";
+  auto compiled = [](const std::string& source, const std::string& patches) {
+    return "stack: s\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n"
+           "  - {name: app, source: {path: " + source + "}, patches: [" + patches + "], build: {run: make}}\n";
+  };
+  // A host directory as the source tree (whose files the steps read and keep_source keeps),
+  // directly or through a link; a host file as a patch (applied into the tree).
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, compiled("/etc", "fix.patch")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:4") && Catch::Contains("outside"));
+  fs::create_directory_symlink("/root", dir / "home");
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, compiled("home", "fix.patch")), store, o, null_status()),
+                    Catch::Contains("outside"));
+  CHECK_THROWS_WITH(build_recipe(recipe_in(dir, compiled("src", "/etc/passwd")), store, o, null_status()),
+                    Catch::Contains("recipe.yaml:4") && Catch::Contains("outside"));
+  CHECK(fake.runs.empty());  // no step ran
+
+  // The recipe's own tree builds; --allow-host-paths lifts the check.
+  CHECK(build_recipe(recipe_in(dir, compiled("src", "fix.patch")), store, o, null_status()).layers.size() == 2);
+  o.allow_host_paths = true;
+  test::write(tmp.path() / "elsewhere/Makefile", "all:\n");
+  CHECK(build_recipe(recipe_in(dir, compiled((tmp.path() / "elsewhere").string(), "fix.patch")), store, o,
+                     null_status())
+            .layers.size() == 2);
+}
+
