@@ -20,9 +20,14 @@ namespace sb::apt {
 
 namespace {
 
-std::string clean_path(const char* raw) {
-  std::string p = raw ? raw : "";
-  return canonical_archive_path(p);  // throws on ".."
+// An entry's path in canonical form; a bad one (a '..', a NUL) is an error
+// naming `where` (the .deb and its member).
+std::string clean_path(const char* raw, const std::string& where) {
+  try {
+    return canonical_archive_path(raw ? raw : "");
+  } catch (const Error& e) {
+    throw Error(where + ": " + e.what());
+  }
 }
 
 void read_control_tar(ArchiveReader& outer, const std::string& what, DebContents& out) {
@@ -31,7 +36,7 @@ void read_control_tar(ArchiveReader& outer, const std::string& what, DebContents
   a.strict();
   while (archive_entry* e = a.next()) {
     if (archive_entry_filetype(e) != AE_IFREG) continue;
-    std::string name = clean_path(archive_entry_pathname(e));
+    std::string name = clean_path(archive_entry_pathname(e), a.label());
     out.control_files[name] = a.read_all(what + ": control.tar: " + name);
   }
   auto it = out.control_files.find("control");
@@ -51,7 +56,7 @@ void read_data_tar(ArchiveReader& outer, const std::string& what, const fs::path
   a.strict();
   std::map<std::string, fs::path> staged;  // archive path -> staging file (for hardlinks)
   while (archive_entry* e = a.next()) {
-    std::string path = clean_path(archive_entry_pathname(e));
+    std::string path = clean_path(archive_entry_pathname(e), a.label());
     out.paths.push_back(path.empty() ? "/." : "/" + path);
     if (path.empty()) continue;
     TarEntry t;
@@ -60,7 +65,7 @@ void read_data_tar(ArchiveReader& outer, const std::string& what, const fs::path
     t.gid = static_cast<uint32_t>(archive_entry_gid(e));
     t.mtime = std::min<int64_t>(archive_entry_mtime(e), epoch);
     if (const char* hl = archive_entry_hardlink(e)) {
-      std::string target = clean_path(hl);
+      std::string target = clean_path(hl, a.label());
       auto it = staged.find(target);
       if (it == staged.end()) throw Error(what + ": hardlink " + path + " to " + target + ", which is not a file before it");
       struct stat st;

@@ -58,4 +58,25 @@ inline void check_golden(const std::string& name, const std::string& actual, std
   expected = fs::exists(p) ? read_file(p) : "<missing golden file " + p.string() + ">";
 }
 
+// A two-point matrix over a recipe variable: the `base` layer is the same at
+// both points, the `flavor` layer copies a per-point file to a per-point place.
+inline const std::string kFlavorMatrix =
+    "stack: mx\n"
+    "source_date_epoch: 1700000000\n"
+    "matrix:\n  flavor: [a, b]\n"
+    "layers:\n"
+    "  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}\n"
+    "  - {name: flavor, copy: [{src: \"${flavor}.txt\", dst: \"/opt/${flavor}/flavor.txt\"}]}\n"
+    "config:\n  env: {FLAVOR: \"${flavor}\"}\n"
+    "tags: [\"mx:${flavor}\"]\n";
+
+// Writes `yaml` as dir/r.yaml with the files kFlavorMatrix copies; returns its path.
+inline fs::path write_flavor_matrix(const fs::path& dir, const std::string& yaml = kFlavorMatrix) {
+  write(dir / "common.txt", "shared by every point\n");
+  write(dir / "a.txt", "flavor a\n");
+  write(dir / "b.txt", "flavor b\n");
+  write(dir / "r.yaml", yaml);
+  return dir / "r.yaml";
+}
+
 }  // namespace sb::test

@@ -17,24 +17,10 @@ namespace {
 
 const fs::path kSource = SB_SOURCE_DIR;
 
-// A two-point matrix over a recipe variable: the `base` layer is the same at
-// both points, the `flavor` layer copies a per-point file to a per-point place.
-const std::string kRecipe =
-    "stack: mx\n"
-    "source_date_epoch: 1700000000\n"
-    "matrix:\n  flavor: [a, b]\n"
-    "layers:\n"
-    "  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}\n"
-    "  - {name: flavor, copy: [{src: \"${flavor}.txt\", dst: \"/opt/${flavor}/flavor.txt\"}]}\n"
-    "config:\n  env: {FLAVOR: \"${flavor}\"}\n"
-    "tags: [\"mx:${flavor}\"]\n";
+const std::string& kRecipe = test::kFlavorMatrix;
 
 Planned plan_in(const fs::path& dir, const std::string& yaml = kRecipe) {
-  test::write(dir / "common.txt", "shared by every point\n");
-  test::write(dir / "a.txt", "flavor a\n");
-  test::write(dir / "b.txt", "flavor b\n");
-  test::write(dir / "r.yaml", yaml);
-  return plan_recipe(load_recipe(dir / "r.yaml"), PlanOptions{kSource / "layers", {}});
+  return plan_recipe(load_recipe(test::write_flavor_matrix(dir, yaml)), PlanOptions{kSource / "layers", {}});
 }
 
 std::vector<MatrixPoint> points_of(const Planned& p) {

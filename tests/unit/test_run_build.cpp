@@ -19,14 +19,7 @@ namespace {
 
 const fs::path kSource = SB_SOURCE_DIR;
 
-const std::string kRecipe =
-    "stack: mx\n"
-    "source_date_epoch: 1700000000\n"
-    "matrix:\n  flavor: [a, b]\n"
-    "layers:\n"
-    "  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}\n"
-    "  - {name: flavor, copy: [{src: \"${flavor}.txt\", dst: \"/opt/${flavor}/flavor.txt\"}]}\n"
-    "tags: [\"mx:${flavor}\"]\n";
+const std::string& kRecipe = test::kFlavorMatrix;
 
 // The steps a run reported, in order.
 std::vector<std::string> steps(const test::RecordingStatus& rec) {
@@ -53,10 +46,7 @@ struct Fixture {
                     [this](const verify::VerifyReport& r) { shown.push_back(r.image); }};
 
   BuildRequest request(const std::string& yaml = kRecipe) {
-    test::write(tmp.path() / "common.txt", "shared by every point\n");
-    test::write(tmp.path() / "a.txt", "flavor a\n");
-    test::write(tmp.path() / "b.txt", "flavor b\n");
-    test::write(tmp.path() / "r.yaml", yaml);
+    test::write_flavor_matrix(tmp.path(), yaml);
     BuildRequest rq;
     rq.recipe = load_recipe(tmp.path() / "r.yaml");
     rq.plan.catalog = kSource / "layers";

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "archive/extract.hpp"
+#include "apt/deb.hpp"
 #include "build/steps.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
@@ -73,6 +74,20 @@ std::vector<RawEntry> hostile_layer(bool device) {
   return l;
 }
 
+// An uncompressed layer of the tar at `blob`, put into `store`.
+Layer stored_layer(const Store& store, const fs::path& blob) {
+  Digest d = store.put_file(blob);
+  return Layer{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+}
+
+// Build options whose steps run in `sandbox` and whose output goes under `dir`.
+BuildOptions options_with(sandbox::Sandbox& sandbox, const fs::path& dir) {
+  BuildOptions o;
+  o.services.sandbox = &sandbox;
+  o.output = dir / "out";
+  return o;
+}
+
 Recipe recipe_in(const fs::path& dir, const std::string& yaml, const std::string& name = "recipe.yaml") {
   test::write(dir / name, yaml);
   return load_recipe(dir / name);
@@ -126,8 +141,7 @@ TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, an
   Store store(tmp.path() / "store");
   fs::path blob = tmp.path() / "layer.tar";
   test::make_tar(blob, hostile_layer(true));
-  Digest d = store.put_file(blob);
-  Layer layer{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+  Layer layer = stored_layer(store, blob);
   CachedRoot cached = cached_root(store, {layer}, null_status());
   const fs::path root = cached.tree;
   CHECK((mode_of(root.parent_path()) & 07777) == 0700);
@@ -157,8 +171,7 @@ TEST_CASE("a cached root keeps no device nodes, no overlay or trusted xattrs, an
   // over for the files still there, and follows what the new layer changes.
   fs::path blob2 = tmp.path() / "layer2.tar";
   test::make_tar(blob2, {{"bin", 'd', "", 0755}, {"bin/sg", 'f', "plain", 0755}, {"bin/new", 'f', "n", 04711}});
-  Digest d2 = store.put_file(blob2);
-  Layer layer2{d2, d2, fs::file_size(blob2), fs::file_size(blob2), "application/vnd.oci.image.layer.v1.tar"};
+  Layer layer2 = stored_layer(store, blob2);
   CachedRoot two = cached_root(store, {layer, layer2}, null_status());
   REQUIRE(two.privileged.count("bin/su"));
   CHECK(two.privileged.at("bin/su").mode == 04755);
@@ -204,15 +217,13 @@ TEST_CASE("a step sees the image's setuid files and capabilities, and its layer 
       Store store(tmp.path() / "store");
       fs::path blob = tmp.path() / "layer.tar";
       test::make_tar(blob, hostile_layer(false));
-      Digest d = store.put_file(blob);
-      Layer base{d, d, fs::file_size(blob), fs::file_size(blob), "application/vnd.oci.image.layer.v1.tar"};
+      Layer base = stored_layer(store, blob);
       Recipe recipe = recipe_in(tmp.path(), "stack: s\nlayers:\n  - {name: steps, build: {run: touch}}\n");
       PrivilegedSandbox fake;
-      BuildOptions o;
-      o.services.sandbox = &fake;
-      Digest key = d;
+      BuildOptions o = options_with(fake, tmp.path());
+      Digest key = base.digest;
       LayerReport r =
-          build_step_layer(recipe, recipe.layers[0], d, {base}, {"base"}, store, o, 0, null_status(), key);
+          build_step_layer(recipe, recipe.layers[0], base.digest, {base}, {"base"}, store, o, 0, null_status(), key);
       ::unsetenv("STACKBUILD_SANDBOX_OVERLAY");
       CHECK(fake.seen["bin/su"] == 04755);
       CHECK(fake.seen["bin/sg"] == 02755);
@@ -258,9 +269,7 @@ TEST_CASE("cache: directories are the recipe's own unless it names a shared one"
   test::write(tmp.path() / "b/base/bin/sh", "#!\n", 0755);
   Store store(tmp.path() / "store");
   CacheSandbox fake;
-  BuildOptions o;
-  o.services.sandbox = &fake;
-  o.output = tmp.path() / "out";
+  BuildOptions o = options_with(fake, tmp.path());
   // Steps that differ, so that neither layer is the other's cache hit.
   auto recipe = [](const std::string& stack, const std::string& cache) {
     return "stack: " + stack + "\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n" +
@@ -347,9 +356,7 @@ TEST_CASE("source: path: and patches: read no host file outside the recipe's dir
   test::write(dir / "fix.patch", "");
   Store store(tmp.path() / "store");
   CacheSandbox fake;
-  BuildOptions o;
-  o.services.sandbox = &fake;
-  o.output = tmp.path() / "out";
+  BuildOptions o = options_with(fake, tmp.path());
   auto compiled = [](const std::string& source, const std::string& patches) {
     return "stack: s\nlayers:\n  - {name: base, copy: [{src: base/, dst: /}]}\n"
            "  - {name: app, source: {path: " + source + "}, patches: [" + patches + "], build: {run: make}}\n";
@@ -372,5 +379,64 @@ TEST_CASE("source: path: and patches: read no host file outside the recipe's dir
   CHECK(build_recipe(recipe_in(dir, compiled((tmp.path() / "elsewhere").string(), "fix.patch")), store, o,
                      null_status())
             .layers.size() == 2);
+}
+
+namespace {
+
+// An ar archive of `members` (name, bytes), as dpkg-deb writes a .deb.
+void make_ar(const fs::path& out, const std::vector<std::pair<std::string, std::string>>& members) {
+  std::string ar = "!<arch>\n";
+  for (const auto& [name, data] : members) {
+    char header[61];
+    std::snprintf(header, sizeof header, "%-16s%-12d%-6d%-6d%-8s%-10zu`\n", name.c_str(), 0, 0, 0, "100644",
+                  data.size());
+    ar += std::string(header, 60) + data + (data.size() % 2 ? "\n" : "");
+  }
+  test::write(out, ar);
+}
+
+// A .deb whose data.tar holds `data`.
+fs::path hostile_deb(const fs::path& dir, const std::vector<RawEntry>& data) {
+  test::make_tar(dir / "control.tar", {{"control", 'f', "Package: x\nVersion: 1\nArchitecture: all\n"}});
+  test::make_tar(dir / "data.tar", data);
+  make_ar(dir / "x.deb", {{"debian-binary", "2.0\n"},
+                          {"control.tar", test::slurp(dir / "control.tar")},
+                          {"data.tar", test::slurp(dir / "data.tar")}});
+  return dir / "x.deb";
+}
+
+}  // namespace
+
+TEST_CASE("a .deb from a repository is read inside its staging directory, or refused with its name",
+          "[apt][hostile]") {
+  TempDir tmp;
+  fs::path staging = tmp.path() / "staging";
+  fs::create_directories(staging);
+  auto staged = [&] { return files_below(staging); };
+
+  // An honest one reads.
+  apt::DebContents ok = apt::read_deb(hostile_deb(tmp.path(), {{"usr", 'd'}, {"usr/x", 'f', "x"}}), staging, 0);
+  CHECK(ok.control.get("Package") == "x");
+  CHECK(ok.entries.count("usr/x"));
+  const size_t before = staged();
+
+  // A path that climbs out, a hardlink to nothing before it: refused, naming the .deb.
+  CHECK_THROWS_WITH(apt::read_deb(hostile_deb(tmp.path(), {{"../escape", 'f', "out"}}), staging, 0),
+                    Catch::Contains("x.deb") && Catch::Contains(".."));
+  CHECK_FALSE(fs::exists(tmp.path() / "escape"));
+  CHECK_THROWS_WITH(apt::read_deb(hostile_deb(tmp.path(), {{"usr/a", 'h', "usr/missing"}}), staging, 0),
+                    Catch::Contains("x.deb") && Catch::Contains("hardlink"));
+  CHECK(staged() == before);
+
+  // Not an ar archive; an ar archive without data.tar; a data.tar cut short.
+  test::write(tmp.path() / "plain.deb", "not an archive");
+  CHECK_THROWS_WITH(apt::read_deb(tmp.path() / "plain.deb", staging, 0), Catch::Contains("plain.deb: not a .deb"));
+  make_ar(tmp.path() / "x.deb", {{"debian-binary", "2.0\n"}, {"control.tar", test::slurp(tmp.path() / "control.tar")}});
+  CHECK_THROWS_WITH(apt::read_deb(tmp.path() / "x.deb", staging, 0), Catch::Contains("x.deb: not a .deb"));
+  std::string big(1 << 16, 'b');
+  hostile_deb(tmp.path(), {{"big", 'f', big}});
+  std::string deb = test::slurp(tmp.path() / "x.deb");
+  test::write(tmp.path() / "x.deb", deb.substr(0, deb.size() - 40000));
+  CHECK_THROWS_WITH(apt::read_deb(tmp.path() / "x.deb", staging, 0), Catch::Contains("x.deb"));
 }
 
