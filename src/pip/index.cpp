@@ -219,6 +219,7 @@ bool trusted_host(const std::string& entry, const http::UrlParts& u) {
 
 http::ClientOptions client_options(const IndexConfig& c) {
   http::ClientOptions o;
+  o.transport = c.transport;
   if (!c.ca_file.empty()) o.ca_files = {c.ca_file};
   if (c.proxy.empty() && c.trusted_hosts.empty()) return o;
   o.route = [ca = c.ca_file, proxy = c.proxy, trusted = c.trusted_hosts](const std::string& url) {

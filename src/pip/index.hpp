@@ -27,6 +27,7 @@ struct IndexConfig {
   std::string origin;             // where the index came from, for messages
   std::string proxy;              // pip's `proxy`: every request goes through it
   std::vector<std::string> trusted_hosts;  // pip's `trusted-host`: HOST or HOST:PORT, TLS not checked
+  std::shared_ptr<http::Transport> transport;  // where requests go; null: the network (tests: a fake index)
 };
 
 // The HTTP settings pip's configuration asks for, for the index pages and

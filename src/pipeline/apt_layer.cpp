@@ -574,10 +574,11 @@ namespace {
 // "repositories": [...], "packages": [{name, version, architecture, url,
 // sha256, size}, ...]}, resolved now against the repositories.
 nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                               const PointInputs& point, const Store& store, Status& status) {
+                               const PointInputs& point, const Store& store, Status& status,
+                               const fetch::FetcherFactory& make_fetcher) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, apt::Paragraph> below;  // by name: an upgrade replaces the record below
-  AptFetcher f = apt_fetcher(store, status);
+  AptFetcher f = apt_fetcher(store, status, make_fetcher);
   for (const auto& spec : recipe.layers) {
     if (!is_apt_layer(spec)) continue;
     std::vector<apt::Paragraph> installed;
@@ -643,7 +644,7 @@ const LayerKind& apt_layer_kind() {
   static const BuilderKind kind("apt", is_apt_layer, build_apt_layer,
                                 {"apt",
                                  [](const LockContext& c, const Store& store, Status& status) {
-                                   return lock_apt_layers(c.recipe, c.variables, c.point, store, status);
+                                   return lock_apt_layers(c.recipe, c.variables, c.point, store, status, c.services.make_fetcher);
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return apt_lock_mismatch(c.recipe, spec, entry);

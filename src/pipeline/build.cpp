@@ -80,7 +80,9 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
   Digest key = Digest::of_bytes("");
   std::vector<Layer> layers;
   std::vector<HistoryEntry> history;
-  std::optional<BaseImage> base = load_base_image(recipe, store, options.base, status);
+  BaseImageOptions base_options = options.base;
+  if (options.services.registry) base_options.session.transport = options.services.registry;
+  std::optional<BaseImage> base = load_base_image(recipe, store, base_options, status);
   if (base) key = base->cache_key(), layers = base->layers, history = base->history, result.base = base->pinned;
   std::vector<std::string> names;  // of `layers`, for the duplicate-library report
   for (size_t i = 0; i < layers.size(); ++i) names.push_back("base #" + std::to_string(i + 1));

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "recipe/recipe.hpp"
 #include "sandbox/sandbox.hpp"
 #include "store/store.hpp"
+#include "util/http.hpp"
 #include "util/status.hpp"
 
 namespace sb {
@@ -34,6 +36,11 @@ struct BuildServices {
   // Makes each layer's fetcher, with the options its kind chose.
   fetch::FetcherFactory make_fetcher = fetch::make_fetcher;
   sandbox::Sandbox* sandbox = nullptr;  // where build steps run; null: a Linux sandbox for each layer
+  // Where registry requests go (base images, --cache-from/--cache-to, pushes);
+  // null: the network.
+  std::shared_ptr<http::Transport> registry;
+  // Where pip index pages are read from (what pip layers resolve against); null: the network.
+  std::shared_ptr<http::Transport> index;
   // The time, for the seconds that reports show (never for anything hashed).
   std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
 };

@@ -39,6 +39,7 @@ struct LockContext {
   const Recipe& recipe;                                 // with the point's ${vars} expanded
   const std::map<std::string, std::string>& variables;  // the point's ${vars}
   const PointInputs& point;                             // what the plan chose, and its catalog
+  const BuildServices& services;                        // the fetcher factory and the index transport
 };
 
 class LayerKind {

@@ -30,7 +30,8 @@ constexpr const char* kSourceSection = "source";
 
 }  // namespace
 
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status) {
+std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status,
+                                        const BuildServices& services) {
   const auto& layers = planned.recipe.layers;
   std::vector<const LayerKind*> kinds = pinning_kinds(planned.recipe);
   bool src = std::any_of(layers.begin(), layers.end(), has_source);
@@ -44,11 +45,11 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
       Recipe r = resolve::instantiate(planned.recipe, p);
       auto vars = resolve::point_variables(planned.recipe, p);
       PointInputs in = point_inputs(p, planned.catalog);
-      LockContext context{r, vars, in};
+      LockContext context{r, vars, in, services};
       nlohmann::json e = nlohmann::json::object();
       for (const LayerKind* kind : kinds) e[kind->lock_section()] = kind->lock(context, store, status);
       if (src) {
-        nlohmann::json pins = lock_source_layers(r, vars, in, store, status);
+        nlohmann::json pins = lock_source_layers(r, vars, in, store, status, services.make_fetcher);
         if (!pins.empty()) e[kSourceSection] = pins;
       }
       out.push_back(e);
@@ -74,7 +75,8 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
   Recipe r = resolve::instantiate(planned.recipe, point);
   auto vars = resolve::point_variables(planned.recipe, point);
   std::vector<std::string> problems;
-  LockContext context{r, vars, in};
+  const BuildServices no_services;  // nothing is fetched: the checks read the context alone
+  LockContext context{r, vars, in, no_services};
   for (const auto& spec : r.layers) {
     const LayerKind& kind = layer_kind_of(spec);
     const char* section = kind.lock_section();

@@ -23,7 +23,9 @@ namespace sb {
 // For `stackbuild lock`: per plan point, {"apt": ..., "pip": ..., "redist": ...,
 // "source": ...}, a section for each kind of layer the recipe has that pins
 // its inputs; null for unresolved points.
-std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status);
+// What must be measured is fetched with the services' fetchers (tests: fakes).
+std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status,
+                                        const BuildServices& services = {});
 
 // For `build --locked`: the point's inputs with the lockfile's entries. Throws
 // Error(ErrorKind::Input) when a layer that fetches has no entry in the lockfile, or

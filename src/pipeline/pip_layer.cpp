@@ -180,9 +180,10 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
                                           const std::vector<std::pair<std::string, std::string>>& constraints,
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed,
-                                          const fetch::FetcherFactory& make_fetcher) {
+                                          const BuildServices& services) {
   pip::IndexConfig cfg = index_config(store, index_url);
-  auto fetcher = make_fetcher(store, pip_fetch_options(cfg), status);
+  cfg.transport = services.index;
+  auto fetcher = services.make_fetcher(store, pip_fetch_options(cfg), status);
   auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<pip::Requirement> reqs;
   for (const auto& r : requirements) reqs.push_back(pip::Requirement::parse(r));
@@ -251,7 +252,7 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(spec, options.variables, options.point), target, "", false, store, status,
-                           pip_constraints(options.point), installed, options.services.make_fetcher);
+                           pip_constraints(options.point), installed, options.services);
     }
     KeyHasher k;
     k.field("stackbuild-pip-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
@@ -322,7 +323,8 @@ nlohmann::json constraint_json(const std::vector<std::pair<std::string, std::str
 // requirements and constraints it was resolved from, and every wheel's name,
 // version, file name, URL, size and sha256.
 nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                               const PointInputs& point, const Store& store, Status& status) {
+                               const PointInputs& point, const Store& store, Status& status,
+                               const BuildServices& services) {
   nlohmann::json out = nlohmann::json::object();
   std::map<std::string, pip::ResolveOptions::Installed> installed;  // by the pip layers below
   for (const auto& spec : recipe.layers) {
@@ -331,7 +333,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       pip::Target t = pip_target(recipe, variables, point);
       auto reqs = pip_requirements(spec, variables, point);
       auto cons = pip_constraints(point);
-      auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed);
+      auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed, services);
       // An index that gives no sizes (PEP 503 HTML pages): the wheels are
       // fetched now (the build needs them anyway, their sha256 checked) so
       // that the lockfile records every file's size.
@@ -339,7 +341,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       for (const auto& w : wheels)
         if (!w.size) unsized.push_back({w.url, w.sha256, std::nullopt, w.filename});
       if (!unsized.empty()) {
-        auto fetcher = fetch::make_fetcher(store, wheel_fetch_options(), status);
+        auto fetcher = services.make_fetcher(store, wheel_fetch_options(), status);
         auto got = fetcher->fetch(unsized);
         size_t i = 0;
         for (auto& w : wheels)
@@ -380,7 +382,7 @@ const LayerKind& pip_layer_kind() {
   static const BuilderKind kind("pip", is_pip_layer, build_pip_layer,
                                 {"pip",
                                  [](const LockContext& c, const Store& store, Status& status) {
-                                   return lock_pip_layers(c.recipe, c.variables, c.point, store, status);
+                                   return lock_pip_layers(c.recipe, c.variables, c.point, store, status, c.services);
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return pip_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);

@@ -62,11 +62,12 @@ LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const D
 fetch::FetchOptions wheel_fetch_options();
 
 // For `stackbuild pip` and the pip layers: resolves `requirements` for
-// `target`, fetching metadata with a fetcher `make_fetcher` makes.
+// `target`, fetching metadata with a fetcher the services' factory makes and
+// reading index pages through their index transport.
 std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requirements, const pip::Target& target,
                                           const std::string& index_url, bool pre, const Store& store, Status& status,
                                           const std::vector<std::pair<std::string, std::string>>& constraints = {},
                                           const std::map<std::string, pip::ResolveOptions::Installed>& installed = {},
-                                          const fetch::FetcherFactory& make_fetcher = fetch::make_fetcher);
+                                          const BuildServices& services = {});
 
 }  // namespace sb

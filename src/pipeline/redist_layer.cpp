@@ -249,10 +249,11 @@ namespace {
 // component, version, URL, size and sha256 (a manifest-less archive's as
 // fetched now).
 nlohmann::json lock_redist_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                                  const PointInputs& point, const Store& store, Status& status) {
+                                  const PointInputs& point, const Store& store, Status& status,
+                                  const fetch::FetcherFactory& make_fetcher) {
   nlohmann::json out = nlohmann::json::object();
   fetch::FetchOptions fo = fetch::fetch_options_from_env();
-  auto fetcher = fetch::make_fetcher(store, fo, status);
+  auto fetcher = make_fetcher(store, fo, status);
   for (const auto& spec : recipe.layers) {
     if (!is_redist_layer(spec)) continue;
     try {
@@ -293,7 +294,7 @@ const LayerKind& redist_layer_kind() {
   static const BuilderKind kind("redist", is_redist_layer, build_redist_layer,
                                 {"redist",
                                  [](const LockContext& c, const Store& store, Status& status) {
-                                   return lock_redist_layers(c.recipe, c.variables, c.point, store, status);
+                                   return lock_redist_layers(c.recipe, c.variables, c.point, store, status, c.services.make_fetcher);
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return redist_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);

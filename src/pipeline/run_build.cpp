@@ -275,6 +275,7 @@ BuildOutcome run_build(const BuildRequest& request, Services& services, Status& 
   j.options = request.matrix;
   j.options.build.services = services.build;
   j.registry = request.registry;
+  if (services.build.registry) j.registry.session.transport = services.build.registry;
 
   step(j, "plan", plan);              // matrix, catalog, resolve: the Plan (--locked: checked)
   step(j, "select", choose_points);   // the points to build, their tags and ref names

@@ -50,9 +50,10 @@ struct Services {
   // job first needs it: after planning.
   std::function<Store()> open_store;
   ShowReport show_report;  // where the gate's reports go for people
-  // The fetcher factory, the sandbox and the clock every point's build is
-  // handed (they replace request.matrix.build.services); the clock also
-  // times the steps.
+  // The fetcher factory, the sandbox, the registry and index transports and
+  // the clock every point's build is handed (they replace
+  // request.matrix.build.services); the registry transport also carries the
+  // caches and the pushes, and the clock times the steps.
   BuildServices build;
 };
 

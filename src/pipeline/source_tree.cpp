@@ -318,7 +318,8 @@ bool has_source(const LayerSpec& spec) {
 }
 
 nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& vars,
-                                  const PointInputs& point, const Store& store, Status& status) {
+                                  const PointInputs& point, const Store& store, Status& status,
+                                  const fetch::FetcherFactory& make_fetcher) {
   nlohmann::json out = nlohmann::json::object();
   for (const auto& spec : recipe.layers) {
     try {
@@ -334,7 +335,7 @@ nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::stri
           // is checked before it enters the store.
           fetch::FetchOptions fo;
           fo.offline = env_or("STACKBUILD_OFFLINE", "") == "1";
-          auto fetcher = fetch::make_fetcher(store, fo, status);
+          auto fetcher = make_fetcher(store, fo, status);
           std::string name = s->spec.url.substr(s->spec.url.rfind('/') + 1);
           auto got = fetcher->fetch_one({s->spec.url, s->spec.sha256, std::nullopt, name});
           e = {{"archive", s->spec.url}, {"sha256", s->spec.sha256->hex()}, {"size", got.size}};

@@ -67,9 +67,11 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
 // ls-remote`, a tag peeled; tags and branches move, `build --locked` fetches
 // the commit), {"archive": URL, "sha256": HEX, "size": N} (fetched now into
 // the store) or {"path": DIR, "tree": DIGEST} (source::tree_digest), each with
-// "patches": [{"path", "sha256"}] in the order they apply.
+// "patches": [{"path", "sha256"}] in the order they apply. Archives are
+// fetched with a fetcher `make_fetcher` makes.
 nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::string, std::string>& variables,
-                                  const PointInputs& point, const Store& store, Status& status);
+                                  const PointInputs& point, const Store& store, Status& status,
+                                  const fetch::FetcherFactory& make_fetcher = fetch::make_fetcher);
 
 // For `build --locked`: "" when `entry` pins the source of `spec` as the
 // recipe names it now (same URL and ref, archive sha256, local tree, patches

@@ -118,6 +118,7 @@ SessionOptions push_session_options(const Reference& ref, const SessionOptions& 
 
 std::unique_ptr<http::Client> Session::make_client() const {
   http::ClientOptions o;
+  o.transport = options_.transport;
   if (!options_.ca_file.empty()) o.ca_files.push_back(options_.ca_file);
   if (options_.machine) {  // certs.d: the registry's CAs and client certificate
     TlsFiles t;

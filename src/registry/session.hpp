@@ -47,6 +47,9 @@ struct SessionOptions {
   // The machine's registries.conf, certs.d and credential helpers; none: not read.
   std::shared_ptr<const MachineRegistries> machine;
   bool check_policy = true;  // false: --insecure-policy, pulls ignore policy.json (as skopeo's)
+  // Where the requests go; null: the network. Tests pass a fake registry
+  // (tests/unit/fakes.hpp, FakeRegistry).
+  std::shared_ptr<http::Transport> transport;
 };
 
 // A registry answered with an error status.

@@ -301,15 +301,19 @@ struct Client::Impl {
 };
 
 Client::Client(ClientOptions options) : impl_(std::make_unique<Impl>()) {
-  global_init();
   impl_->options = std::move(options);
+  if (impl_->options.transport) return;  // no handle: nothing goes to libcurl
+  global_init();
   impl_->curl = idle_handles().take();
   if (!impl_->curl) throw Error("libcurl: cannot create a handle");
 }
 
-Client::~Client() { idle_handles().give(impl_->curl); }
+Client::~Client() {
+  if (impl_->curl) idle_handles().give(impl_->curl);
+}
 
 Response Client::perform(const Request& req) {
+  if (impl_->options.transport) return impl_->options.transport->perform(req);
   CURL* c = impl_->curl;
   curl_easy_reset(c);  // keeps the connection cache: later requests reuse connections
   Response resp;

@@ -89,7 +89,20 @@ struct Route {
   std::string password;
 };
 
+// Where a Client's requests go instead of the network (libcurl): the seam
+// tests put a fake registry or index behind (tests/unit/fakes.hpp). It
+// answers as a server would, statuses included; a Request's on_data hears a
+// 2xx body, as with libcurl. Shared by the clients of many threads: it must
+// be thread-safe.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual Response perform(const Request& request) = 0;
+};
+
 struct ClientOptions {
+  // Set: every request goes to it, and the settings below are not used.
+  std::shared_ptr<Transport> transport;
   std::vector<std::filesystem::path> ca_files;  // private CAs, trusted besides the system store
   std::filesystem::path client_cert, client_key;  // a TLS client certificate and its key
   bool verify_tls = true;

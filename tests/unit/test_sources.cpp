@@ -407,7 +407,7 @@ TEST_CASE("sources: from: apt installs the apt package of the point's record", "
   PointInputs in = point_inputs(p.plan.points[0], p.catalog);
   const LayerKind& apt = layer_kind_of(layer(r, "nccl"));
   REQUIRE(apt.lock_section() == std::string("apt"));
-  auto lock = apt.lock(LockContext{r, vars, in}, store, null_status());
+  auto lock = apt.lock(LockContext{r, vars, in, BuildServices{}}, store, null_status());
   REQUIRE(lock["nccl"]["packages"].size() == 1);
   CHECK(lock["nccl"]["packages"][0]["name"] == "libnccl2");
   CHECK(lock["nccl"]["packages"][0]["version"] == "2.23.4-1+cuda12.6");  // the record's pin, not the newest
