@@ -1,7 +1,8 @@
 // The build driver (pipeline/run_build.hpp): the steps run in the pipeline's
 // order, each reported once; a request the points refuse fails before the
 // store is opened; a failed point still gets its summary before the error;
-// --verify runs the gate and shows each report.
+// --verify runs the gate and shows each report; pushes and caches go through
+// the registry transport it is handed (a fake registry in memory).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,6 +13,7 @@
 #include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/run_build.hpp"
+#include "registry/pull.hpp"
 
 using namespace sb;
 
@@ -121,4 +123,75 @@ TEST_CASE("run_build gives the summary of a failed point, then its error, and wr
   CHECK(steps(rec) == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary"});
   CHECK(rec.events("summary").size() == 1);
   CHECK_FALSE(fs::exists(f.tmp.path() / "out"));
+}
+
+TEST_CASE("run_build pushes through the registry transport Services hand in, and the images pull back",
+          "[driver][services]") {
+  Fixture f;
+  test::RecordingStatus rec;
+  auto registry = std::make_shared<test::FakeRegistry>();
+  registry->require_basic("ci", "s3cret");
+  f.services.build.registry = registry;
+  BuildRequest rq = f.request();
+  rq.push_to = {"fake.test/mx"};
+  rq.gate.skip = true;  // --no-verify: the gate is not what this tests
+  rq.registry.session.credentials.creds = "ci:s3cret";
+  BuildOutcome out = run_build(rq, f.services, rec);
+
+  // Every image under its ref name, and the matrix index under its own.
+  REQUIRE(out.built.points.size() == 2);
+  for (const auto& p : out.built.points)
+    for (const auto& img : p.built->images) {
+      std::string tag = img.tag.substr(img.tag.find(':') + 1);
+      CHECK(registry->tag_digest("mx", tag) == img.image.manifest.digest.str());
+    }
+  REQUIRE(out.built.index);
+  CHECK(registry->tag_digest("mx", "mx-matrix") == out.built.index->digest.str());
+  CHECK(registry->count("POST /v2/mx/blobs/uploads/") > 0);
+
+  // A pull into an empty store, through the same transport, gives the same image.
+  Store other(f.tmp.path() / "other");
+  registry::PullOptions po;
+  po.session.transport = registry;
+  po.session.check_policy = false;
+  po.session.credentials.creds = "ci:s3cret";
+  auto pulled = registry::pull_image(registry::Reference::parse("fake.test/mx:a"), other, po, rec);
+  const auto& a = out.built.points.at(0).built->images.at(0).image;
+  CHECK(pulled.image.manifest.digest == a.manifest.digest);
+  for (const auto& l : a.layers) CHECK(other.has(l.digest));
+
+  // Without the credentials the registry answers 401, and the push says so.
+  Fixture g;
+  g.services.build.registry = registry;
+  BuildRequest anonymous = g.request();
+  anonymous.push_to = {"fake.test/mx"};
+  anonymous.gate.skip = true;
+  CHECK_THROWS_WITH(run_build(anonymous, g.services, rec), Catch::Contains("401"));
+}
+
+TEST_CASE("run_build exports a registry cache through the transport, and a fresh store builds from it",
+          "[driver][services]") {
+  auto registry = std::make_shared<test::FakeRegistry>();
+  const auto cache = registry::Reference::parse("fake.test/cache:mx");
+  Fixture first;
+  test::RecordingStatus rec;
+  first.services.build.registry = registry;
+  BuildRequest rq = first.request();
+  rq.cache_to = {cache};
+  BuildOutcome built = run_build(rq, first.services, rec);
+  REQUIRE(registry->tag_digest("cache", "mx"));
+
+  Fixture second;  // an empty store: each layer comes from the cache, none is built
+  second.services.build.registry = registry;
+  BuildRequest again = second.request();
+  again.cache_from = {cache};
+  rec.clear();
+  BuildOutcome out = run_build(again, second.services, rec);
+  REQUIRE(out.built.points.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    CHECK(out.built.points[i].built->images.at(0).image.manifest.digest ==
+          built.built.points[i].built->images.at(0).image.manifest.digest);
+    for (const auto& l : out.built.points[i].built->layers) CHECK(l.cached);
+  }
+  CHECK(registry->count("GET /v2/cache/blobs/") > 0);
 }
