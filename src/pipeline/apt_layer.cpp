@@ -1,6 +1,5 @@
 #include "pipeline/apt_layer.hpp"
 #include "pipeline/layer_kind.hpp"
-#include "pipeline/record_keys.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 
 #include <algorithm>
@@ -26,6 +25,14 @@
 #include "util/process.hpp"
 
 namespace sb {
+
+namespace {
+
+// The key of the "apt-state" record (the dpkg state an image has after a
+// layer, as the next apt layer starts from it) of the layer with `diff_id`.
+Digest apt_state_key(const Digest& diff_id) { return KeyHasher().field("diff_id", diff_id.str()).finish(); }
+
+}  // namespace
 
 namespace {
 
@@ -648,7 +655,13 @@ const LayerKind& apt_layer_kind() {
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return apt_lock_mismatch(c.recipe, spec, entry);
-                                 }});
+                                 }},
+                                {{"apt-state",  // the dpkg state after the layer, where the next apt layer starts
+                                  [](const Digest&, const std::vector<Layer>& parts) -> std::optional<Digest> {
+                                    if (parts.empty()) return std::nullopt;
+                                    return apt_state_key(parts.back().diff_id);
+                                  },
+                                  [](const std::string& value) { (void)apt::AptState::parse(value); }}});
   return kind;
 }
 

@@ -4,6 +4,10 @@
 // (lock.cpp) ask each kind for its section of <recipe>.lock with one
 // LockContext. Neither includes a kind's header.
 //
+// A layer's store records (apt's dpkg state, a source tree's commit) are its
+// kind's too: each kind names them (record_kinds()), and the registry cache
+// moves them with the layer without knowing the kinds.
+//
 // Each kind lives in its own file (copy_layer.cpp, apt_layer.cpp,
 // pip_layer.cpp, redist_layer.cpp, step_layer.cpp) and is registered by one
 // line in layer_kinds.cpp. A new kind is one new file plus that line
@@ -11,6 +15,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +47,18 @@ struct LockContext {
   const BuildServices& services;                        // the fetcher factory and the index transport
 };
 
+// A store record a layer carries besides its blobs, which a registry cache
+// (registry_cache.cpp) moves with the layer and checks before it enters a
+// store.
+struct RecordKind {
+  const char* kind;  // the store's record kind ("apt-state")
+  // Its key for the layer with cache key `layer_key` and blobs `parts`;
+  // none: such a layer has none.
+  std::optional<Digest> (*key)(const Digest& layer_key, const std::vector<Layer>& parts);
+  // Throws sb::Error when `value` does not read as its reader reads it.
+  void (*check)(const std::string& value);
+};
+
 class LayerKind {
  public:
   virtual ~LayerKind() = default;
@@ -52,6 +69,8 @@ class LayerKind {
   // Builds the layer, or takes it from the cache; `key_out` is its cache key,
   // which keys the layer above.
   virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
+  // The records its layers may leave in the store besides their blobs.
+  virtual std::vector<RecordKind> record_kinds() const { return {}; }
 
   // The lockfile. A kind that resolves what it fetches (packages, wheels,
   // archives) pins it in one section of each point's entry, named here
@@ -89,14 +108,16 @@ class BuilderKind final : public LayerKind {
   using Build = LayerReport (*)(const Recipe&, const LayerSpec&, const Digest&, const std::vector<Layer>&,
                                 const std::vector<std::string>&, const Store&, const BuildOptions&, int64_t, Status&,
                                 Digest&);
-  BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {})
-      : name_(name), handles_(handles), build_(build), lock_(lock) {}
+  BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
+              std::vector<RecordKind> records = {})
+      : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)) {}
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
   LayerReport build(const LayerContext& c, Digest& key_out) const override {
     return build_(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
                   key_out);
   }
+  std::vector<RecordKind> record_kinds() const override { return records_; }
   const char* lock_section() const override { return lock_.section; }
   nlohmann::json lock(const LockContext& c, const Store& store, Status& status) const override {
     return lock_.lock ? lock_.lock(c, store, status) : nlohmann::json::object();
@@ -110,12 +131,16 @@ class BuilderKind final : public LayerKind {
   Handles handles_;
   Build build_;
   KindLock lock_;
+  std::vector<RecordKind> records_;
 };
 
 // The registered kinds, in the order they are asked (layer_kinds.cpp); the
 // copy kind last, taking any layer the others do not.
 const std::vector<const LayerKind*>& layer_kinds();
 const LayerKind& layer_kind_of(const LayerSpec& spec);
+// Every record a layer may carry: the layer writer's (duplicate libraries),
+// then each kind's, each kind of record once.
+const std::vector<RecordKind>& all_record_kinds();
 
 // The kinds, one a file.
 const LayerKind& apt_layer_kind();     // apt: Debian/Ubuntu packages (apt_layer.cpp)

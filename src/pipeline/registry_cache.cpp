@@ -6,13 +6,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apt/install.hpp"
 #include "archive/extract.hpp"
 #include "image/image.hpp"
 #include "pipeline/build_options.hpp"
-#include "pipeline/duplicate_libraries.hpp"
-#include "pipeline/record_keys.hpp"
-#include "pipeline/source_tree.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "registry/pull.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
@@ -29,18 +26,11 @@ constexpr const char* kPointAnnotation = "dev.stackbuild.point";
 
 // A record's value is checked as its reader will read it before a cache's
 // copy enters the store.
+// (The layer kinds name their records: pipeline/layer_kind.hpp.)
 void check_record(const std::string& kind, const std::string& value) {
-  if (kind == "apt-state")
-    (void)apt::AptState::parse(value);
-  else if (kind == "duplicate-libraries")
-    (void)json::parse(value).get<std::vector<DuplicateLibrary>>();
-  else if (kind == kSourceCommitRecord) {
-    json j = json::parse(value);
-    std::string commit = j.at("commit").get<std::string>();
-    if (commit.size() != 40 || commit.find_first_not_of("0123456789abcdef") != std::string::npos)
-      throw Error("'" + commit + "' is no commit");
-  } else
-    throw Error("a record of unknown kind '" + kind + "'");
+  for (const RecordKind& r : all_record_kinds())
+    if (kind == r.kind) return r.check(value);
+  throw Error("a record of unknown kind '" + kind + "'");
 }
 
 json entry_json(const CacheEntry& e) {
@@ -93,9 +83,9 @@ registry::Reference cache_reference(const std::string& text, const std::string& 
 }
 
 std::vector<std::pair<std::string, Digest>> companion_records(const Digest& key, const std::vector<Layer>& parts) {
-  std::vector<std::pair<std::string, Digest>> out{{"duplicate-libraries", findings_key(key)},
-                                                  {kSourceCommitRecord, source_commit_key(key)}};
-  if (!parts.empty()) out.emplace_back("apt-state", apt_state_key(parts.back().diff_id));
+  std::vector<std::pair<std::string, Digest>> out;
+  for (const RecordKind& r : all_record_kinds())
+    if (auto k = r.key(key, parts)) out.emplace_back(r.kind, *k);
   return out;
 }
 

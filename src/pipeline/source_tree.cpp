@@ -245,6 +245,11 @@ Digest source_commit_key(const Digest& layer_key) {
       .finish();
 }
 
+void check_source_commit_record(const std::string& value) {
+  std::string commit = nlohmann::json::parse(value).at("commit").get<std::string>();
+  if (!is_commit(commit)) throw Error("'" + commit + "' is no commit");
+}
+
 void record_source_commit(const Store& store, const Digest& layer_key, const std::string& commit) {
   if (is_commit(commit))
     store.put_record(kSourceCommitRecord, source_commit_key(layer_key),

@@ -98,10 +98,12 @@ std::string source_label(const LayerSpec& spec, const LayerSource& source,
 // The record "source-commit" under source_commit_key(K): {"commit": HEX}, the
 // commit a git source was fetched at into the layer whose cache key
 // (LayerReport::key) is K. Written when the layer is built, carried with it
-// by a registry cache (registry_cache.cpp, companion_records), read when it
-// is reused: the same label either way.
+// by a registry cache (the steps kind names it, step_layer.cpp), read when
+// it is reused: the same label either way. Kept-source layers write it too.
 constexpr const char* kSourceCommitRecord = "source-commit";
 Digest source_commit_key(const Digest& layer_key);
+// Throws sb::Error when `value` is not such a record.
+void check_source_commit_record(const std::string& value);
 void record_source_commit(const Store& store, const Digest& layer_key,
                           const std::string& commit);                             // none for ""
 std::string recorded_source_commit(const Store& store, const Digest& layer_key);  // "" when none

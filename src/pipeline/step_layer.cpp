@@ -124,7 +124,11 @@ LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const 
 
 
 const LayerKind& step_layer_kind() {
-  static const BuilderKind kind("build", [](const LayerSpec& spec) { return !spec.build.empty() && !spec.copies(); }, build_step_layer);
+  static const BuilderKind kind(
+      "build", [](const LayerSpec& spec) { return !spec.build.empty() && !spec.copies(); }, build_step_layer, {},
+      {{kSourceCommitRecord,  // a tree compiled from a git source: its commit, for the label
+        [](const Digest& key, const std::vector<Layer>&) -> std::optional<Digest> { return source_commit_key(key); },
+        check_source_commit_record}});
   return kind;
 }
 
