@@ -9,11 +9,11 @@
 #include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/duplicate_libraries.hpp"
-#include "pipeline/kept_source_layer.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/layer_kind.hpp"
 #include "pipeline/recipe_paths.hpp"
+#include "pipeline/source_tree.hpp"
 #include "util/error.hpp"
 #include "util/status.hpp"
 
@@ -109,61 +109,44 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       for (const auto& p : spec.patches)  // relative to the recipe that names it (p.where's file)
         check_recipe_path(fs::path(p.where.file).parent_path(), p.file, p.path, p.where, "patch", "applies");
     }
-    // `keep_source:` beside packages: known (or refused) before the packages are fetched.
-    std::optional<LayerSource> kept;
-    const LayerKind& kind = layer_kind_of(spec);  // pipeline/layer_kind.hpp
-    try {
-      kept = kept_source(spec, options.variables, options.point);
-      result.layers.push_back(kind.build({recipe, spec, key, layers, names, store, options, epoch, status}, key));
-    } catch (Error& e) {
-      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
-      throw;
+    // The layer's kind builds it (pipeline/layer_kind.hpp); with `keep_source:`
+    // the kept-source kind builds the source's layer above it, its check made
+    // before the packages are fetched.
+    std::vector<const LayerKind*> kinds{&layer_kind_of(spec)};
+    if (kept_source_layer_kind().handles(spec)) {
+      try {
+        (void)kept_source(spec, options.variables, options.point);
+      } catch (Error& e) {
+        e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+        throw;
+      }
+      kinds.push_back(&kept_source_layer_kind());
     }
-    result.layers.back().key = key;
-    // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
-    const LayerReport& done = result.layers.back();
-    layers.push_back(done.layer);
-    if (!done.source.empty())
-      source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] = done.source;
-    const size_t n = 1 + done.more.size();
-    for (size_t i = 1; i <= n; ++i)
-      names.push_back(n == 1 ? spec.name : spec.name + " (part " + std::to_string(i) + " of " + std::to_string(n) + ")");
-    // Libraries a lower layer has too, as found when the layer was written (again when it is cached).
-    for (auto& d : duplicates_of(store, key)) {
-      status.message(Level::Warning, "layer " + spec.name + ": " + describe(d) + "; " + duplicate_outcome(d));
-      duplicates.push_back(std::move(d));
-    }
-    auto created_by = [&](size_t i) {
-      return "stackbuild: layer '" + spec.name + "' (" + kind.name() +
-             (n == 1 ? std::string() : ", part " + std::to_string(i) + " of " + std::to_string(n)) + ")";
-    };
-    history.push_back({created_by(1), spec.comment, false});
-    for (size_t i = 0; i < done.more.size(); ++i) {
-      layers.push_back(done.more[i]);
-      history.push_back({created_by(i + 2), spec.comment, false});
-    }
-    if (!kept) continue;
-    // The kept source, in a layer of its own above (pipeline/kept_source_layer.hpp).
-    try {
-      result.layers.push_back(build_kept_source_layer(spec, *kept, key, store, options,
-                                                      layer_budget(recipe, options), epoch, status, key));
-    } catch (Error& e) {
-      e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
-      throw;
-    }
-    // Its report keeps its own key (kept_source_layer.hpp); `key` is now the chain key.
-    source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] =
-        source_label(spec, *kept, options.variables, false,
-                     recorded_source_commit(store, *result.layers.back().key));
-    const LayerReport& src = result.layers.back();
-    const size_t m = 1 + src.more.size();
-    for (size_t i = 0; i < m; ++i) {
-      layers.push_back(i == 0 ? src.layer : src.more[i - 1]);
-      names.push_back(spec.name + " (source)");
-      history.push_back({"stackbuild: layer '" + spec.name + "' (source at " + kept->image_path +
-                             (m == 1 ? std::string() : ", part " + std::to_string(i + 1) + " of " + std::to_string(m)) +
-                             ")",
-                         spec.comment, false});
+    for (const LayerKind* kind : kinds) {
+      try {
+        result.layers.push_back(kind->build({recipe, spec, key, layers, names, store, options, epoch, status}, key));
+      } catch (Error& e) {
+        e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+        throw;
+      }
+      LayerReport& done = result.layers.back();
+      if (!done.key) done.key = key;  // its records' key: the chain key, unless the kind keys them itself
+      // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
+      if (!done.source.empty()) source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] = done.source;
+      const size_t n = 1 + done.more.size();
+      // Libraries a lower layer has too, as found when the layer was written (again when it is cached).
+      for (auto& d : duplicates_of(store, key)) {
+        status.message(Level::Warning, "layer " + spec.name + ": " + describe(d) + "; " + duplicate_outcome(d));
+        duplicates.push_back(std::move(d));
+      }
+      const std::string what = done.history.empty() ? kind->name() : done.history;
+      for (size_t i = 1; i <= n; ++i) {
+        const std::string part = n == 1 ? "" : "part " + std::to_string(i) + " of " + std::to_string(n);
+        layers.push_back(i == 1 ? done.layer : done.more[i - 2]);
+        names.push_back(part.empty() ? done.name : done.name + " (" + part + ")");
+        history.push_back({"stackbuild: layer '" + spec.name + "' (" + what + (part.empty() ? "" : ", " + part) + ")",
+                           spec.comment, false});
+      }
     }
   }
 

@@ -81,8 +81,11 @@ struct LayerReport {
   double seconds = 0;
   std::vector<Layer> more;  // a layer split over the budget: its further parts, in order
   std::optional<Digest> key;  // its cache key (pipeline/layer_cache.hpp), for a registry cache
-  // A layer compiled from a source tree: its label's value (source_tree.hpp, source_label).
+  // A layer compiled from a source tree, or keeping one: its label's value (source_tree.hpp, source_label).
   std::string source;
+  // The image history's words for it after the layer's name ("source at
+  // /opt/pytorch"); "": its kind's name.
+  std::string history;
 };
 
 struct BuildResult {

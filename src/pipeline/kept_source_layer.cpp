@@ -1,13 +1,30 @@
-#include "pipeline/kept_source_layer.hpp"
-
+// The source a `use:` layer keeps beside its packages (`keep_source:` on a
+// layer installed from wheels, redist archives or apt, as NGC images keep
+// /opt/pytorch): the component's source tree, patched, in a layer of its own
+// directly above the packages' layer. The packages' layer is then cached and
+// shared without the source, and the source layer is shared by every point
+// with the same source.
 #include <chrono>
 
 #include "layer/tree.hpp"
 #include "pipeline/layer_cache.hpp"
+#include "pipeline/layer_kind.hpp"
+#include "pipeline/source_tree.hpp"
 #include "util/error.hpp"
 
 namespace sb {
 
+namespace {
+
+// The source layer of `spec`: from the cache when its key is there, else the
+// tree is fetched (or copied), patched (src/source/) and written at
+// source.image_path, root-owned, modes normalized (0755 directories and
+// executables, 0644 the rest), mtimes clamped to `epoch`, parents 0755.
+// The cache key covers what the tree is (LayerSource::identity), the path,
+// compression, epoch and budget, and not the layers below: points with the
+// same source share the layer, and it is the report's `key` (the layer's
+// records, a registry cache's entry). `key_out` receives the key the layers
+// above chain on (the packages' key `key_parent` and this layer's).
 LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source,
                                     const Digest& key_parent, const Store& store,
                                     const BuildOptions& options, uint64_t budget, int64_t epoch,
@@ -34,9 +51,12 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
                 .finish();
 
   // Its report carries `key`, under which the layer is recorded (here and in
-  // a registry cache), not the chain key.
+  // a registry cache), not the chain key; its history names the path; its
+  // label, the tree and the commit it was fetched at.
   auto report = [&](LayerReport r) {
     r.key = key;
+    r.history = "source at " + source.image_path;
+    r.source = source_label(spec, source, options.variables, false, recorded_source_commit(store, key));
     return r;
   };
   auto found = find_layers(store, key, name, status, options.cache_from);  // another point may be writing it
@@ -67,6 +87,32 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
                    "layer " + name + " at " + source.image_path, "by top-level directory");
   record_source_commit(store, key, fetched);
   return report(layer_report(name, parts, false, seconds()));
+}
+
+class KeptSourceKind final : public LayerKind {
+ public:
+  const char* name() const override { return "source"; }
+  bool handles(const LayerSpec& spec) const override { return spec.keeps_source_beside(); }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    auto source = kept_source(c.spec, c.options.variables, c.options.point);
+    if (!source) throw Error("layer '" + c.spec.name + "' keeps no source");
+    return build_kept_source_layer(c.spec, *source, c.parent_key, c.store, c.options, layer_budget(c.recipe, c.options),
+                                   c.epoch, c.status, key_out);
+  }
+  std::vector<RecordKind> record_kinds() const override {
+    return {{kSourceCommitRecord,  // the commit its git source was fetched at, for the label
+             [](const Digest& key, const std::vector<Layer>&) -> std::optional<Digest> {
+               return source_commit_key(key);
+             },
+             check_source_commit_record}};
+  }
+};
+
+}  // namespace
+
+const LayerKind& kept_source_layer_kind() {
+  static const KeptSourceKind kind;
+  return kind;
 }
 
 }  // namespace sb

@@ -148,5 +148,8 @@ const LayerKind& pip_layer_kind();     // pip: Python wheels (pip_layer.cpp)
 const LayerKind& redist_layer_kind();  // redist: NVIDIA's redist archives (redist_layer.cpp)
 const LayerKind& step_layer_kind();    // build: steps run in the sandbox (step_layer.cpp)
 const LayerKind& copy_layer_kind();    // copy: local files (copy_layer.cpp)
+// Not asked by layer_kind_of(): build_image asks it for a layer of another
+// kind with `keep_source:`, and it builds the source's layer above that one.
+const LayerKind& kept_source_layer_kind();  // source: the tree a package layer keeps (kept_source_layer.cpp)
 
 }  // namespace sb

@@ -32,7 +32,9 @@ const std::vector<RecordKind>& all_record_kinds() {
                                   [](const std::string& value) {
                                     (void)nlohmann::json::parse(value).get<std::vector<DuplicateLibrary>>();
                                   }}};
-    for (const LayerKind* kind : layer_kinds())
+    std::vector<const LayerKind*> kinds = layer_kinds();
+    kinds.push_back(&kept_source_layer_kind());
+    for (const LayerKind* kind : kinds)
       for (const RecordKind& r : kind->record_kinds())
         if (std::none_of(out.begin(), out.end(), [&](const RecordKind& o) { return std::string(o.kind) == r.kind; }))
           out.push_back(r);

@@ -154,7 +154,7 @@ struct LayerSpec {
   // Whether the layer installs its `use:` component from packages (wheel,
   // redist, apt) and `keep_source:` asks for that component's source beside
   // it: the catalog record's source (or the layer's own `source:`), patched,
-  // in a layer of its own directly above (pipeline/kept_source.hpp).
+  // in a layer of its own directly above (pipeline/kept_source_layer.cpp).
   bool keeps_source_beside() const {
     return !keep_source.empty() && !use.empty() && from != "source" && build.empty();
   }
