@@ -7,7 +7,6 @@
 
 #include "cli/cli.hpp"
 #include "pipeline/apt_layer.hpp"
-#include "pipeline/base_image.hpp"
 #include "registry/session.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
@@ -151,9 +150,7 @@ int cmd_lock(const std::vector<std::string>& argv) {
   size_t bad = planned.plan.unsatisfiable();
   if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
-  std::vector<nlohmann::json> extras = lock_extras(planned, ctx.store(), *ctx.status);  // apt, pip, redist
-  add_base_lock_extras(planned, extras, registry_session_options(args), *ctx.status);  // from: its digest
-  fs::path path = write_lock(planned, extras);
+  fs::path path = lock_recipe(planned, ctx.store(), registry_session_options(args), *ctx.status);
   ctx.status->result("lock", path.string() + " (" + std::to_string(planned.plan.points.size()) + (planned.plan.points.size() == 1 ? " point, " : " points, ") +
                                  std::to_string(bad) + " unsatisfiable)");
   return kExitOk;

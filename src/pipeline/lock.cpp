@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "pipeline/base_image.hpp"
 #include "pipeline/layer_kind.hpp"
 #include "pipeline/source_tree.hpp"
 #include "resolve/lockfile.hpp"
@@ -59,6 +60,14 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
     }
   }
   return out;
+}
+
+fs::path lock_recipe(const Planned& planned, const Store& store, registry::SessionOptions registry, Status& status,
+                     const BuildServices& services) {
+  std::vector<nlohmann::json> extras = lock_extras(planned, store, status, services);  // apt, pip, redist, source
+  if (services.registry) registry.transport = services.registry;
+  add_base_lock_extras(planned, extras, registry, status);  // from: its digest
+  return write_lock(planned, extras);
 }
 
 PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point) {

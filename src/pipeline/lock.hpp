@@ -27,6 +27,12 @@ namespace sb {
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status,
                                         const BuildServices& services = {});
 
+// `stackbuild lock`: lock_extras() and the base image's digest (`from:`,
+// resolved against its registry through `registry`, with the services'
+// registry transport) of each point, written as RECIPE.lock; returns its path.
+fs::path lock_recipe(const Planned& planned, const Store& store, registry::SessionOptions registry, Status& status,
+                     const BuildServices& services = {});
+
 // For `build --locked`: the point's inputs with the lockfile's entries. Throws
 // Error(ErrorKind::Input) when a layer that fetches has no entry in the lockfile, or
 // its entry was written for other requirements, manifests or targets, naming

@@ -12,6 +12,7 @@
 
 #include "fakes.hpp"
 #include "helpers.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/run_build.hpp"
 #include "registry/pull.hpp"
 
@@ -194,4 +195,42 @@ TEST_CASE("run_build exports a registry cache through the transport, and a fresh
     for (const auto& l : out.built.points[i].built->layers) CHECK(l.cached);
   }
   CHECK(registry->count("GET /v2/cache/blobs/") > 0);
+}
+
+TEST_CASE("lock and build --locked take a base image through the registry transport", "[driver][services]") {
+  auto registry = std::make_shared<test::FakeRegistry>();
+  Fixture pushed;  // the base: point a of the flavor matrix, pushed to the fake
+  test::RecordingStatus rec;
+  pushed.services.build.registry = registry;
+  BuildRequest rq = pushed.request();
+  rq.only = {"flavor=a"};
+  rq.push_to = {"fake.test/base"};
+  rq.gate.skip = true;
+  BuildOutcome base = run_build(rq, pushed.services, rec);
+  const Digest base_digest = base.built.points.at(0).built->images.at(0).image.manifest.digest;
+
+  Fixture f;
+  f.services.build.registry = registry;
+  test::write(f.tmp.path() / "app.txt", "the app\n");
+  test::write(f.tmp.path() / "app.yaml",
+              "stack: app\nsource_date_epoch: 1700000000\nfrom: fake.test/base:a\n"
+              "layers:\n  - {name: app, copy: [{src: app.txt, dst: /app.txt}]}\ntags: [\"app:1\"]\n");
+  Planned planned = plan_recipe(load_recipe(f.tmp.path() / "app.yaml"), PlanOptions{kSource / "layers", {}});
+  Store store(f.tmp.path() / "store");
+  fs::path lock = lock_recipe(planned, store, {}, rec, f.services.build);
+  auto pinned = nlohmann::json::parse(read_file(lock));
+  CHECK(pinned.dump().find(base_digest.str()) != std::string::npos);
+
+  BuildRequest app;
+  app.recipe = load_recipe(f.tmp.path() / "app.yaml");
+  app.plan.catalog = kSource / "layers";
+  app.locked = true;
+  app.matrix.build.output = f.tmp.path() / "out";
+  app.matrix.build.base.session.check_policy = false;
+  BuildOutcome out = run_build(app, f.services, rec);
+  const auto& image = out.built.points.at(0).built->images.at(0).image;
+  const auto& below = base.built.points.at(0).built->images.at(0).image;
+  REQUIRE(image.layers.size() == below.layers.size() + 1);  // the base's layers, then the app's
+  for (size_t i = 0; i < below.layers.size(); ++i) CHECK(image.layers[i].digest == below.layers[i].digest);
+  CHECK(registry->count("GET /v2/base/manifests/" + base_digest.str()) > 0);  // --locked: by the pinned digest
 }
