@@ -1,7 +1,7 @@
 // Setuid, setgid and file-capability files of a cached root, kept off the
 // host's disk.
 //
-// A cached root (<store>/rootfs/, pipeline/step_layer.hpp) is a host
+// A cached root (<store>/rootfs/, pipeline/step_runner.hpp) is a host
 // directory that build steps run on. Its regular files carry none of those
 // bits on disk: whoever reaches the store (root, or a bug in a later stage)
 // finds no setuid-root program or capability there. What the image has is

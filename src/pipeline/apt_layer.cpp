@@ -492,10 +492,21 @@ bool is_apt_layer(const LayerSpec& spec) {
   return !spec.use.empty() && std::all_of(spec.use.begin(), spec.use.end(), is_os_component);
 }
 
-LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                            const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out) {
+// Builds one apt layer on top of `below` (the image's layers so far, whose
+// dpkg state was recorded when they were built). With options.point.lock (the
+// lockfile's entries of the point, pipeline/lock.hpp) the exact packages
+// pinned there are fetched; otherwise the repositories are read and the
+// packages resolved now.
+LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
+  const Recipe& recipe = c.recipe;
+  const LayerSpec& spec = c.spec;
+  const Digest& key_parent = c.parent_key;
+  const std::vector<Layer>& below = c.below;
+  const std::vector<std::string>& below_names = c.below_names;
+  const Store& store = c.store;
+  const BuildOptions& options = c.options;
+  const int64_t epoch = c.epoch;
+  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   apt::AptState state;
   for (auto it = below.rbegin(); it != below.rend(); ++it)

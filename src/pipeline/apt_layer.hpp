@@ -30,15 +30,6 @@ namespace sb {
 // an os layer, or `from: apt` on catalog components (their records' packages).
 bool is_apt_layer(const LayerSpec& spec);
 
-// Builds one apt layer on top of `below` (the image's layers so far, whose
-// dpkg state was recorded when they were built). `key_parent`/`key_out` as
-// for copy layers. With options.point.lock (the lockfile's entries of the
-// point, pipeline/lock.hpp) the exact packages pinned there are fetched; otherwise the
-// repositories are read and the packages resolved now.
-LayerReport build_apt_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                            const Store& store, const BuildOptions& options,
-                            int64_t epoch, Status& status, Digest& key_out);
 
 
 struct AptResolveOptions {

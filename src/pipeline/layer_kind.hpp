@@ -99,24 +99,19 @@ struct KindLock {
   std::string (*mismatch)(const LockContext&, const LayerSpec&, const nlohmann::json&) = nullptr;
 };
 
-// A kind made of a test and a builder that takes the context's fields as
-// arguments (the kinds here are written so), and, for a kind that pins its
-// inputs, its lock section's name and functions.
+// A kind made of functions: a test, a builder, and, for a kind that pins its
+// inputs, its lock section's name and functions, and the records its layers
+// leave (the apt, pip, redist and steps kinds are written so).
 class BuilderKind final : public LayerKind {
  public:
   using Handles = bool (*)(const LayerSpec&);
-  using Build = LayerReport (*)(const Recipe&, const LayerSpec&, const Digest&, const std::vector<Layer>&,
-                                const std::vector<std::string>&, const Store&, const BuildOptions&, int64_t, Status&,
-                                Digest&);
+  using Build = LayerReport (*)(const LayerContext&, Digest&);
   BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
               std::vector<RecordKind> records = {})
       : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)) {}
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
-  LayerReport build(const LayerContext& c, Digest& key_out) const override {
-    return build_(c.recipe, c.spec, c.parent_key, c.below, c.below_names, c.store, c.options, c.epoch, c.status,
-                  key_out);
-  }
+  LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_(c, key_out); }
   std::vector<RecordKind> record_kinds() const override { return records_; }
   const char* lock_section() const override { return lock_.section; }
   nlohmann::json lock(const LockContext& c, const Store& store, Status& status) const override {

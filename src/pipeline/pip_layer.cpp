@@ -218,10 +218,21 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
   }
 }
 
-LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                            const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
-                            Digest& key_out) {
+// Builds one pip layer on top of `below`. With options.point.lock, the
+// wheels pinned there for this layer are fetched (and no index is read);
+// otherwise the requirements are resolved against the index now. Libraries
+// that `below` (named `below_names`) already has are handled as the layer's
+// `duplicates:` policy says (pipeline/duplicate_libraries.hpp).
+LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
+  const Recipe& recipe = c.recipe;
+  const LayerSpec& spec = c.spec;
+  const Digest& key_parent = c.parent_key;
+  const std::vector<Layer>& below = c.below;
+  const std::vector<std::string>& below_names = c.below_names;
+  const Store& store = c.store;
+  const BuildOptions& options = c.options;
+  const int64_t epoch = c.epoch;
+  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   try {
     pip::Target target = pip_target(recipe, options.variables, options.point);

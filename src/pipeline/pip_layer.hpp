@@ -47,15 +47,6 @@ std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<
 // layer's requirements pull it in and adds nothing otherwise. Each with who set it.
 std::vector<std::pair<std::string, std::string>> pip_constraints(const PointInputs& point);
 
-// Builds one pip layer on top of `below`. With options.point.lock, the
-// wheels pinned there for this layer are fetched (and no index is read);
-// otherwise the requirements are resolved against the index now. Libraries
-// that `below` (named `below_names`) already has are handled as the layer's
-// `duplicates:` policy says (pipeline/duplicate_libraries.hpp).
-LayerReport build_pip_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                            const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                            const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
-                            Digest& key_out);
 
 // How wheels are fetched: STACKBUILD_OFFLINE, and pip's `cert` (a private
 // CA) trusted as pip trusts it, since wheels come from the index's hosts.

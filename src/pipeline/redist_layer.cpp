@@ -167,10 +167,19 @@ std::vector<RedistRequest> redist_requests(const LayerSpec& spec, const std::map
   return out;
 }
 
-LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                               const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                               const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
-                               Digest& key_out) {
+// Builds one redist layer on `below`; libraries `below` has too as
+// pipeline/duplicate_libraries.hpp says. With options.point.lock, the
+// archives pinned there for this layer are fetched (no manifest is read).
+LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
+  const Recipe& recipe = c.recipe;
+  const LayerSpec& spec = c.spec;
+  const Digest& key_parent = c.parent_key;
+  const std::vector<Layer>& below = c.below;
+  const std::vector<std::string>& below_names = c.below_names;
+  const Store& store = c.store;
+  const BuildOptions& options = c.options;
+  const int64_t epoch = c.epoch;
+  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   try {
     fetch::FetchOptions fo = fetch::fetch_options_from_env();

@@ -37,13 +37,5 @@ struct RedistRequest {
 std::vector<RedistRequest> redist_requests(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
                                            const PointInputs& point);
 
-// Builds one redist layer on `below`; `key_parent`/`key_out` as for the other
-// layers; libraries `below` has too as pipeline/duplicate_libraries.hpp says.
-// With options.point.lock, the archives pinned there for this layer are
-// fetched (no manifest is read).
-LayerReport build_redist_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                               const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                               const Store& store, const BuildOptions& options, int64_t epoch, Status& status,
-                               Digest& key_out);
 
 }  // namespace sb

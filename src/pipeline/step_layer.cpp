@@ -1,5 +1,5 @@
-#include "pipeline/step_layer.hpp"
-
+// The steps kind: a layer made by `build:` steps run in the sandbox on the
+// layers below (pipeline/step_runner.hpp), its changeset written as the layer.
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "build/steps.hpp"
+#include "layer/tree.hpp"
 #include "layer/write.hpp"
 #include "pipeline/duplicate_libraries.hpp"
 #include "pipeline/layer_cache.hpp"
@@ -43,11 +44,20 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
 
 }  // namespace
 
-LayerReport build_step_layer(const Recipe& recipe, const LayerSpec& spec, const Digest& key_parent,
-                             const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                             const Store& store,
-                             const BuildOptions& options, int64_t epoch, Status& status,
-                             Digest& key_out) {
+// One layer made by build steps: from the cache when its key is there, else
+// its steps run in the sandbox on the layers below and their changeset is
+// written. The key hashes the parent's key, the layer's spec (with ${vars}
+// expanded), the steps' whole environment, compression and the epoch.
+LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
+  const Recipe& recipe = c.recipe;
+  const LayerSpec& spec = c.spec;
+  const Digest& key_parent = c.parent_key;
+  const std::vector<Layer>& below = c.below;
+  const std::vector<std::string>& below_names = c.below_names;
+  const Store& store = c.store;
+  const BuildOptions& options = c.options;
+  const int64_t epoch = c.epoch;
+  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   const bool rootless = ::geteuid() != 0;
   StepsInput in;

@@ -15,7 +15,7 @@
 #include "build/steps.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"
-#include "pipeline/step_layer.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/step_runner.hpp"
 #include "store/store.hpp"
 #include "tar_fixture.hpp"
@@ -222,8 +222,10 @@ TEST_CASE("a step sees the image's setuid files and capabilities, and its layer 
       PrivilegedSandbox fake;
       BuildOptions o = options_with(fake, tmp.path());
       Digest key = base.digest;
-      LayerReport r =
-          build_step_layer(recipe, recipe.layers[0], base.digest, {base}, {"base"}, store, o, 0, null_status(), key);
+      const std::vector<Layer> below{base};
+      const std::vector<std::string> below_names{"base"};
+      LayerReport r = step_layer_kind().build(
+          {recipe, recipe.layers[0], base.digest, below, below_names, store, o, 0, null_status()}, key);
       ::unsetenv("STACKBUILD_SANDBOX_OVERLAY");
       CHECK(fake.seen["bin/su"] == 04755);
       CHECK(fake.seen["bin/sg"] == 02755);
