@@ -24,7 +24,9 @@ layers:
 tags: ["benchpush:1"]
 YAML
 echo "bench_push: building the image from $SRC ..."
-"$SB" build "$W/recipe/r.yaml" -o "$W/layout" --store "$W/store" --progress plain --level 1 >/dev/null 2>&1
+# src links to a host tree outside the recipe's directory: --allow-host-paths.
+"$SB" build "$W/recipe/r.yaml" -o "$W/layout" --store "$W/store" --progress plain --level 1 --allow-host-paths \
+  >"$W/build.log" 2>&1 || { cat "$W/build.log" >&2; echo "bench_push: the build failed" >&2; exit 1; }
 BYTES=$(du -sb "$W/layout/blobs" | cut -f1)
 PORT=$(bench_port)
 push_skopeo() { skopeo copy -q --dest-tls-verify=false "oci:$W/layout:1" "docker://127.0.0.1:$PORT/skopeo:1" >/dev/null; }
