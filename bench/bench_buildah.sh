@@ -5,7 +5,7 @@
 #   bash bench/bench_buildah.sh
 #
 # The same stack both ways:
-#   stackbuild  `stackbuild build recipes/pytorch.yaml --set cuda=12.6 --set pytorch=2.7.0`
+#   stackbuild  `stackbuild build recipes/pytorch.yaml --only cuda=12.6 --only pytorch=2.7.0`
 #               into an OCI layout (Debian 12 os layer, a tools layer, the torch layer).
 #   buildah     a Debian 12 base made by `mmdebstrap --variant=apt` with the recipe's
 #               packages (what the os layer installs), then a Containerfile: ADD the base,
@@ -31,7 +31,10 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
 SB=${SB:-$root/build/stackbuild}
 RECIPE=$root/recipes/pytorch.yaml
-POINT=(--set cuda=12.6 --set pytorch=2.7.0)
+# --only picks the recipe's own point. --set would replace matrix.cuda and matrix.pytorch,
+# making a product point without the include's arch beside the include's point: two
+# points under one tag, refused before anything builds.
+POINT=(--only cuda=12.6 --only pytorch=2.7.0)
 PY=3.11 GLIBC=2.36                    # Debian 12's python3 and glibc
 TOOLS=(numpy==2.2.6 jupyterlab==4.4.10)                  # the recipe's tools layer
 TORCH=(torch==2.7.0)
@@ -153,8 +156,9 @@ sb_size=$(du_gb "$WORK/sb-store" "$WORK/sb-out")
 say "stackbuild warm (load $(load))"
 sb_warm=$(sb_build sb-warm)
 grep -q '(0 built' sb-warm.err || { tail -20 sb-warm.err >&2; die "the no-change rebuild built a layer"; }
-# The same with a lockfile: the pip layers read no index (apt's too).
-"$SB" lock "$WORK/pytorch.yaml" --catalog "$root/layers" "${POINT[@]}" --store "$WORK/sb-store" \
+# The same with a lockfile: the pip layers read no index (apt's too). lock takes no
+# --only: it pins every point, and build --locked checks the whole plan against it.
+"$SB" lock "$WORK/pytorch.yaml" --catalog "$root/layers" --store "$WORK/sb-store" \
   >lock.out 2>lock.err || { tail -20 lock.err >&2; die "stackbuild lock failed"; }
 say "stackbuild warm --locked (load $(load))"
 sb_locked=$(sb_build sb-locked --locked)
