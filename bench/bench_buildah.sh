@@ -105,7 +105,9 @@ t0=$(now)
 pin tools.txt "${TOOLS[@]}"
 pin torch-all.txt "${TORCH[@]}"
 pin_s=$(secs "$t0" "$(now)")
-wheel_bytes=$(du_gb "$WORK/pin-store")
+# What resolving stored: index pages and wheel metadata (read by range requests), not
+# the wheels, which each build fetches itself.
+pin_bytes=$(du_gb "$WORK/pin-store")
 rm -rf "$WORK/pin-store"
 # The torch layer installs what the tools layer does not already hold (stackbuild's pip
 # layers keep what lower layers installed); a package in both must be the same version.
@@ -117,7 +119,7 @@ awk 'NR == FNR {keep[$1] = 1; next} {n = $0; sub(/==.*/, "", n)} tolower(n) in k
 n_tools=$(wc -l <tools.txt) n_torch=$(wc -l <torch.txt)
 [[ $n_torch -gt 0 && $(wc -l <torch-only.names) -eq $n_torch ]] ||
   die "torch.txt has $n_torch pins for $(wc -l <torch-only.names) packages"
-say "pins: $n_tools wheels for the tools, $n_torch more for torch ($wheel_bytes of wheels, fetched in $(printf '%.1f' "$pin_s") s)"
+say "pins: $n_tools wheels for the tools, $n_torch more for torch (resolved in $(printf '%.1f' "$pin_s") s, $pin_bytes of metadata)"
 
 mkdir -p ctx
 cp tools.txt torch.txt ctx/
@@ -199,8 +201,8 @@ bh_cached=$(grep -c -i 'using cache' bh-warm-bud.log)
 clean_buildah
 
 ratio() { echo "$1 / $2" | bc -l; }
-printf '\nbench_buildah: recipes/pytorch.yaml, point cuda 12.6 / torch 2.7.0 (%s + %s wheels, %s)\n' \
-  "$n_tools" "$n_torch" "$wheel_bytes"
+printf '\nbench_buildah: recipes/pytorch.yaml, point cuda 12.6 / torch 2.7.0 (%s + %s wheels)\n' \
+  "$n_tools" "$n_torch"
 printf '  ran one tool after the other on %s cores (load now %s); buildah storage: %s\n' \
   "$(nproc)" "$(load)" "$DRIVER"
 printf '  %-44s %9s %9s %9s\n' "" stackbuild buildah "sb/bah"
@@ -213,8 +215,8 @@ printf '  buildah cold: mmdebstrap %.1f s, bud %.1f s, push to OCI layout %.1f s
 printf '  buildah warm: bud %.2f s (%s steps from the cache), push %.2f s\n' \
   "$bh_warm_bud" "$bh_cached" "$bh_warm_push"
 printf '  stackbuild cold: %s\n  stackbuild warm: %s\n' "$sb_summary_cold" "$sb_summary_warm"
-printf '  downloads: %s of wheels took %.1f s to resolve and fetch with stackbuild pip alone\n' \
-  "$wheel_bytes" "$pin_s"
+printf '  pins: stackbuild pip alone resolved them in %.1f s (%s of index pages and metadata, no wheels)\n' \
+  "$pin_s" "$pin_bytes"
 printf '  storage after cold: stackbuild %s (store + layout), buildah %s (storage + layout)\n' \
   "$sb_size" "$bh_size"
 printf '  bar: stackbuild cold <= 0.5 x buildah cold: %s; no-change rebuild < 1 s: %s\n' \
