@@ -151,7 +151,7 @@ else
   pin_s=$(secs "$t0" "$(now)")
   # What resolving stored: index pages and wheel metadata (read by range requests), not
   # the wheels, which each build fetches itself.
-  pin_bytes=$(du_gb "$WORK/pin-store")
+  pin_bytes=$(du -sxb "$WORK/pin-store" | awk '{printf "%.0f MB", $1 / 1e6}')
   rm -rf "$WORK/pin-store"
   # The torch layer installs what the tools layer does not already hold (stackbuild's pip
   # layers keep what lower layers installed); a package in both must be the same version.
