@@ -3,6 +3,7 @@
 # Layer-writing throughput and size: stackbuild against umoci and shell pipelines.
 #
 #   bash bench/bench_layer.sh [TREE]          (default TREE: /usr/local/cuda, ~2.7 GB)
+#   bash bench/bench_layer.sh --smoke         (a tiny tree made here, N=1, no bar enforced)
 #
 # On one tree, with a warm page cache, best of $N runs each (wall-clock):
 #   stackbuild layer TREE --compression gzip / zstd   (a fresh --store each run)
@@ -20,23 +21,31 @@
 # WORK (scratch folder, default a new one under /tmp, removed at the end; it needs about
 # 2.5 x the tree's size for umoci's bundle and the blobs), JOBS (passed as -j to
 # stackbuild; default: stackbuild's own, one thread per core), SKIP_GZIP6=1,
-# SKIP_UMOCI=1, STRICT=1 (exit 1 when a bar is missed).
-# Not a test: run it by hand on a quiet machine. MB is 10^6 bytes.
+# SKIP_UMOCI=1, STRICT=1 (exit 1 when a bar is missed; not with --smoke).
+# Not a test: run it by hand on a quiet machine (--smoke is, in the default test run).
+# MB is 10^6 bytes.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+BENCH_NAME=bench_layer
+SMOKE=0; if [[ ${1:-} == --smoke ]]; then SMOKE=1; shift; fi
 SB=${SB:-$here/../build/stackbuild}
 N=${N:-3}
 TREE=${1:-/usr/local/cuda}
+if [[ $SMOKE == 1 ]]; then N=1 STRICT=; fi
 die() { printf 'bench_layer: %s\n' "$*" >&2; exit 1; }
 log() { printf 'bench_layer: %s\n' "$*" >&2; }
 
 [[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
-[[ -e "$TREE" ]] || die "no tree at $TREE"
-TREE=$(readlink -f "$TREE")                # /usr/local/cuda is a symlink to cuda-X.Y
-[[ -d "$TREE" ]] || die "$TREE is not a directory"
-for t in tar pigz zstd gzip sha256sum; do command -v $t >/dev/null || die "'$t' is not installed"; done
-if [[ "${SKIP_UMOCI:-}" != 1 ]]; then command -v umoci >/dev/null || die "'umoci' is not installed (or SKIP_UMOCI=1)"; fi
+if [[ $SMOKE != 1 ]]; then   # the smoke tree is made in WORK, below
+  [[ -e "$TREE" ]] || die "no tree at $TREE"
+  TREE=$(readlink -f "$TREE")                # /usr/local/cuda is a symlink to cuda-X.Y
+  [[ -d "$TREE" ]] || die "$TREE is not a directory"
+fi
+for t in tar pigz zstd gzip sha256sum; do command -v $t >/dev/null || bench_skip "'$t' is not installed"; done
+if [[ "${SKIP_UMOCI:-}" != 1 ]]; then command -v umoci >/dev/null || bench_skip "'umoci' is not installed (or SKIP_UMOCI=1)"; fi
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "N must be a positive integer"
 
 if [[ -n "${WORK:-}" ]]; then
@@ -46,6 +55,7 @@ else
   WORK=$(mktemp -d /tmp/bench_layer.XXXXXX)
 fi
 trap 'rm -rf "$WORK"' EXIT
+if [[ $SMOKE == 1 ]]; then bench_smoke_tree "$WORK/smoke-tree"; TREE=$WORK/smoke-tree; fi
 jobs_opt=()
 [[ -n "${JOBS:-}" ]] && jobs_opt=(-j "$JOBS")
 
@@ -172,5 +182,6 @@ g="stackbuild layer (gzip)"; z="stackbuild layer (zstd)"
 [[ -n "${SIZE[tar | gzip -6 (once)]:-}" ]] && bar "stackbuild-gzip size / gzip -6 size" "$(ratio3 "${SIZE[$g]}" "${SIZE[tar | gzip -6 (once)]}")" "<=" 1.05
 bar "stackbuild-zstd throughput / zstd -3 -T2 pipeline" "$(ratio "${SECS[tar | zstd -3 -T2]}" "${SECS[$z]}")" ">=" 2
 printf '%-48s %8s   (no bar)\n' "stackbuild-gzip throughput / pigz -p2 pipeline" "$(ratio "${SECS[tar | pigz -p2 -n]}" "${SECS[$g]}")"
+bench_smoke_note
 if [[ $missed -ne 0 && "${STRICT:-}" == 1 ]]; then exit 1; fi
 exit 0

@@ -3,6 +3,7 @@
 # (distribution 2.8, plain HTTP, 127.0.0.1) into an OCI layout.
 #
 #   SB=build/stackbuild bash bench/bench_pull.sh [SRC]   (default SRC: /usr/local/cuda)
+#   SB=build/stackbuild bash bench/bench_pull.sh --smoke (a tiny tree, 1 round; bench/lib.sh)
 #
 # The image is built from a copy of SRC, one gzip layer per top-level directory of SRC,
 # and pushed once. Then ROUNDS rounds (default 3), each pulling it once with each tool
@@ -14,12 +15,14 @@
 # bytes) and the ratio skopeo time / stackbuild time (bar: >= 1).
 # Environment: SB, ROUNDS, WORK (scratch, default a new folder under /tmp, removed at the
 # end; it needs about 3 x the blobs' size).
-# Not a test: run it by hand on a quiet machine. MB is 10^6 bytes.
+# Not a test: run it by hand on a quiet machine (--smoke is, in the default test run).
+# MB is 10^6 bytes.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+SMOKE=0; if [[ ${1:-} == --smoke ]]; then SMOKE=1; shift; fi
 bench_setup bench_pull "${1:-/usr/local/cuda}" docker-registry skopeo curl python3
 
 log "building the image from $SRC ..."
@@ -58,3 +61,4 @@ done
 rm -rf "$W/out" "$W/store"
 
 bench_against_skopeo bench_pull pull "$BLOBS" "${times[@]}"
+bench_smoke_note

@@ -5,9 +5,12 @@
 # throughputs (MB/s of blob bytes, the median of ROUNDS rounds, default 2, each on a
 # fresh registry with the order swapped) and the ratio (bar: >= 1).
 #   SB=build/stackbuild bash bench/bench_push.sh [SRC]
+#   SB=build/stackbuild bash bench/bench_push.sh --smoke   (a tiny tree, 1 round; bench/lib.sh)
 set -euo pipefail
 # shellcheck source=bench/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+BENCH_NAME=bench_push
+SMOKE=0; if [[ ${1:-} == --smoke ]]; then SMOKE=1; shift; fi
 SB=${SB:-build/stackbuild}
 SB=$(cd "$(dirname "$SB")" && pwd)/$(basename "$SB")
 SRC=${1:-/usr/local/cuda}
@@ -15,6 +18,7 @@ SRC=${1:-/usr/local/cuda}
 for t in docker-registry skopeo curl python3; do command -v $t >/dev/null || { echo "bench_push: needs $t"; exit 77; }; done
 W=$(mktemp -d /tmp/bench_push.XXXXXX)
 trap 'bench_registry_stop; rm -rf "$W"' EXIT
+if [[ $SMOKE == 1 ]]; then bench_smoke_tree "$W/smoke-src"; SRC=$W/smoke-src; fi
 mkdir -p "$W/recipe"
 ln -s "$(readlink -f "$SRC")" "$W/recipe/src"
 cat >"$W/recipe/r.yaml" <<YAML
@@ -24,7 +28,9 @@ layers:
 tags: ["benchpush:1"]
 YAML
 echo "bench_push: building the image from $SRC ..."
-"$SB" build "$W/recipe/r.yaml" -o "$W/layout" --store "$W/store" --progress plain --level 1 >/dev/null 2>&1
+# src links to a host tree outside the recipe's directory: --allow-host-paths.
+"$SB" build "$W/recipe/r.yaml" -o "$W/layout" --store "$W/store" --progress plain --level 1 --allow-host-paths \
+  >"$W/build.log" 2>&1 || { cat "$W/build.log" >&2; echo "bench_push: the build failed" >&2; exit 1; }
 BYTES=$(du -sb "$W/layout/blobs" | cut -f1)
 PORT=$(bench_port)
 push_skopeo() { skopeo copy -q --dest-tls-verify=false "oci:$W/layout:1" "docker://127.0.0.1:$PORT/skopeo:1" >/dev/null; }
@@ -35,6 +41,7 @@ push_sb() {
 # ROUNDS rounds (default 2), each on a fresh registry, the order swapped every
 # round so that neither tool always meets a warm or a cold registry.
 ROUNDS=${ROUNDS:-2}
+[[ $SMOKE == 1 ]] && ROUNDS=1
 times=()
 for r in $(seq "$ROUNDS"); do
   bench_registry_start "$W" "$PORT" || exit 1
@@ -48,3 +55,4 @@ for r in $(seq "$ROUNDS"); do
   bench_registry_stop
 done
 bench_against_skopeo bench_push push "$BYTES" "${times[@]}"
+bench_smoke_note

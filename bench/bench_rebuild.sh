@@ -3,6 +3,7 @@
 # layer edited.
 #
 #   bash bench/bench_rebuild.sh
+#   bash bench/bench_rebuild.sh --smoke     (200 files, N=1, no bar enforced; bench/lib.sh)
 #
 # The recipe: a copy layer (the host's static busybox and ~2,000 small files) and four
 # step layers on it, each running a short script in the sandbox. After one cold build:
@@ -13,17 +14,24 @@
 #              top layer alone is rebuilt (its steps run, its layer is written).
 # Prints the figures and checks the build summaries ("0 built" / "1 built").
 # Environment: SB (default: build/stackbuild of this checkout), N (runs, default 5),
-# STRICT=1 (exit 1 when the no-change median is not under 1 s). Needs root (the
-# sandbox) and /bin/busybox (busybox-static). Not a test: run it by hand.
+# STRICT=1 (exit 1 when the no-change median is not under 1 s; not with --smoke). Needs
+# root (the sandbox) and /bin/busybox (busybox-static). Not a test: run it by hand
+# (--smoke is, in the default test run).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=bench/lib.sh
+source "$here/lib.sh"
+BENCH_NAME=bench_rebuild
+SMOKE=0; if [[ ${1:-} == --smoke ]]; then SMOKE=1; shift; fi
 SB=${SB:-$here/../build/stackbuild}
 N=${N:-5}
+FILES=2000
+if [[ $SMOKE == 1 ]]; then N=1 FILES=200 STRICT=; fi
 die() { printf 'bench_rebuild: %s\n' "$*" >&2; exit 1; }
 [[ -x "$SB" ]] || die "no stackbuild at $SB (set SB=...)"
-[[ $(id -u) -eq 0 ]] || die "the build sandbox needs root here"
-[[ -x /bin/busybox ]] || die "/bin/busybox is missing (apt-get install busybox-static)"
+[[ $(id -u) -eq 0 ]] || bench_skip "the build sandbox needs root here"
+[[ -x /bin/busybox ]] || bench_skip "/bin/busybox is missing (apt-get install busybox-static)"
 
 WORK=$(mktemp -d /tmp/bench_rebuild.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
@@ -31,7 +39,7 @@ cd "$WORK"
 mkdir -p base/bin base/data
 cp /bin/busybox base/bin/
 for a in sh echo cat mkdir seq; do ln -s busybox "base/bin/$a"; done
-for i in $(seq 2000); do echo "file $i" >"base/data/f$i"; done
+for i in $(seq "$FILES"); do echo "file $i" >"base/data/f$i"; done
 
 recipe() {  # recipe TOP-VALUE
   cat <<EOF
@@ -70,4 +78,5 @@ printf '  cold build:        %.3f s\n' "$cold"
 printf '  no-change rebuild: %s   (bar: well under 1 s)\n' "$(stats <same.txt)"
 printf '  top layer edited:  %s   (rebuilds the top layer alone)\n' "$(stats <edit.txt)"
 median=$(sort -n same.txt | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
+bench_smoke_note
 if [[ "${STRICT:-}" == 1 ]] && (($(echo "$median >= 1" | bc -l))); then die "no-change median $median s is not under 1 s"; fi

@@ -2,6 +2,7 @@
 # Unpack throughput: stackbuild unpack against umoci on the same OCI layout.
 #
 #   SB=build/stackbuild bash bench/bench_unpack.sh [SRC]   (default SRC: /usr/local/cuda)
+#   SB=build/stackbuild bash bench/bench_unpack.sh --smoke (a tiny tree, 1 round; bench/lib.sh)
 #
 # The image is built once from a copy of SRC, one gzip layer per top-level directory of
 # SRC (links to directories left out). Then ROUNDS rounds (default 3), each
@@ -16,14 +17,16 @@
 # (umoci raw / stackbuild; bar: >= 1).
 # Environment: SB, ROUNDS, WORK (scratch, default a new folder under /tmp, removed at the
 # end; it needs about 3.5 x SRC's size), SKIP_UMOCI_BUNDLE=1 (skip `umoci unpack`).
-# Not a test: run it by hand on a quiet machine. MB is 10^6 bytes.
+# Not a test: run it by hand on a quiet machine (--smoke is, in the default test run).
+# MB is 10^6 bytes.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
 source "$here/lib.sh"
+SMOKE=0; if [[ ${1:-} == --smoke ]]; then SMOKE=1; shift; fi
 bench_setup bench_unpack "${1:-/usr/local/cuda}" umoci pigz tar python3
-(( $(id -u) == 0 )) || die "run as root: umoci unpack as another user needs --rootless, which does more"
+(( $(id -u) == 0 )) || bench_skip "run as root: umoci unpack as another user needs --rootless, which does more"
 
 src_bytes=$(du -sb "$SRC" | cut -f1)
 free_bytes=$(( $(df -Pk "$W" | awk 'NR == 2 { print $4 }') * 1024 ))
@@ -95,3 +98,4 @@ if "umoci" in med:
     print(f"bench_unpack: ratio umoci unpack / stackbuild      {med['umoci']/sb:.2f}")
 print(f"bench_unpack: ratio pigz|tar / stackbuild          {med['pigz_tar']/sb:.2f}")
 PY
+bench_smoke_note
