@@ -2,6 +2,7 @@
 // the time: planning a large matrix must take well under a second.
 //
 //   bench_resolve [layers-dir] [points]
+//   bench_resolve --smoke     (200 points: that it runs and prints, for the test run)
 //
 // Points mix pinned and unpinned frameworks, CUDA minors, Pythons, OSes and
 // arch lists, so both the quick successes and the backtracking conflicts
@@ -63,8 +64,9 @@ std::vector<sb::resolve::Request> make_points(size_t count) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = argc > 1 ? argv[1] : SB_SOURCE_DIR "/layers";
-  size_t count = argc > 2 ? std::stoul(argv[2]) : 10000;
+  const bool smoke = argc > 1 && std::string(argv[1]) == "--smoke";
+  std::string dir = argc > 1 && !smoke ? argv[1] : SB_SOURCE_DIR "/layers";
+  size_t count = smoke ? 200 : argc > 2 ? std::stoul(argv[2]) : 10000;
   try {
     auto t0 = std::chrono::steady_clock::now();
     sb::catalog::Catalog catalog = sb::catalog::load_catalog(dir);
