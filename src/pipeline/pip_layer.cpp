@@ -62,19 +62,6 @@ pip::LayerListing cached_listing(const Store& store, const std::string& name, co
   return out;
 }
 
-// The record of `v`; of its build `build` when given (pytorch 2.7.0 comes as
-// cu118, cu126 and cu128 builds, each with its own sources).
-const catalog::Record* record_of(const catalog::Catalog& cat, const std::string& component, const std::string& v,
-                                 const std::string& build = "") {
-  const catalog::Component* c = cat.find(component);
-  if (!c) return nullptr;
-  for (const auto& r : c->records)
-    if ((r.version.str() == v || std::find(r.aliases.begin(), r.aliases.end(), v) != r.aliases.end()) &&
-        (build.empty() || r.build == build))
-      return &r;
-  return nullptr;
-}
-
 // The Python projects a layer installed for `target`'s interpreter: its
 // *.dist-info and *.egg-info directories under site-/dist-packages of that
 // Python (or Debian's shared python3/dist-packages), as name -> version.
@@ -118,8 +105,8 @@ pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::st
   std::string python = vars.count("python") ? vars.at("python") : "";
   if (python.empty()) python = recipe.platform.python;
   std::string glibc = recipe.platform.glibc, distro;
-  if (point.catalog && vars.count("os")) {
-    if (const catalog::Record* os = record_of(*point.catalog, "os", vars.at("os"))) {
+  if (vars.count("os")) {
+    if (const catalog::Record* os = chosen_record(point, "os", vars.at("os"))) {
       if (python.empty() && os->info.count("python")) python = os->info.at("python");
       if (glibc.empty() && os->info.count("glibc")) glibc = os->info.at("glibc");
       if (os->info.count("distro")) distro = os->info.at("distro");

@@ -21,6 +21,9 @@ struct PointInputs {
   // one found for the recipe: Planned::catalog); null without a plan or a
   // catalog. The layers take their records from it.
   std::shared_ptr<const catalog::Catalog> catalog;
+  // The record the plan chose for each resolved component (its exact version
+  // and build), found once here; they live in `catalog`.
+  std::map<std::string, const catalog::Record*> records;
   // --locked: the point's {"apt": ..., "pip": ..., "redist": ..., "source": ...}
   // from the lockfile (JSON text), checked against the recipe; "" = resolve now.
   std::string lock;
@@ -30,9 +33,10 @@ struct PointInputs {
 // catalog they were resolved against.
 PointInputs point_inputs(const resolve::PlanPoint& point, std::shared_ptr<const catalog::Catalog> catalog);
 
-// The catalog record chosen for `component` at the point: its exact version
-// and build; without one (a recipe built without a plan), the record whose
-// version or alias is `fallback`. Null when there is none, or no catalog.
+// The catalog record chosen for `component` at the point (point.records);
+// for a component the plan did not resolve (a recipe built without a plan),
+// the record whose version or alias is `fallback`. Null when there is none,
+// or no catalog.
 const catalog::Record* chosen_record(const PointInputs& point, const std::string& component,
                                      const std::string& fallback);
 

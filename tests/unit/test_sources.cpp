@@ -174,6 +174,10 @@ TEST_CASE("sources: redist layers request the point's manifests and NCCL's tarba
   PointInputs wheel_only = in;
   wheel_only.versions["nccl"] = "2.28.9";
   wheel_only.builds["nccl"] = "cu12";
+  wheel_only.records.erase("nccl");  // the plan's choice, as point_inputs() would have found it
+  for (const auto& rec : p.catalog->find("nccl")->records)
+    if (rec.version.str() == "2.28.9" && rec.build == "cu12") wheel_only.records["nccl"] = &rec;
+  REQUIRE(wheel_only.records.count("nccl"));
   CHECK_THROWS_WITH(redist_requests(layer(r, "dl"), vars, wheel_only),
                     Catch::Contains("no NVIDIA redist archive for nccl 2.28.9") && Catch::Contains("from: wheel"));
 }
