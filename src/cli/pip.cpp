@@ -7,9 +7,9 @@
 
 #include "cli/cli.hpp"
 #include "layer/write.hpp"
-#include "pip/install.hpp"
+#include "fetch/pip/install.hpp"
 #include "pipeline/pip_layer.hpp"
-#include "redist/install.hpp"
+#include "fetch/redist/install.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
 

@@ -7,11 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apt/control.hpp"
+#include "fetch/apt/control.hpp"
 #include "image/sbom.hpp"
-#include "pip/index.hpp"
-#include "pip/requirement.hpp"
-#include "pip/version.hpp"
+#include "fetch/pip/index.hpp"
+#include "fetch/pip/requirement.hpp"
+#include "fetch/pip/version.hpp"
 #include "util/c_header.hpp"
 #include "util/digest.hpp"
 #include "util/error.hpp"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "image/sbom.hpp"
-#include "pip/version.hpp"
+#include "fetch/pip/version.hpp"
 
 namespace sb::sbom {
 

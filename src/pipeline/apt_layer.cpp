@@ -9,11 +9,11 @@
 #include <mutex>
 #include <set>
 
-#include "apt/config.hpp"
-#include "apt/install.hpp"
-#include "apt/repository.hpp"
-#include "apt/solver.hpp"
-#include "apt/sources.hpp"
+#include "fetch/apt/config.hpp"
+#include "fetch/apt/install.hpp"
+#include "fetch/apt/repository.hpp"
+#include "fetch/apt/solver.hpp"
+#include "fetch/apt/sources.hpp"
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
 #include "pipeline/layer_cache.hpp"
@@ -101,7 +101,7 @@ std::vector<apt::Repository> public_repositories(const Distro& d) {
 }
 
 // The machine's apt network settings (proxies, CA files, TLS checks, logins:
-// apt/config.hpp), read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG
+// fetch/apt/config.hpp), read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG
 // once a run: every apt layer of every point shares them, so apt.conf is read
 // and a Proxy-Auto-Detect command asked about a host once, not per layer.
 std::shared_ptr<apt::AptNetwork> run_network() {
@@ -577,7 +577,7 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
   if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
   check_duplicate_libraries(spec, below, below_names, store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
-  // Over the budget: split by package, dpkg's status in the last part (apt/install.hpp: package_groups).
+  // Over the budget: split by package, dpkg's status in the last part (fetch/apt/install.hpp: package_groups).
   std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
                                           status, what, "by package");
   store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());

@@ -17,7 +17,7 @@ namespace sb {
 namespace {
 
 // The source layer of `spec`: from the cache when its key is there, else the
-// tree is fetched (or copied), patched (src/source/) and written at
+// tree is fetched (or copied), patched (src/fetch/source/) and written at
 // source.image_path, root-owned, modes normalized (0755 directories and
 // executables, 0644 the rest), mtimes clamped to `epoch`, parents 0755.
 // The cache key covers what the tree is (LayerSource::identity), the path,

@@ -3,7 +3,7 @@
 // TransformerEngine's CUDNN_PATH), so a recipe compiling against them need
 // not spell out paths that depend on how they were installed:
 //
-//   redist (use: [cudnn, nccl])    /usr/local/cuda-X.Y/{include,lib64}  (src/redist/install.cpp)
+//   redist (use: [cudnn, nccl])    /usr/local/cuda-X.Y/{include,lib64}  (src/fetch/redist/install.cpp)
 //   wheels (from: wheel, or pip:)  <site-packages>/nvidia/<cudnn|nccl>/{include,lib}
 //   apt (from: apt, or apt:)       /usr/include, /usr/lib/<triplet>
 #pragma once

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "pip/index.hpp"
+#include "fetch/pip/index.hpp"
 #include "store/store.hpp"
 
 namespace sb {

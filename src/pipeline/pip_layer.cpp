@@ -10,9 +10,9 @@
 
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
-#include "pip/duplicates.hpp"
+#include "fetch/pip/duplicates.hpp"
 #include "pipeline/duplicate_libraries.hpp"
-#include "pip/install.hpp"
+#include "fetch/pip/install.hpp"
 #include "pipeline/lock.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"

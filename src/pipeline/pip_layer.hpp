@@ -17,7 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pip/resolver.hpp"
+#include "fetch/pip/resolver.hpp"
 #include "pipeline/build_options.hpp"
 
 namespace sb {

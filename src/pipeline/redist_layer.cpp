@@ -10,7 +10,7 @@
 #include "catalog/catalog.hpp"
 #include "layer/write.hpp"
 #include "pipeline/lock.hpp"
-#include "redist/install.hpp"
+#include "fetch/redist/install.hpp"
 #include "util/error.hpp"
 #include "util/limits.hpp"
 #include "util/json.hpp"

@@ -14,7 +14,7 @@
 #include "fetch/fetcher.hpp"
 #include "pipeline/point_inputs.hpp"
 #include "recipe/recipe.hpp"
-#include "source/source.hpp"
+#include "fetch/source/source.hpp"
 #include "store/store.hpp"
 #include "util/status.hpp"
 

@@ -48,7 +48,7 @@ struct CopySpec {
 // archive pinned by sha256 (`url` + `sha256`), or a git repository at a ref
 // (`git` + `ref`, a commit or a tag; both may use ${vars}). Without it,
 // `use: X` + `from: source` (or `keep_source:`) takes the catalog's source
-// of X. See src/source/.
+// of X. See src/fetch/source/.
 struct SourceDecl {
   std::string path, url, sha256, git, ref;
   fs::path base;  // the directory `path` is relative to (its recipe's)

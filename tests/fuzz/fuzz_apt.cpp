@@ -1,12 +1,12 @@
 // What an apt archive (a mirror, a snapshot, a file:// repository) or a
 // sources list hands us: Release, Packages, control fields, versions.
-#include "apt/config.hpp"
-#include "apt/control.hpp"
-#include "apt/index.hpp"
-#include "apt/repository.hpp"
-#include "apt/solver.hpp"
-#include "apt/sources.hpp"
-#include "apt/version.hpp"
+#include "fetch/apt/config.hpp"
+#include "fetch/apt/control.hpp"
+#include "fetch/apt/index.hpp"
+#include "fetch/apt/repository.hpp"
+#include "fetch/apt/solver.hpp"
+#include "fetch/apt/sources.hpp"
+#include "fetch/apt/version.hpp"
 #include "fuzz.hpp"
 
 namespace {

@@ -2,13 +2,13 @@
 // reader and the wheel installer), .deb files and gzip streams. Beyond not
 // crashing, each must write, chmod or read nothing outside the directory it
 // was given (canary.hpp: a canary beside it and one at a fixed host path).
-#include "apt/deb.hpp"
+#include "fetch/apt/deb.hpp"
 #include "archive/extract.hpp"
 #include "archive/gzip_stream.hpp"
 #include "canary.hpp"
 #include "fuzz.hpp"
-#include "pip/wheel.hpp"
-#include "pip/zip.hpp"
+#include "fetch/pip/wheel.hpp"
+#include "fetch/pip/zip.hpp"
 
 namespace fs = std::filesystem;
 using sb::fuzz::Canary;

@@ -1,9 +1,9 @@
 // A lockfile, as a user's hand edit or a bad merge may leave it: the stale
 // check against a plan of two points, and the pins a --locked build reads.
-#include "apt/install.hpp"
-#include "apt/sources.hpp"
+#include "fetch/apt/install.hpp"
+#include "fetch/apt/sources.hpp"
 #include "fuzz.hpp"
-#include "pip/resolver.hpp"
+#include "fetch/pip/resolver.hpp"
 #include "pipeline/lock.hpp"
 #include "resolve/lockfile.hpp"
 

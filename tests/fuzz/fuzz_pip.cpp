@@ -1,10 +1,10 @@
 // What a Python index and a wheel's METADATA hand us: index pages (JSON and
 // HTML), versions, specifiers, requirements, markers, wheel file names.
 #include "fuzz.hpp"
-#include "pip/index.hpp"
-#include "pip/requirement.hpp"
-#include "pip/tags.hpp"
-#include "pip/version.hpp"
+#include "fetch/pip/index.hpp"
+#include "fetch/pip/requirement.hpp"
+#include "fetch/pip/tags.hpp"
+#include "fetch/pip/version.hpp"
 
 SB_FUZZ_TARGET(pip) {
   if (size == 0) return;

@@ -3,7 +3,7 @@
 // manifests, the test report label of a pulled image, and the machine's
 // registries.conf.
 #include "fuzz.hpp"
-#include "redist/manifest.hpp"
+#include "fetch/redist/manifest.hpp"
 #include "registry/auth.hpp"
 #include "registry/machine.hpp"
 #include "registry/reference.hpp"

@@ -11,8 +11,8 @@
 #include "canary.hpp"
 #include "fetch/fetcher.hpp"
 #include "fuzz.hpp"
-#include "redist/install.hpp"
-#include "source/source.hpp"
+#include "fetch/redist/install.hpp"
+#include "fetch/source/source.hpp"
 #include "store/store.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// apt's configuration as the apt stage reads it (apt/config.hpp): the
+// apt's configuration as the apt stage reads it (fetch/apt/config.hpp): the
 // apt.conf(5) syntax (checked against apt-config itself where it is
 // installed), the files a machine's tree holds and the order apt reads them
 // in, apt_auth.conf(5) logins, and the route (proxy, CA, checks, login) apt's
@@ -10,7 +10,7 @@
 #include <mutex>
 #include <optional>
 
-#include "apt/config.hpp"
+#include "fetch/apt/config.hpp"
 #include "helpers.hpp"
 #include "http_server.hpp"
 #include "util/error.hpp"

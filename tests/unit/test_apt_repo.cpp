@@ -6,8 +6,8 @@
 
 #include <set>
 
-#include "apt/install.hpp"
-#include "apt/repository.hpp"
+#include "fetch/apt/install.hpp"
+#include "fetch/apt/repository.hpp"
 #include "helpers.hpp"
 #include "layer/split.hpp"
 #include "util/process.hpp"

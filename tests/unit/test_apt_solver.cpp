@@ -2,10 +2,10 @@
 // written in the test (no network, no tools).
 #include <catch2/catch.hpp>
 
-#include "apt/index.hpp"
-#include "apt/solver.hpp"
-#include "apt/sources.hpp"
-#include "apt/version.hpp"
+#include "fetch/apt/index.hpp"
+#include "fetch/apt/solver.hpp"
+#include "fetch/apt/sources.hpp"
+#include "fetch/apt/version.hpp"
 
 using namespace sb;
 using namespace sb::apt;

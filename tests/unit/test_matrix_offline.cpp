@@ -16,7 +16,7 @@
 #include "helpers.hpp"
 #include "pip_fixture.hpp"
 #include "pipeline/matrix_build.hpp"
-#include "pip/resolver.hpp"
+#include "fetch/pip/resolver.hpp"
 #include "pipeline/plan.hpp"
 #include "util/process.hpp"
 

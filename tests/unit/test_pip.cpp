@@ -2,9 +2,9 @@
 // tags: tables checked against what packaging/pip decide.
 #include <catch2/catch.hpp>
 
-#include "pip/requirement.hpp"
-#include "pip/tags.hpp"
-#include "pip/version.hpp"
+#include "fetch/pip/requirement.hpp"
+#include "fetch/pip/tags.hpp"
+#include "fetch/pip/version.hpp"
 #include "util/error.hpp"
 
 using namespace sb;

@@ -12,9 +12,9 @@
 
 #include "helpers.hpp"
 #include "layer/tar_writer.hpp"
-#include "pip/duplicates.hpp"
-#include "pip/index.hpp"
-#include "pip/resolver.hpp"
+#include "fetch/pip/duplicates.hpp"
+#include "fetch/pip/index.hpp"
+#include "fetch/pip/resolver.hpp"
 #include "pip_fixture.hpp"
 #include "util/status.hpp"
 

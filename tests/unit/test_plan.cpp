@@ -5,10 +5,10 @@
 
 #include <tuple>
 
-#include "apt/install.hpp"
-#include "apt/sources.hpp"
+#include "fetch/apt/install.hpp"
+#include "fetch/apt/sources.hpp"
 #include "helpers.hpp"
-#include "pip/resolver.hpp"
+#include "fetch/pip/resolver.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/lockfile.hpp"

@@ -16,7 +16,7 @@
 
 #include "helpers.hpp"
 #include "http_server.hpp"
-#include "redist/install.hpp"
+#include "fetch/redist/install.hpp"
 #include "tar_fixture.hpp"
 #include "util/status.hpp"
 

@@ -1,4 +1,4 @@
-// Framework sources (src/source/): an archive pinned by sha256, a git
+// Framework sources (src/fetch/source/): an archive pinned by sha256, a git
 // repository at a commit, a local directory; patches in order; the lock.
 #include <catch2/catch.hpp>
 
@@ -11,7 +11,7 @@
 
 #include "helpers.hpp"
 #include "http_server.hpp"
-#include "source/source.hpp"
+#include "fetch/source/source.hpp"
 #include "tar_fixture.hpp"
 #include "util/process.hpp"
 #include "util/status.hpp"

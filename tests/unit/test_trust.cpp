@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "archive/extract.hpp"
-#include "apt/deb.hpp"
+#include "fetch/apt/deb.hpp"
 #include "build/steps.hpp"
 #include "helpers.hpp"
 #include "pipeline/build.hpp"

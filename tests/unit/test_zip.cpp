@@ -1,4 +1,4 @@
-// pip/zip.hpp: the wheel zip reader (ISA-L inflate) against archives written
+// fetch/pip/zip.hpp: the wheel zip reader (ISA-L inflate) against archives written
 // by libarchive and against hand-made ones (zip64, CP437 names, DOS and Unix
 // modes, corruption of each kind).
 #include <archive.h>
@@ -10,7 +10,7 @@
 #include <random>
 
 #include "helpers.hpp"
-#include "pip/zip.hpp"
+#include "fetch/pip/zip.hpp"
 #include "util/error.hpp"
 
 using namespace sb;

@@ -1,0 +1,70 @@
+// Reading apt repositories: the signed InRelease (checked with gpgv against
+// the repository's keyring), the Release fields, and the Packages indexes it
+// lists (fetched by their sha256, decompressed from xz or gzip) into a
+// PackageIndex.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fetch/apt/index.hpp"
+#include "fetch/apt/sources.hpp"
+#include "fetch/fetcher.hpp"
+
+namespace sb::apt {
+
+struct IndexFile {
+  std::string sha256;  // hex
+  uint64_t size = 0;
+};
+
+struct ReleaseFile {
+  std::string origin, label, suite, codename, date, valid_until;
+  bool acquire_by_hash = false;
+  std::map<std::string, IndexFile> files;  // path under dists/<suite>/ -> SHA256 entry
+};
+
+ReleaseFile parse_release(const std::string& text);
+
+// Checks a clearsigned InRelease with gpgv against `keyring` and returns the
+// text that was signed (never the bytes around the signature). Throws a
+// clear error naming `url` when the signature is missing, bad, or made by a
+// key not in the keyring.
+std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url);
+
+// Checks a Release file against its detached signature (Release.gpg) with
+// gpgv, as verify_inrelease does, and returns the Release text.
+std::string verify_detached(const fs::path& release, const fs::path& signature, const fs::path& keyring,
+                            const std::string& url);
+
+// The signed text of an InRelease taken on trust (a `trusted` repository):
+// the armour is removed, nothing is checked.
+std::string strip_clearsign(const std::string& text);
+
+// The decompressed bytes of an xz, gzip or plain file, by its name's suffix.
+std::string decompress(const std::string& data, const std::string& name);
+
+struct LoadOptions {
+  std::string architecture = "amd64";
+  std::map<std::string, int> origin_pins;  // Origin (from Release) -> priority
+  fs::path default_keyring;                // for repositories without signed-by
+};
+
+// What was read from one repository, for the image's sources list.
+struct LoadedRepository {
+  Repository repo;
+  ReleaseFile release;
+  fs::path keyring;  // the keyring it was verified with (empty if trusted)
+  bool detached = false;  // signed by Release.gpg (no InRelease)
+};
+
+// Fetches and verifies every repository's InRelease (or, where a
+// repository has none, its Release and the detached Release.gpg), then every
+// Packages index (in parallel, through `fetcher`), and fills `index`.
+std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& repos, const LoadOptions& options,
+                                                const Store& store, fetch::Fetcher& fetcher, PackageIndex& index);
+
+}  // namespace sb::apt
