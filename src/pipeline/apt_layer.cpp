@@ -498,91 +498,82 @@ bool is_apt_layer(const LayerSpec& spec) {
 // pinned there are fetched; otherwise the repositories are read and the
 // packages resolved now.
 LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
-  const Recipe& recipe = c.recipe;
-  const LayerSpec& spec = c.spec;
-  const Digest& key_parent = c.parent_key;
-  const std::vector<Layer>& below = c.below;
-  const std::vector<std::string>& below_names = c.below_names;
-  const Store& store = c.store;
-  const BuildOptions& options = c.options;
-  const int64_t epoch = c.epoch;
-  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   apt::AptState state;
-  for (auto it = below.rbegin(); it != below.rend(); ++it)
-    if (auto s = state_of(store, *it)) {
+  for (auto it = c.below.rbegin(); it != c.below.rend(); ++it)
+    if (auto s = state_of(c.store, *it)) {
       state = *s;
       break;
     }
-  AptFetcher f = apt_fetcher(store, status, options.services.make_fetcher);
+  AptFetcher f = apt_fetcher(c.store, c.status, c.options.services.make_fetcher);
   Resolved r;
-  nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock).value("apt", nlohmann::json());
-  if (lock.contains(spec.name)) {  // --locked: exactly what the lockfile pins
-    r = pinned_resolution(lock[spec.name], recipe.dir());
+  nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock).value("apt", nlohmann::json());
+  if (lock.contains(c.spec.name)) {  // --locked: exactly what the lockfile pins
+    r = pinned_resolution(lock[c.spec.name], c.recipe.dir());
     // The logins of the repository URLs, which the lockfile does not hold.
     // Working the repositories out reads only local files; when it cannot
     // be done now, the lockfile still says what to fetch, and a login that
     // is missing shows as HTTP 401 naming the URL.
     try {
-      layer_repositories(recipe, spec, distro_of(spec, options.variables, options.point), null_status(), *f.net);
+      layer_repositories(c.recipe, c.spec, distro_of(c.spec, c.options.variables, c.options.point), null_status(), *f.net);
     } catch (const Error&) {
     }
   } else {
-    Distro d = distro_of(spec, options.variables, options.point);
-    r = resolve_layer(recipe, d, spec, state.status, store, f, status,
-                      component_packages(spec, options.variables, options.point));
+    Distro d = distro_of(c.spec, c.options.variables, c.options.point);
+    r = resolve_layer(c.recipe, d, c.spec, state.status, c.store, f, c.status,
+                      component_packages(c.spec, c.options.variables, c.options.point));
   }
   if (!r.upgraded.empty()) {
     std::string ups;
     for (const auto& p : r.packages)
       if (r.upgraded.count(p.name)) ups += (ups.empty() ? "" : ", ") + p.name + " " + r.upgraded[p.name] + " -> " + p.version;
-    status.message(Level::Info, "layer " + spec.name + ": upgrades " + ups + " from the layers below");
+    c.status.message(Level::Info, "layer " + c.spec.name + ": upgrades " + ups + " from the layers below");
   }
   KeyHasher k;
-  const uint64_t budget = layer_budget(recipe, options);
-  k.field("stackbuild-apt-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
-      .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-      .field("epoch", epoch).field("budget", static_cast<int64_t>(budget))
-      .field("duplicates", to_string(duplicate_policy(spec)));
-  if (spec.configure) k.field("configure", "dpkg --configure -a");
+  const uint64_t budget = layer_budget(c.recipe, c.options);
+  k.field("stackbuild-apt-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name)
+      .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+      .field("epoch", c.epoch).field("budget", static_cast<int64_t>(budget))
+      .field("duplicates", to_string(duplicate_policy(c.spec)));
+  if (c.spec.configure) k.field("configure", "dpkg --configure -a");
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
   for (const auto& lr : r.repos) {
     nlohmann::json repo = lr.repo;
-    repo["signed_by"] = keyring_identity(lr.repo.signed_by, recipe.dir());
-    k.field("repo", repo.dump()).field("keyring", keyring_identity(lr.keyring, recipe.dir()));
+    repo["signed_by"] = keyring_identity(lr.repo.signed_by, c.recipe.dir());
+    k.field("repo", repo.dump()).field("keyring", keyring_identity(lr.keyring, c.recipe.dir()));
   }
   Digest key = k.finish();
   key_out = key;
   // One layer, or a split one's parts; the next apt layer reads the state
   // recorded for the last of them.
-  auto found = find_layers(store, key, spec.name, status, options.cache_from,
-                           [&](const std::vector<Layer>& parts) { return state_of(store, parts.back()).has_value(); });
-  if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
-  auto staging = store.temp_dir();
+  auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from,
+                           [&](const std::vector<Layer>& parts) { return state_of(c.store, parts.back()).has_value(); });
+  if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+  auto staging = c.store.temp_dir();
   apt::InstallOptions io;
-  io.epoch = epoch;
+  io.epoch = c.epoch;
   io.sources = r.repos;
   io.staging = staging->path();
-  const std::string what = "layer " + spec.name + " (" + std::to_string(r.packages.size()) + " packages)";
-  int task = status.task_begin("install " + what, 0);
+  const std::string what = "layer " + c.spec.name + " (" + std::to_string(r.packages.size()) + " packages)";
+  int task = c.status.task_begin("install " + what, 0);
   apt::Installed inst;
   try {
-    inst = apt::install_packages(r.packages, state, io, store, *f.fetcher);
+    inst = apt::install_packages(r.packages, state, io, c.store, *f.fetcher);
   } catch (...) {
-    status.task_end(task, "failed");
+    c.status.task_end(task, "failed");
     throw;
   }
-  status.task_end(task, std::to_string(inst.entries.size()) + " entries, " +
+  c.status.task_end(task, std::to_string(inst.entries.size()) + " entries, " +
                             human_bytes(static_cast<double>(content_bytes(inst.entries))));
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
-  if (spec.configure) configured = configure_packages(recipe, spec, below, inst, store, options, epoch, status, key);
-  check_duplicate_libraries(spec, below, below_names, store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
+  if (c.spec.configure) configured = configure_packages(c.recipe, c.spec, c.below, inst, c.store, c.options, c.epoch, c.status, key);
+  check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by package, dpkg's status in the last part (fetch/apt/install.hpp: package_groups).
-  std::vector<Layer> parts = store_layers(inst.entries, store, options.layer, key, budget, apt::package_groups(inst),
-                                          status, what, "by package");
-  store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());
+  std::vector<Layer> parts = store_layers(inst.entries, c.store, c.options.layer, key, budget, apt::package_groups(inst),
+                                          c.status, what, "by package");
+  c.store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return layer_report(spec.name, parts, false, secs);
+  return layer_report(c.spec.name, parts, false, secs);
 }
 
 namespace {

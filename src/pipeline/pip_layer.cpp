@@ -211,80 +211,71 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
 // that `below` (named `below_names`) already has are handled as the layer's
 // `duplicates:` policy says (pipeline/duplicate_libraries.hpp).
 LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
-  const Recipe& recipe = c.recipe;
-  const LayerSpec& spec = c.spec;
-  const Digest& key_parent = c.parent_key;
-  const std::vector<Layer>& below = c.below;
-  const std::vector<std::string>& below_names = c.below_names;
-  const Store& store = c.store;
-  const BuildOptions& options = c.options;
-  const int64_t epoch = c.epoch;
-  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   try {
-    pip::Target target = pip_target(recipe, options.variables, options.point);
+    pip::Target target = pip_target(c.recipe, c.options.variables, c.options.point);
     // What the layers below installed stays, as pip keeps satisfied requirements.
     // `below` ends with the recipe's layers before this one (a base image's may come first).
     size_t own = 0;
-    while (own < recipe.layers.size() && recipe.layers[own].name != spec.name) ++own;
-    const size_t base = below.size() > own ? below.size() - own : 0;
+    while (own < c.recipe.layers.size() && c.recipe.layers[own].name != c.spec.name) ++own;
+    const size_t base = c.below.size() > own ? c.below.size() - own : 0;
     // Listed only when needed (resolving, or writing the layer): a cached
     // rebuild with a lockfile reads no lower layer.
     std::vector<pip::LayerListing> lower;
     auto list_lower = [&] {
-      if (lower.size() == below.size()) return;
-      for (size_t i = 0; i < below.size(); ++i)
-        lower.push_back(cached_listing(store, i >= base ? recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
-                                       below[i].digest));
+      if (lower.size() == c.below.size()) return;
+      for (size_t i = 0; i < c.below.size(); ++i)
+        lower.push_back(cached_listing(c.store, i >= base ? c.recipe.layers[i - base].name : "base #" + std::to_string(i + 1),
+                                       c.below[i].digest));
     };
     std::vector<pip::PinnedWheel> wheels;
-    nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
-    if (lock.contains("pip") && lock["pip"].contains(spec.name)) {  // --locked: exactly the pinned wheels
-      wheels = pinned_list<pip::PinnedWheel>(lock["pip"][spec.name], "wheels");
+    nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
+    if (lock.contains("pip") && lock["pip"].contains(c.spec.name)) {  // --locked: exactly the pinned wheels
+      wheels = pinned_list<pip::PinnedWheel>(lock["pip"][c.spec.name], "wheels");
     } else {
       list_lower();
       // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
       if (pip::detect_musl(lower, target))
-        status.message(Level::Info, "layer " + spec.name + ": the layers below have musl (" + target.describe() +
+        c.status.message(Level::Info, "layer " + c.spec.name + ": the layers below have musl (" + target.describe() +
                                         "): musllinux wheels");
       std::map<std::string, pip::ResolveOptions::Installed> installed;
       for (const auto& l : lower) installed_projects(l, target, installed);
-      wheels = pip_resolve(pip_requirements(spec, options.variables, options.point), target, "", false, store, status,
-                           pip_constraints(options.point), installed, options.services);
+      wheels = pip_resolve(pip_requirements(c.spec, c.options.variables, c.options.point), target, "", false, c.store, c.status,
+                           pip_constraints(c.options.point), installed, c.options.services);
     }
     KeyHasher k;
-    k.field("stackbuild-pip-layer", "2").field("parent", key_parent.str()).field("name", spec.name)
-        .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-        .field("epoch", epoch).field("site", target.site()).field("interpreter", target.interpreter)
-        .field("prefix", target.prefix).field("duplicates", to_string(duplicate_policy(spec)))
-        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)));
+    k.field("stackbuild-pip-layer", "2").field("parent", c.parent_key.str()).field("name", c.spec.name)
+        .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+        .field("epoch", c.epoch).field("site", target.site()).field("interpreter", target.interpreter)
+        .field("prefix", target.prefix).field("duplicates", to_string(duplicate_policy(c.spec)))
+        .field("budget", static_cast<int64_t>(layer_budget(c.recipe, c.options)));
     for (const auto& w : wheels)
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
-    auto found = find_layers(store, key, spec.name, status, options.cache_from);
-    if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
-    auto staging = store.temp_dir();
-    auto fetcher = options.services.make_fetcher(store, wheel_fetch_options(), status);
-    const std::string what = "layer " + spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
-    int task = status.task_begin("install " + what, 0);
+    auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
+    if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+    auto staging = c.store.temp_dir();
+    auto fetcher = c.options.services.make_fetcher(c.store, wheel_fetch_options(), c.status);
+    const std::string what = "layer " + c.spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
+    int task = c.status.task_begin("install " + what, 0);
     pip::Installed inst;
     try {
-      inst = pip::install_wheels(wheels, target, staging->path(), store, *fetcher);
+      inst = pip::install_wheels(wheels, target, staging->path(), c.store, *fetcher);
     } catch (...) {
-      status.task_end(task, "failed");
+      c.status.task_end(task, "failed");
       throw;
     }
-    status.task_end(task, std::to_string(inst.wheels.size()) + " wheels, " +
+    c.status.task_end(task, std::to_string(inst.wheels.size()) + " wheels, " +
                               human_bytes(static_cast<double>(inst.bytes)));
     ScanOptions so;
-    so.source_date_epoch = epoch;
+    so.source_date_epoch = c.epoch;
     so.normalize_modes = true;
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
     // The same library twice in the image (a CUDA layer's and a wheel's): pipeline/duplicate_libraries.hpp.
-    check_duplicate_libraries(spec, below, below_names, store, entries, key);
+    check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);
     // Over the layer budget: split by distribution (a path two wheels write is the later one's).
     std::map<std::string, std::string> dist_of;
     for (const auto& w : inst.wheels) {
@@ -299,12 +290,12 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
       return it != dist_of.end() ? it->second : "~" + top_level_group(path);  // not a wheel's: after them
     };
     std::vector<Layer> parts =
-        store_layers(entries, store, options.layer, key, layer_budget(recipe, options), by_distribution, status,
+        store_layers(entries, c.store, c.options.layer, key, layer_budget(c.recipe, c.options), by_distribution, c.status,
                      what, "by distribution");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return layer_report(spec.name, parts, false, secs);
+    return layer_report(c.spec.name, parts, false, secs);
   } catch (Error& e) {
-    e.add_trace("while building the pip layer '" + spec.name + "'");
+    e.add_trace("while building the pip layer '" + c.spec.name + "'");
     throw;
   }
 }

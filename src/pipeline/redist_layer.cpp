@@ -171,33 +171,24 @@ std::vector<RedistRequest> redist_requests(const LayerSpec& spec, const std::map
 // pipeline/duplicate_libraries.hpp says. With options.point.lock, the
 // archives pinned there for this layer are fetched (no manifest is read).
 LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
-  const Recipe& recipe = c.recipe;
-  const LayerSpec& spec = c.spec;
-  const Digest& key_parent = c.parent_key;
-  const std::vector<Layer>& below = c.below;
-  const std::vector<std::string>& below_names = c.below_names;
-  const Store& store = c.store;
-  const BuildOptions& options = c.options;
-  const int64_t epoch = c.epoch;
-  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   try {
     fetch::FetchOptions fo = fetch::fetch_options_from_env();
-    auto fetcher = options.services.make_fetcher(store, fo, status);
-    nlohmann::json lock = options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(options.point.lock);
-    LayerInputs in = lock.contains("redist") && lock["redist"].contains(spec.name)
-                         ? from_lock(lock["redist"][spec.name])  // --locked: exactly the pinned archives
-                         : resolve_layer(recipe, spec, options.variables, options.point, store, *fetcher);
+    auto fetcher = c.options.services.make_fetcher(c.store, fo, c.status);
+    nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
+    LayerInputs in = lock.contains("redist") && lock["redist"].contains(c.spec.name)
+                         ? from_lock(lock["redist"][c.spec.name])  // --locked: exactly the pinned archives
+                         : resolve_layer(c.recipe, c.spec, c.options.variables, c.options.point, c.store, *fetcher);
     KeyHasher k;
     // Version 4: the cuda product's layers hold version.json. Version 5: an
     // archive with a known sha256 is keyed by it and not by its URL, which
     // only says where it was fetched from (a mirror), so machines with other
     // mirrors share the layer (docs/cache.md).
-    k.field("stackbuild-redist-layer", "5").field("parent", key_parent.str()).field("name", spec.name)
-        .field("compression", to_string(options.layer.compression)).field("level", options.layer.level)
-        .field("epoch", epoch).field("cuda", in.cuda_xy)
-        .field("budget", static_cast<int64_t>(layer_budget(recipe, options)))
-        .field("duplicates", to_string(duplicate_policy(spec)));
+    k.field("stackbuild-redist-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name)
+        .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+        .field("epoch", c.epoch).field("cuda", in.cuda_xy)
+        .field("budget", static_cast<int64_t>(layer_budget(c.recipe, c.options)))
+        .field("duplicates", to_string(duplicate_policy(c.spec)));
     std::vector<fetch::FetchItem> items;
     for (const auto& a : in.archives) {
       k.field("archive", a.sha256 ? "" : a.url).field("component", a.component).field("sha256", a.sha256 ? a.sha256->hex() : "");
@@ -205,14 +196,14 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
     }
     Digest key = k.finish();
     key_out = key;
-    auto found = find_layers(store, key, spec.name, status, options.cache_from);
-    if (found.hit) return layer_report(spec.name, *found.hit, true, 0);
-    auto staging = store.temp_dir();
+    auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
+    if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+    auto staging = c.store.temp_dir();
     auto got = fetcher->fetch(items);
     std::map<std::string, std::string> component_of;  // a path two archives write is the later one's, as on disk
     for (size_t i = 0; i < items.size(); ++i) {
       std::vector<std::string> written;
-      redist::install_archive(store.blob_path(got[i].digest), items[i].label, in.archives[i].component, in.cuda_xy,
+      redist::install_archive(c.store.blob_path(got[i].digest), items[i].label, in.archives[i].component, in.cuda_xy,
                               staging->path(), &written);
       for (auto& p : written) component_of[std::move(p)] = in.archives[i].component;
     }
@@ -230,23 +221,23 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
     }
     redist::finish_layout(in.cuda_xy, staging->path());
     ScanOptions so;
-    so.source_date_epoch = epoch;
+    so.source_date_epoch = c.epoch;
     so.normalize_modes = true;
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
+    check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
     // Over the budget: split by component (cuda_cudart, libcublas, cudnn, nccl); the
     // usr/local/cuda link and the ld.so.conf.d entry, which no archive holds, in the last part.
     auto shared = [](const std::string&) { return std::string("~shared"); };
     std::vector<Layer> parts =
-        store_layers(entries, store, options.layer, key, layer_budget(recipe, options),
-                     group_by_owner(std::move(component_of), shared), status,
-                     "layer " + spec.name + " (" + std::to_string(items.size()) + " archives)", "by component");
+        store_layers(entries, c.store, c.options.layer, key, layer_budget(c.recipe, c.options),
+                     group_by_owner(std::move(component_of), shared), c.status,
+                     "layer " + c.spec.name + " (" + std::to_string(items.size()) + " archives)", "by component");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return layer_report(spec.name, parts, false, secs);
+    return layer_report(c.spec.name, parts, false, secs);
   } catch (Error& e) {
-    e.add_trace("while building the redist layer '" + spec.name + "'");
+    e.add_trace("while building the redist layer '" + c.spec.name + "'");
     throw;
   }
 }

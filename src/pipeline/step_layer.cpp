@@ -49,87 +49,78 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
 // written. The key hashes the parent's key, the layer's spec (with ${vars}
 // expanded), the steps' whole environment, compression and the epoch.
 LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
-  const Recipe& recipe = c.recipe;
-  const LayerSpec& spec = c.spec;
-  const Digest& key_parent = c.parent_key;
-  const std::vector<Layer>& below = c.below;
-  const std::vector<std::string>& below_names = c.below_names;
-  const Store& store = c.store;
-  const BuildOptions& options = c.options;
-  const int64_t epoch = c.epoch;
-  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   const bool rootless = ::geteuid() != 0;
   StepsInput in;
-  in.layer = spec.name;
-  in.spec = spec.build;
-  in.env = step_environment(recipe, spec.build, options.variables, epoch,
-                            library_paths(recipe, spec, options.variables, options.point));
-  const std::optional<LayerSource> source = layer_source(spec, options.variables, options.point);
-  const uint64_t budget = layer_budget(recipe, options);
-  const Digest key = step_key(key_parent, spec, in.env, options.layer, epoch, rootless, source, budget);
+  in.layer = c.spec.name;
+  in.spec = c.spec.build;
+  in.env = step_environment(c.recipe, c.spec.build, c.options.variables, c.epoch,
+                            library_paths(c.recipe, c.spec, c.options.variables, c.options.point));
+  const std::optional<LayerSource> source = layer_source(c.spec, c.options.variables, c.options.point);
+  const uint64_t budget = layer_budget(c.recipe, c.options);
+  const Digest key = step_key(c.parent_key, c.spec, in.env, c.options.layer, c.epoch, rootless, source, budget);
   key_out = key;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
 
-  auto found = find_layers(store, key, spec.name, status, options.cache_from);
+  auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
   auto report = [&](LayerReport r) {
     if (source)
       r.source =
-          source_label(spec, *source, options.variables, true, recorded_source_commit(store, key));
+          source_label(c.spec, *source, c.options.variables, true, recorded_source_commit(c.store, key));
     return r;
   };
   std::string fetched;  // the commit a git source was fetched at
-  if (found.hit) return report(layer_report(spec.name, *found.hit, true, seconds()));
-  if (below.empty())
+  if (found.hit) return report(layer_report(c.spec.name, *found.hit, true, seconds()));
+  if (c.below.empty())
     throw InputError(
-        spec.at("build"),
-        "layer '" + spec.name + "' has build steps but no layers below it to run in",
+        c.spec.at("build"),
+        "layer '" + c.spec.name + "' has build steps but no layers below it to run in",
         "put a base first: a copy of a root filesystem (e.g. a static busybox), or an OS layer");
 
   // A step with the network that runs pip reaches the index stackbuild uses,
   // unless the recipe names one (config.env or build.env). Not in the key:
   // like everything a step fetches, the index is the network's, and two
   // machines with different mirrors share the layer.
-  if (spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
-    for (const auto& [k, v] : pip_index_environment(store)) in.env[k] = v;
+  if (c.spec.build.network && !in.env.count("PIP_INDEX_URL") && !in.env.count("PIP_EXTRA_INDEX_URL"))
+    for (const auto& [k, v] : pip_index_environment(c.store)) in.env[k] = v;
   // And the machine's proxy, as BuildKit passes its predefined proxy ARGs to
   // RUN: the step's curl, pip, git and apt-get go the way stackbuild's own
   // downloads do. Not in the key and not in the image's config, for the
   // same reason; the recipe's own value of a name wins.
-  if (spec.build.network)
+  if (c.spec.build.network)
     for (const char* name : {"http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "ftp_proxy", "FTP_PROXY",
                              "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY"})
       if (const char* v = getenv(name); v && *v && !in.env.count(name)) in.env[name] = v;
-  StepsSetup setup = prepare_steps(in, recipe, spec, below, store, options, status, key);
+  StepsSetup setup = prepare_steps(in, c.recipe, c.spec, c.below, c.store, c.options, c.status, key);
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched =
-        fetch_layer_source(spec, *source, in.scratch / "source", store, status, options.services.make_fetcher).commit;
+        fetch_layer_source(c.spec, *source, in.scratch / "source", c.store, c.status, c.options.services.make_fetcher).commit;
     in.source = in.scratch / "source";
     in.source_at = source->image_path;
     in.keep_source = source->kept;
   }
 
-  const size_t n_steps = spec.build.run.size();
-  int task = status.task_begin("build layer " + spec.name + " (" + std::to_string(n_steps) +
+  const size_t n_steps = c.spec.build.run.size();
+  int task = c.status.task_begin("build layer " + c.spec.name + " (" + std::to_string(n_steps) +
                                    (n_steps == 1 ? " step)" : " steps)"),
                                0);
-  Changeset cs = run_build_steps(in, *setup.sandbox.sandbox, status);
+  Changeset cs = run_build_steps(in, *setup.sandbox.sandbox, c.status);
   ScanOptions o;
-  o.source_date_epoch = epoch;
+  o.source_date_epoch = c.epoch;
   o.preserve_owner = !rootless;        // as root, what the steps chowned stays
   if (rootless) o.uid = 0, o.gid = 0;  // without root, every file is ours: root in the image
   EntryMap entries = entries_from_changeset(cs, o);
-  status.task_end(task, std::to_string(entries.size()) + " entries, " + std::to_string(cs.deleted.size()) +
+  c.status.task_end(task, std::to_string(entries.size()) + " entries, " + std::to_string(cs.deleted.size()) +
                             " deleted, " + human_bytes(static_cast<double>(content_bytes(entries))));
-  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
+  check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by top-level path, as a copy layer is; whiteouts
   // stay with what they hide (layer/split.hpp).
-  std::vector<Layer> parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
-                                          "layer " + spec.name, "by top-level path");
-  record_source_commit(store, key, fetched);
-  return report(layer_report(spec.name, parts, false, seconds()));
+  std::vector<Layer> parts = store_layers(entries, c.store, c.options.layer, key, budget, top_level_group, c.status,
+                                          "layer " + c.spec.name, "by top-level path");
+  record_source_commit(c.store, key, fetched);
+  return report(layer_report(c.spec.name, parts, false, seconds()));
 }
 
 
