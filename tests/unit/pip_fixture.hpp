@@ -9,6 +9,8 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <set>
@@ -18,13 +20,14 @@
 #include <nlohmann/json.hpp>
 
 #include "fetch/fetcher.hpp"
-#include "http_server.hpp"
-#include "layer/tar_writer.hpp"
 #include "fetch/pip/index.hpp"
 #include "fetch/pip/version.hpp"
+#include "http_server.hpp"
+#include "layer/tar_writer.hpp"
 #include "store/store.hpp"
 #include "util/digest.hpp"
 #include "util/file.hpp"
+#include "util/http.hpp"
 #include "util/status.hpp"
 
 namespace sb::test {
@@ -192,6 +195,50 @@ class FixtureIndex {
   }
   std::map<std::string, std::string> blobs_;
   std::map<std::string, std::vector<File>> projects_;
+};
+
+// A FixtureIndex behind http::Transport (BuildServices::index), with no
+// server: the same pages and files, for any host (the URL's path is what it
+// answers). Thread-safe as the index is.
+class IndexTransport final : public http::Transport {
+ public:
+  explicit IndexTransport(FixtureIndex& index) : index_(index) {}
+  http::Response perform(const http::Request& r) override {
+    HttpRequest req;
+    req.method = r.method;
+    const size_t scheme = r.url.find("://");
+    const std::string rest = r.url.substr(scheme == std::string::npos ? 0 : scheme + 3);
+    req.path = rest.substr(std::min(rest.find('/'), rest.size()));
+    req.path = req.path.substr(0, req.path.find('?'));
+    for (const auto& h : r.headers) {
+      const size_t colon = h.find(':');
+      std::string name = h.substr(0, colon);
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      const size_t v = h.find_first_not_of(' ', colon + 1);
+      req.headers[name] = v == std::string::npos ? "" : h.substr(v);
+    }
+    const std::string raw = index_.respond(req);  // "HTTP/1.1 200 X\r\nName: value\r\n...\r\n\r\nbody"
+    const size_t end = raw.find("\r\n\r\n");
+    http::Response out;
+    out.status = std::stol(raw.substr(raw.find(' ') + 1));
+    out.effective_url = r.url;
+    for (size_t at = raw.find("\r\n") + 2; at < end;) {
+      const size_t eol = raw.find("\r\n", at), colon = raw.find(':', at);
+      std::string name = raw.substr(at, colon - at);
+      for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      out.headers[name] = raw.substr(colon + 2, eol - colon - 2);
+      at = eol + 2;
+    }
+    out.body = raw.substr(end + 4);
+    if (r.on_data && out.status / 100 == 2) {
+      r.on_data(out.body.data(), out.body.size());
+      out.body.clear();
+    }
+    return out;
+  }
+
+ private:
+  FixtureIndex& index_;
 };
 
 // A FixtureIndex served on 127.0.0.1 with a fresh store and a fetcher that

@@ -2,8 +2,9 @@
 // an apt layer and a pip layer, two matrix points, every byte served by the
 // recording fetcher (no network, no loopback server) and timed by a fake
 // clock. The apt repository is made here (dpkg-deb) and taken on trust (no
-// signature); the pip layer's wheels are the points' lockfile pins, since
-// index pages are read with an http::Client of their own, not the fetcher.
+// signature); the pip layer resolves against a fixture index handed in as
+// the index transport (index pages), its metadata and wheels served by the
+// recording fetcher.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ using namespace sb;
 namespace {
 
 const std::string kApt = "http://apt.invalid/debian";
+const std::string kIndex = "http://pypi.invalid/simple";
 const std::string kFiles = "http://pypi.invalid/files/";
 
 // The apt layer is the same at both points; the pip layer pins greet ${flavor}.
@@ -73,16 +75,19 @@ void make_apt_repo(const fs::path& root, const fs::path& scratch) {
                   " main/binary-amd64/Packages\n");
 }
 
-// Everything served: the repository and one wheel of greet per point.
+// Everything served: the repository, and an index of greet 1.0 and 2.0
+// (pages through the index transport; PEP 658 metadata and wheels through
+// the fetcher).
 struct Served {
   TempDir tmp;
   test::FixtureIndex wheels;
-  std::map<std::string, std::string> files;  // the wheels, by URL
+  std::map<std::string, std::string> files;  // the wheels and their metadata, by URL
   Served() {
     make_apt_repo(tmp.path() / "repo", tmp.path());
     for (const char* v : {"1.0", "2.0"}) {
       wheels.add({"greet", v, "py3-none-any", {}, {}, {{"greet/__init__.py", std::string("V = '") + v + "'\n"}}});
       files[kFiles + wheel(v)] = wheels.bytes(wheel(v));
+      files[kFiles + wheel(v) + ".metadata"] = wheels.bytes(wheel(v) + ".metadata");
     }
   }
   static std::string wheel(const std::string& v) { return "greet-" + v + "-py3-none-any.whl"; }
@@ -101,16 +106,23 @@ struct Served {
   }
 };
 
-std::vector<MatrixPoint> points_in(const fs::path& dir, const Served& served) {
+// The recipe's points; `locked`: with their lockfile pins (no index is read).
+std::vector<MatrixPoint> points_in(const fs::path& dir, const Served& served, bool locked) {
   test::write(dir / "r.yaml", kRecipe);
   Planned planned = plan_recipe(load_recipe(dir / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
   std::vector<MatrixPoint> out;
   for (const auto& pp : planned.plan.points) {
     out.push_back(matrix_point(planned, pp));
-    out.back().inputs.lock = served.lock_of(out.back().variables.at("flavor"));
+    if (locked) out.back().inputs.lock = served.lock_of(out.back().variables.at("flavor"));
   }
   return out;
 }
+
+// STACKBUILD_PIP_INDEX_URL names the fixture's index while a test runs.
+struct IndexSetting {
+  IndexSetting() { ::setenv("STACKBUILD_PIP_INDEX_URL", kIndex.c_str(), 1); }
+  ~IndexSetting() { ::unsetenv("STACKBUILD_PIP_INDEX_URL"); }
+};
 
 // A clock that moves 1 s each time it is read.
 std::function<std::chrono::steady_clock::time_point()> ticking_clock() {
@@ -126,15 +138,16 @@ struct Run {
   std::vector<std::string> manifests;
 };
 
-void build_in(const fs::path& dir, const Served& served, Run& run) {
+void build_in(const fs::path& dir, Served& served, Run& run, bool locked = false) {
   Store store(dir / "store");
   MatrixOptions o;
   o.build.output = dir / "out";
   o.build.services.make_fetcher = run.fetcher.factory();
+  o.build.services.index = std::make_shared<test::IndexTransport>(served.wheels);
   o.build.services.now = ticking_clock();
   o.jobs = 1;
   o.index_ref = "svc-matrix";
-  run.result = build_matrix(points_in(dir, served), store, o, run.status);
+  run.result = build_matrix(points_in(dir, served, locked), store, o, run.status);
   if (run.result.failure) std::rethrow_exception(run.result.failure);
   for (const auto& p : run.result.points) run.manifests.push_back(p.built->images.front().image.manifest.digest.str());
 }
@@ -146,6 +159,7 @@ TEST_CASE("build_matrix: apt and pip layers offline through the recording fetche
     WARN("SKIPPED: dpkg-deb is not installed");
     return;
   }
+  IndexSetting index;
   Served served;
   TempDir a, b;
   Run first(served), second(served);
@@ -165,12 +179,17 @@ TEST_CASE("build_matrix: apt and pip layers offline through the recording fetche
   CHECK(la[1].digest != lb[1].digest);
 
   // Every byte came through the fakes the services handed in: the repository
-  // (InRelease asked and absent), the package once, each point's own wheel.
+  // (InRelease asked and absent), the package once, greet's index page, each
+  // point's own wheel and the metadata the resolver read.
   CHECK(first.fetcher.made() > 0);
-  CHECK(first.fetcher.served() == std::set<std::string>{kApt + "/dists/test/Release",
-                                                         kApt + "/dists/test/main/binary-amd64/Packages",
-                                                         kApt + "/pool/hello_1.0_amd64.deb",
-                                                         kFiles + Served::wheel("1.0"), kFiles + Served::wheel("2.0")});
+  CHECK(served.wheels.hits_of("/simple/greet/") >= 1);
+  auto got = first.fetcher.served();
+  for (const auto& url : {kApt + "/dists/test/Release", kApt + "/dists/test/main/binary-amd64/Packages",
+                          kApt + "/pool/hello_1.0_amd64.deb", kFiles + Served::wheel("1.0"),
+                          kFiles + Served::wheel("2.0")})
+    CHECK(got.count(url) == 1);
+  for (const auto& url : got)
+    CHECK((url.starts_with(kApt + "/") || url.starts_with(kFiles)));
   auto asked = first.fetcher.asked();
   CHECK(std::count(asked.begin(), asked.end(), kApt + "/dists/test/InRelease") >= 1);
   CHECK(std::count(asked.begin(), asked.end(), kApt + "/pool/hello_1.0_amd64.deb") == 1);
@@ -187,4 +206,20 @@ TEST_CASE("build_matrix: apt and pip layers offline through the recording fetche
   CHECK(second.manifests == first.manifests);
   REQUIRE(second.result.index);
   CHECK(second.result.index->digest == r.index->digest);
+}
+
+TEST_CASE("build_matrix --locked: the pinned wheels, no index page read", "[matrix][services]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served, again;
+  TempDir a, b;
+  Run resolved(served), locked(again);
+  build_in(a.path(), served, resolved);
+  build_in(b.path(), again, locked, true);
+  CHECK(again.wheels.hits_of("/simple/greet/") == 0);
+  CHECK(served.wheels.hits_of("/simple/greet/") >= 1);
+  CHECK(locked.manifests == resolved.manifests);  // the pins are what the index gives now
 }
