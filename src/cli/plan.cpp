@@ -10,6 +10,7 @@
 #include "registry/session.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/plan.hpp"
+#include "resolve/lockfile.hpp"
 #include "util/error.hpp"
 
 namespace sb::cli {
@@ -42,8 +43,15 @@ const char* const kLockHelp =
     "Unsatisfiable points are recorded as such (and reported); --strict refuses to write.\n"
     "A recipe's base image (from: REGISTRY/REPO:TAG) is looked up and its digest recorded;\n"
     "build --locked builds from that digest.\n"
+    "When a lockfile is there, what the new one changes (versions, packages, wheels,\n"
+    "archives, sources, the base's digest) is printed before it is replaced.\n"
     "\n"
     "options:\n"
+    "  --check            write nothing: exit 0 when RECIPE.yaml.lock is current for the\n"
+    "                     recipe and catalog as they are, else exit 3 naming what changed;\n"
+    "                     offline (nothing is resolved against a repository or index)\n"
+    "  --only KEY=VALUE   lock these points again (repeatable, as for build); the others\n"
+    "                     keep their entries, and must still resolve as they say\n"
     "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable)\n"
     "  --catalog DIR      the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                     beside the recipe or above it, else the built-in one)\n"
@@ -137,22 +145,40 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
 int cmd_lock(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--strict", "--insecure-policy"});
+  flags.insert(flags.end(), {"--strict", "--insecure-policy", "--check"});
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
   options.insert(options.end(), {"--creds", "--ca-cert"});  // from: looking up a base image
-  Args args(argv, flags, options, {"--set", "--insecure-registry"});
+  Args args(argv, flags, options, {"--set", "--only", "--insecure-registry"});
   if (maybe_help(args, kLockHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("lock wants one recipe file (see 'stackbuild lock --help')", ErrorKind::Usage);
-  Context ctx = make_context(args);
   Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
-  size_t bad = planned.plan.unsatisfiable();
+  const size_t n = planned.plan.points.size(), bad = planned.plan.unsatisfiable();
+  const std::string counted = std::to_string(n) + (n == 1 ? " point, " : " points, ") + std::to_string(bad) +
+                              " unsatisfiable";
+  if (args.has("--check")) {  // offline: nothing is resolved against a repository, index or registry
+    if (!args.all("--only").empty()) throw Error("--check reads the whole lockfile; drop --only", ErrorKind::Usage);
+    auto problems = lock_problems(planned);
+    const fs::path path = resolve::lock_path(planned.recipe.file);
+    if (!problems.empty()) {
+      std::string msg = path.string() + " is not current for " + planned.recipe.file.string() + " (" +
+                        std::to_string(problems.size()) + (problems.size() == 1 ? " problem" : " problems") + "):";
+      for (const auto& p : problems) msg += "\n  " + p;
+      msg += "\n  review the recipe's change, then run 'stackbuild lock " + planned.recipe.file.string() + "'";
+      throw Error(msg, ErrorKind::Input);
+    }
+    Context ctx = make_context(args);
+    ctx.status->result("lock", path.string() + " is current (" + counted + ")");
+    return kExitOk;
+  }
+  Context ctx = make_context(args);
   if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
-  fs::path path = lock_recipe(planned, ctx.store(), registry_session_options(args), *ctx.status);
-  ctx.status->result("lock", path.string() + " (" + std::to_string(planned.plan.points.size()) + (planned.plan.points.size() == 1 ? " point, " : " points, ") +
-                                 std::to_string(bad) + " unsatisfiable)");
+  LockRequest request{args.all("--only"), registry_session_options(args)};
+  LockOutcome done = lock_recipe(planned, ctx.store(), request, *ctx.status);
+  ctx.status->result("lock", done.path.string() + " (" + counted + "; " + std::to_string(done.changes.size()) +
+                                 (done.changes.size() == 1 ? " change)" : " changes)"));
   return kExitOk;
 }
 

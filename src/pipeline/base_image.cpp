@@ -315,12 +315,12 @@ json lock_base_image(const Recipe& r, const registry::SessionOptions& session, S
 }
 
 void add_base_lock_extras(const Planned& planned, std::vector<json>& extras, const registry::SessionOptions& session,
-                          Status& status) {
+                          Status& status, const std::vector<bool>& which) {
   if (planned.recipe.from.value.empty()) return;
   extras.resize(std::max(extras.size(), planned.plan.points.size()));
   for (size_t i = 0; i < planned.plan.points.size(); ++i) {
     const auto& p = planned.plan.points[i];
-    if (!p.stack) continue;
+    if (!p.stack || (!which.empty() && !which[i])) continue;
     json base = lock_base_image(resolve::instantiate(planned.recipe, p), session, status);
     if (!extras[i].is_object()) extras[i] = json::object();
     extras[i]["base"] = base;

@@ -66,9 +66,10 @@ ImageConfig inherit_config(const ImageConfig& base, const ImageConfig& recipe, c
 // base (null without `from:`); a tag is resolved against the registry, no blobs fetched.
 nlohmann::json lock_base_image(const Recipe& instantiated, const registry::SessionOptions& session, Status& status);
 
-// lock_base_image() for each point of the plan, joined into `extras` as "base".
+// lock_base_image() for each point of the plan (`which`: those flagged;
+// empty: all), joined into `extras` as "base".
 void add_base_lock_extras(const Planned& planned, std::vector<nlohmann::json>& extras,
-                          const registry::SessionOptions& session, Status& status);
+                          const registry::SessionOptions& session, Status& status, const std::vector<bool>& which = {});
 
 // --locked: the lockfile's "base" object for `point` as JSON text, "" when the
 // recipe has no `from:`; throws when the recipe has one and the lock pins none.

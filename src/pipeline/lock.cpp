@@ -4,6 +4,7 @@
 
 #include "pipeline/base_image.hpp"
 #include "pipeline/layer_kind.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "pipeline/source_tree.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
@@ -32,13 +33,14 @@ constexpr const char* kSourceSection = "source";
 }  // namespace
 
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status,
-                                        const BuildServices& services) {
+                                        const BuildServices& services, const std::vector<bool>& which) {
   const auto& layers = planned.recipe.layers;
   std::vector<const LayerKind*> kinds = pinning_kinds(planned.recipe);
   bool src = std::any_of(layers.begin(), layers.end(), has_source);
   std::vector<nlohmann::json> out;
-  for (const auto& p : planned.plan.points) {
-    if (!p.stack || (kinds.empty() && !src)) {
+  for (size_t i = 0; i < planned.plan.points.size(); ++i) {
+    const auto& p = planned.plan.points[i];
+    if (!p.stack || (kinds.empty() && !src) || (!which.empty() && !which[i])) {
       out.push_back(nullptr);
       continue;
     }
@@ -62,12 +64,73 @@ std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& sto
   return out;
 }
 
-fs::path lock_recipe(const Planned& planned, const Store& store, registry::SessionOptions registry, Status& status,
-                     const BuildServices& services) {
-  std::vector<nlohmann::json> extras = lock_extras(planned, store, status, services);  // apt, pip, redist, source
+LockOutcome lock_recipe(const Planned& planned, const Store& store, const LockRequest& request, Status& status,
+                        const BuildServices& services) {
+  const fs::path path = resolve::lock_path(planned.recipe.file);
+  std::error_code ec;
+  const std::string before = fs::exists(path, ec) ? read_file(path) : "";
+  const auto& points = planned.plan.points;
+  std::vector<bool> which;  // --only: the points locked now; empty: every one
+  if (!request.only.empty()) {
+    if (before.empty())
+      throw Error("--only: there is no lockfile " + path.string() + " yet; lock every point first", ErrorKind::Usage);
+    which.assign(points.size(), false);
+    for (size_t i : select_points(planned.recipe, planned.plan, request.only)) which[i] = true;
+  }
+  std::vector<nlohmann::json> extras = lock_extras(planned, store, status, services, which);  // apt, pip, redist, source
+  registry::SessionOptions registry = request.registry;
   if (services.registry) registry.transport = services.registry;
-  add_base_lock_extras(planned, extras, registry, status);  // from: its digest
-  return write_lock(planned, extras);
+  add_base_lock_extras(planned, extras, registry, status, which);  // from: its digest
+  if (!which.empty()) {
+    // The other points keep their entries, which must still be what the
+    // plan resolves: a catalog change that moves them too is locked with them.
+    const nlohmann::json old_lock = nlohmann::json::parse(before);
+    const nlohmann::json now = nlohmann::json::parse(resolve::render_lock(planned.plan));
+    extras.resize(points.size());
+    for (size_t i = 0; i < points.size(); ++i) {
+      if (which[i]) continue;
+      const nlohmann::json* old_point = resolve::locked_point(old_lock, points[i].point);
+      const nlohmann::json* new_point = resolve::locked_point(now, points[i].point);
+      auto field = [](const nlohmann::json* p, const char* f) { return p ? p->value(f, nlohmann::json()) : nlohmann::json(); };
+      if (!old_point || field(old_point, "resolved") != field(new_point, "resolved") ||
+          field(old_point, "unsatisfiable") != field(new_point, "unsatisfiable"))
+        throw Error("--only: point " + points[i].point.id() + (old_point ? " resolves otherwise now" : " is not in the lock") +
+                        "; add it to --only, or lock every point",
+                    ErrorKind::Input);
+      extras[i] = nlohmann::json::object();
+      for (const auto& [k, v] : old_point->items())
+        if (k != "matrix" && k != "resolved" && k != "unsatisfiable") extras[i][k] = v;
+    }
+  }
+  LockOutcome out;
+  out.changes = resolve::lock_diff(before, resolve::render_lock(planned.plan, extras));
+  if (!before.empty()) {  // what the new lock changes, for review, before it is written
+    std::string text = out.changes.empty() ? "the lock pins what it pinned before"
+                                           : "changes to " + path.string() + " (" +
+                                                 std::to_string(out.changes.size()) + "):";
+    for (const auto& c : out.changes) text += "\n  " + c;
+    status.message(Level::Info, text);
+    status.event("lock_changes", {{"lockfile", path.string()}, {"changes", out.changes}});
+  }
+  out.path = write_lock(planned, extras);
+  return out;
+}
+
+std::vector<std::string> lock_problems(const Planned& planned) {
+  const fs::path path = resolve::lock_path(planned.recipe.file);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return {"there is no lockfile " + path.string()};
+  std::vector<std::string> out = resolve::lock_changes(read_file(path), path.string(), planned.plan);
+  for (const auto& p : planned.plan.points) {
+    if (!p.stack) continue;
+    try {
+      (void)locked_point_inputs(planned, p);  // every fetching layer's entry, written for what it asks now
+      (void)locked_base(planned, p);          // from: a pinned digest
+    } catch (const Error& e) {
+      out.push_back("point " + p.point.id() + ": " + e.what());
+    }
+  }
+  return out;
 }
 
 PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint& point) {

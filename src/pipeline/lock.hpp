@@ -24,14 +24,34 @@ namespace sb {
 // "source": ...}, a section for each kind of layer the recipe has that pins
 // its inputs; null for unresolved points.
 // What must be measured is fetched with the services' fetchers (tests: fakes).
+// `which` (one flag a plan point; empty: all) limits it to those points.
 std::vector<nlohmann::json> lock_extras(const Planned& planned, const Store& store, Status& status,
-                                        const BuildServices& services = {});
+                                        const BuildServices& services = {}, const std::vector<bool>& which = {});
+
+struct LockRequest {
+  // --only KEY=VALUE: lock these points again; the others keep their entries
+  // (each must still resolve as its entry says). Empty: every point.
+  std::vector<std::string> only;
+  registry::SessionOptions registry;  // for a base image's digest (--creds, --ca-cert, ...)
+};
+
+struct LockOutcome {
+  fs::path path;                     // RECIPE.lock
+  std::vector<std::string> changes;  // resolve::lock_diff of the old lockfile and the new
+};
 
 // `stackbuild lock`: lock_extras() and the base image's digest (`from:`,
-// resolved against its registry through `registry`, with the services'
-// registry transport) of each point, written as RECIPE.lock; returns its path.
-fs::path lock_recipe(const Planned& planned, const Store& store, registry::SessionOptions registry, Status& status,
-                     const BuildServices& services = {});
+// resolved against its registry, with the services' registry transport) of
+// each point, written as RECIPE.lock. When a lockfile was there, what
+// changes is told (a message and a "lock_changes" event) before it is
+// replaced.
+LockOutcome lock_recipe(const Planned& planned, const Store& store, const LockRequest& request, Status& status,
+                        const BuildServices& services = {});
+
+// `stackbuild lock --check`, offline: what makes RECIPE.lock stale for the
+// recipe and catalog as they are (the resolved versions, each fetching
+// layer's entry against what it asks, the base image's pin); empty: current.
+std::vector<std::string> lock_problems(const Planned& planned);
 
 // For `build --locked`: the point's inputs with the lockfile's entries. Throws
 // Error(ErrorKind::Input) when a layer that fetches has no entry in the lockfile, or

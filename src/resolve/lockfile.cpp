@@ -157,6 +157,108 @@ nlohmann::json locked_field(const std::string& lock_text, const Point& point,
   return p && p->contains(field) ? (*p)[field] : nlohmann::json(nullptr);
 }
 
+namespace {
+
+// A layer entry's pins, name -> version: its "packages", "wheels" or
+// "archives" list (a name is "name", or "component" for redist archives;
+// the same name twice, e.g. a package for two architectures, keeps both).
+std::map<std::string, std::string> pins_of(const nlohmann::json& entry) {
+  std::map<std::string, std::string> out;
+  for (const char* list : {"packages", "wheels", "archives"}) {
+    if (!entry.contains(list) || !entry[list].is_array()) continue;
+    for (const auto& item : entry[list]) {
+      if (!item.is_object()) continue;
+      std::string name = item.value("name", item.value("component", std::string()));
+      std::string arch = item.value("architecture", item.value("variant", std::string()));
+      if (!arch.empty() && arch != "all") name += ":" + arch;
+      out[name] = item.value("version", std::string());
+    }
+  }
+  return out;
+}
+
+bool has_pins(const nlohmann::json& entry) {
+  for (const char* list : {"packages", "wheels", "archives"})
+    if (entry.is_object() && entry.contains(list)) return true;
+  return false;
+}
+
+void diff_point(const std::string& name, const nlohmann::json& o, const nlohmann::json& n,
+                std::vector<std::string>& out) {
+  compare(name, o, n, out);  // the resolved versions
+  std::set<std::string> sections;
+  for (const auto* side : {&o, &n})
+    for (const auto& [k, v] : side->items())
+      if (k != "matrix" && k != "resolved" && k != "unsatisfiable") sections.insert(k);
+  const nlohmann::json none = nlohmann::json::object();
+  for (const auto& s : sections) {
+    const nlohmann::json& os = o.contains(s) ? o[s] : none;
+    const nlohmann::json& ns = n.contains(s) ? n[s] : none;
+    if (os == ns) continue;
+    if (s == "base") {
+      out.push_back("point " + name + ": base " + os.value("digest", std::string("(none)")) + " -> " +
+                    ns.value("digest", std::string("(none)")));
+      continue;
+    }
+    std::set<std::string> layers;
+    for (const auto* side : {&os, &ns})
+      if (side->is_object())
+        for (const auto& [k, v] : side->items()) layers.insert(k);
+    for (const auto& layer : layers) {
+      const nlohmann::json& ol = os.is_object() && os.contains(layer) ? os[layer] : none;
+      const nlohmann::json& nl = ns.is_object() && ns.contains(layer) ? ns[layer] : none;
+      if (ol == nl) continue;
+      const std::string at = "point " + name + ": " + s + " " + layer + ": ";
+      if (!has_pins(ol) && !has_pins(nl)) {
+        out.push_back(at + (ol.empty() ? "new" : nl.empty() ? "removed" : "changed"));
+        continue;
+      }
+      auto a = pins_of(ol), b = pins_of(nl);
+      size_t before = out.size();
+      for (const auto& [pin, v] : b) {
+        auto it = a.find(pin);
+        if (it == a.end()) out.push_back(at + "+ " + pin + " " + v);
+        else if (it->second != v) out.push_back(at + pin + " " + it->second + " -> " + v);
+      }
+      for (const auto& [pin, v] : a)
+        if (!b.count(pin)) out.push_back(at + "- " + pin + " " + v);
+      if (out.size() == before) out.push_back(at + "the same versions, other files or requests");
+    }
+  }
+}
+
+nlohmann::json parse_lock(const std::string& text) {
+  if (text.empty()) return nlohmann::json::object();
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  return j.is_object() ? j : nlohmann::json::object();
+}
+
+}  // namespace
+
+std::vector<std::string> lock_diff(const std::string& before, const std::string& after) {
+  const nlohmann::json a = parse_lock(before), b = parse_lock(after);
+  std::map<std::string, const nlohmann::json*> old_points;
+  if (a.contains("points") && a["points"].is_array())
+    for (const auto& p : a["points"])
+      if (p.is_object() && p.contains("matrix")) old_points[p["matrix"].dump()] = &p;
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  if (b.contains("points") && b["points"].is_array())
+    for (const auto& p : b["points"]) {
+      if (!p.is_object() || !p.contains("matrix")) continue;
+      const std::string key = p["matrix"].dump();
+      seen.insert(key);
+      auto it = old_points.find(key);
+      if (it == old_points.end())
+        out.push_back("point " + point_name(p["matrix"]) + ": new");
+      else
+        diff_point(point_name(p["matrix"]), *it->second, p, out);
+    }
+  for (const auto& [key, p] : old_points)
+    if (!seen.count(key)) out.push_back("point " + point_name((*p)["matrix"]) + ": removed");
+  return out;
+}
+
 std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan) {
   nlohmann::json old_lock;
   try {

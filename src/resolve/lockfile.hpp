@@ -49,4 +49,16 @@ const nlohmann::json* locked_point(const nlohmann::json& lock, const Point& poin
 // text is not a lockfile.
 std::vector<std::string> lock_changes(const std::string& lock_text, const std::string& lock_file, const Plan& plan);
 
+// What the pins of two lockfiles differ in, for a person to review before
+// the new one is written, one line a change:
+//   "point cuda=12.6: cudnn 9.5.1.17 -> 9.6.0.74"            (resolved versions)
+//   "point cuda=12.6: pip tools: numpy 2.3.1 -> 2.3.2"       (a layer's pins)
+//   "point cuda=12.6: pip tools: + rich 14.0.0", "... - foo 1.0"
+//   "point cuda=12.6: base sha256:1234... -> sha256:abcd..."
+//   "point cuda=12.8: new", "point cuda=12.4: removed"
+// A pin is a package (apt), wheel (pip) or archive (redist) by name and
+// version; a section without such lists (source, base) changes as a whole.
+// Empty when they pin the same. `before` may be "" (no lockfile yet).
+std::vector<std::string> lock_diff(const std::string& before, const std::string& after);
+
 }  // namespace sb::resolve

@@ -16,6 +16,7 @@
 #include "fakes.hpp"
 #include "helpers.hpp"
 #include "pip_fixture.hpp"
+#include "pipeline/lock.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "fetch/pip/resolver.hpp"
 #include "pipeline/plan.hpp"
@@ -222,4 +223,55 @@ TEST_CASE("build_matrix --locked: the pinned wheels, no index page read", "[matr
   CHECK(again.wheels.hits_of("/simple/greet/") == 0);
   CHECK(served.wheels.hits_of("/simple/greet/") >= 1);
   CHECK(locked.manifests == resolved.manifests);  // the pins are what the index gives now
+}
+
+TEST_CASE("lock: what a new lock changes, --only for some points, --check offline", "[lock][services]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  ::setenv("STACKBUILD_INDEX_MAX_AGE", "0", 1);  // the index asked every time: it changes below
+  Served served;
+  TempDir dir;
+  std::string recipe = kRecipe;
+  recipe.replace(recipe.find("greet==${flavor}"), 16, "greet>=${flavor}");  // the newest greet at least this
+  test::write(dir.path() / "r.yaml", recipe);
+  Run run(served);
+  BuildServices services;
+  services.make_fetcher = run.fetcher.factory();
+  services.index = std::make_shared<test::IndexTransport>(served.wheels);
+  Store store(dir.path() / "store");
+  auto plan = [&] {
+    return plan_recipe(load_recipe(dir.path() / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
+  };
+
+  LockOutcome first = lock_recipe(plan(), store, {}, run.status, services);
+  CHECK(first.changes == std::vector<std::string>{"point flavor=1.0: new", "point flavor=2.0: new"});
+  CHECK(lock_problems(plan()).empty());
+  CHECK(lock_recipe(plan(), store, {}, run.status, services).changes.empty());
+
+  // greet 3.0 comes out: --only flavor=1.0 takes it there, and flavor=2.0 keeps its pin.
+  served.wheels.add({"greet", "3.0", "py3-none-any", {}, {}, {{"greet/__init__.py", "V = '3.0'\n"}}});
+  run.fetcher.serve(kFiles + Served::wheel("3.0"), served.wheels.bytes(Served::wheel("3.0")));
+  run.fetcher.serve(kFiles + Served::wheel("3.0") + ".metadata", served.wheels.bytes(Served::wheel("3.0") + ".metadata"));
+  LockOutcome some = lock_recipe(plan(), store, {{"flavor=1.0"}, {}}, run.status, services);
+  CHECK(some.changes == std::vector<std::string>{"point flavor=1.0: pip wheels: greet 2.0 -> 3.0"});
+  LockOutcome all = lock_recipe(plan(), store, {}, run.status, services);
+  CHECK(all.changes == std::vector<std::string>{"point flavor=2.0: pip wheels: greet 2.0 -> 3.0"});
+  CHECK(lock_problems(plan()).empty());
+
+  // The recipe asks for something else: --check says the lock is stale, naming the layer.
+  recipe.replace(recipe.find("greet>=${flavor}"), 16, "greet<=${flavor}");
+  test::write(dir.path() / "r.yaml", recipe);
+  auto problems = lock_problems(plan());
+  REQUIRE(problems.size() == 2);
+  CHECK_THAT(problems[0], Catch::Contains("point flavor=1.0") && Catch::Contains("layer 'wheels'"));
+
+  // No lockfile at all is a problem too; --only needs one.
+  fs::remove(dir.path() / "r.yaml.lock");
+  CHECK_THAT(lock_problems(plan()).at(0), Catch::Contains("there is no lockfile"));
+  CHECK_THROWS_WITH(lock_recipe(plan(), store, {{"flavor=1.0"}, {}}, run.status, services),
+                    Catch::Contains("lock every point first"));
+  ::unsetenv("STACKBUILD_INDEX_MAX_AGE");
 }

@@ -2,6 +2,7 @@
 // conflicts in words with their locations, and malformed requests.
 #include <catch2/catch.hpp>
 
+#include "resolve/lockfile.hpp"
 #include "resolve/resolve.hpp"
 
 using sb::resolve::Request;
@@ -242,4 +243,38 @@ TEST_CASE("ResolvedStack round-trips through JSON - records_of finds its records
   REQUIRE(torch != records.end());
   CHECK((*torch)->build == "cu126");
   CHECK((*torch)->sources.pip.empty());  // the cu126 build of 2.6.0 is not on the Python index
+}
+
+TEST_CASE("lock_diff: versions, pins by name, sections without pins, points new and gone", "[lock]") {
+  auto lock = [](nlohmann::json points) {
+    return nlohmann::json{{"lockfile_version", 1}, {"stack", "s"}, {"points", points}}.dump();
+  };
+  nlohmann::json a = {{"matrix", {{"cuda", "12.6"}}},
+                      {"resolved", {{"versions", {{"cudnn", "9.5"}}}}},
+                      {"apt", {{"os", {{"packages", {{{"name", "libc6"}, {"version", "2.36-9"}, {"architecture", "amd64"}},
+                                                     {{"name", "tzdata"}, {"version", "2024a"}, {"architecture", "all"}}}}}}}},
+                      {"base", {{"from", "r/b:1"}, {"digest", "sha256:aa"}}},
+                      {"source", {{"fw", {{"git", "u"}, {"commit", "1111"}}}}}};
+  nlohmann::json b = a;
+  b["resolved"]["versions"]["cudnn"] = "9.6";
+  b["apt"]["os"]["packages"][0]["version"] = "2.36-10";
+  b["apt"]["os"]["packages"].erase(1);
+  b["apt"]["os"]["packages"].push_back({{"name", "curl"}, {"version", "7.88"}, {"architecture", "amd64"}});
+  b["base"]["digest"] = "sha256:bb";
+  b["source"]["fw"]["commit"] = "2222";
+  nlohmann::json gone = {{"matrix", {{"cuda", "12.4"}}}, {"resolved", {{"versions", nlohmann::json::object()}}}};
+  nlohmann::json fresh = {{"matrix", {{"cuda", "12.8"}}}, {"resolved", {{"versions", nlohmann::json::object()}}}};
+  auto changes = sb::resolve::lock_diff(lock({a, gone}), lock({b, fresh}));
+  CHECK(changes == std::vector<std::string>{
+                       "point cuda=12.6: cudnn 9.5 -> 9.6",
+                       "point cuda=12.6: apt os: + curl:amd64 7.88",
+                       "point cuda=12.6: apt os: libc6:amd64 2.36-9 -> 2.36-10",
+                       "point cuda=12.6: apt os: - tzdata 2024a",
+                       "point cuda=12.6: base sha256:aa -> sha256:bb",
+                       "point cuda=12.6: source fw: changed",
+                       "point cuda=12.8: new",
+                       "point cuda=12.4: removed",
+                   });
+  CHECK(sb::resolve::lock_diff(lock({a}), lock({a})).empty());
+  CHECK(sb::resolve::lock_diff("", lock({a})) == std::vector<std::string>{"point cuda=12.6: new"});
 }

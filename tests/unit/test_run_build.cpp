@@ -217,7 +217,7 @@ TEST_CASE("lock and build --locked take a base image through the registry transp
               "layers:\n  - {name: app, copy: [{src: app.txt, dst: /app.txt}]}\ntags: [\"app:1\"]\n");
   Planned planned = plan_recipe(load_recipe(f.tmp.path() / "app.yaml"), PlanOptions{kSource / "layers", {}});
   Store store(f.tmp.path() / "store");
-  fs::path lock = lock_recipe(planned, store, {}, rec, f.services.build);
+  fs::path lock = lock_recipe(planned, store, {}, rec, f.services.build).path;
   auto pinned = nlohmann::json::parse(read_file(lock));
   CHECK(pinned.dump().find(base_digest.str()) != std::string::npos);
 
