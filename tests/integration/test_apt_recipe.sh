@@ -146,6 +146,8 @@ grep -q "has neither InRelease nor Release (HTTP 404)" "$TMP/nowhere.err" || { s
 
 check "lock, then build --locked; after the apt packages change, --locked refuses naming the layer and packages"
 expect_ok lock sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+expect_ok check_current sb lock "$TMP/recipe/r.yaml" --check
+grep -q "r.yaml.lock is current" "$TMP/check_current.out" "$TMP/check_current.err" || { show_output check_current; fail "lock --check did not say current"; }
 json "$TMP/recipe/r.yaml.lock" '[p["name"] + "=" + p["version"] for p in j["points"][0]["apt"]["more"]["packages"]]' \
   >"$TMP/locked" || fail "the lockfile has no apt packages for layer 'more'"
 grep -q "libgreet=2.0" "$TMP/locked" || fail "locked: $(cat "$TMP/locked")"
@@ -163,6 +165,22 @@ mv "$TMP/moved" "$TMP/recipe"
 write_recipe "libgreet, curlish"
 expect_rc 3 stale sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
 grep -q "layer 'more' (.*): packages added: curlish" "$TMP/stale.err" || { show_output stale; fail "not the stale-apt error"; }
+
+check "lock --check sees the stale lock, offline; lock again says what it changes, both ways"
+STACKBUILD_OFFLINE=1 expect_rc 3 check_stale sb lock "$TMP/recipe/r.yaml" --check
+grep -q "r.yaml.lock is not current" "$TMP/check_stale.err" && grep -q "layer 'more'.*curlish" "$TMP/check_stale.err" ||
+  { show_output check_stale; fail "lock --check did not name the stale layer"; }
+write_recipe libgreet
+sed -i 's|suites: test, keyring: key.gpg}$|suites: test, keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
+expect_ok relock sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+grep -q "apt more: the same versions, other files or requests" "$TMP/relock.err" ||
+  { show_output relock; fail "lock did not say the layer's request changed"; }
+expect_ok check_relocked sb lock "$TMP/recipe/r.yaml" --check
+write_recipe libgreet
+expect_ok relock_back sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+grep -q "changes to .*r.yaml.lock (1)" "$TMP/relock_back.err" || { show_output relock_back; fail "lock did not count one change"; }
+expect_ok relock_same sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+grep -q "the lock pins what it pinned before" "$TMP/relock_same.err" || { show_output relock_same; fail "lock did not say nothing changed"; }
 write_recipe libgreet
 sed -i 's|suites: test, keyring: key.gpg}$|suites: test, keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
 expect_rc 3 stale2 sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
