@@ -127,7 +127,18 @@ std::vector<std::string> lock_problems(const Planned& planned) {
       (void)locked_point_inputs(planned, p);  // every fetching layer's entry, written for what it asks now
       (void)locked_base(planned, p);          // from: a pinned digest
     } catch (const Error& e) {
-      out.push_back("point " + p.point.id() + ": " + e.what());
+      // Its lines that name a layer ("  layer 'x' (r.yaml:5:5): packages
+      // added: curl"), else its first line, each under the point's name.
+      std::vector<std::string> lines;
+      std::string text = e.what();
+      for (size_t at = 0; at < text.size();) {
+        size_t end = std::min(text.find('\n', at), text.size());
+        std::string line = text.substr(at, end - at);
+        if (line.starts_with("  layer ")) lines.push_back(line.substr(2));
+        at = end + 1;
+      }
+      if (lines.empty()) lines.push_back(text.substr(0, text.find('\n')));
+      for (const auto& l : lines) out.push_back("point " + p.point.id() + ": " + l);
     }
   }
   return out;
