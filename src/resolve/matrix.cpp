@@ -80,10 +80,38 @@ void apply_overrides(Matrix& m, const std::vector<Override>& sets, const std::ve
       v.items.push_back(s.value);
     }
     auto axis = std::find_if(m.axes.begin(), m.axes.end(), [&](const MatrixAxis& a) { return a.key == s.key; });
+    auto value_of = [&](const MatrixCombo& c) -> const MatrixValue* {
+      for (const auto& [k, val] : c.values)
+        if (k == s.key) return &val;
+      return nullptr;
+    };
+    const bool in_include = std::any_of(m.include.begin(), m.include.end(), [&](const MatrixCombo& c) { return value_of(c); });
+    if (axis == m.axes.end() && in_include) {
+      // A key only `include:` entries give (each entry a whole point, as
+      // recipes/pytorch.yaml's cuda and pytorch): the entries with this value
+      // are chosen; when none has it, every entry takes it instead (--set
+      // arch=9.0 over entries that list three archs). No axis is made, so no
+      // half-defined point is.
+      const bool chosen = std::any_of(m.include.begin(), m.include.end(), [&](const MatrixCombo& c) {
+        const MatrixValue* have = value_of(c);
+        return have && *have == v;
+      });
+      if (chosen) {
+        std::erase_if(m.include, [&](const MatrixCombo& c) {
+          const MatrixValue* have = value_of(c);
+          return !have || !(*have == v);
+        });
+      } else {
+        for (auto& c : m.include) {
+          bool set = false;
+          for (auto& [k, val] : c.values)
+            if (k == s.key) val = v, set = true;
+          if (!set) c.values.emplace_back(s.key, v);
+        }
+      }
+      continue;
+    }
     if (axis == m.axes.end()) {
-      bool in_include = false;
-      for (const auto& inc : m.include)
-        for (const auto& [k, val] : inc.values) in_include = in_include || k == s.key;
       if (!in_include && std::find(new_keys.begin(), new_keys.end(), s.key) == new_keys.end()) {
         std::vector<std::string> known = new_keys;
         for (const auto& a : m.axes) known.push_back(a.key);

@@ -111,6 +111,41 @@ TEST_CASE("a matrix value is overridden with --set", "[plan]") {
   CHECK_THROWS_WITH(plan_text(tmp.path(), kFramework, {"pytroch=2.6"}), Catch::Contains("did you mean 'pytorch'"));
 }
 
+TEST_CASE("--set on a key only include: entries give chooses those entries, or sets it in every one", "[plan]") {
+  // As recipes/pytorch.yaml: each include: entry is a whole point. A --set of
+  // one of their keys made an axis of it, and so a half-defined point
+  // ("undefined variable '${pytorch}' at point cuda=12.8").
+  const std::string recipe = "stack: fw\nmatrix:\n  include:\n"
+                             "    - {cuda: \"12.6\", pytorch: \"2.7.0\", arch: [\"8.0\", \"9.0\"]}\n"
+                             "    - {cuda: \"12.8\", pytorch: \"2.8.0\", arch: [\"8.0\", \"9.0\"]}\n"
+                             "layers:\n  - {name: fw, use: pytorch, version: \"${pytorch}\", from: wheel}\n"
+                             "tags: [\"fw:${pytorch}-cuda${cuda}\"]\n";
+  TempDir tmp;
+  auto ids = [](const Planned& p) {
+    std::vector<std::string> out;
+    for (const auto& x : p.plan.points) out.push_back(x.point.id());
+    return out;
+  };
+  SECTION("a value an entry has chooses it") {
+    Planned p = plan_text(tmp.path(), recipe, {"cuda=12.8"});
+    CHECK(ids(p) == std::vector<std::string>{"cuda=12.8 pytorch=2.8.0 arch=8.0;9.0"});
+    REQUIRE(p.plan.points[0].stack);
+  }
+  SECTION("two keys of one entry choose it once") {
+    Planned p = plan_text(tmp.path(), recipe, {"cuda=12.6", "pytorch=2.7.0"});
+    CHECK(ids(p) == std::vector<std::string>{"cuda=12.6 pytorch=2.7.0 arch=8.0;9.0"});
+  }
+  SECTION("a value no entry has is set in every entry") {
+    Planned p = plan_text(tmp.path(), recipe, {"arch=9.0"});
+    CHECK(ids(p) == std::vector<std::string>{"cuda=12.6 pytorch=2.7.0 arch=9.0", "cuda=12.8 pytorch=2.8.0 arch=9.0"});
+  }
+  SECTION("chosen, then set: the resolver says whether the point works") {
+    Planned p = plan_text(tmp.path(), recipe, {"cuda=12.8", "pytorch=2.6.0"});
+    REQUIRE(p.plan.points.size() == 1);
+    CHECK(p.plan.points[0].point.id() == "cuda=12.8 pytorch=2.6.0 arch=8.0;9.0");
+  }
+}
+
 TEST_CASE("the lockfile: stable text - stale detection - never half-written", "[plan][lock]") {
   TempDir tmp;
   Planned p = plan_text(tmp.path(), kFramework);
