@@ -1,6 +1,8 @@
 // stackbuild notes: release notes of a layout's images (image/notes.hpp),
 // rendered from a Mustache template.
 #include <cstdio>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +39,9 @@ const char* const kNotesHelp =
     "  --template FILE      a Mustache template of your own instead of the built-in one\n"
     "  --data               print the data the template is rendered with (JSON), not the page\n"
     "  -o, --output FILE    write to FILE (default: standard output)\n"
+    "  --only KEY=VALUE     only the images of those matrix points (repeatable: values of one\n"
+    "                       KEY are alternatives, different KEYs must all match), by the point\n"
+    "                       each image recorded (dev.stackbuild.point)\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for pull\n"
     "  --insecure-policy    read from a registry whatever policy.json says (as for pull)\n";
 
@@ -149,6 +154,41 @@ notes::Images read_images(const std::string& text, const Args& args, Context& ct
   return read_registry(text, args, ctx, store);
 }
 
+// --only KEY=VALUE: the images whose matrix point (their dev.stackbuild.point
+// annotation, "cuda=12.6 pytorch=2.7.0 ...") has it; values of one KEY are
+// alternatives, different KEYs must all match, as for build.
+void keep_only(notes::Images& images, const std::vector<std::string>& only) {
+  if (only.empty()) return;
+  std::map<std::string, std::set<std::string>> want;
+  for (const auto& o : only) {
+    auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
+      throw Error("--only wants KEY=VALUE, not '" + o + "'", ErrorKind::Usage);
+    want[o.substr(0, eq)].insert(o.substr(eq + 1));
+  }
+  std::set<std::string> points;
+  auto matches = [&](const notes::Image& image) {
+    std::string point = image.point.is_object() ? image.point.value("dev.stackbuild.point", "") : "";
+    points.insert(point.empty() ? "(no matrix point recorded)" : point);
+    std::map<std::string, std::string> has;
+    for (size_t at = 0; at < point.size();) {
+      size_t end = std::min(point.find(' ', at), point.size());
+      std::string kv = point.substr(at, end - at);
+      if (auto eq = kv.find('='); eq != std::string::npos) has[kv.substr(0, eq)] = kv.substr(eq + 1);
+      at = end + 1;
+    }
+    for (const auto& [key, values] : want)
+      if (!has.count(key) || !values.count(has[key])) return false;
+    return true;
+  };
+  std::erase_if(images.images, [&](const notes::Image& i) { return !matches(i); });
+  if (images.images.empty()) {
+    std::string all;
+    for (const auto& p : points) all += "\n  " + p;
+    throw Error("--only: no image of " + images.where + " is of such a point; their points:" + all, ErrorKind::Usage);
+  }
+}
+
 }  // namespace
 
 int cmd_notes(const std::vector<std::string>& argv) {
@@ -157,7 +197,7 @@ int cmd_notes(const std::vector<std::string>& argv) {
                  {"-o", "--output", "--since", "--template", "--creds", "--ca-cert"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--data", "--insecure-policy"});
-  Args args(argv, flags, options, {"--insecure-registry"});
+  Args args(argv, flags, options, {"--insecure-registry", "--only"});
   if (maybe_help(args, kNotesHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("notes wants one LAYOUT or REGISTRY/REPO[:TAG]", ErrorKind::Usage);
@@ -176,6 +216,7 @@ int cmd_notes(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   notes::Images now = read_images(args.positional()[0], args, ctx, store);
+  keep_only(now, args.all("--only"));
   std::optional<notes::Images> since;
   if (auto s = args.get("--since")) {
     try {

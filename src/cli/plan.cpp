@@ -9,6 +9,7 @@
 #include "pipeline/apt_layer.hpp"
 #include "registry/session.hpp"
 #include "pipeline/lock.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
 #include "resolve/lockfile.hpp"
 #include "util/error.hpp"
@@ -25,7 +26,10 @@ const char* const kPlanHelp =
     "\n"
     "options:\n"
     "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable); arch takes a list:\n"
-    "                     --set arch=8.0,9.0\n"
+    "                     --set arch=8.0,9.0. A KEY that only include: entries give chooses\n"
+    "                     the entries with that value, or, when none has it, is set in each one\n"
+    "  --only KEY=VALUE   show only the points where ${KEY} is VALUE (repeatable: values of one\n"
+    "                     KEY are alternatives, different KEYs must all match), as build --only\n"
     "  --catalog DIR      the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                     beside the recipe or above it, else the built-in one)\n"
     "  --strict           exit 4 when any point is unsatisfiable\n"
@@ -127,11 +131,16 @@ int cmd_plan(const std::vector<std::string>& argv) {
   flags.push_back("--strict");
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
-  Args args(argv, flags, options, {"--set"});
+  Args args(argv, flags, options, {"--set", "--only"});
   if (maybe_help(args, kPlanHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("plan wants one recipe file (see 'stackbuild plan --help')", ErrorKind::Usage);
   Planned planned = plan_recipe(load_recipe(args.positional()[0]), plan_options(args));
+  if (auto only = args.all("--only"); !only.empty()) {  // the chosen points, as build --only chooses them
+    std::vector<resolve::PlanPoint> chosen;
+    for (size_t i : select_points(planned.recipe, planned.plan, only)) chosen.push_back(planned.plan.points[i]);
+    planned.plan.points = std::move(chosen);
+  }
   if (args.has("--json"))
     print_document(nlohmann::json(planned.plan), true);
   else

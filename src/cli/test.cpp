@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "image/image.hpp"
 #include "image/layout.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "pipeline/publish.hpp"
 #include "registry/pull.hpp"
 #include "registry/referrers.hpp"
@@ -69,6 +70,7 @@ const char* const kTestHelp =
     "reads\n"
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
+    "  --only KEY=VALUE       with RECIPE: test only the images of those points, as build --only\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
     "  --insecure-policy    pull REF whatever policy.json says (as for pull)\n"
     "  --host-root DIR        look for the GPU driver and CDI specs under DIR, as 'stackbuild gpu\n"
@@ -129,10 +131,16 @@ bool is_recipe_arg(const std::string& a) {
 std::vector<Target> recipe_targets(const std::string& file, const Args& args, const Store& store) {
   Recipe recipe = load_recipe(file);
   std::vector<std::pair<Recipe, std::optional<resolve::ResolvedStack>>> points;
-  if (needs_plan(recipe) || args.has("--set") || args.has("--catalog")) {
+  const std::vector<std::string> only = args.all("--only");
+  if (needs_plan(recipe) || args.has("--set") || args.has("--catalog") || !only.empty()) {
     Planned planned = plan_recipe(recipe, plan_options(args));
-    for (const auto& p : planned.plan.points)
-      if (p.stack) points.emplace_back(resolve::instantiate(planned.recipe, p), p.stack);
+    std::vector<size_t> chosen;  // --only: those points; else all
+    if (!only.empty())
+      chosen = select_points(planned.recipe, planned.plan, only);
+    else
+      for (size_t i = 0; i < planned.plan.points.size(); ++i) chosen.push_back(i);
+    for (size_t i : chosen)
+      if (const auto& p = planned.plan.points[i]; p.stack) points.emplace_back(resolve::instantiate(planned.recipe, p), p.stack);
     if (points.empty()) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   } else {
     points.emplace_back(recipe, std::nullopt);
@@ -205,10 +213,13 @@ int cmd_test(const std::vector<std::string>& argv) {
                   "--catalog", "--creds", "--ca-cert", "--host-root"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout"});
-  Args args(argv, flags, options, {"--expect", "--set", "--insecure-registry"});
+  Args args(argv, flags, options, {"--expect", "--set", "--only", "--insecure-registry"});
   if (maybe_help(args, kTestHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("test wants one RECIPE.yaml, LAYOUT[:TAG] or REGISTRY/REPO[:TAG]", ErrorKind::Usage);
+  if (args.has("--only") && !is_recipe_arg(args.positional()[0]))
+    throw Error("--only chooses points of a RECIPE.yaml; a LAYOUT:TAG or REGISTRY/REPO:TAG names one image already",
+                ErrorKind::Usage);
   Context ctx = make_context(args);
   Store store = ctx.store();
 
