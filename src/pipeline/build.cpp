@@ -1,5 +1,6 @@
 #include "pipeline/build.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 
@@ -152,8 +153,28 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
 
   if (!duplicates.empty()) status.message(Level::Warning, duplicate_summary(duplicates));
 
-  // 4. Image documents: one image, under every tag.
+  // 4. With pip layers: /etc/pip/constraint.txt pinning the image's Python
+  //    packages, in a layer on top, and PIP_CONSTRAINT naming it (NGC's
+  //    images do this; `pip_constraint: false` turns it off).
+  const LayerSpec* last_pip = nullptr;
+  for (const auto& spec : recipe.layers)
+    if (&layer_kind_of(spec) == &pip_layer_kind()) last_pip = &spec;
+  const bool constrained = recipe.pip_constraint && last_pip;
+  if (constrained) {
+    const LayerKind& kind = pip_constraint_layer_kind();
+    result.layers.push_back(kind.build({recipe, *last_pip, key, layers, names, store, options, epoch, status}, key));
+    LayerReport& done = result.layers.back();
+    done.key = key;
+    layers.push_back(done.layer);
+    names.push_back(done.name);
+    history.push_back({"stackbuild: " + done.history, "", false});
+  }
+
+  // 5. Image documents: one image, under every tag.
   ImageConfig config = base ? inherit_config(base->config, image_config(recipe), recipe) : image_config(recipe);
+  if (constrained && std::none_of(config.env.begin(), config.env.end(),
+                                  [](const std::string& e) { return e.starts_with("PIP_CONSTRAINT="); }))
+    config.env.push_back(std::string("PIP_CONSTRAINT=") + kPipConstraintFile);
   result.warnings = merge_labels(config.labels, options.labels);  // pipeline/labels.hpp
   for (auto& w : merge_labels(config.labels, source_labels))
     result.warnings.push_back(std::move(w));

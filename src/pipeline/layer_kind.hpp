@@ -146,5 +146,9 @@ const LayerKind& copy_layer_kind();    // copy: local files (copy_layer.cpp)
 // Not asked by layer_kind_of(): build_image asks it for a layer of another
 // kind with `keep_source:`, and it builds the source's layer above that one.
 const LayerKind& kept_source_layer_kind();  // source: the tree a package layer keeps (kept_source_layer.cpp)
+// Not asked by layer_kind_of() either: build_image asks it once, after the
+// last layer of an image with pip layers (unless `pip_constraint: false`).
+const LayerKind& pip_constraint_layer_kind();  // /etc/pip/constraint.txt (pip_layer.cpp)
+constexpr const char* kPipConstraintFile = "/etc/pip/constraint.txt";
 
 }  // namespace sb

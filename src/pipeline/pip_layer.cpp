@@ -365,7 +365,66 @@ std::string pip_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
   return malformed_entry([&] { pinned_list<pip::PinnedWheel>(entry, "wheels"); });
 }
 
+// The constraint file of an image with pip layers, as NGC's images have one:
+// every Python project the layers below hold for the image's interpreter
+// (wheels and Debian's python3-* alike), `name==version`, so that a `pip
+// install` of something else cannot replace them; in a layer of its own on
+// top, keyed by its text. build_image asks for it after the last layer.
+class PipConstraintKind final : public LayerKind {
+ public:
+  const char* name() const override { return "pip constraints"; }
+  bool handles(const LayerSpec&) const override { return false; }  // never a recipe's layer
+  LayerReport build(const LayerContext& c, Digest& key_out) const override {
+    auto start = std::chrono::steady_clock::now();
+    const pip::Target target = pip_target(c.recipe, c.options.variables, c.options.point);
+    std::map<std::string, pip::ResolveOptions::Installed> installed;
+    for (size_t i = 0; i < c.below.size(); ++i)
+      installed_projects(cached_listing(c.store, c.below_names[i], c.below[i].digest), target, installed);
+    std::string text = "# The Python packages of this image (Python " + target.python +
+                       "), pinned: pip installs nothing that would replace them.\n"
+                       "# Written by stackbuild; PIP_CONSTRAINT names this file.\n";
+    for (const auto& [name, what] : installed) text += name + "==" + what.version + "\n";
+    const Digest key = KeyHasher()
+                           .field("stackbuild-pip-constraint", "1")
+                           .field("parent", c.parent_key.str())
+                           .field("text", text)
+                           .field("compression", to_string(c.options.layer.compression))
+                           .field("level", c.options.layer.level)
+                           .field("epoch", c.epoch)
+                           .finish();
+    key_out = key;
+    const std::string name = "pip constraints";
+    auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    auto report = [&](LayerReport r) {
+      r.history = "pip constraints: " + std::string(kPipConstraintFile);
+      return r;
+    };
+    auto found = find_layers(c.store, key, name, c.status, c.options.cache_from);
+    if (found.hit) return report(layer_report(name, *found.hit, true, seconds()));
+    auto scratch = c.store.temp_dir();
+    const fs::path file = scratch->path() / "constraint.txt";
+    write_file_atomic(file, text);
+    EntryMap entries;
+    TarEntry e;
+    e.mode = 0644;
+    e.mtime = c.epoch;
+    e.source = file;
+    e.size = text.size();
+    entries[canonical_archive_path(kPipConstraintFile)] = e;
+    ScanOptions so;
+    so.source_date_epoch = c.epoch;
+    add_parent_dirs(so, entries);
+    Layer l = store_layer(entries, c.store, c.options.layer, key, c.status, "layer " + name);
+    return report(layer_report(name, {l}, false, seconds()));
+  }
+};
+
 }  // namespace
+
+const LayerKind& pip_constraint_layer_kind() {
+  static const PipConstraintKind kind;
+  return kind;
+}
 
 const LayerKind& pip_layer_kind() {
   static const BuilderKind kind("pip", is_pip_layer, build_pip_layer,

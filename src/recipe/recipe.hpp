@@ -261,6 +261,9 @@ struct Recipe {
   Text from;
   fs::path from_dir;                      // the directory of the recipe that wrote it (oci: paths)
   std::optional<uint64_t> layer_budget;   // bytes of content above which a layer is split
+  // `pip_constraint: false`: no /etc/pip/constraint.txt (and no PIP_CONSTRAINT)
+  // pinning the Python packages of an image with pip layers.
+  bool pip_constraint = true;
   Matrix matrix;
   PlatformSpec platform;
   std::vector<LayerSpec> layers;

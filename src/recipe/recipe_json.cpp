@@ -157,6 +157,7 @@ void to_json(nlohmann::json& j, const Recipe& r) {
   if (!r.from.value.empty()) j["from"] = r.from.value;
   if (r.source_date_epoch) j["source_date_epoch"] = *r.source_date_epoch;
   if (r.layer_budget) j["layer_budget"] = *r.layer_budget;
+  if (!r.pip_constraint) j["pip_constraint"] = false;
   if (!r.release.empty()) j["release"] = r.release;
   if (!r.platform.python.empty()) j["platform"]["python"] = r.platform.python;
   if (!r.platform.glibc.empty()) j["platform"]["glibc"] = r.platform.glibc;

@@ -459,7 +459,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   r.check_keys(root, "the recipe",
                {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "layer_budget", "matrix",
                 "layers", "config", "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories",
-                "pins", "static_checks"});
+                "pins", "static_checks", "pip_constraint"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -506,6 +506,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
     if (!b) r.fail(n, "layer_budget wants a size such as 8GiB, 500MiB or 1000000 (bytes)");
     rec.layer_budget = *b;
   }
+  if (auto n = root["pip_constraint"]) rec.pip_constraint = r.boolean(n, "'pip_constraint'");
   if (auto n = root["matrix"]) rec.matrix = parse_matrix(r, n);
   if (auto n = root["layers"]) {
     r.expect_list(n, "'layers'");

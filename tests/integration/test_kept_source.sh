@@ -78,6 +78,7 @@ layers:
     from: wheel
     ${3:-comment: wheels}
 tags: ["kept:\${flavor}"]
+pip_constraint: false  # the kept source's place is the top of the image (test_pip checks the constraint layer)
 EOF
 }
 recipe keep.yaml 2.0 $'keep_source: /opt/torchy\n    patches: [fix.patch]'

@@ -66,10 +66,29 @@ for run in 1 2; do
   PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" \
     -o "$TMP/layout" --store "$STORE" >"$TMP/build.out" 2>&1 || fail "build with a pip layer: $(cat "$TMP/build.out")"
 done
-grep -q "(0 built, 2 from the cache)" "$TMP/build.out" || fail "the rebuild was not cached: $(cat "$TMP/build.out")"
+grep -q "(0 built, 3 from the cache)" "$TMP/build.out" || fail "the rebuild was not cached: $(cat "$TMP/build.out")"
 d1=$(sed -n 's/^pt:t: //p' "$TMP/build.out")
 sb unpack "$TMP/layout:t" "$TMP/unpacked" --store "$STORE" 2>/dev/null || fail "unpack failed"
 [[ -d "$TMP/unpacked/usr/local/lib/python$py/site-packages/torchy-2.0.dist-info" ]] || fail "torchy is not in the image"
+
+check "the image pins its Python packages (/etc/pip/constraint.txt, PIP_CONSTRAINT): pip refuses to replace torchy"
+cons="$TMP/unpacked/etc/pip/constraint.txt"
+grep -qx "torchy==2.0" "$cons" && grep -qx "helper==1.1" "$cons" || fail "the constraint file: $(cat "$cons" 2>&1)"
+python3 - "$TMP/layout" <<'PY' || fail "the image's config has no PIP_CONSTRAINT"
+import json, sys
+d = sys.argv[1]
+idx = json.load(open(d + "/index.json"))
+m = json.load(open(d + "/blobs/sha256/" + idx["manifests"][0]["digest"][7:]))
+c = json.load(open(d + "/blobs/sha256/" + m["config"]["digest"][7:]))
+sys.exit(0 if "PIP_CONSTRAINT=/etc/pip/constraint.txt" in c["config"]["Env"] else 1)
+PY
+pip_try() {  # pip's own resolver, as in the image: nothing is installed (--dry-run)
+  PIP_CONFIG_FILE=/dev/null PIP_CONSTRAINT="$cons" python3 -m pip install --dry-run --break-system-packages \
+    --ignore-installed --no-deps --index-url "$index" "$@"
+}
+pip_try torchy==2.0 >"$TMP/pip-same.out" 2>&1 || fail "pip refused what the image holds: $(cat "$TMP/pip-same.out")"
+if pip_try torchy==1.0 >"$TMP/pip-other.out" 2>&1; then fail "pip would replace torchy 2.0 with 1.0 under the constraint"; fi
+grep -qi "conflict\|cannot install" "$TMP/pip-other.out" || fail "pip failed for another reason: $(cat "$TMP/pip-other.out")"
 
 check "lock pins the wheels; build --locked in a new store reads no index and builds the same image"
 PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb lock "$TMP/recipe/r.yaml" --store "$STORE" >"$TMP/lock.out" 2>&1 ||
@@ -184,8 +203,8 @@ for run in 1 2; do
     -o "$TMP/split" --store "$STORE" --layer-budget 1 >"$TMP/split.out" 2>&1 || fail "split build: $(cat "$TMP/split.out")"
 done
 n=$(json "$TMP/split/blobs/sha256/$(manifest_digest "$TMP/split" t)" 'len(j["layers"])')
-[[ $n -ge 4 ]] || fail "the split image has $n layers, expected the base and one per distribution (3 or more)"
-grep -q "(0 built, 2 from the cache)" "$TMP/split.out" || fail "the split rebuild was not cached: $(cat "$TMP/split.out")"
+[[ $n -ge 5 ]] || fail "the split image has $n layers, expected the base, one per distribution (3 or more) and the pip constraints"
+grep -q "(0 built, 3 from the cache)" "$TMP/split.out" || fail "the split rebuild was not cached: $(cat "$TMP/split.out")"
 sb unpack "$TMP/split:t" "$TMP/unpacked-split" --store "$STORE" 2>/dev/null || fail "unpack of the split image failed"
 diff -r "$TMP/unpacked" "$TMP/unpacked-split" || fail "the split image holds other files"
 

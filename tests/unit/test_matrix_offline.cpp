@@ -16,6 +16,7 @@
 #include "fakes.hpp"
 #include "helpers.hpp"
 #include "pip_fixture.hpp"
+#include "archive/extract.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "fetch/pip/resolver.hpp"
@@ -168,16 +169,26 @@ TEST_CASE("build_matrix: apt and pip layers offline through the recording fetche
   const MatrixResult& r = first.result;
   REQUIRE(r.points.size() == 2);
   CHECK(r.points[0].id == "flavor=1.0");
-  // The apt layer is the same at both points: built once, then from the cache.
-  CHECK(r.points[0].layers_built == 2);
-  CHECK(r.points[1].layers_built == 1);
+  // The apt layer is the same at both points: built once, then from the
+  // cache. On top of each image, its pip constraints.
+  CHECK(r.points[0].layers_built == 3);
+  CHECK(r.points[1].layers_built == 2);
   CHECK(r.points[1].layers_reused == 1);
   const auto& la = r.points[0].built->images.front().image.layers;
   const auto& lb = r.points[1].built->images.front().image.layers;
-  REQUIRE(la.size() == 2);
-  REQUIRE(lb.size() == 2);
+  REQUIRE(la.size() == 3);
+  REQUIRE(lb.size() == 3);
   CHECK(la[0].digest == lb[0].digest);
   CHECK(la[1].digest != lb[1].digest);
+  {
+    TempDir root;
+    ExtractStats stats;
+    extract_layer(Store(a.path() / "store").blob_path(la[2].digest), root.path(), ExtractOptions{}, stats);
+    const std::string text = read_file(root.path() / "etc/pip/constraint.txt");
+    CHECK_THAT(text, Catch::Contains("\ngreet==1.0\n"));
+    const auto& image = r.points[0].built->images.front().image;
+    CHECK(image.config_json.find("PIP_CONSTRAINT=/etc/pip/constraint.txt") != std::string::npos);
+  }
 
   // Every byte came through the fakes the services handed in: the repository
   // (InRelease asked and absent), the package once, greet's index page, each

@@ -111,7 +111,7 @@ TEST_CASE("a matrix value is overridden with --set", "[plan]") {
   CHECK_THROWS_WITH(plan_text(tmp.path(), kFramework, {"pytroch=2.6"}), Catch::Contains("did you mean 'pytorch'"));
 }
 
-TEST_CASE("--set on a key only include: entries give chooses those entries, or sets it in every one", "[plan]") {
+TEST_CASE("plan: a --set of a key only include: entries give chooses those entries, or sets it in every one", "[plan]") {
   // As recipes/pytorch.yaml: each include: entry is a whole point. A --set of
   // one of their keys made an axis of it, and so a half-defined point
   // ("undefined variable '${pytorch}' at point cuda=12.8").
