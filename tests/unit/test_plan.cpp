@@ -301,21 +301,25 @@ TEST_CASE("a lockfile's pins are read strictly, naming the item", "[plan][lock]"
              Catch::StartsWith("repositories[0]: [json.exception"));
 }
 
-TEST_CASE("golden plan --json for every recipe in recipes/", "[plan][golden]") {
+TEST_CASE("golden plan --json for every recipe in recipes/ and example in examples/", "[plan][golden]") {
   size_t seen = 0;
-  for (const auto& e : fs::directory_iterator(kSource / "recipes")) {
-    if (e.path().extension() != ".yaml") continue;
-    ++seen;
-    std::string name = e.path().filename().string();
-    SECTION(name) {
-      Planned p = plan_recipe(load_recipe(e.path()), PlanOptions{});
-      CHECK(p.plan.unsatisfiable() == 0);  // every shipped recipe resolves cleanly
-      p.plan.recipe = "recipes/" + name;    // the golden file must not depend on the checkout's path
-      std::string actual = nlohmann::json(p.plan).dump(2) + "\n";
-      std::string expected;
-      test::check_golden("plan/" + e.path().stem().string() + ".json", actual, expected);
-      CHECK(actual == expected);
+  for (const char* dir : {"recipes", "examples"})
+    for (const auto& e : fs::directory_iterator(kSource / dir)) {
+      if (e.path().extension() != ".yaml") continue;
+      ++seen;
+      const std::string name = std::string(dir) + "/" + e.path().filename().string();
+      SECTION(name) {
+        Planned p = plan_recipe(load_recipe(e.path()), PlanOptions{});
+        CHECK(p.plan.unsatisfiable() == 0);  // every shipped recipe and example resolves cleanly
+        p.plan.recipe = name;                 // the golden file must not depend on the checkout's path
+        std::string actual = nlohmann::json(p.plan).dump(2) + "\n";
+        std::string expected;
+        // recipes/X.yaml -> plan/X.json (as before); examples/X.yaml -> plan/examples/X.json
+        const std::string golden = std::string(dir) == "recipes" ? "plan/" + e.path().stem().string() + ".json"
+                                                                  : "plan/examples/" + e.path().stem().string() + ".json";
+        test::check_golden(golden, actual, expected);
+        CHECK(actual == expected);
+      }
     }
-  }
-  CHECK(seen >= 4);
+  CHECK(seen >= 8);
 }
