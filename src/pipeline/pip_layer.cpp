@@ -205,6 +205,43 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
   }
 }
 
+// A lockfile's wheels name their files, not URLs: those the store lacks are
+// found on the index this machine is configured for, by file name (and
+// sha256, when the index gives one), one project page each. Those in the
+// store need no URL: the fetcher takes them from there.
+static void locate_wheels(std::vector<pip::PinnedWheel>& wheels, const LayerContext& c) {
+  std::map<std::string, std::vector<pip::PinnedWheel*>> missing;  // project -> its wheels without a URL
+  for (auto& w : wheels)
+    if (w.url.empty() && !(w.sha256 && c.store.has(*w.sha256)))
+      missing[w.key.empty() ? pip::normalize_name(w.name) : w.key].push_back(&w);
+  if (missing.empty()) return;
+  pip::IndexConfig cfg = index_config(c.store, "");
+  cfg.transport = c.options.services.index;
+  auto fetcher = c.options.services.make_fetcher(c.store, pip_fetch_options(cfg), c.status);
+  auto index = pip::make_http_index(cfg, c.store, *fetcher, page_cache());
+  std::vector<std::string> projects;
+  for (const auto& [project, ws] : missing) projects.push_back(project);
+  index->prefetch(projects);
+  for (auto& [project, ws] : missing) {
+    const auto files = index->files(project);
+    for (pip::PinnedWheel* w : ws) {
+      for (const auto& f : files)
+        if (f.filename == w->filename && (!f.sha256 || !w->sha256 || *f.sha256 == *w->sha256)) {
+          w->url = f.url;
+          break;
+        }
+      if (w->url.empty()) {
+        std::string where;
+        for (const auto& u : cfg.urls) where += (where.empty() ? "" : ", ") + u;
+        throw Error("--locked: the lockfile pins " + w->filename +
+                        (w->sha256 ? " (" + w->sha256->str() + ")" : std::string()) + ", and the index (" + where +
+                        ") has no such file for " + project,
+                    ErrorKind::Input);
+      }
+    }
+  }
+}
+
 // Builds one pip layer on top of `below`. With options.point.lock, the
 // wheels pinned there for this layer are fetched (and no index is read);
 // otherwise the requirements are resolved against the index now. Libraries
@@ -232,6 +269,7 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
     nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
     if (lock.contains("pip") && lock["pip"].contains(c.spec.name)) {  // --locked: exactly the pinned wheels
       wheels = pinned_list<pip::PinnedWheel>(lock["pip"][c.spec.name], "wheels");
+      locate_wheels(wheels, c);
     } else {
       list_lower();
       // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
@@ -336,7 +374,14 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
         for (auto& w : wheels)
           if (!w.size) w.size = got[i++].size;
       }
-      for (const auto& w : wheels) installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
+      for (auto& w : wheels) {
+        installed[w.key.empty() ? pip::normalize_name(w.name) : w.key] = {w.version, spec.name};
+        // The lockfile names each file by name, sha256 and size, not by URL:
+        // a --locked build finds it on the index this machine is configured
+        // for (as pip does with --require-hashes), and the lockfile holds no
+        // host.
+        w.url.clear();
+      }
       out[spec.name] = {{"target", t.describe()}, {"site", t.site()},   {"requirements", reqs},
                         {"constraints", constraint_json(cons)}, {"wheels", wheels}};
     } catch (Error& e) {

@@ -90,7 +90,7 @@ pip_try torchy==2.0 >"$TMP/pip-same.out" 2>&1 || fail "pip refused what the imag
 if pip_try torchy==1.0 >"$TMP/pip-other.out" 2>&1; then fail "pip would replace torchy 2.0 with 1.0 under the constraint"; fi
 grep -qi "conflict\|cannot install" "$TMP/pip-other.out" || fail "pip failed for another reason: $(cat "$TMP/pip-other.out")"
 
-check "lock pins the wheels; build --locked in a new store reads no index and builds the same image"
+check "lock pins the wheels by file and sha256 (no URL, no host); build --locked in a new store finds them on the index, resolving nothing, and builds the same image"
 PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb lock "$TMP/recipe/r.yaml" --store "$STORE" >"$TMP/lock.out" 2>&1 ||
   fail "lock: $(cat "$TMP/lock.out")"
 python3 - "$TMP/recipe/r.yaml.lock" <<'PY' || fail "the lock lacks the wheels: $(cat "$TMP/recipe/r.yaml.lock")"
@@ -98,13 +98,17 @@ import json, sys
 e = json.load(open(sys.argv[1]))["points"][0]["pip"]["wheels"]
 got = sorted((w["name"], w["version"]) for w in e["wheels"])
 assert got == [("helper", "1.1"), ("nvidia-fake-cu12", "1.2.5"), ("torchy", "2.0")], got
-assert all(len(w["sha256"]) == 64 and w["url"] and w["filename"].endswith(".whl") for w in e["wheels"])
+assert all(len(w["sha256"]) == 64 and "url" not in w and w["filename"].endswith(".whl") for w in e["wheels"])
 assert e["requirements"] == ["torchy"], e
 PY
-mv "$TMP/index/simple" "$TMP/index/simple.away"  # only the pinned files can be fetched now
 PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout2" \
   --store "$TMP/s3" >"$TMP/build2.out" 2>&1 || fail "build --locked: $(cat "$TMP/build2.out")"
 [[ $(sed -n 's/^pt:t: //p' "$TMP/build2.out") == "$d1" && -n $d1 ]] || fail "the locked image differs: $(cat "$TMP/build2.out")"
+check "a pinned file the index no longer has is refused by name (a --locked build in an empty store)"
+mv "$TMP/index/simple" "$TMP/index/simple.away"
+if PIP_INDEX_URL=$index PIP_CONFIG_FILE=/dev/null sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout2b" \
+  --store "$TMP/s3b" >"$TMP/build2b.out" 2>&1; then fail "built without the index's files"; fi
+grep -q "helper-1.1-py3-none-any.whl\|torchy-2.0\|nvidia_fake" "$TMP/build2b.out" || fail "the error names no file: $(cat "$TMP/build2b.out")"
 mv "$TMP/index/simple.away" "$TMP/index/simple"
 
 check "an index behind a private CA (pip.conf's cert): lock, then build --locked in a new store trusts it for the wheels too"
@@ -118,7 +122,7 @@ if command -v openssl >/dev/null; then
   # in an empty store fetches them again.
   tls_pip "$SB" lock "$TMP/tls/r.yaml" --store "$TMP/s-tls1" --progress plain >"$TMP/tls-lock.out" 2>&1 ||
     fail "lock over TLS: $(cat "$TMP/tls-lock.out")"
-  grep -q "\"url\": \"https://127.0.0.1" "$TMP/tls/r.yaml.lock" || fail "the lock holds no https URL"
+  if grep -q '"url"' "$TMP/tls/r.yaml.lock"; then fail "the lock holds URLs"; fi
   tls_pip "$SB" build "$TMP/tls/r.yaml" --locked -o "$TMP/layout-tls" --store "$TMP/s-tls2" --progress plain \
     >"$TMP/tls-build.out" 2>&1 || fail "build --locked over TLS: $(cat "$TMP/tls-build.out")"
   [[ $(sed -n 's/^pt:t: //p' "$TMP/tls-build.out") == "$d1" ]] || fail "the image differs: $(cat "$TMP/tls-build.out")"

@@ -440,7 +440,17 @@ class HttpIndex : public Index {
       req.headers.push_back("If-Modified-Since: " + kept->value("last_modified", ""));
     http::RetryPolicy once;
     once.attempts = 1;
-    http::Response res = http::with_retries(retry ? http::RetryPolicy{} : once, [&] { return client.perform(req); });
+    http::Response res = http::with_retries(retry ? http::RetryPolicy{} : once, [&] {
+      try {
+        return client.perform(req);
+      } catch (const http::HttpError& e) {  // an index behind a private CA: say where the CA goes
+        if (e.kind() != http::HttpError::Kind::TlsUntrusted) throw;
+        std::string what = e.what();
+        if (what.starts_with(e.url() + ": ")) what.erase(0, e.url().size() + 2);
+        throw http::HttpError(e.url(), what + " (a private CA is pip's `cert` (pip.conf or PIP_CERT), as for pip; see docs/pip.md)",
+                              e.transient(), e.kind());
+      }
+    });
     if (res.status == 404 || res.status == 410) return std::nullopt;
     if (res.status == 200 || res.status == 304) asked_this_run(url, true);
     CacheDirective cc = cache_directive(res.header("cache-control"));

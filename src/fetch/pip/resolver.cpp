@@ -12,8 +12,9 @@
 namespace sb::pip {
 
 void to_json(nlohmann::json& j, const PinnedWheel& w) {
-  j = {{"name", w.name}, {"version", w.version}, {"filename", w.filename}, {"url", w.url},
+  j = {{"name", w.name}, {"version", w.version}, {"filename", w.filename},
        {"sha256", w.sha256 ? w.sha256->hex() : ""}, {"requested", w.requested}};
+  if (!w.url.empty()) j["url"] = w.url;
   if (w.size) j["size"] = *w.size;
   if (!w.extras.empty()) j["extras"] = w.extras;
 }
@@ -25,7 +26,7 @@ void from_json(const nlohmann::json& j, PinnedWheel& w) {
   w.filename = j.at("filename").get<std::string>();
   if (!WheelName::parse(w.filename))
     throw Error("filename '" + w.filename + "' is not a wheel file name");
-  w.url = j.at("url").get<std::string>();
+  w.url = j.value("url", std::string());  // none: found by file name on the index (a lockfile's pins)
   std::string sha = j.value("sha256", "");
   if (!sha.empty()) w.sha256 = Digest::parse("sha256:" + sha);
   if (j.contains("size")) w.size = json_size(j, "size");

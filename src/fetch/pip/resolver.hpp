@@ -24,7 +24,7 @@ struct PinnedWheel {
   std::string name;        // the project's name, as its metadata spells it
   std::string key;         // normalised
   std::string version;
-  std::string filename, url;
+  std::string filename, url;  // url: "" in a lockfile, which names files, not hosts
   std::optional<Digest> sha256;
   std::optional<uint64_t> size;
   bool requested = false;  // named by the user (REQUESTED in the image)
