@@ -452,7 +452,36 @@ Resolved pinned_resolution(const nlohmann::json& entry, const fs::path& recipe_d
     repos[i].signed_by = unlock_path(repos[i].signed_by.string(), recipe_dir);
     r.repos.push_back({repos[i], {}, unlock_path(keyring, recipe_dir)});
   }
+  for (size_t i = 0; i < r.packages.size(); ++i)
+    if (r.packages[i].url.empty() && static_cast<size_t>(r.packages[i].repository) >= r.repos.size())
+      throw Error("packages[" + std::to_string(i) + "]: repository " + std::to_string(r.packages[i].repository) +
+                  " is not one of the entry's " + std::to_string(r.repos.size()) + " repositories");
   return r;
+}
+
+// A lockfile's repositories without a URL are the machine's: each takes the
+// URL of this machine's repository of the same suite and components (`now`,
+// the layer's repositories here); then every package's URL is its
+// repository's and its path.
+void locate_packages(Resolved& r, const std::vector<apt::Repository>& now, const std::string& layer) {
+  for (auto& lr : r.repos) {
+    if (!lr.repo.uri.empty()) continue;
+    std::set<std::string> want(lr.repo.components.begin(), lr.repo.components.end());
+    for (const auto& n : now)
+      if (n.suite == lr.repo.suite && std::set<std::string>(n.components.begin(), n.components.end()) == want) {
+        lr.repo.uri = n.uri;
+        break;
+      }
+    if (lr.repo.uri.empty()) {
+      std::string comps;
+      for (const auto& c : lr.repo.components) comps += " " + c;
+      throw Error("--locked: layer '" + layer + "' pins packages of this machine's repository " + lr.repo.suite +
+                      comps + ", and this machine's apt configuration has no such repository",
+                  ErrorKind::Input);
+    }
+  }
+  for (auto& p : r.packages)
+    if (p.url.empty()) p.url = r.repos.at(static_cast<size_t>(p.repository)).repo.uri + "/" + p.path;
 }
 
 // `configure: true`: the maintainer scripts the installer did not run, run
@@ -510,14 +539,21 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
   nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock).value("apt", nlohmann::json());
   if (lock.contains(c.spec.name)) {  // --locked: exactly what the lockfile pins
     r = pinned_resolution(lock[c.spec.name], c.recipe.dir());
-    // The logins of the repository URLs, which the lockfile does not hold.
-    // Working the repositories out reads only local files; when it cannot
-    // be done now, the lockfile still says what to fetch, and a login that
-    // is missing shows as HTTP 401 naming the URL.
+    // The repositories as this machine has them: the URLs of the machine's
+    // repositories the lockfile names by suite, and the logins of every
+    // URL, which the lockfile does not hold. Working them out reads only
+    // local files; when it cannot be done now, a lockfile that gives every
+    // URL still says what to fetch, and a login that is missing shows as
+    // HTTP 401 naming the URL.
+    std::vector<apt::Repository> now;
     try {
-      layer_repositories(c.recipe, c.spec, distro_of(c.spec, c.options.variables, c.options.point), null_status(), *f.net);
+      now = layer_repositories(c.recipe, c.spec, distro_of(c.spec, c.options.variables, c.options.point), null_status(),
+                               *f.net);
     } catch (const Error&) {
+      if (std::any_of(r.repos.begin(), r.repos.end(), [](const apt::LoadedRepository& lr) { return lr.repo.uri.empty(); }))
+        throw;
     }
+    locate_packages(r, now, c.spec.name);
   } else {
     Distro d = distro_of(c.spec, c.options.variables, c.options.point);
     r = resolve_layer(c.recipe, d, c.spec, state.status, c.store, f, c.status,
@@ -600,12 +636,41 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
       e.add_trace("while locking apt layer '" + spec.name + "'");
       throw;
     }
+    // The recipe's repositories keep their URLs (the recipe holds them); the
+    // machine's (its apt configuration, STACKBUILD_APT_SOURCES, the public
+    // default) are named by suite and components only, and a --locked build
+    // takes their URLs from the machine it runs on. Each package is a path in
+    // its repository: the lockfile holds no mirror's host.
+    std::set<std::string> recipe_uris;
+    for (const auto& s : spec.repositories.empty() ? recipe.repositories : spec.repositories)
+      if (!s.is_default) {
+        std::string uri = s.url;
+        (void)apt::take_url_login(uri);
+        while (uri.ends_with("/")) uri.pop_back();
+        recipe_uris.insert(uri);
+      }
     nlohmann::json repos = nlohmann::json::array();
     for (const auto& lr : r.repos) {
       nlohmann::json j = lr.repo;
       j["signed_by"] = lock_path(lr.repo.signed_by, recipe.dir());
       j["keyring"] = lock_path(lr.keyring, recipe.dir());
+      if (!recipe_uris.count(lr.repo.uri)) {
+        j.erase("uri");
+        j["from"] = "machine";
+      }
       repos.push_back(j);
+    }
+    for (auto& p : r.packages) {
+      size_t best = r.repos.size();
+      for (size_t i = 0; i < r.repos.size(); ++i) {
+        const std::string& uri = r.repos[i].repo.uri;
+        if (p.url.starts_with(uri + "/") && (best == r.repos.size() || uri.size() > r.repos[best].repo.uri.size()))
+          best = i;
+      }
+      if (best == r.repos.size()) continue;  // not under a repository's URL (cannot happen): kept as a URL
+      p.path = p.url.substr(r.repos[best].repo.uri.size() + 1);
+      p.repository = static_cast<int>(best);
+      p.url.clear();
     }
     out[spec.name] = {{"request", request_of(recipe, spec)}, {"repositories", repos}, {"packages", r.packages}};
     for (const auto& p : r.records) below[p.get("Package")] = p;  // below the next apt layer

@@ -132,6 +132,22 @@ build more more.yaml
 [[ $(status_of r-more greet) == "Status: install ok installed" ]] || fail "greet after another apt layer: $(status_of r-more greet)"
 [[ $(status_of r-more extra) == "Status: install ok installed" ]] || fail "extra: $(status_of r-more extra)"
 
+check "lock names the machine's repository by suite, not URL; --locked fetches from where this machine's sources say now"
+expect_ok lock sb lock plain.yaml --store "$STORE" --catalog "$SB_SOURCE_DIR/layers"
+if grep -q "file://\|\"url\"\|\"uri\"" plain.yaml.lock; then fail "the lock holds the repository's URL: $(grep -m2 "file://" plain.yaml.lock)"; fi
+grep -q '"from": "machine"' plain.yaml.lock && grep -q '"path": "pool/greet_1.0_amd64.deb"' plain.yaml.lock ||
+  fail "the lock does not name the machine's repository and the package's path: $(head -c 600 plain.yaml.lock)"
+mv repo repo-moved  # the mirror moved; the machine's sources follow it
+echo "deb [trusted=yes] file://$TMP/repo-moved bookworm main" >sources.list
+expect_ok locked sb build plain.yaml --locked -o out-locked --store "$TMP/store-locked" --catalog "$SB_SOURCE_DIR/layers"
+expect_ok unpack-locked sb unpack "out-locked:1" r-locked --store "$TMP/store-locked"
+[[ -f r-locked/usr/share/greet/data ]] || fail "the locked build from the moved repository lacks greet"
+echo "deb [trusted=yes] file://$TMP/elsewhere other main" >sources.list  # a machine without that repository
+expect_rc 3 nomirror sb build plain.yaml --locked -o out-nomirror --store "$TMP/store-nomirror" --catalog "$SB_SOURCE_DIR/layers"
+grep -q "this machine's apt configuration has no such repository" nomirror.err || { show_output nomirror; fail "not the missing-repository error"; }
+mv repo-moved repo
+echo "deb [trusted=yes] file://$TMP/repo bookworm main" >sources.list
+
 check "a failing postinst fails the build with dpkg's words, and leaves no image"
 rm repo/pool/greet_*.deb
 deb greet 1.1 '#!/bin/sh

@@ -20,14 +20,25 @@ namespace sb::apt {
 
 void to_json(nlohmann::json& j, const LockedPackage& p) {
   j = {{"name", p.name}, {"version", p.version}, {"architecture", p.architecture},
-       {"url", p.url},   {"sha256", p.sha256},   {"size", p.size}};
+       {"sha256", p.sha256}, {"size", p.size}};
+  if (!p.path.empty())
+    j["path"] = p.path, j["repository"] = p.repository;
+  else
+    j["url"] = p.url;
 }
 
 void from_json(const nlohmann::json& j, LockedPackage& p) {
   p.name = j.at("name").get<std::string>();
   p.version = j.at("version").get<std::string>();
   p.architecture = j.value("architecture", std::string());
-  p.url = j.at("url").get<std::string>();
+  if (j.contains("path")) {
+    p.path = j.at("path").get<std::string>();
+    p.repository = j.at("repository").get<int>();
+    if (p.path.empty() || p.path.front() == '/' || p.path.find("..") != std::string::npos || p.repository < 0)
+      throw Error("path '" + p.path + "' in repository " + std::to_string(p.repository) + " is not a file of a repository");
+  } else {
+    p.url = j.at("url").get<std::string>();
+  }
   p.sha256 = j.at("sha256").get<std::string>();
   Digest::parse("sha256:" + p.sha256);  // 64 hex digits, or an error that says so
   p.size = j.contains("size") ? json_size(j, "size") : 0;

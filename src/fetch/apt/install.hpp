@@ -28,6 +28,11 @@ namespace sb::apt {
 struct LockedPackage {
   std::string name, version, architecture, url, sha256;  // sha256: hex
   uint64_t size = 0;
+  // In a lockfile: where it is in its repository ("pool/main/p/python3.11/
+  // ...deb") and which of the entry's repositories that is, instead of `url`,
+  // so that the repository's URL can be this machine's (its mirror).
+  std::string path;
+  int repository = -1;
   friend bool operator==(const LockedPackage&, const LockedPackage&) = default;
 };
 void to_json(nlohmann::json& j, const LockedPackage& p);

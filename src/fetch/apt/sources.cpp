@@ -21,7 +21,7 @@ void to_json(nlohmann::json& j, const Repository& r) {
 }
 
 void from_json(const nlohmann::json& j, Repository& r) {
-  r.uri = j.at("uri").get<std::string>();
+  r.uri = j.value("uri", std::string());  // none in a lockfile: the machine's, found when it builds
   r.suite = j.at("suite").get<std::string>();
   r.components = j.value("components", std::vector<std::string>{});
   r.signed_by = j.value("signed_by", std::string());
