@@ -29,9 +29,14 @@ sb plan "$RECIPE" --json >"$TMP/plan.json" 2>/dev/null || fail "plan failed"
 cudas=$(json "$TMP/plan.json" '" ".join(sorted(p["matrix"]["cuda"] for p in j["points"] if "resolved" in p))')
 [[ $cudas == "12.6 12.8" ]] || fail "the points' CUDA versions are '$cudas'"
 
-check "build writes both points and the matrix index into one layout"
+check "build --locked from the committed lockfile, as scripts/main.sh does: both points and the matrix index in one layout"
 start=$(date +%s.%N)
-sb build "$RECIPE" -o "$TMP/out" --store "$S" --sbom >"$TMP/build1.out" 2>&1 || fail "build: $(tail -30 "$TMP/build1.out")"
+sb build "$RECIPE" --locked -o "$TMP/out" --store "$S" --sbom >"$TMP/build1.out" 2>&1 || fail "build: $(tail -30 "$TMP/build1.out")"
+# The digests the README states (they hold where the machine's Debian mirror is
+# the default one: the image's apt sources name the machine's mirror).
+for d in $(sed -n 's/^pytorch:26.11-[^:]*: sha256:\([0-9a-f]\{12\}\).*/\1/p' "$TMP/build1.out"); do
+  grep -q "sha256:$d" "$SB_SOURCE_DIR/README.md" || say "note: digest $d is not the one the README states (another mirror, or the README is stale)"
+done
 cold=$(python3 -c "import time; print(round(time.time() - $start, 1))")
 cat "$TMP/build1.out" | grep -A6 "^summary\|summary (" || true
 for t in 26.11-2.7.0-cuda12.6 26.11-2.8.0-cuda12.8 pytorch-matrix; do
