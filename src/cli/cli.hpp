@@ -65,6 +65,8 @@ int cmd_gc(const std::vector<std::string>& argv);      // cli/gc.cpp
 int cmd_cuda_code(const std::vector<std::string>& argv);  // cli/cuda_code.cpp
 int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
 int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
+int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
+int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -83,6 +85,8 @@ extern const char* const kRedistHelp;
 extern const char* const kGcHelp;
 extern const char* const kCudaCodeHelp;
 extern const char* const kSbomHelp;
+extern const char* const kSignHelp;
+extern const char* const kVerifyHelp;
 extern const char* const kNotesHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.

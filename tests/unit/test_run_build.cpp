@@ -9,12 +9,15 @@
 #include <memory>
 
 #include <nlohmann/json.hpp>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
 
 #include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/run_build.hpp"
 #include "registry/pull.hpp"
+#include "registry/sign.hpp"
 
 using namespace sb;
 
@@ -233,4 +236,76 @@ TEST_CASE("lock and build --locked take a base image through the registry transp
   REQUIRE(image.layers.size() == below.layers.size() + 1);  // the base's layers, then the app's
   for (size_t i = 0; i < below.layers.size(); ++i) CHECK(image.layers[i].digest == below.layers[i].digest);
   CHECK(registry->count("GET /v2/base/manifests/" + base_digest.str()) > 0);  // --locked: by the pinned digest
+}
+
+namespace {
+
+// A new key pair in `dir`: NAME.pem (private, EC P-256) and NAME.pub.
+void make_key(const fs::path& dir, const std::string& name) {
+  EVP_PKEY* k = EVP_EC_gen("P-256");
+  REQUIRE(k);
+  FILE* priv = fopen((dir / (name + ".pem")).c_str(), "w");
+  FILE* pub = fopen((dir / (name + ".pub")).c_str(), "w");
+  REQUIRE((priv && pub));
+  CHECK(PEM_write_PrivateKey(priv, k, nullptr, nullptr, 0, nullptr, nullptr) == 1);
+  CHECK(PEM_write_PUBKEY(pub, k) == 1);
+  fclose(priv);
+  fclose(pub);
+  EVP_PKEY_free(k);
+}
+
+}  // namespace
+
+TEST_CASE("sign and verify images in the registry (sigstore format), offline", "[sign][services]") {
+  Fixture f;
+  test::RecordingStatus rec;
+  auto fake = std::make_shared<test::FakeRegistry>();
+  f.services.build.registry = fake;
+  BuildRequest rq = f.request();
+  rq.push_to = {"fake.test/mx"};
+  rq.gate.skip = true;
+  BuildOutcome out = run_build(rq, f.services, rec);
+  make_key(f.tmp.path(), "a");
+  make_key(f.tmp.path(), "b");
+  registry::PushOptions po;
+  po.session.transport = fake;
+  const fs::path a = f.tmp.path() / "a.pem", a_pub = f.tmp.path() / "a.pub";
+  const fs::path b = f.tmp.path() / "b.pem", b_pub = f.tmp.path() / "b.pub";
+
+  auto signed_a = registry::sign_image(registry::Reference::parse("fake.test/mx:a"), a, po, rec);
+  const Digest image_a = out.built.points.at(0).built->images.at(0).image.manifest.digest;
+  CHECK(signed_a.manifest == image_a);
+  CHECK(signed_a.identity == "fake.test/mx:a");
+  CHECK(signed_a.tag == "sha256-" + image_a.hex() + ".sig");
+  REQUIRE(fake->tag_digest("mx", signed_a.tag));
+
+  auto ok = registry::verify_image(registry::Reference::parse("fake.test/mx:a"), a_pub, po.session, rec);
+  CHECK(ok.identity == "fake.test/mx:a");
+  CHECK(ok.signatures == 1);
+  // By digest too: the signature names the repository.
+  CHECK_NOTHROW(registry::verify_image(registry::Reference::parse("fake.test/mx@" + image_a.str()), a_pub, po.session, rec));
+  // Another key: refused, saying why.
+  CHECK_THROWS_WITH(registry::verify_image(registry::Reference::parse("fake.test/mx:a"), b_pub, po.session, rec),
+                    Catch::Contains("no signature of " + image_a.str() + " verifies") && Catch::Contains("not signed by"));
+  // An image nobody signed.
+  CHECK_THROWS_WITH(registry::verify_image(registry::Reference::parse("fake.test/mx:b"), a_pub, po.session, rec),
+                    Catch::Contains("has no signature"));
+  // A second signature joins the first; each key verifies its own.
+  registry::sign_image(registry::Reference::parse("fake.test/mx:a"), b, po, rec);
+  CHECK(registry::verify_image(registry::Reference::parse("fake.test/mx:a"), b_pub, po.session, rec).signatures == 2);
+  CHECK_NOTHROW(registry::verify_image(registry::Reference::parse("fake.test/mx:a"), a_pub, po.session, rec));
+  // The payload of one image is no signature of another, nor of another repository.
+  const std::string payload = registry::sigstore_payload("fake.test/mx:a", image_a);
+  const std::string sig = registry::sign_payload(payload, a);
+  CHECK(registry::payload_verifies(payload, sig, a_pub));
+  CHECK_FALSE(registry::payload_verifies(payload + " ", sig, a_pub));
+  CHECK_FALSE(registry::payload_verifies(payload, sig, b_pub));
+  // The matrix index signs and verifies as an image does.
+  registry::sign_image(registry::Reference::parse("fake.test/mx:mx-matrix"), a, po, rec);
+  CHECK(registry::verify_image(registry::Reference::parse("fake.test/mx:mx-matrix"), a_pub, po.session, rec).manifest ==
+        out.built.index->digest);
+  // A file that is no key is said as such.
+  test::write(f.tmp.path() / "junk.pem", "not a key\n");
+  CHECK_THROWS_WITH(registry::sign_image(registry::Reference::parse("fake.test/mx:a"), f.tmp.path() / "junk.pem", po, rec),
+                    Catch::Contains("not a PEM private key"));
 }
