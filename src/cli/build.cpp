@@ -30,6 +30,8 @@ const char* const kBuildHelp =
     "  --tag NAME:TAG           tag the image NAME:TAG instead of the recipe's tags (repeatable;\n"
     "                           only when one point is built)\n"
     "  --push                   push the images to the recipe's push: targets when the build is done\n"
+    "  --sign KEY.pem           with a push: sign each image and the index pushed, in the sigstore\n"
+    "                           format, after their reports and SBOMs (see 'sign --help')\n"
     "  --push-to REGISTRY/REPO[:TAG]  push the images there instead (repeatable; see 'push --help';\n"
     "                           --creds, --ca-cert, --insecure-registry, --chunk-size as for push).\n"
     "                           With several points, TAG names the matrix index and each image\n"
@@ -159,7 +161,7 @@ int cmd_build(const std::vector<std::string>& argv) {
                                  "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
   flags.push_back("--insecure-policy");  // from: a base image
-  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size"});
+  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size", "--sign"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (pipeline/verify_gate.hpp)
   flags.push_back("--sbom");  // pipeline/publish.hpp
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
@@ -186,6 +188,11 @@ int cmd_build(const std::vector<std::string>& argv) {
   rq.sbom = args.has("--sbom");
   rq.push = args.has("--push");
   rq.push_to = args.all("--push-to");
+  if (auto key = args.get("--sign")) {
+    if (!rq.pushing()) throw Error("--sign signs the images in the registry; give --push or --push-to", ErrorKind::Usage);
+    if (!fs::is_regular_file(*key)) throw Error("--sign " + *key + ": no such file", ErrorKind::Usage);
+    rq.sign_key = fs::absolute(*key);
+  }
   if (rq.pushing() || !rq.cache_from.empty() || !rq.cache_to.empty())
     rq.registry = push_options(args);  // -j is also the blobs sent at once
 

@@ -136,7 +136,7 @@ void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
                     session, store, status);
 }
 
-void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
+std::vector<std::string> push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
                        const std::map<std::string, std::string>& index_tags, const registry::PushOptions& o,
                        Status& status) {
   const Store& store = *o.store;
@@ -179,11 +179,14 @@ void push_built_images(const MatrixResult& built, const std::vector<std::vector<
       add(repo, it == index_tags.end() ? built.index->ref : it->second, "the matrix index", index);
     }
   }
+  std::vector<std::string> pushed;
   for (auto& [name, repo] : repos) {
     auto start = std::chrono::steady_clock::now();
     auto r = registry::push_images(repo.ref, repo.images, o, status);
     registry::report_push(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), status);
+    for (const auto& [ref, digest] : r.pushed) pushed.push_back(ref);
   }
+  return pushed;
 }
 
 }  // namespace sb

@@ -77,7 +77,8 @@ void attach_built_sboms(const std::vector<std::vector<SbomOf>>& sboms,
 // without TAG under each of its ref names), then the matrix index (if any) to
 // every repository pushed to, tagged `index_tags[REGISTRY/REPO]` or its ref name.
 // Two images under one tag of a repository are refused before anything is sent.
-void push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
+// Returns every reference pushed ("REGISTRY/REPO:TAG").
+std::vector<std::string> push_built_images(const MatrixResult& built, const std::vector<std::vector<std::string>>& targets,
                        const std::map<std::string, std::string>& index_tags, const registry::PushOptions& options,
                        Status& status);
 

@@ -13,6 +13,7 @@
 #include "pipeline/labels.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/registry_cache.hpp"
+#include "registry/sign.hpp"
 #include "util/error.hpp"
 
 namespace sb {
@@ -233,7 +234,8 @@ void add_sboms(Job& j) {
   if (j.request.sbom) j.out.sboms = add_built_sboms(j.out.built, j.options.build.output, *j.store, j.status);
 }
 
-// --push, --push-to: the images to the registry, then their reports and SBOMs as artifacts referring to them.
+// --push, --push-to: the images to the registry, then their reports and SBOMs
+// as artifacts referring to them; --sign: then their signatures.
 void push_all(Job& j) {
   const BuildRequest& rq = j.request;
   if (!rq.pushing()) return;
@@ -255,9 +257,14 @@ void push_all(Job& j) {
   bool any = false;
   for (const auto& p : j.push_of) any = any || !p.empty();
   if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", ErrorKind::Usage);
-  push_built_images(j.out.built, j.push_of, index_tags, j.registry, j.status);
+  const auto pushed = push_built_images(j.out.built, j.push_of, index_tags, j.registry, j.status);
   attach_built_reports(j.out.built, j.out.reports, j.push_of, j.registry.session, *j.store, j.status);
   attach_built_sboms(j.out.sboms, j.push_of, j.registry.session, *j.store, j.status);
+  if (rq.sign_key)  // --sign: each image and index as it is in the registry now
+    for (const auto& ref : pushed) {
+      auto s = registry::sign_image(registry::Reference::parse(ref), *rq.sign_key, j.registry, j.status);
+      j.status.result("signed " + s.identity, s.manifest.str());
+    }
 }
 
 // Runs one step and reports its seconds as a "step" event.

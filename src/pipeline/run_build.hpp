@@ -40,6 +40,9 @@ struct BuildRequest {
   bool sbom = false;                  // --sbom: each image's SBOM into the layout (and pushed along)
   bool push = false;                  // --push: to each point's push: targets
   std::vector<std::string> push_to;   // --push-to REGISTRY/REPO[:TAG]: there instead
+  // --sign KEY.pem: every image and index pushed is signed (sigstore format,
+  // registry/sign.hpp) after its reports and SBOMs are attached.
+  std::optional<fs::path> sign_key;
 
   bool pushing() const { return push || !push_to.empty(); }
 };

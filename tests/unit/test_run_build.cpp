@@ -309,3 +309,22 @@ TEST_CASE("sign and verify images in the registry (sigstore format), offline", "
   CHECK_THROWS_WITH(registry::sign_image(registry::Reference::parse("fake.test/mx:a"), f.tmp.path() / "junk.pem", po, rec),
                     Catch::Contains("not a PEM private key"));
 }
+
+TEST_CASE("build --push --sign: every image and the index pushed is signed", "[sign][driver][services]") {
+  Fixture f;
+  test::RecordingStatus rec;
+  auto fake = std::make_shared<test::FakeRegistry>();
+  f.services.build.registry = fake;
+  make_key(f.tmp.path(), "k");
+  BuildRequest rq = f.request();
+  rq.push_to = {"fake.test/mx"};
+  rq.gate.skip = true;
+  rq.sign_key = f.tmp.path() / "k.pem";
+  BuildOutcome out = run_build(rq, f.services, rec);
+  registry::SessionOptions so;
+  so.transport = fake;
+  for (const char* ref : {"fake.test/mx:a", "fake.test/mx:b", "fake.test/mx:mx-matrix"})
+    CHECK_NOTHROW(registry::verify_image(registry::Reference::parse(ref), f.tmp.path() / "k.pub", so, rec));
+  auto results = result_keys(rec);
+  CHECK(std::count_if(results.begin(), results.end(), [](const std::string& k) { return k.starts_with("signed "); }) == 3);
+}
