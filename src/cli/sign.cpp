@@ -54,28 +54,30 @@ registry::Reference image_argument(const Args& args, const char* command) {
 
 }  // namespace
 
-int cmd_sign(const std::vector<std::string>& argv) {
+namespace {
+
+// sign and verify: one reference, --key FILE, registry access as for push.
+int sign_or_verify(const std::vector<std::string>& argv, bool sign) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--key", "--creds", "--ca-cert"});
   Args args(argv, kCommonFlags, options, {"--insecure-registry"});
-  if (maybe_help(args, kSignHelp)) return kExitOk;
-  auto ref = image_argument(args, "sign");
+  if (maybe_help(args, sign ? kSignHelp : kVerifyHelp)) return kExitOk;
+  auto ref = image_argument(args, sign ? "sign" : "verify");
+  const std::string key = *args.get("--key");
   Context ctx = make_context(args);
-  auto done = registry::sign_image(ref, *args.get("--key"), push_options(args), *ctx.status);
-  ctx.status->result("signed " + done.identity, done.manifest.str() + " (" + ref.name() + ":" + done.tag + ")");
+  if (sign) {
+    auto done = registry::sign_image(ref, key, push_options(args), *ctx.status);
+    ctx.status->result("signed " + done.identity, done.manifest.str() + " (" + ref.name() + ":" + done.tag + ")");
+  } else {
+    auto done = registry::verify_image(ref, key, registry_session_options(args), *ctx.status);
+    ctx.status->result("verified " + done.identity, done.manifest.str() + " (signed by " + key + ")");
+  }
   return kExitOk;
 }
 
-int cmd_verify(const std::vector<std::string>& argv) {
-  std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--key", "--creds", "--ca-cert"});
-  Args args(argv, kCommonFlags, options, {"--insecure-registry"});
-  if (maybe_help(args, kVerifyHelp)) return kExitOk;
-  auto ref = image_argument(args, "verify");
-  Context ctx = make_context(args);
-  auto done = registry::verify_image(ref, *args.get("--key"), registry_session_options(args), *ctx.status);
-  ctx.status->result("verified " + done.identity, done.manifest.str() + " (signed by " + *args.get("--key") + ")");
-  return kExitOk;
-}
+}  // namespace
+
+int cmd_sign(const std::vector<std::string>& argv) { return sign_or_verify(argv, true); }
+int cmd_verify(const std::vector<std::string>& argv) { return sign_or_verify(argv, false); }
 
 }  // namespace sb::cli

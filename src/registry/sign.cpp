@@ -55,6 +55,14 @@ std::string repository_of(const std::string& reference) {
   return r;
 }
 
+// A session for `op` on ref's repository, asking for `actions` there.
+std::unique_ptr<Session> open_session(const Reference& ref, const std::string& op, const SessionOptions& options,
+                                      Status& status, const char* actions) {
+  auto s = std::make_unique<Session>(ref.registry, op, options, status, ref.repository);
+  s->add_scope(ref.repository, actions);
+  return s;
+}
+
 Digest manifest_digest(Session& s, http::Client& c, const Reference& ref) {
   if (ref.digest) return *ref.digest;
   auto m = fetch_manifest(s, c, ref.repository, ref.selector(), std::nullopt);
@@ -107,9 +115,9 @@ std::string signature_tag(const Digest& manifest) { return "sha256-" + manifest.
 SignResult sign_image(const Reference& ref, const std::filesystem::path& key_pem, const PushOptions& o,
                       Status& status) {
   const std::string op = "sign " + ref.str();
-  Session session(ref.registry, op, push_session_options(ref, o.session, op), status, ref.repository);
+  auto owned = open_session(ref, op, push_session_options(ref, o.session, op), status, "pull,push");
+  Session& session = *owned;
   const std::string& repo = ref.repository;
-  session.add_scope(repo, "pull,push");
   SignResult out;
   try {
     auto client = session.make_client();
@@ -168,9 +176,9 @@ VerifyResult verify_image(const Reference& ref, const std::filesystem::path& pub
                           const SessionOptions& options, Status& status) {
   (void)read_key(public_pem, false);  // a bad key file is said before any request
   const std::string op = "verify " + ref.str();
-  Session session(ref.registry, op, options, status, ref.repository);
+  auto owned = open_session(ref, op, options, status, "pull");
+  Session& session = *owned;
   const std::string& repo = ref.repository;
-  session.add_scope(repo, "pull");
   VerifyResult out;
   try {
     auto client = session.make_client();
