@@ -148,6 +148,29 @@ check "lock, then build --locked; after the apt packages change, --locked refuse
 expect_ok lock sb lock "$TMP/recipe/r.yaml" --store "$STORE"
 expect_ok check_current sb lock "$TMP/recipe/r.yaml" --check
 grep -q "r.yaml.lock is current" "$TMP/check_current.out" "$TMP/check_current.err" || { show_output check_current; fail "lock --check did not say current"; }
+
+check "a lockfile whose package path leaves its repository, or names no repository, is refused before anything is fetched"
+cp "$TMP/recipe/r.yaml.lock" "$TMP/good.lock"
+tamper() {  # tamper FIELD JSON-VALUE: sets it on layer 'more's first package
+  python3 - "$TMP/recipe/r.yaml.lock" "$1" "$2" <<'PY'
+import json, sys
+f, field, value = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+j = json.load(open(f))
+j["points"][0]["apt"]["more"]["packages"][0][field] = value
+json.dump(j, open(f, "w"), indent=2)
+PY
+}
+tamper path '"../../../outside/libgreet_2.0_amd64.deb"'
+expect_rc 3 dotdot sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout-dotdot" --store "$TMP/store-dotdot"
+grep -q "malformed entry: packages\[0\]: path '../../../outside/libgreet_2.0_amd64.deb' .* is not a file of a repository" \
+  "$TMP/dotdot.err" || { show_output dotdot; fail "a path with '..' was not refused"; }
+[[ -z $(find "$TMP/store-dotdot/blobs" -type f 2>/dev/null) ]] || fail "something was fetched"
+cp "$TMP/good.lock" "$TMP/recipe/r.yaml.lock"
+tamper repository 7
+expect_rc 3 norepo sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout-norepo" --store "$TMP/store-norepo"
+grep -q "packages\[0\]: repository 7 is not one of the entry's" "$TMP/norepo.err" ||
+  { show_output norepo; fail "a package of no repository was not refused"; }
+cp "$TMP/good.lock" "$TMP/recipe/r.yaml.lock"
 json "$TMP/recipe/r.yaml.lock" '[p["name"] + "=" + p["version"] for p in j["points"][0]["apt"]["more"]["packages"]]' \
   >"$TMP/locked" || fail "the lockfile has no apt packages for layer 'more'"
 grep -q "libgreet=2.0" "$TMP/locked" || fail "locked: $(cat "$TMP/locked")"
