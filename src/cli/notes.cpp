@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "image/notes.hpp"
 #include "image/sbom.hpp"
+#include "pipeline/matrix_build.hpp"
 #include "registry/pull.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
@@ -159,13 +160,7 @@ notes::Images read_images(const std::string& text, const Args& args, Context& ct
 // alternatives, different KEYs must all match, as for build.
 void keep_only(notes::Images& images, const std::vector<std::string>& only) {
   if (only.empty()) return;
-  std::map<std::string, std::set<std::string>> want;
-  for (const auto& o : only) {
-    auto eq = o.find('=');
-    if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
-      throw Error("--only wants KEY=VALUE, not '" + o + "'", ErrorKind::Usage);
-    want[o.substr(0, eq)].insert(o.substr(eq + 1));
-  }
+  const auto want = only_values(only);
   std::set<std::string> points;
   auto matches = [&](const notes::Image& image) {
     std::string point = image.point.is_object() ? image.point.value("dev.stackbuild.point", "") : "";

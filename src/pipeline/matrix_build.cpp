@@ -178,14 +178,19 @@ MatrixPoint matrix_point(const Planned& planned, const resolve::PlanPoint& p) {
   return m;
 }
 
-std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only) {
-  std::map<std::string, std::set<std::string>> want;  // KEY -> the VALUEs asked for
+std::map<std::string, std::set<std::string>> only_values(const std::vector<std::string>& only) {
+  std::map<std::string, std::set<std::string>> want;
   for (const auto& o : only) {
     auto eq = o.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == o.size())
       throw Error("--only wants KEY=VALUE, not '" + o + "'", ErrorKind::Usage);
     want[o.substr(0, eq)].insert(o.substr(eq + 1));
   }
+  return want;
+}
+
+std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only) {
+  const auto want = only_values(only);  // KEY -> the VALUEs asked for
   std::vector<std::map<std::string, std::string>> vars;
   for (const auto& p : plan.points) vars.push_back(resolve::point_variables(recipe, p));
   for (const auto& [key, values] : want) {

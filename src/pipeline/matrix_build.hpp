@@ -6,6 +6,7 @@
 
 #include <exception>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,6 +72,9 @@ MatrixPoint matrix_point(const Planned& planned, const resolve::PlanPoint& p);
 // a filter without '=', a KEY no point has, or when no point matches (saying
 // which values there are).
 std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& plan, const std::vector<std::string>& only);
+// --only's KEY=VALUE arguments as KEY -> its VALUEs (alternatives); throws a
+// usage error for one that is not KEY=VALUE.
+std::map<std::string, std::set<std::string>> only_values(const std::vector<std::string>& only);
 
 // Builds the points, `options.jobs` at a time, into the store. After a
 // failure no further point starts; those running finish. Writes no output.

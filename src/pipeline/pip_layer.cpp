@@ -24,7 +24,7 @@ namespace {
 fetch::FetchOptions pip_fetch_options(const pip::IndexConfig& c) {
   fetch::FetchOptions o = fetch::fetch_options_from_env();
   o.client = pip::client_options(c);
-  o.untrusted_hint = "a private CA is pip's `cert` (pip.conf or PIP_CERT), as for pip; see docs/pip.md";
+  o.untrusted_hint = pip::kCertHint;
   return o;
 }
 

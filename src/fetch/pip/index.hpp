@@ -34,6 +34,8 @@ struct IndexConfig {
 // the wheels alike: `cert`, `proxy` (else libcurl's proxy variables, as
 // pip's), and no certificate check for a `trusted-host`.
 http::ClientOptions client_options(const IndexConfig& c);
+// Said when an index's (or its files') TLS certificate is not trusted.
+constexpr const char* kCertHint = "a private CA is pip's `cert` (pip.conf or PIP_CERT), as for pip; see docs/pip.md";
 
 // The index to use. `setting` (STACKBUILD_PIP_INDEX_URL, --index-url) wins;
 // else pip's configuration as pip reads it, files under `root` ("/" on a real

@@ -447,8 +447,7 @@ class HttpIndex : public Index {
         if (e.kind() != http::HttpError::Kind::TlsUntrusted) throw;
         std::string what = e.what();
         if (what.starts_with(e.url() + ": ")) what.erase(0, e.url().size() + 2);
-        throw http::HttpError(e.url(), what + " (a private CA is pip's `cert` (pip.conf or PIP_CERT), as for pip; see docs/pip.md)",
-                              e.transient(), e.kind());
+        throw http::HttpError(e.url(), what + " (" + kCertHint + ")", e.transient(), e.kind());
       }
     });
     if (res.status == 404 || res.status == 410) return std::nullopt;
