@@ -9,7 +9,7 @@
 # the same manifest digest; for those the cold build time and the image size
 # are printed.
 # Label e2e: downloads ~12 GB (SB_E2E_STORE=DIR keeps one store's between runs;
-# the second builds always start empty) and needs ~40 GB of disk; not in the
+# the second builds always start empty) and needs ~25 GB of disk; not in the
 # default run.
 set -euo pipefail
 source "$(dirname "$0")/../integration/lib.sh"
@@ -17,7 +17,7 @@ source "$(dirname "$0")/../integration/lib.sh"
 S=${SB_E2E_STORE:-$STORE}
 twice=" ${SB_E2E_TWICE:-jax tensorflow} "
 avail=$(df -Pk "$TMP" | awk 'NR==2 {print $4}')
-(( avail > ${SB_E2E_NEED_GB:-40} * 1024 * 1024 )) || skip "needs ${SB_E2E_NEED_GB:-40} GB free in $TMP (SB_E2E_NEED_GB)"
+(( avail > ${SB_E2E_NEED_GB:-25} * 1024 * 1024 )) || skip "needs ${SB_E2E_NEED_GB:-25} GB free in $TMP (SB_E2E_NEED_GB)"
 
 check "the README's table names the files built here"
 mapfile -t files < <(python3 - "$SB_SOURCE_DIR/README.md" <<'PY'
