@@ -15,6 +15,7 @@ test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 # test_bench_smoke.sh runs every bench/*.sh --smoke: buildah and mmdebstrap are the
 # tools they compare against, bc their arithmetic, gpg signs the apt fixture.
 test_deps+=(buildah mmdebstrap bc gpg)
+test_deps+=(shellcheck python3-yaml)  # test_cluster_ci.sh: the generated CI files' shell, and reading them
 
 # The SPDX project's validator (spdx-tools), the NTIA minimum-elements
 # checker and CycloneDX's own library with its JSON schemas, which
@@ -34,6 +35,20 @@ spdx_tools() {
     echo "install-deps: warning: could not install them; test_sbom_validators will be skipped"
 }
 
+# The validators test_cluster_ci.sh runs on the generated CI files:
+# check-jsonschema with the GitHub workflow and GitLab CI schemas it vendors
+# (SchemaStore's), and kubernetes-validate with Kubernetes' own schemas. A venv
+# from the Python index, as above; without them that test is skipped.
+ci_venv=${STACKBUILD_CI_VENV:-/opt/stackbuild-ci-venv}
+ci_tools() {
+  [ "${1:-}" = "--with-tests" ] || return 0
+  [ -x "$ci_venv/bin/check-jsonschema" ] && [ -x "$ci_venv/bin/kubernetes-validate" ] && return 0
+  echo "install-deps: check-jsonschema and kubernetes-validate into $ci_venv"
+  { python3 -m venv "$ci_venv" &&
+    "$ci_venv/bin/pip" install -q check-jsonschema==0.39.0 kubernetes-validate==1.37.0; } ||
+    echo "install-deps: warning: could not install them; test_cluster_ci will be skipped"
+}
+
 want=("${build_deps[@]}")
 [ "${1:-}" = "--with-tests" ] && want+=("${test_deps[@]}")
 
@@ -44,6 +59,7 @@ done
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#want[@]} packages present"
   spdx_tools "${1:-}"
+  ci_tools "${1:-}"
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -51,3 +67,4 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
 spdx_tools "${1:-}"
+ci_tools "${1:-}"

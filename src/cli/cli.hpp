@@ -67,6 +67,7 @@ int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
 int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
 int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
+int cmd_cluster(const std::vector<std::string>& argv);    // cli/cluster.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -88,6 +89,7 @@ extern const char* const kSbomHelp;
 extern const char* const kSignHelp;
 extern const char* const kVerifyHelp;
 extern const char* const kNotesHelp;
+extern const char* const kClusterHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);

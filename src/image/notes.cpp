@@ -7,13 +7,12 @@
 #include <map>
 #include <set>
 
-#include <kainjow/mustache.hpp>
-
 #include "image/image.hpp"
 #include "image/layout.hpp"
 #include "image/sbom.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/mustache.hpp"
 #include "util/status.hpp"
 #include "util/version.hpp"
 
@@ -301,34 +300,6 @@ json image_data(const Image& f, const sbom::Contents& contents) {
   return img;
 }
 
-// mustache data from JSON: absent (so false) for null and "", numbers as text.
-kainjow::mustache::data to_data(const json& j) {
-  using kainjow::mustache::data;
-  switch (j.type()) {
-    case json::value_t::object: {
-      data d{data::type::object};
-      for (const auto& [k, v] : j.items()) {
-        if (v.is_null() || (v.is_string() && v.get<std::string>().empty())) continue;
-        d.set(k, to_data(v));
-      }
-      return d;
-    }
-    case json::value_t::array: {
-      data d{data::type::list};
-      for (const auto& v : j) d.push_back(to_data(v));
-      return d;
-    }
-    case json::value_t::string:
-      return data(j.get<std::string>());
-    case json::value_t::boolean:
-      return data(j.get<bool>());
-    case json::value_t::null:
-      return data(false);
-    default:
-      return data(j.dump());
-  }
-}
-
 // What changed from `old` to `f`: its components (the labels) and packages.
 json compared_data(const Image& f, const sbom::Contents& contents, const Image& old,
                    const Store& store) {
@@ -489,12 +460,7 @@ json notes_data(const Images& now, const Store& store, const std::optional<Image
 }
 
 std::string render(const std::string& tmpl, const json& data, const std::string& template_name) {
-  kainjow::mustache::mustache m{tmpl};
-  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), ErrorKind::Input);
-  m.set_custom_escape([](const std::string& s) { return sbom::markdown_cell(s); });
-  std::string out = m.render(to_data(data));
-  if (!m.is_valid()) throw Error(template_name + ": " + m.error_message(), ErrorKind::Input);
-  return out;
+  return render_mustache(tmpl, data, template_name, [](const std::string& s) { return sbom::markdown_cell(s); });
 }
 
 const std::string& default_template() {
