@@ -67,6 +67,7 @@ int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
 int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
 int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
+int cmd_provenance(const std::vector<std::string>& argv);  // cli/provenance.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -87,6 +88,7 @@ extern const char* const kCudaCodeHelp;
 extern const char* const kSbomHelp;
 extern const char* const kSignHelp;
 extern const char* const kVerifyHelp;
+extern const char* const kProvenanceHelp;
 extern const char* const kNotesHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.

@@ -67,6 +67,8 @@ const std::vector<Command>& commands() {
       {"pull", "pull an image from a registry into an OCI layout", kPullHelp, cmd_pull},
       {"sign", "sign an image in a registry (sigstore format, as cosign and skopeo verify)", kSignHelp, cmd_sign},
       {"verify", "check an image's sigstore signature against a public key", kVerifyHelp, cmd_verify},
+      {"provenance", "write the SLSA provenance kept beside an image (build --provenance)", kProvenanceHelp,
+       cmd_provenance},
       {"apt-resolve", "resolve Debian/Ubuntu packages against a release's repositories", kAptResolveHelp, cmd_apt_resolve},
       {"pip", "resolve Python wheels for an image (and install them without pip)", kPipHelp, cmd_pip},
       {"redist", "fetch NVIDIA redist archives into a /usr/local/cuda-X.Y tree", kRedistHelp, cmd_redist},
