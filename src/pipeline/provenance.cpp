@@ -117,7 +117,7 @@ provenance::Provenance image_provenance(const ProvenanceRun& run, const MatrixPo
   for (const auto& ti : built.images)
     if (ti.image.manifest.digest == image) p.subject_names.push_back(ti.tag);
   provenance::Parameters& params = p.parameters;
-  params.point = point.id;
+  params.point = point.matrix.empty() ? "" : point.id;  // not "(no matrix)"
   params.matrix = point.matrix;
   params.tags = p.subject_names;
   params.architecture = point.recipe.architecture;
