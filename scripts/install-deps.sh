@@ -49,6 +49,23 @@ ci_tools() {
     echo "install-deps: warning: could not install them; test_cluster_ci will be skipped"
 }
 
+# The in-toto project's Python bindings (in-toto-attestation: the Statement
+# v1, ResourceDescriptor and SLSA Provenance v1 protobuf definitions and their
+# checks), which test_provenance.sh validates build --provenance's statements
+# with. A venv of its own from the Python index, as above; without it that
+# test is skipped, never passed.
+intoto_venv=${STACKBUILD_INTOTO_VENV:-/opt/stackbuild-intoto-venv}
+intoto_tools() {
+  [ "${1:-}" = "--with-tests" ] || return 0
+  "$intoto_venv/bin/python" -c \
+    'import in_toto_attestation.v1.statement, in_toto_attestation.predicates.provenance.v1.provenance_pb2' \
+    2>/dev/null && return 0
+  echo "install-deps: in-toto-attestation into $intoto_venv"
+  { python3 -m venv "$intoto_venv" &&
+    "$intoto_venv/bin/pip" install -q in-toto-attestation==0.9.3 protobuf==7.36.2; } ||
+    echo "install-deps: warning: could not install it; test_provenance will be skipped"
+}
+
 want=("${build_deps[@]}")
 [ "${1:-}" = "--with-tests" ] && want+=("${test_deps[@]}")
 
@@ -60,6 +77,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#want[@]} packages present"
   spdx_tools "${1:-}"
   ci_tools "${1:-}"
+  intoto_tools "${1:-}"
   exit 0
 fi
 echo "install-deps: installing ${missing[*]}"
@@ -68,3 +86,4 @@ apt-get update -q
 apt-get install -y -q --no-install-recommends "${missing[@]}"
 spdx_tools "${1:-}"
 ci_tools "${1:-}"
+intoto_tools "${1:-}"

@@ -31,7 +31,13 @@ const char* const kBuildHelp =
     "                           only when one point is built)\n"
     "  --push                   push the images to the recipe's push: targets when the build is done\n"
     "  --sign KEY.pem           with a push: sign each image and the index pushed, in the sigstore\n"
-    "                           format, after their reports and SBOMs (see 'sign --help')\n"
+    "                           format, after their reports and SBOMs (see 'sign --help'); with\n"
+    "                           --provenance, each provenance artifact too\n"
+    "  --provenance             add each image's SLSA provenance to the layout (see below), and\n"
+    "                           with a push attach it to the pushed image\n"
+    "  --builder-id URI         the provenance's runDetails.builder.id (default\n"
+    "                           https://stackbuild.dev/provenance/builder/local/v1): say which CI\n"
+    "                           system ran the build\n"
     "  --push-to REGISTRY/REPO[:TAG]  push the images there instead (repeatable; see 'push --help';\n"
     "                           --creds, --ca-cert, --insecure-registry, --chunk-size as for push).\n"
     "                           With several points, TAG names the matrix index and each image\n"
@@ -79,6 +85,15 @@ const char* const kBuildHelp =
     "--sbom adds each image's software bill of materials (SPDX 2.3 JSON; 'stackbuild sbom\n"
     "--help' says what it lists) to the layout as an artifact that refers to the image, and\n"
     "with --push attaches it to the pushed image.\n"
+    "--provenance does the same with each image's SLSA provenance: an in-toto Statement v1\n"
+    "(artifactType application/vnd.in-toto+json) whose subject is the image's manifest digest\n"
+    "and whose SLSA Provenance v1 predicate names what the image was built from: the recipe,\n"
+    "its parents, the lockfile (--locked) and the catalog by sha256, the parameters (matrix\n"
+    "point, --only, --set, --locked, ...), the base image by digest, every Debian package,\n"
+    "wheel, redist archive and source tree the layers used (Package URL, download location,\n"
+    "sha256), stackbuild's version, and the run (builder, invocation id, real start and end\n"
+    "times, the test report and SBOM made beside the image); 'stackbuild provenance IMAGE'\n"
+    "shows it (docs/provenance.md).\n"
     "A recipe's from: base image is pulled first (--creds, --ca-cert, --insecure-registry\n"
     "as for push, --insecure-policy as for pull); --locked builds from the digest 'stackbuild\n"
     "lock' recorded.\n"
@@ -164,6 +179,8 @@ int cmd_build(const std::vector<std::string>& argv) {
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size", "--sign"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (pipeline/verify_gate.hpp)
   flags.push_back("--sbom");  // pipeline/publish.hpp
+  flags.push_back("--provenance");  // pipeline/provenance.hpp
+  options.push_back("--builder-id");
   options.insert(options.end(), {"--gpus", "--report", "--junit", "--nvcc"});
   Args args(argv, flags, options,
             {"--tag", "--set", "--only", "--push-to", "--insecure-registry", "--cache", "--cache-from", "--cache-to"});
@@ -186,6 +203,13 @@ int cmd_build(const std::vector<std::string>& argv) {
   rq.index_tag = args.get("--index-tag");
   rq.gate = gate_options(args);
   rq.sbom = args.has("--sbom");
+  rq.provenance = args.has("--provenance");
+  if (auto id = args.get("--builder-id")) {
+    if (!rq.provenance) throw Error("--builder-id names the builder in the provenance; give --provenance", ErrorKind::Usage);
+    if (id->find(':') == std::string::npos)
+      throw Error("--builder-id wants a URI (https://ci.example/runners/7), not '" + *id + "'", ErrorKind::Usage);
+    rq.builder_id = *id;
+  }
   rq.push = args.has("--push");
   rq.push_to = args.all("--push-to");
   if (auto key = args.get("--sign")) {

@@ -68,6 +68,7 @@ int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
 int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
 int cmd_cluster(const std::vector<std::string>& argv);    // cli/cluster.cpp
+int cmd_provenance(const std::vector<std::string>& argv);  // cli/provenance.cpp
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -88,6 +89,7 @@ extern const char* const kCudaCodeHelp;
 extern const char* const kSbomHelp;
 extern const char* const kSignHelp;
 extern const char* const kVerifyHelp;
+extern const char* const kProvenanceHelp;
 extern const char* const kNotesHelp;
 extern const char* const kClusterHelp;
 

@@ -69,6 +69,8 @@ const std::vector<Command>& commands() {
       {"verify", "check an image's sigstore signature against a public key", kVerifyHelp, cmd_verify},
       {"cluster", "fan a release out over GitHub Actions, GitLab CI or Kubernetes (generated files)", kClusterHelp,
        cmd_cluster},
+      {"provenance", "write the SLSA provenance kept beside an image (build --provenance)", kProvenanceHelp,
+       cmd_provenance},
       {"apt-resolve", "resolve Debian/Ubuntu packages against a release's repositories", kAptResolveHelp, cmd_apt_resolve},
       {"pip", "resolve Python wheels for an image (and install them without pip)", kPipHelp, cmd_pip},
       {"redist", "fetch NVIDIA redist archives into a /usr/local/cuda-X.Y tree", kRedistHelp, cmd_redist},

@@ -15,6 +15,7 @@
 #include "fetch/apt/solver.hpp"
 #include "fetch/apt/sources.hpp"
 #include "catalog/catalog.hpp"
+#include "image/sbom.hpp"
 #include "layer/write.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/lock.hpp"
@@ -580,11 +581,27 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
   }
   Digest key = k.finish();
   key_out = key;
+  // What it is made of, for the provenance: each package by its Package URL,
+  // where it is fetched from and its sha256.
+  auto report = [&](LayerReport rep) {
+    std::string distro = "debian";
+    try {
+      distro = distro_of(c.spec, c.options.variables, c.options.point).name;
+    } catch (const Error&) {  // a layer of the recipe's own repositories: they say no distribution
+    }
+    for (const auto& p : r.packages)
+      rep.inputs.push_back(layer_input(
+          "apt", c.spec.name, p.url.empty() ? p.path.substr(p.path.rfind('/') + 1) : p.url.substr(p.url.rfind('/') + 1),
+          "pkg:deb/" + distro + "/" + sbom::purl_encode(p.name) + "@" + sbom::purl_encode(p.version) +
+              "?arch=" + sbom::purl_encode(p.architecture),
+          p.url, p.sha256.empty() ? std::nullopt : std::optional<Digest>(Digest::parse("sha256:" + p.sha256))));
+    return rep;
+  };
   // One layer, or a split one's parts; the next apt layer reads the state
   // recorded for the last of them.
   auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from,
                            [&](const std::vector<Layer>& parts) { return state_of(c.store, parts.back()).has_value(); });
-  if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+  if (found.hit) return report(layer_report(c.spec.name, *found.hit, true, 0));
   auto staging = c.store.temp_dir();
   apt::InstallOptions io;
   io.epoch = c.epoch;
@@ -609,7 +626,7 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
                                           c.status, what, "by package");
   c.store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return layer_report(c.spec.name, parts, false, secs);
+  return report(layer_report(c.spec.name, parts, false, secs));
 }
 
 namespace {

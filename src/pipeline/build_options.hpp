@@ -14,6 +14,7 @@
 
 #include "fetch/fetcher.hpp"
 #include "image/layout.hpp"
+#include "image/provenance.hpp"
 #include "layer/layer.hpp"
 #include "pipeline/base_image.hpp"
 #include "pipeline/point_inputs.hpp"
@@ -43,6 +44,9 @@ struct BuildServices {
   std::shared_ptr<http::Transport> index;
   // The time, for the seconds that reports show (never for anything hashed).
   std::function<std::chrono::steady_clock::time_point()> now = std::chrono::steady_clock::now;
+  // The date, for the provenance's startedOn and finishedOn (a document
+  // beside the image; never for anything in it).
+  std::function<std::chrono::system_clock::time_point()> date = std::chrono::system_clock::now;
 };
 
 struct BuildOptions {
@@ -86,6 +90,11 @@ struct LayerReport {
   // The image history's words for it after the layer's name ("source at
   // /opt/pytorch"); "": its kind's name.
   std::string history;
+  // What it was made from, for the provenance (pipeline/provenance.hpp): the
+  // packages, wheels and archives its kind resolved, cached or not. A source
+  // tree is in `source`; a copy layer's files and what build steps fetch are
+  // not listed.
+  std::vector<provenance::Resource> inputs;
 };
 
 struct BuildResult {

@@ -91,6 +91,14 @@ class LayerKind {
   }
 };
 
+// For LayerReport::inputs (the provenance, pipeline/provenance.hpp): a
+// package, wheel or archive a layer of kind `kind` ("apt", "pip", "redist")
+// was made from: its file name, its Package URL, where it was fetched from
+// (`url`, its login left out; "" when the store had it by digest) and its
+// sha256 when known. Defined in provenance.cpp.
+provenance::Resource layer_input(const char* kind, const std::string& layer, const std::string& file,
+                                 const std::string& purl, const std::string& url, const std::optional<Digest>& sha256);
+
 // A kind's lock section, as BuilderKind takes it: its name and functions
 // (none: the kind pins nothing).
 struct KindLock {

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "catalog/catalog.hpp"
+#include "image/sbom.hpp"
 #include "layer/write.hpp"
 #include "fetch/pip/duplicates.hpp"
 #include "pipeline/duplicate_libraries.hpp"
@@ -291,8 +292,16 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
       k.field("wheel", w.filename).field("sha256", w.sha256 ? w.sha256->hex() : "").field("requested", w.requested);
     Digest key = k.finish();
     key_out = key;
+    auto report = [&](LayerReport rep) {  // each wheel, for the provenance
+      for (const auto& w : wheels)
+        rep.inputs.push_back(layer_input("pip", c.spec.name, w.filename,
+                                         "pkg:pypi/" + sbom::purl_encode(w.key.empty() ? pip::normalize_name(w.name) : w.key) +
+                                             "@" + sbom::purl_encode(w.version),
+                                         w.url, w.sha256));
+      return rep;
+    };
     auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
-    if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+    if (found.hit) return report(layer_report(c.spec.name, *found.hit, true, 0));
     auto staging = c.store.temp_dir();
     auto fetcher = c.options.services.make_fetcher(c.store, wheel_fetch_options(), c.status);
     const std::string what = "layer " + c.spec.name + " (" + std::to_string(wheels.size()) + " wheels)";
@@ -331,7 +340,7 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
         store_layers(entries, c.store, c.options.layer, key, layer_budget(c.recipe, c.options), by_distribution, c.status,
                      what, "by distribution");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return layer_report(c.spec.name, parts, false, secs);
+    return report(layer_report(c.spec.name, parts, false, secs));
   } catch (Error& e) {
     e.add_trace("while building the pip layer '" + c.spec.name + "'");
     throw;

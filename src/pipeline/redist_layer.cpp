@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "catalog/catalog.hpp"
+#include "image/sbom.hpp"
 #include "layer/write.hpp"
 #include "pipeline/lock.hpp"
 #include "fetch/redist/install.hpp"
@@ -196,8 +197,21 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
     }
     Digest key = k.finish();
     key_out = key;
+    auto report = [&](LayerReport rep) {  // the manifests read and each archive, for the provenance
+      for (const auto& m : in.manifests) {
+        std::string url = m.value("url", ""), sha = m.value("sha256", "");
+        rep.inputs.push_back(layer_input("redist", c.spec.name, url.substr(url.rfind('/') + 1), url, "",
+                                         sha.empty() ? std::nullopt : std::optional<Digest>(Digest::parse("sha256:" + sha))));
+      }
+      for (const auto& a : in.archives)
+        rep.inputs.push_back(layer_input("redist", c.spec.name, label_of(a),
+                                         "pkg:generic/nvidia/" + sbom::purl_encode(a.component) +
+                                             (a.version.empty() ? "" : "@" + sbom::purl_encode(a.version)),
+                                         a.url, a.sha256));
+      return rep;
+    };
     auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
-    if (found.hit) return layer_report(c.spec.name, *found.hit, true, 0);
+    if (found.hit) return report(layer_report(c.spec.name, *found.hit, true, 0));
     auto staging = c.store.temp_dir();
     auto got = fetcher->fetch(items);
     std::map<std::string, std::string> component_of;  // a path two archives write is the later one's, as on disk
@@ -235,7 +249,7 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
                      group_by_owner(std::move(component_of), shared), c.status,
                      "layer " + c.spec.name + " (" + std::to_string(items.size()) + " archives)", "by component");
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return layer_report(c.spec.name, parts, false, secs);
+    return report(layer_report(c.spec.name, parts, false, secs));
   } catch (Error& e) {
     e.add_trace("while building the redist layer '" + c.spec.name + "'");
     throw;

@@ -35,6 +35,7 @@ struct Job {
   registry::PushOptions registry;                  // request.registry, with the store
   std::unique_ptr<RegistryCache> remote;           // --cache-from
   std::optional<Error> gate_failure;               // thrown after the cache export
+  ProvenanceRun provenance;                        // --provenance: what every statement shares
   BuildOutcome out;
 };
 
@@ -57,13 +58,35 @@ void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& 
                 ErrorKind::Usage);
 }
 
+// --provenance: the files the plan read (the recipe, its parents, the
+// lockfile, the catalog), by digest as they are now, and the request's
+// parameters, for every image's statement.
+void record_inputs(Job& j) {
+  const BuildRequest& rq = j.request;
+  if (!rq.provenance) return;
+  const fs::path catalog = j.planned ? j.planned->catalog_dir : fs::path();
+  j.provenance.files = recipe_files(rq.recipe, rq.locked, catalog);
+  provenance::Parameters& p = j.provenance.parameters;
+  p.recipe = rq.recipe.file.string();
+  p.only = rq.only;
+  p.set = rq.plan.sets;
+  p.locked = rq.locked;
+  p.catalog = catalog.string();
+  p.compression = to_string(rq.matrix.build.layer.compression);
+  p.level = rq.matrix.build.layer.level;
+  p.layer_budget = rq.matrix.build.layer_budget;
+  p.allow_host_paths = rq.matrix.build.allow_host_paths;
+}
+
 // The recipe's matrix expanded and resolved against the catalog; --locked:
 // checked against the lockfile. A recipe with nothing to plan builds as written.
 void plan(Job& j) {
   const BuildRequest& rq = j.request;
-  if (!needs_plan(rq.recipe) && !rq.locked && rq.plan.sets.empty() && !rq.plan.catalog && rq.only.empty()) return;
-  j.planned = plan_recipe(rq.recipe, rq.plan);
-  if (rq.locked) check_lock(*j.planned);
+  if (needs_plan(rq.recipe) || rq.locked || !rq.plan.sets.empty() || rq.plan.catalog || !rq.only.empty()) {
+    j.planned = plan_recipe(rq.recipe, rq.plan);
+    if (rq.locked) check_lock(*j.planned);
+  }
+  record_inputs(j);
 }
 
 // The planned points to build: --only's, less the unsatisfiable ones (a
@@ -139,6 +162,10 @@ void choose_points(Job& j) {
   if (rq.sbom && o.format != OutputFormat::OciLayout)
     throw Error("--sbom goes into an OCI layout, and --format docker-archive writes none; build a layout, or run "
                 "'stackbuild sbom' on one",
+                ErrorKind::Usage);
+  if (rq.provenance && o.format != OutputFormat::OciLayout)
+    throw Error("--provenance goes into an OCI layout beside each image, and --format docker-archive has no place "
+                "for it; build a layout",
                 ErrorKind::Usage);
 }
 
@@ -234,8 +261,18 @@ void add_sboms(Job& j) {
   if (j.request.sbom) j.out.sboms = add_built_sboms(j.out.built, j.options.build.output, *j.store, j.status);
 }
 
-// --push, --push-to: the images to the registry, then their reports and SBOMs
-// as artifacts referring to them; --sign: then their signatures.
+// --provenance: each image's statement into the layout, beside the image,
+// with this run's reports and SBOMs of it as byproducts.
+void add_provenance(Job& j) {
+  if (!j.request.provenance) return;
+  j.provenance.run.finished = j.services.build.date();
+  j.out.provenance = add_built_provenance(j.provenance, j.points, j.out.built, j.out.reports, j.out.sboms,
+                                          j.options.build.output, j.status);
+}
+
+// --push, --push-to: the images to the registry, then their reports, SBOMs
+// and provenance as artifacts referring to them; --sign: then their
+// signatures (and the provenance's).
 void push_all(Job& j) {
   const BuildRequest& rq = j.request;
   if (!rq.pushing()) return;
@@ -260,6 +297,7 @@ void push_all(Job& j) {
   const auto pushed = push_built_images(j.out.built, j.push_of, index_tags, j.registry, j.status);
   attach_built_reports(j.out.built, j.out.reports, j.push_of, j.registry.session, *j.store, j.status);
   attach_built_sboms(j.out.sboms, j.push_of, j.registry.session, *j.store, j.status);
+  if (rq.provenance) attach_built_provenance(j.out.provenance, j.push_of, rq.sign_key, j.registry, j.status);
   if (rq.sign_key)  // --sign: each image and index as it is in the registry now
     for (const auto& ref : pushed) {
       auto s = registry::sign_image(registry::Reference::parse(ref), *rq.sign_key, j.registry, j.status);
@@ -283,8 +321,10 @@ BuildOutcome run_build(const BuildRequest& request, Services& services, Status& 
   j.options.build.services = services.build;
   j.registry = request.registry;
   if (services.build.registry) j.registry.session.transport = services.build.registry;
+  if (request.provenance)  // the run's own: one invocation, started now, for every image
+    j.provenance.run = {request.builder_id, provenance::new_invocation_id(), services.build.date(), {}};
 
-  step(j, "plan", plan);              // matrix, catalog, resolve: the Plan (--locked: checked)
+  step(j, "plan", plan);              // matrix, catalog, resolve: the Plan (--locked: checked; --provenance: its files)
   step(j, "select", choose_points);   // the points to build, their tags and ref names
   step(j, "build", build_all);        // each point's layers and image, into the store
   step(j, "write", write_outputs);    // the images and the matrix index: one layout or archive
@@ -296,7 +336,8 @@ BuildOutcome run_build(const BuildRequest& request, Services& services, Status& 
   if (j.gate_failure) throw *j.gate_failure;
   step(j, "results", report_results); // a digest per image, the index, the output
   step(j, "sbom", add_sboms);         // --sbom: into the layout, beside each image
-  step(j, "push", push_all);          // --push: the images, then their reports and SBOMs
+  step(j, "provenance", add_provenance);  // --provenance: into the layout, beside each image
+  step(j, "push", push_all);          // --push: the images, then their reports, SBOMs and provenance
   return std::move(j.out);
 }
 

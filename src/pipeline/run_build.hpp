@@ -11,6 +11,7 @@
 
 #include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
+#include "pipeline/provenance.hpp"
 #include "pipeline/publish.hpp"
 #include "pipeline/verify_gate.hpp"
 #include "recipe/recipe.hpp"
@@ -43,6 +44,10 @@ struct BuildRequest {
   // --sign KEY.pem: every image and index pushed is signed (sigstore format,
   // registry/sign.hpp) after its reports and SBOMs are attached.
   std::optional<fs::path> sign_key;
+  // --provenance: each image's SLSA provenance (pipeline/provenance.hpp) into
+  // the layout, and pushed along (signed too, with --sign).
+  bool provenance = false;
+  std::string builder_id = provenance::kLocalBuilderId;  // --builder-id: runDetails.builder.id
 
   bool pushing() const { return push || !push_to.empty(); }
 };
@@ -64,11 +69,13 @@ struct BuildOutcome {
   MatrixResult built;
   std::vector<std::vector<verify::VerifyReport>> reports;  // point i's, when the gate ran
   std::vector<std::vector<SbomOf>> sboms;                  // point i's, with --sbom
+  std::vector<std::vector<ProvenanceOf>> provenance;       // point i's, with --provenance
 };
 
 // Runs the job: plan -> select points -> build points -> write outputs ->
 // verify gate -> reports into the layout -> summary -> export cache ->
-// SBOMs -> push (images, then their reports and SBOMs). Each step is
+// SBOMs -> provenance -> push (images, then their reports, SBOMs and
+// provenance). Each step is
 // reported as a "step" event with its seconds. Throws the first point's
 // failure (after the summary), then the gate's (after the cache export),
 // else any step's error.

@@ -15,6 +15,7 @@
 
 #include "fakes.hpp"
 #include "helpers.hpp"
+#include "offline_fixture.hpp"
 #include "pip_fixture.hpp"
 #include "archive/extract.hpp"
 #include "pipeline/lock.hpp"
@@ -27,86 +28,7 @@ using namespace sb;
 
 namespace {
 
-const std::string kApt = "http://apt.invalid/debian";
-const std::string kIndex = "http://pypi.invalid/simple";
-const std::string kFiles = "http://pypi.invalid/files/";
-
-// The apt layer is the same at both points; the pip layer pins greet ${flavor}.
-const std::string kRecipe =
-    "stack: svc\n"
-    "source_date_epoch: 1700000000\n"
-    "platform: {python: \"3.11\", glibc: \"2.36\"}\n"
-    "matrix:\n  flavor: [\"1.0\", \"2.0\"]\n"
-    "repositories:\n  - {url: \"" + kApt + "\", suites: [test], trusted: true}\n"
-    "layers:\n"
-    "  - {name: os, apt: [hello]}\n"
-    "  - {name: wheels, pip: [\"greet==${flavor}\"]}\n"
-    "tags: [\"svc:${flavor}\"]\n";
-
-bool have_dpkg_deb() {
-  ProcessSpec s;
-  s.argv = {"sh", "-c", "command -v dpkg-deb"};
-  s.env = {{"PATH", "/usr/bin:/bin"}};
-  s.capture_stdout = true;
-  return run_process(s).exit_status == 0;
-}
-
-// An unsigned repository in `root` (dists/test, pool/): one package, `hello`.
-void make_apt_repo(const fs::path& root, const fs::path& scratch) {
-  const fs::path src = scratch / "hello";
-  test::write(src / "DEBIAN/control",
-              "Package: hello\nVersion: 1.0\nArchitecture: amd64\nMaintainer: T <t@example.invalid>\n"
-              "Description: test package\n");
-  test::write(src / "usr/bin/hello", "#!/bin/sh\necho hello\n", 0755);
-  const fs::path deb = root / "pool/hello_1.0_amd64.deb";
-  fs::create_directories(deb.parent_path());
-  ProcessSpec s;
-  s.argv = {"dpkg-deb", "--root-owner-group", "-Zgzip", "--build", src.string(), deb.string()};
-  s.env = {{"PATH", "/usr/bin:/bin"}, {"LC_ALL", "C"}, {"SOURCE_DATE_EPOCH", "1700000000"}};
-  s.capture_stdout = true;
-  s.merge_stderr = true;
-  auto r = run_process(s);
-  REQUIRE(r.exit_status == 0);
-  const std::string packages = "Package: hello\nVersion: 1.0\nArchitecture: amd64\nFilename: pool/hello_1.0_amd64.deb\n"
-                               "Size: " + std::to_string(fs::file_size(deb)) + "\nSHA256: " +
-                               Digest::of_file(deb).hex() + "\n\n";
-  test::write(root / "dists/test/main/binary-amd64/Packages", packages);
-  test::write(root / "dists/test/Release",
-              "Origin: Test\nSuite: test\nCodename: test\nComponents: main\nArchitectures: amd64\nSHA256:\n " +
-                  Digest::of_bytes(packages).hex() + " " + std::to_string(packages.size()) +
-                  " main/binary-amd64/Packages\n");
-}
-
-// Everything served: the repository, and an index of greet 1.0 and 2.0
-// (pages through the index transport; PEP 658 metadata and wheels through
-// the fetcher).
-struct Served {
-  TempDir tmp;
-  test::FixtureIndex wheels;
-  std::map<std::string, std::string> files;  // the wheels and their metadata, by URL
-  Served() {
-    make_apt_repo(tmp.path() / "repo", tmp.path());
-    for (const char* v : {"1.0", "2.0"}) {
-      wheels.add({"greet", v, "py3-none-any", {}, {}, {{"greet/__init__.py", std::string("V = '") + v + "'\n"}}});
-      files[kFiles + wheel(v)] = wheels.bytes(wheel(v));
-      files[kFiles + wheel(v) + ".metadata"] = wheels.bytes(wheel(v) + ".metadata");
-    }
-  }
-  static std::string wheel(const std::string& v) { return "greet-" + v + "-py3-none-any.whl"; }
-  // The point's lockfile pins for its pip layer (the apt layer resolves now).
-  std::string lock_of(const std::string& v) const {
-    pip::PinnedWheel w;
-    w.name = "greet";
-    w.key = "greet";
-    w.version = v;
-    w.filename = wheel(v);
-    w.url = kFiles + wheel(v);
-    w.sha256 = wheels.sha(wheel(v));
-    w.size = wheels.bytes(wheel(v)).size();
-    w.requested = true;
-    return nlohmann::json{{"pip", {{"wheels", {{"wheels", nlohmann::json::array({w})}}}}}}.dump();
-  }
-};
+using namespace test::offline;
 
 // The recipe's points; `locked`: with their lockfile pins (no index is read).
 std::vector<MatrixPoint> points_in(const fs::path& dir, const Served& served, bool locked) {
@@ -118,18 +40,6 @@ std::vector<MatrixPoint> points_in(const fs::path& dir, const Served& served, bo
     if (locked) out.back().inputs.lock = served.lock_of(out.back().variables.at("flavor"));
   }
   return out;
-}
-
-// STACKBUILD_PIP_INDEX_URL names the fixture's index while a test runs.
-struct IndexSetting {
-  IndexSetting() { ::setenv("STACKBUILD_PIP_INDEX_URL", kIndex.c_str(), 1); }
-  ~IndexSetting() { ::unsetenv("STACKBUILD_PIP_INDEX_URL"); }
-};
-
-// A clock that moves 1 s each time it is read.
-std::function<std::chrono::steady_clock::time_point()> ticking_clock() {
-  auto t = std::make_shared<std::atomic<int64_t>>(0);
-  return [t] { return std::chrono::steady_clock::time_point(std::chrono::seconds(++*t)); };
 }
 
 struct Run {

@@ -71,7 +71,7 @@ TEST_CASE("run_build runs the steps in the pipeline's order, each once", "[drive
   f.services.build.now = [ticks] { return std::chrono::steady_clock::time_point(std::chrono::seconds(++*ticks)); };
   BuildOutcome out = run_build(f.request(), f.services, rec);
   CHECK(steps(rec) == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary",
-                                               "cache", "results", "sbom", "push"});
+                                               "cache", "results", "sbom", "provenance", "push"});
   for (const auto& e : rec.events("step")) {
     const double s = e.at("seconds").get<double>();
     CHECK((s >= 1 && s == std::floor(s)));  // whole ticks of the clock Services handed in
@@ -103,6 +103,12 @@ TEST_CASE("run_build refuses what the points cannot take before it opens the sto
     rq.sbom = true;
     rq.matrix.build.format = OutputFormat::DockerArchive;
     CHECK_THROWS_WITH(run_build(rq, f.services, rec), Catch::Contains("--sbom goes into an OCI layout"));
+  }
+  SECTION("--provenance into a docker archive") {
+    BuildRequest rq = f.request();
+    rq.provenance = true;
+    rq.matrix.build.format = OutputFormat::DockerArchive;
+    CHECK_THROWS_WITH(run_build(rq, f.services, rec), Catch::Contains("--provenance goes into an OCI layout"));
   }
   SECTION("--only a value no point has") {
     BuildRequest rq = f.request();
@@ -327,4 +333,44 @@ TEST_CASE("build --push --sign: every image and the index pushed is signed", "[s
     CHECK_NOTHROW(registry::verify_image(registry::Reference::parse(ref), f.tmp.path() / "k.pub", so, rec));
   auto results = result_keys(rec);
   CHECK(std::count_if(results.begin(), results.end(), [](const std::string& k) { return k.starts_with("signed "); }) == 3);
+}
+
+TEST_CASE("build --push --provenance --sign: each image's statement is attached to it, and signed",
+          "[provenance][sign][driver][services]") {
+  Fixture f;
+  test::RecordingStatus rec;
+  auto fake = std::make_shared<test::FakeRegistry>();
+  f.services.build.registry = fake;
+  make_key(f.tmp.path(), "k");
+  BuildRequest rq = f.request();
+  rq.push_to = {"fake.test/mx"};
+  rq.gate.skip = true;
+  rq.provenance = true;
+  rq.builder_id = "https://ci.invalid/runners/7";
+  rq.sign_key = f.tmp.path() / "k.pem";
+  BuildOutcome out = run_build(rq, f.services, rec);
+  REQUIRE(out.provenance.size() == 2);
+  registry::SessionOptions so;
+  so.transport = fake;
+  Store store(f.tmp.path() / "store");
+  for (size_t i = 0; i < 2; ++i) {
+    const ProvenanceOf& p = out.provenance[i].at(0);
+    const std::string ref = std::string("fake.test/mx:") + (i == 0 ? "a" : "b");
+    auto listing = registry::list_images(registry::Reference::parse(ref), store, so, rec, {provenance::kMediaType});
+    REQUIRE(listing.images.size() == 1);
+    CHECK(listing.images[0].manifest.digest == p.image.digest);
+    REQUIRE(listing.images[0].artifacts.size() == 1);
+    const auto& a = listing.images[0].artifacts[0];
+    CHECK(a.file == p.document);  // the statement the layout keeps
+    CHECK(a.annotations.at("in-toto.io/predicate-type") == "https://slsa.dev/provenance/v1");
+    CHECK(nlohmann::json::parse(a.file)["predicate"]["runDetails"]["builder"]["id"] == "https://ci.invalid/runners/7");
+    CHECK_NOTHROW(provenance::check_statement_of(a.file, p.image.digest));
+    // The artifact is signed as an image is: by its digest, with the run's key.
+    auto v = registry::verify_image(registry::Reference::parse("fake.test/mx@" + a.manifest.str()), f.tmp.path() / "k.pub",
+                                    so, rec);
+    CHECK(v.manifest == a.manifest);
+  }
+  auto results = result_keys(rec);
+  CHECK(std::count_if(results.begin(), results.end(),
+                      [](const std::string& k) { return k.starts_with("signed provenance of "); }) == 2);
 }
