@@ -539,6 +539,20 @@ TEST_CASE("apt repo: an xz-only repository and one published by hash load", "[ap
   }
 }
 
+TEST_CASE("apt repo: an empty component's compressed index is an empty index", "[apt][repo]") {
+  // Ubuntu's and Debian's suites list components with no package for an
+  // architecture (a fresh -updates' universe): their Packages.gz is gzip of nothing.
+  TempDir dir;
+  test::write(dir.path() / "Packages", "");
+  run({"gzip", "-k", (dir.path() / "Packages").string()});
+  CHECK(decompress(read_file(dir.path() / "Packages.gz"), "Packages.gz").empty());
+  if (have("xz")) {
+    run({"xz", "-k", (dir.path() / "Packages").string()});
+    CHECK(decompress(read_file(dir.path() / "Packages.xz"), "Packages.xz").empty());
+  }
+  CHECK(decompress("", "Packages").empty());
+}
+
 TEST_CASE("apt repo: a pin by origin picks the older version and the image lists both repositories", "[apt][repo]") {
   if (!tools()) return;
   Repo distro, vendor;
