@@ -90,7 +90,7 @@ pkg debian ubuntu-keyring 2099.1~bpo1 usr/share/keyrings/ubuntu-archive-keyring.
   usr/share/keyrings/ubuntu-master-keyring.gpg="$TMP/other.gpg"
 dist debian fixture Debian debian main=pool/main/base-files_1_all.deb
 dist debian fixture-updates Debian debian main=
-dist debian fixture-backports Debian debian main=$keyring_deb
+dist debian fixture-backports "Debian Backports" debian main=$keyring_deb
 # A repository the machine takes on trust (trusted=yes, unsigned), offering an
 # ubuntu-keyring that holds key "other": never to be used.
 pkg evil ubuntu-keyring 9999 usr/share/keyrings/ubuntu-archive-keyring.gpg="$TMP/other.gpg"
@@ -200,7 +200,7 @@ grep -q "signed by a key that is not in $root/usr/share/keyrings/ubuntu-archive-
 rm "$root/usr/share/keyrings/ubuntu-archive-keyring.gpg"
 
 check "neither a host keyring nor the package in the machine's Debian repositories: exit 3, naming what to install"
-dist debian fixture-backports Debian debian main=
+dist debian fixture-backports "Debian Backports" debian main=
 printf 'deb [trusted=yes] %s fixture main\n' "$url/evil" >"$root/etc/apt/sources.list.d/evil.list"
 build none "$TMP/store-none" 3
 grep -qF "$url/ubuntu/dists/noble/InRelease" "$TMP/none.err" || { show_output none; fail "the error does not name the repository"; }
@@ -212,7 +212,7 @@ if fetched evil/pool >/dev/null; then fail "the trusted repository's ubuntu-keyr
 rm "$root/etc/apt/sources.list.d/evil.list"
 
 check "ubuntu-keyring's .deb altered after its index was signed: refused"
-dist debian fixture-backports Debian debian main=$keyring_deb
+dist debian fixture-backports "Debian Backports" debian main=$keyring_deb
 cp "$www/debian/$keyring_deb" "$TMP/good.deb"
 python3 - "$www/debian/$keyring_deb" <<'PY'
 import sys

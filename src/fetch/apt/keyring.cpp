@@ -78,9 +78,9 @@ std::optional<Offer> best_offer(const Suites& suites, const std::string& package
     PackageIndex index("amd64");
     try {
       auto loaded = load_repositories({r}, lo, store, fetcher, index);
-      if (loaded.front().release.origin != "Debian") {
-        notes.push_back(r.id() +
-                        ": not Debian's archive (Origin: " + loaded.front().release.origin + ")");
+      const std::string& origin = loaded.front().release.origin;
+      if (origin != "Debian" && origin != "Debian Backports") {
+        notes.push_back(r.id() + ": not Debian's archive (Origin: " + origin + ")");
         continue;
       }
       const Package* p = index.candidate(package);

@@ -8,7 +8,7 @@
 // record naming it, so later runs (offline too) take it from there.
 //
 // Only repositories the machine checks (never a trusted one) whose Release
-// says `Origin: Debian` are asked, the machine's release first, then its
+// says `Origin: Debian` (or `Debian Backports`) are asked, the machine's release first, then its
 // -backports (bookworm carries ubuntu-keyring only there), then stable,
 // testing and unstable. Nothing is written outside the store.
 #pragma once
