@@ -54,6 +54,7 @@ void ArchiveReader::setup(unsigned formats, Filters filters) {
   if (formats & kZip) archive_read_support_format_zip(a_.get());
   if (formats & kAr) archive_read_support_format_ar(a_.get());
   if (formats & kRaw) archive_read_support_format_raw(a_.get());
+  if (formats & kEmpty) archive_read_support_format_empty(a_.get());
   switch (filters) {
     case Filters::None:
       archive_read_support_filter_none(a_.get());

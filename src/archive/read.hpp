@@ -25,7 +25,8 @@ namespace sb {
 
 class ArchiveReader {
  public:
-  enum Format : unsigned { kTar = 1, kZip = 2, kAr = 4, kRaw = 8 };  // kRaw: the bytes as one entry
+  // kRaw: the bytes as one entry; kEmpty: no bytes at all (after the filters) as no entry.
+  enum Format : unsigned { kTar = 1, kZip = 2, kAr = 4, kRaw = 8, kEmpty = 16 };
   enum class Filters { None, Zstd, All };
   // Hands libarchive the next bytes of the archive: sets `out`, returns how
   // many (0 at the end, -1 after an error, with errno).

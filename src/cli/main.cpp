@@ -42,8 +42,8 @@ static const char* const kMainHelp =
     "  0    success\n"
     "  1    the work failed (I/O, a refused or corrupt layer, a failed tool)\n"
     "  2    bad command line\n"
-    "  3    an input file (recipe, catalog, lockfile) is invalid, or --locked found the\n"
-    "       lockfile missing or stale\n"
+    "  3    an input file (recipe, catalog, lockfile) is invalid, an apt repository has no\n"
+    "       keyring to check it with, or --locked found the lockfile missing or stale\n"
     "  4    --strict: some matrix points cannot be resolved\n"
     "  130  interrupted\n";
 

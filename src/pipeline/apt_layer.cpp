@@ -11,6 +11,7 @@
 
 #include "fetch/apt/config.hpp"
 #include "fetch/apt/install.hpp"
+#include "fetch/apt/keyring.hpp"
 #include "fetch/apt/repository.hpp"
 #include "fetch/apt/solver.hpp"
 #include "fetch/apt/sources.hpp"
@@ -263,7 +264,30 @@ struct Resolved {
   std::vector<apt::LockedPackage> packages;
   std::vector<apt::Paragraph> records;  // the packages' index records
   std::map<std::string, std::string> upgraded;  // name -> the version below it replaces
+  std::string keyring_from;  // where the keyring of repositories without signed-by came from, when a package's
 };
+
+// The archive keyring of `distro` for repositories that name none
+// (fetch/apt/keyring.hpp: the machine's, else Debian's package kept in the
+// store), looked up once a run; `needed_by` (their InRelease URLs) is for
+// the error when there is none.
+apt::ArchiveKeyring distro_keyring(const std::string& distro, const std::vector<std::string>& needed_by,
+                                   const Store& store, AptFetcher& f, Status& status, const std::string& layer) {
+  static std::mutex mu;
+  static std::map<std::string, apt::ArchiveKeyring> found;
+  apt::KeyringLookup lookup;
+  lookup.root = env_or("STACKBUILD_APT_ROOT", "/");
+  lookup.needed_by = needed_by;
+  const std::string key = store.root().string() + '\n' + lookup.root.string() + '\n' + distro;
+  std::lock_guard<std::mutex> g(mu);
+  if (auto it = found.find(key); it != found.end()) return it->second;
+  apt::ArchiveKeyring k = apt::archive_keyring(distro, lookup, store, *f.fetcher);
+  if (!k.from.empty())
+    status.message(Level::Info, "layer " + layer + ": " + apt::capitalized(distro) + "'s archive keyring is " +
+                                    k.stands_for.string() + " of " + k.from + ", kept in the store");
+  found.emplace(key, k);
+  return k;
+}
 
 Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& spec,
                        const std::vector<apt::Paragraph>& installed, const Store& store, AptFetcher& f,
@@ -271,7 +295,19 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   fetch::Fetcher& fetcher = *f.fetcher;
   auto repos = layer_repositories(recipe, spec, d, status, *f.net);
   apt::LoadOptions lo;
-  lo.default_keyring = apt::default_keyring(d.name, env_or("STACKBUILD_APT_ROOT", "/"));
+  // Repositories that name no keyring (signed-by) are checked with the
+  // distribution's; looked up only when one needs it.
+  std::vector<std::string> unkeyed;
+  for (const auto& r : repos)
+    if (!r.trusted && r.signed_by.empty()) unkeyed.push_back(r.uri + "/dists/" + r.suite + "/InRelease");
+  std::string keyring_id, keyring_from;
+  if (!unkeyed.empty()) {
+    apt::ArchiveKeyring keyring = distro_keyring(d.name, unkeyed, store, f, status, spec.name);
+    lo.default_keyring = keyring.file;
+    if (keyring.stands_for != keyring.file) lo.default_keyring_as = keyring.stands_for;
+    keyring_id = keyring.stands_for.string() + " sha256:" + keyring.sha256;  // never a store's path
+    keyring_from = keyring.from;
+  }
   lo.origin_pins = layer_pins(recipe, spec);
   apt::SolveRequest req;
   req.packages = wanted(spec, from_catalog);
@@ -284,7 +320,7 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   // the same repositories share the answer (and are consistent with each
   // other even if the archive changes while the run goes on).
   KeyHasher k;
-  k.field("apt-resolve", "1").field("keyring", lo.default_keyring.string());
+  k.field("apt-resolve", "2").field("keyring", keyring_id);
   for (const auto& rp : repos)
     k.field("repo", nlohmann::json(rp).dump()).field("signed-by", rp.signed_by.string());
   for (const auto& [origin, prio] : lo.origin_pins) k.field("pin", origin + "=" + std::to_string(prio));
@@ -303,7 +339,15 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
 
   apt::PackageIndex index("amd64");
   Resolved r;
-  r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
+  r.keyring_from = keyring_from;
+  try {
+    r.repos = apt::load_repositories(repos, lo, store, fetcher, index);
+  } catch (Error& e) {
+    if (!keyring_from.empty() && std::string(e.what()).find(lo.default_keyring.string()) != std::string::npos)
+      e.add_trace(lo.default_keyring.string() + " is " + lo.default_keyring_as.string() + " of " + keyring_from +
+                  ", kept in the store");
+    throw;
+  }
   apt::Solution sol = apt::solve(index, req);
   r.packages = apt::lock_solution(index, sol);
   r.upgraded = sol.upgraded;
@@ -410,13 +454,15 @@ std::optional<fs::path> in_recipe_tree(const fs::path& path, const fs::path& rec
 // recipe's tree holds it, else as it is, so that two clones of one
 // repository share the layer (a registry cache, docs/cache.md) and a keyring
 // of the machine (/usr/share/keyrings/...) is still named by its path, which
-// the image's sources may name. "" for none.
-std::string keyring_identity(const fs::path& keyring, const fs::path& recipe_dir) {
-  if (keyring.empty()) return "";
-  auto rel = in_recipe_tree(keyring, recipe_dir);
+// the image's sources may name. A package's keyring kept in the store is
+// named by the path it stands for (`named`), read where it is (`file`), so
+// no store's path is in a key. "" for none.
+std::string keyring_identity(const fs::path& named, const fs::path& file, const fs::path& recipe_dir) {
+  if (named.empty()) return "";
+  auto rel = in_recipe_tree(named, recipe_dir);
   std::error_code ec;
-  std::string digest = fs::is_regular_file(keyring, ec) ? Digest::of_file(keyring).str() : "missing";
-  return (rel ? "recipe:" + rel->generic_string() : keyring.generic_string()) + " " + digest;
+  std::string digest = fs::is_regular_file(file, ec) ? Digest::of_file(file).str() : "missing";
+  return (rel ? "recipe:" + rel->generic_string() : named.generic_string()) + " " + digest;
 }
 
 // A keyring's path as the lockfile holds it: relative to the recipe when the
@@ -555,6 +601,24 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
         throw;
     }
     locate_packages(r, now, c.spec.name);
+    // A lockfile names the distribution's keyring by its usual path
+    // (/usr/share/keyrings/ubuntu-archive-keyring.gpg), whichever way it was
+    // found: here it is looked up as an unlocked build would, so the image
+    // gets the same keyring. Without one the path stays as it is: needed
+    // only when the image does not ship that file.
+    const Distro d = distro_of(c.spec, c.options.variables, c.options.point);
+    const fs::path usual = "/" + apt::keyring_package(d.name).file;
+    for (auto& lr : r.repos) {
+      if (lr.keyring != usual) continue;
+      try {
+        apt::ArchiveKeyring k = distro_keyring(d.name, {lr.repo.uri + "/dists/" + lr.repo.suite + "/InRelease"},
+                                               c.store, f, c.status, c.spec.name);
+        lr.keyring = k.file;
+        lr.keyring_as = usual;
+      } catch (const Error& e) {
+        if (e.kind() == ErrorKind::Interrupted) throw;
+      }
+    }
   } else {
     Distro d = distro_of(c.spec, c.options.variables, c.options.point);
     r = resolve_layer(c.recipe, d, c.spec, state.status, c.store, f, c.status,
@@ -576,8 +640,8 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
   for (const auto& p : r.packages) k.field("package", p.name).field("version", p.version).field("sha256", p.sha256);
   for (const auto& lr : r.repos) {
     nlohmann::json repo = lr.repo;
-    repo["signed_by"] = keyring_identity(lr.repo.signed_by, c.recipe.dir());
-    k.field("repo", repo.dump()).field("keyring", keyring_identity(lr.keyring, c.recipe.dir()));
+    repo["signed_by"] = keyring_identity(lr.repo.signed_by, lr.repo.signed_by, c.recipe.dir());
+    k.field("repo", repo.dump()).field("keyring", keyring_identity(lr.keyring_path(), lr.keyring, c.recipe.dir()));
   }
   Digest key = k.finish();
   key_out = key;
@@ -670,7 +734,8 @@ nlohmann::json lock_apt_layers(const Recipe& recipe, const std::map<std::string,
     for (const auto& lr : r.repos) {
       nlohmann::json j = lr.repo;
       j["signed_by"] = lock_path(lr.repo.signed_by, recipe.dir());
-      j["keyring"] = lock_path(lr.keyring, recipe.dir());
+      j["keyring"] = lock_path(lr.keyring_path(), recipe.dir());
+      if (!lr.keyring_as.empty() && !r.keyring_from.empty()) j["keyring_from"] = r.keyring_from;
       if (!recipe_uris.count(lr.repo.uri)) {
         j.erase("uri");
         j["from"] = "machine";

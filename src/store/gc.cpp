@@ -84,6 +84,8 @@ void read_record(std::string_view kind, std::string_view text, Item& item) {
       item.needs.push_back(Digest::parse(trimmed()));
     } else if (kind == "base-manifest") {
       item.needs.push_back(Digest::parse(json::parse(text).at("manifest").get<std::string>()));
+    } else if (kind == "archive-keyring") {  // a distribution's keyring from Debian's package (fetch/apt/keyring.hpp)
+      item.needs.push_back(Digest::parse(json::parse(text).at("keyring").get<std::string>()));
     } else if (kind == "download") {
       item.needs.push_back(Digest::parse(json::parse(text).at("blob").get<std::string>()));
     }

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "fetch/apt/install.hpp"
+#include "fetch/apt/keyring.hpp"
 #include "fetch/apt/repository.hpp"
 #include "helpers.hpp"
 #include "layer/split.hpp"
@@ -539,6 +540,20 @@ TEST_CASE("apt repo: an xz-only repository and one published by hash load", "[ap
   }
 }
 
+TEST_CASE("apt repo: an empty component's compressed index is an empty index", "[apt][repo]") {
+  // Ubuntu's and Debian's suites list components with no package for an
+  // architecture (a fresh -updates' universe): their Packages.gz is gzip of nothing.
+  TempDir dir;
+  test::write(dir.path() / "Packages", "");
+  run({"gzip", "-k", (dir.path() / "Packages").string()});
+  CHECK(decompress(read_file(dir.path() / "Packages.gz"), "Packages.gz").empty());
+  if (have("xz")) {
+    run({"xz", "-k", (dir.path() / "Packages").string()});
+    CHECK(decompress(read_file(dir.path() / "Packages.xz"), "Packages.xz").empty());
+  }
+  CHECK(decompress("", "Packages").empty());
+}
+
 TEST_CASE("apt repo: a pin by origin picks the older version and the image lists both repositories", "[apt][repo]") {
   if (!tools()) return;
   Repo distro, vendor;
@@ -674,4 +689,70 @@ TEST_CASE("apt repo: an InRelease or an index past its cap is refused naming the
   unsetenv("STACKBUILD_APT_MAX_INDEX");
   PackageIndex index3("amd64");
   CHECK_NOTHROW(load(repo.repository(), store, index3));
+}
+
+TEST_CASE("apt keyring: Debian's package, only from a checked repository of Debian's, kept for later runs offline",
+          "[apt][repo][keyring]") {
+  if (!tools()) return;
+  Repo debian;
+  debian.origin = "Vendor";
+  debian.deb("ubuntu-keyring", "1", "", {{"usr/share/keyrings/ubuntu-archive-keyring.gpg", "the keys"}});
+  debian.publish();
+  TempDir machine;
+  const fs::path root = machine.path();
+  test::write(root / "etc/os-release", "ID=debian\nVERSION_CODENAME=test\n");
+  test::write(root / "etc/apt/sources.list",
+              "deb [signed-by=" + debian.keyring.string() + "] file://" + debian.root.string() + " test main\n");
+  TempDir sd;
+  Store store(sd.path());
+  fetch::FetchOptions o;
+  o.retry.sleep = [](double) {};
+  auto online = fetch::make_fetcher(store, o, null_status());
+  KeyringLookup lookup{root, {"http://archive.example/ubuntu/dists/noble/InRelease"}};
+
+  // Origin: Vendor is not Debian's archive: not asked, and the error says what to do.
+  try {
+    archive_keyring("ubuntu", lookup, store, *online);
+    FAIL("a keyring from a repository whose Origin is not Debian");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Input);
+    std::string what = e.what();
+    CHECK(what.find("http://archive.example/ubuntu/dists/noble/InRelease: no keyring") == 0);
+    CHECK(what.find((root / "usr/share/keyrings/ubuntu-archive-keyring.gpg").string()) != std::string::npos);
+    CHECK(what.find("not Debian's archive (Origin: Vendor)") != std::string::npos);
+    CHECK(what.find("install Debian's ubuntu-keyring package") != std::string::npos);
+  }
+
+  debian.origin = "Debian";
+  debian.publish();
+  ArchiveKeyring k = archive_keyring("ubuntu", lookup, store, *online);
+  CHECK(read_file(k.file) == "the keys");
+  CHECK(k.file.string().rfind(store.root().string(), 0) == 0);  // kept in the store, nowhere else
+  CHECK(k.stands_for == "/usr/share/keyrings/ubuntu-archive-keyring.gpg");
+  CHECK(k.sha256 == Digest::of_bytes("the keys").hex());
+  CHECK(k.from == "Debian's ubuntu-keyring 1 (test)");
+
+  // A later run, offline and with the repository gone: the store's record.
+  fs::remove_all(debian.root);
+  o.offline = true;
+  auto offline = fetch::make_fetcher(store, o, null_status());
+  ArchiveKeyring again = archive_keyring("ubuntu", lookup, store, *offline);
+  CHECK(again.file == k.file);
+  CHECK(again.from == k.from);
+
+  // The machine's own keyring wins.
+  test::write(root / "usr/share/keyrings/ubuntu-archive-keyring.gpg", "the host's keys");
+  ArchiveKeyring host = archive_keyring("ubuntu", lookup, store, *offline);
+  CHECK(host.file == root / "usr/share/keyrings/ubuntu-archive-keyring.gpg");
+  CHECK(host.stands_for == host.file);
+  CHECK(host.from.empty());
+
+  // Debian's own keyring cannot come through Debian's archive: only the machine's.
+  try {
+    archive_keyring("debian", lookup, store, *offline);
+    FAIL("a Debian keyring without one on the machine");
+  } catch (const Error& e) {
+    CHECK(e.kind() == ErrorKind::Input);
+    CHECK(std::string(e.what()).find("install the debian-archive-keyring package") != std::string::npos);
+  }
 }

@@ -120,9 +120,11 @@ void read_data_tar(ArchiveReader& outer, const std::string& what, const fs::path
 
 std::string decompress(const std::string& data, const std::string& name) {
   if (!name.ends_with(".xz") && !name.ends_with(".gz")) return data;
-  ArchiveReader a(ArchiveReader::Memory{data}, ArchiveReader::kRaw, ArchiveReader::Filters::All, name);
+  // An empty component's index is a compressed empty file: no entry, no packages.
+  ArchiveReader a(ArchiveReader::Memory{data}, ArchiveReader::kRaw | ArchiveReader::kEmpty, ArchiveReader::Filters::All,
+                  name);
   a.strict();
-  if (!a.next()) throw Error(name + ": empty");
+  if (!a.next()) return "";
   // An index is held in memory: a small file that decompresses to gigabytes is refused at the cap.
   const SizeLimit cap = limits::apt_index();
   return a.read_all("decompressing " + name, cap.bytes, cap.describe());

@@ -329,13 +329,15 @@ Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptStat
       const Repository& r = lr.repo;
       std::string signed_by;
       if (!lr.keyring.empty()) {
-        std::string inside = canonical_archive_path(lr.keyring.string());
+        // Named by the path it stands for (a package's keyring kept in the
+        // store: the package's path), read from where it is.
+        std::string inside = canonical_archive_path(lr.keyring_path().string());
         if (!entries.count(inside) && !in_image.count(inside)) {
           // Written once under its own name; another keyring of the same
           // name (a later layer's key.gpg) gets its digest in its name.
           std::string key = read_file(lr.keyring);
           std::string sha = Digest::of_bytes(key).hex();
-          fs::path name = lr.keyring.filename();
+          fs::path name = lr.keyring_path().filename();
           inside = "etc/apt/keyrings/" + name.string();
           auto& written = out.state.keyrings;
           if (written.count(inside) && written.at(inside) != sha)

@@ -148,7 +148,7 @@ bool absent(const fetch::FetchError& e) { return e.status() == 404 || e.status()
 
 // The text of repository `r`'s Release when it has no InRelease: Release,
 // checked against Release.gpg unless the repository is trusted.
-std::string detached_release(LoadedRepository& lr, const fs::path& default_keyring, const Store& store,
+std::string detached_release(LoadedRepository& lr, const LoadOptions& o, const Store& store,
                              fetch::Fetcher& fetcher) {
   const Repository& r = lr.repo;
   std::string base = r.uri + "/dists/" + r.suite + "/";
@@ -168,7 +168,8 @@ std::string detached_release(LoadedRepository& lr, const fs::path& default_keyri
       throw;
     }
   }
-  lr.keyring = r.signed_by.empty() ? default_keyring : r.signed_by;
+  lr.keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
+  if (r.signed_by.empty()) lr.keyring_as = o.default_keyring_as;
   // The signature is checked before either file enters the store: Release is
   // fetched from inside the check of Release.gpg and checked against it
   // before it is kept, so a bad pair leaves neither behind.
@@ -261,11 +262,12 @@ std::vector<LoadedRepository> load_repositories(const std::vector<Repository>& r
     try {
       std::string text;
       if (!fetched[i]) {
-        text = detached_release(lr, o.default_keyring, store, fetcher);
+        text = detached_release(lr, o, store, fetcher);
       } else if (r.trusted) {
         text = strip_clearsign(store.read(fetched[i]->digest));
       } else {
         lr.keyring = r.signed_by.empty() ? o.default_keyring : r.signed_by;
+        if (r.signed_by.empty()) lr.keyring_as = o.default_keyring_as;
         // Checked as it arrived, else (taken from the store) checked again now.
         text = checked[i] ? *checked[i] : verify_inrelease(store.blob_path(fetched[i]->digest), lr.keyring, url);
       }

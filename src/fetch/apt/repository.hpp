@@ -51,6 +51,10 @@ struct LoadOptions {
   std::string architecture = "amd64";
   std::map<std::string, int> origin_pins;  // Origin (from Release) -> priority
   fs::path default_keyring;                // for repositories without signed-by
+  // What default_keyring stands for in images and lockfiles when it is a copy
+  // (a package's keyring kept in the store: /usr/share/keyrings/...); empty:
+  // default_keyring itself.
+  fs::path default_keyring_as;
 };
 
 // What was read from one repository, for the image's sources list.
@@ -58,7 +62,11 @@ struct LoadedRepository {
   Repository repo;
   ReleaseFile release;
   fs::path keyring;  // the keyring it was verified with (empty if trusted)
+  fs::path keyring_as;  // what `keyring` stands for when it is a copy (LoadOptions::default_keyring_as)
   bool detached = false;  // signed by Release.gpg (no InRelease)
+
+  // The keyring's path as images and lockfiles name it.
+  const fs::path& keyring_path() const { return keyring_as.empty() ? keyring : keyring_as; }
 };
 
 // Fetches and verifies every repository's InRelease (or, where a

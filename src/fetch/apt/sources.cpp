@@ -190,10 +190,4 @@ std::vector<Repository> repositories_for(const std::vector<Repository>& machine,
   return out;
 }
 
-fs::path default_keyring(const std::string& distro, const fs::path& root) {
-  fs::path p = root / "usr/share/keyrings" / (distro + "-archive-keyring.gpg");
-  std::error_code ec;
-  return fs::exists(p, ec) ? p : fs::path();
-}
-
 }  // namespace sb::apt

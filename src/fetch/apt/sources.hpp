@@ -58,8 +58,4 @@ std::string machine_codename(const fs::path& root = "/");
 std::vector<Repository> repositories_for(const std::vector<Repository>& machine, const std::string& machine_codename,
                                          const std::string& codename);
 
-// The default keyring of a distribution on this machine, if present:
-// <root>/usr/share/keyrings/<distro>-archive-keyring.gpg.
-fs::path default_keyring(const std::string& distro, const fs::path& root = "/");
-
 }  // namespace sb::apt
