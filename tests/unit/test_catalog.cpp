@@ -104,7 +104,7 @@ TEST_CASE("version ranges", "[catalog][version]") {
 
 TEST_CASE("the real catalog loads with every component", "[catalog]") {
   const Catalog& cat = real_catalog();
-  CHECK(cat.component_names() == std::vector<std::string>{"cublas", "cuda", "cudnn", "nccl", "os",
+  CHECK(cat.component_names() == std::vector<std::string>{"cublas", "cuda", "cudnn", "jax", "nccl", "os",
                                                           "python", "pytorch", "tensorflow"});
   const auto* cuda = cat.find("cuda", "12.6.3");
   REQUIRE(cuda);
@@ -121,7 +121,7 @@ TEST_CASE("the real catalog loads with every component", "[catalog]") {
   for (size_t i = 1; i < records.size(); ++i) CHECK(records[i - 1].version >= records[i].version);
 
   // Every fact-based record cites where it was read.
-  for (const char* name : {"cuda", "cudnn", "nccl", "pytorch", "tensorflow", "cublas", "os"})
+  for (const char* name : {"cuda", "cudnn", "nccl", "pytorch", "tensorflow", "jax", "cublas", "os"})
     for (const auto& r : cat.find(name)->records) {
       INFO(r.label());
       CHECK_FALSE(r.cite.empty());
