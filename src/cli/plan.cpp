@@ -47,13 +47,18 @@ const char* const kLockHelp =
     "Unsatisfiable points are recorded as such (and reported); --strict refuses to write.\n"
     "A recipe's base image (from: REGISTRY/REPO:TAG) is looked up and its digest recorded;\n"
     "build --locked builds from that digest.\n"
-    "When a lockfile is there, what the new one changes (versions, packages, wheels,\n"
-    "archives, sources, the base's digest) is printed before it is replaced.\n"
+    "When a lockfile is there and current for the recipe and catalog, it is left as it is:\n"
+    "pins move only with --update (the monthly step) or --only. Otherwise (no lockfile, or\n"
+    "the recipe or catalog changed) every point is resolved again. What the new lockfile\n"
+    "changes (versions, packages, wheels, archives, sources, the base's digest) is printed\n"
+    "before it is replaced.\n"
     "\n"
     "options:\n"
     "  --check            write nothing: exit 0 when RECIPE.yaml.lock is current for the\n"
     "                     recipe and catalog as they are, else exit 3 naming what changed;\n"
     "                     offline (nothing is resolved against a repository or index)\n"
+    "  --update           resolve every point again, though the lockfile is current: today's\n"
+    "                     versions, packages and wheels (with --only: only those points)\n"
     "  --only KEY=VALUE   lock these points again (repeatable, as for build); the others\n"
     "                     keep their entries, and must still resolve as they say\n"
     "  --set KEY=VALUE    replace matrix.KEY with one value (repeatable)\n"
@@ -154,7 +159,7 @@ int cmd_plan(const std::vector<std::string>& argv) {
 
 int cmd_lock(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--strict", "--insecure-policy", "--check"});
+  flags.insert(flags.end(), {"--strict", "--insecure-policy", "--check", "--update"});
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), kPlanOptions.begin(), kPlanOptions.end());
   options.insert(options.end(), {"--creds", "--ca-cert"});  // from: looking up a base image
@@ -182,6 +187,17 @@ int cmd_lock(const std::vector<std::string>& argv) {
     return kExitOk;
   }
   Context ctx = make_context(args);
+  // A current lockfile stays as it is: its pins move only when asked to
+  // (--update, or --only for some points), not because the archive or the
+  // index moved since.
+  if (!args.has("--update") && args.all("--only").empty()) {
+    const fs::path path = resolve::lock_path(planned.recipe.file);
+    if (fs::exists(path) && lock_problems(planned).empty()) {
+      ctx.status->result("lock", path.string() + " is current (" + counted + "); nothing resolved again ('lock --update' "
+                                 "resolves every point against today's repositories and index)");
+      return kExitOk;
+    }
+  }
   if (bad && args.has("--strict")) throw Error(unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);
   if (bad) ctx.status->message(Level::Warning, unsatisfiable_report(planned.plan));
   LockRequest request{args.all("--only"), registry_session_options(args)};

@@ -202,8 +202,13 @@ expect_ok check_relocked sb lock "$TMP/recipe/r.yaml" --check
 write_recipe libgreet
 expect_ok relock_back sb lock "$TMP/recipe/r.yaml" --store "$STORE"
 grep -q "changes to .*r.yaml.lock (1)" "$TMP/relock_back.err" || { show_output relock_back; fail "lock did not count one change"; }
-expect_ok relock_same sb lock "$TMP/recipe/r.yaml" --store "$STORE"
-grep -q "the lock pins what it pinned before" "$TMP/relock_same.err" || { show_output relock_same; fail "lock did not say nothing changed"; }
+cp "$TMP/recipe/r.yaml.lock" "$TMP/lock-before"
+expect_ok relock_current sb lock "$TMP/recipe/r.yaml" --store "$STORE"
+grep -q "is current .*nothing resolved again" "$TMP/relock_current.err" ||
+  { show_output relock_current; fail "lock of a current lockfile did not say it left it"; }
+cmp -s "$TMP/recipe/r.yaml.lock" "$TMP/lock-before" || fail "lock rewrote a current lockfile"
+expect_ok relock_same sb lock "$TMP/recipe/r.yaml" --update --store "$STORE"
+grep -q "the lock pins what it pinned before" "$TMP/relock_same.err" || { show_output relock_same; fail "lock --update did not say nothing changed"; }
 write_recipe libgreet
 sed -i 's|suites: test, keyring: key.gpg}$|suites: test, keyring: key.gpg, priority: 100}|' "$TMP/recipe/r.yaml"
 expect_rc 3 stale2 sb build "$TMP/recipe/r.yaml" --locked -o "$TMP/layout3" --store "$STORE"
