@@ -68,6 +68,11 @@ int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
 int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
 int cmd_merge(const std::vector<std::string>& argv);      // cli/merge.cpp
+// `stackbuild cluster slurm ...`: the arguments after "slurm" (cli/cluster_slurm.cpp).
+int cmd_cluster_slurm(const std::vector<std::string>& args);
+// `stackbuild cluster` with only the slurm engine (cli/cluster_slurm.cpp).
+int cmd_cluster_slurm_only(const std::vector<std::string>& argv);
+extern const char* const kClusterHelp;
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -90,6 +95,7 @@ extern const char* const kSignHelp;
 extern const char* const kVerifyHelp;
 extern const char* const kNotesHelp;
 extern const char* const kMergeHelp;
+extern const char* const kClusterSlurmHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);

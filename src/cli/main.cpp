@@ -67,6 +67,8 @@ const std::vector<Command>& commands() {
       {"pull", "pull an image from a registry into an OCI layout", kPullHelp, cmd_pull},
       {"merge", "assemble a release from the points a fan-out's tasks pushed (reads the registry only)",
        kMergeHelp, cmd_merge},
+      {"cluster", "fan a release's points out over a cluster (slurm), merged from the registry", kClusterHelp,
+       cmd_cluster_slurm_only},
       {"sign", "sign an image in a registry (sigstore format, as cosign and skopeo verify)", kSignHelp, cmd_sign},
       {"verify", "check an image's sigstore signature against a public key", kVerifyHelp, cmd_verify},
       {"apt-resolve", "resolve Debian/Ubuntu packages against a release's repositories", kAptResolveHelp, cmd_apt_resolve},
