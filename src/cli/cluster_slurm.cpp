@@ -205,8 +205,14 @@ int cmd_cluster_slurm(const std::vector<std::string>& argv) {
     }
     std::vector<std::string> m(jobs.merge.begin() + 2, jobs.merge.end());
     // The notes go beside the command, not into a job directory no job made.
-    for (size_t i = 0; i + 1 < m.size(); ++i)
-      if (m[i] == "-o") m.erase(m.begin() + i, m.begin() + i + 2);
+    // It reports as this command does, not as a job's log.
+    for (size_t i = 0; i + 1 < m.size();)
+      if (m[i] == "-o" || m[i] == "--progress")
+        m.erase(m.begin() + i, m.begin() + i + 2);
+      else
+        ++i;
+    if (auto p = args.get("--progress")) m.insert(m.end(), {"--progress", *p});
+    if (args.has("--json")) m.push_back("--json");
     if (args.get("-o") || args.get("--dir")) {
       fs::create_directories(jobs.dir);
       m.insert(m.end(), {"-o", (jobs.dir / "notes.md").string()});

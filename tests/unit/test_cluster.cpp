@@ -190,7 +190,7 @@ TEST_CASE("the job files: each task's words reach its command untouched by a she
   CHECK_FALSE(fs::exists(marker));
 }
 
-TEST_CASE("submission: the array, then the merge after it; sbatch's refusal is told", "[cluster]") {
+TEST_CASE("submission: the array, then the merge after it, and sbatch's refusal told", "[cluster]") {
   TempDir tmp;
   SlurmJobs j = two_tasks(tmp.path() / "jobs");
   j.resources = {"--mem=1G"};
@@ -217,7 +217,7 @@ TEST_CASE("submission: the array, then the merge after it; sbatch's refusal is t
   }
 }
 
-TEST_CASE("--wait: follows the tasks, cancels a merge a failed task left waiting", "[cluster]") {
+TEST_CASE("waiting follows the tasks, cancels a merge a failed task left waiting", "[cluster]") {
   TempDir tmp;
   SlurmJobs j = two_tasks(tmp.path() / "jobs");
   FakeScheduler s;
