@@ -43,6 +43,8 @@ const char* const kClusterSlurmHelp =
     "  --dry-run            print the scripts and the sbatch commands; write and submit nothing\n"
     "  --rebuild            submit every point, whatever the registry holds\n"
     "  --no-sbom            the tasks attach no SBOMs (the notes then pull each image to read it)\n"
+    "  --sign KEY.pem       the tasks sign their images, the merge the index (build --sign);\n"
+    "                       the key must be readable at that path on the nodes\n"
     "  --stackbuild PATH    the stackbuild the jobs run (default: this one, /proc/self/exe)\n"
     "  --sbatch-arg ARG     one more option for both sbatch commands (repeatable), e.g.\n"
     "                       --sbatch-arg=--account=proj\n"
@@ -90,7 +92,7 @@ int cmd_cluster_slurm(const std::vector<std::string>& argv) {
   flags.insert(flags.end(), {"--wait", "--dry-run", "--rebuild", "--no-sbom"});
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--registry", "--cache", "-o", "--dir", "--poll", "--stackbuild", "--catalog",
-                                 "--index-tag", "--source-date-epoch", "--ca-cert", "--creds"});
+                                 "--index-tag", "--source-date-epoch", "--ca-cert", "--creds", "--sign"});
   Args args(argv, flags, options, {"--only", "--set", "--insecure-registry", "--sbatch-arg"});
   if (maybe_help(args, kClusterSlurmHelp)) return kExitOk;
   if (args.positional().size() != 1)
@@ -168,6 +170,10 @@ int cmd_cluster_slurm(const std::vector<std::string>& argv) {
   if (auto c = args.get("--ca-cert")) common.insert(common.end(), {"--ca-cert", fs::absolute(*c).string()});
   for (const auto& r : args.all("--insecure-registry")) common.insert(common.end(), {"--insecure-registry", r});
   if (auto s = args.get("--store")) common.insert(common.end(), {"--store", fs::absolute(*s).string()});
+  if (auto k = args.get("--sign")) {
+    if (!fs::is_regular_file(*k)) throw Error("--sign " + *k + ": no such file", ErrorKind::Usage);
+    common.insert(common.end(), {"--sign", fs::absolute(*k).string()});
+  }
   common.insert(common.end(), {"--progress", "plain"});
 
   SlurmJobs jobs;

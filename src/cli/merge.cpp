@@ -6,6 +6,7 @@
 #include "image/sbom.hpp"
 #include "pipeline/release.hpp"
 #include "registry/push.hpp"
+#include "registry/sign.hpp"
 #include "util/error.hpp"
 
 namespace sb::cli {
@@ -31,6 +32,8 @@ const char* const kMergeHelp =
     "                       with --record-inputs (else an older image under the tag would be\n"
     "                       taken into the release)\n"
     "  --sbom               check that each point has its SBOM attached (build --sbom)\n"
+    "  --sign KEY.pem       sign the index pushed (sigstore format, as build --sign; the tasks\n"
+    "                       sign their images with build --sign)\n"
     "  -o, --notes FILE     write the release notes of the index pushed (as 'stackbuild notes\n"
     "                       REGISTRY/REPO:TAG -o FILE')\n"
     "  --only KEY=VALUE     only these points (repeatable, as for build)\n"
@@ -84,13 +87,18 @@ int cmd_merge(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(), {"--registry", "-o", "--notes", "--catalog", "--index-tag", "--source-date-epoch",
                                  "--compression", "--level", "--layer-budget", "--creds", "--ca-cert", "-j",
-                                 "--jobs"});
+                                 "--jobs", "--sign"});
   Args args(argv, flags, options, {"--only", "--set", "--insecure-registry"});
   if (maybe_help(args, kMergeHelp)) return kExitOk;
   if (args.positional().size() != 1)
     throw Error("merge wants one recipe file (see 'stackbuild merge --help')", ErrorKind::Usage);
   const auto repo = release_registry(registry_arg(args, "merge"));
   auto notes = args.get("-o") ? args.get("-o") : args.get("--notes");
+  std::optional<fs::path> sign_key;
+  if (auto key = args.get("--sign")) {
+    if (!fs::is_regular_file(*key)) throw Error("--sign " + *key + ": no such file", ErrorKind::Usage);
+    sign_key = fs::absolute(*key);
+  }
 
   Context ctx = make_context(args);
   Status& status = *ctx.status;
@@ -160,6 +168,10 @@ int cmd_merge(const std::vector<std::string>& argv) {
     registry::report_push(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), status);
     status.result(index.ref + " (matrix index)", index.digest.str());
     named = repo.name() + ":" + tag;
+    if (sign_key) {  // as build --push --sign signs the index it pushed
+      auto s = registry::sign_image(registry::Reference::parse(named), *sign_key, push, status);
+      status.result("signed " + s.identity, s.manifest.str());
+    }
   } else {
     status.message(Level::Info, "the recipe has one point: there is no matrix index to push");
   }

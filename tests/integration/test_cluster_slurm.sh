@@ -13,6 +13,7 @@
 #     written; each point has its SBOM attached;
 #   - a third run submits nothing;
 #   - `merge` of a repository the tasks never pushed to fails naming the point and tag;
+#   - `merge --sign` signs the index, and `stackbuild verify` accepts it;
 #   - the recipe's directory name holds a space, quotes and $(...): nothing runs it.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -155,6 +156,13 @@ check "merge of a repository the tasks never pushed to names the point, its tag,
 expect_rc 1 nomerge sb merge "$R/mx.yaml" --registry "$REG/team/none" --locked --store "$STORE"
 grep -q "matrix point flavor=a: $REG/team/none:a is not in the registry: its task did not push it" "$TMP/nomerge.err" ||
   { show_output nomerge; fail "not the missing-point error"; }
+
+check "merge --sign signs the index it pushed: stackbuild verify accepts it"
+openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$TMP/key.pem" 2>/dev/null
+openssl pkey -in "$TMP/key.pem" -pubout -out "$TMP/key.pub"
+expect_ok signed sb merge "$R/mx.yaml" --registry "$REG/team/mx" --locked --sign "$TMP/key.pem" --store "$STORE"
+expect_ok verified sb verify "$REG/team/mx:mx-matrix" --key "$TMP/key.pub"
+[[ "$(digest_of team/mx mx-matrix)" == "$(digest_of team/ref mx-matrix)" ]] || fail "signing changed the index"
 
 check "nothing of the recipe's name was run by a shell"
 [[ -z $(find "$TMP" -name PWNED 2>/dev/null) && ! -e /PWNED ]] || fail "a shell ran \$(touch PWNED)"
