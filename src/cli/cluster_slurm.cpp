@@ -253,12 +253,23 @@ int cmd_cluster_slurm(const std::vector<std::string>& argv) {
 
   SlurmOutcome out = wait_for_slurm_jobs(jobs, ids, run_scheduler, poll, status);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<std::vector<std::string>> rows{{"POINT", "TAG", "TASK", "STATE", "EXIT", "TIME", "LOG"}};
+  // What the tasks left in the registry: each point's manifest, as build's summary shows it.
+  std::vector<ReleasePoint> submitted;
+  for (size_t i : todo) submitted.push_back(release.points[i]);
+  std::vector<PushedPoint> there(submitted.size());
+  try {
+    there = find_pushed_points(repo, submitted, registry_session_options(args), status);
+  } catch (const Error& e) {
+    status.message(Level::Warning, std::string("cannot read the points back from ") + repo.name() + ": " + e.what());
+  }
+  std::vector<std::vector<std::string>> rows{{"POINT", "TAG", "MANIFEST", "TASK", "STATE", "EXIT", "TIME", "LOG"}};
   std::vector<std::string> failed;
   for (size_t i = 0; i < jobs.tasks.size(); ++i) {
     const auto& s = out.tasks[i];
     std::string log = (jobs.dir / "logs" / ("task-" + std::to_string(i) + ".log")).string();
-    rows.push_back({jobs.tasks[i].point.empty() ? "-" : jobs.tasks[i].point, jobs.tasks[i].tag,
+    std::string manifest = "-";
+    if (there[i].manifest && same_inputs(submitted[i], there[i])) manifest = there[i].manifest->digest.str().substr(0, 19);
+    rows.push_back({jobs.tasks[i].point.empty() ? "-" : jobs.tasks[i].point, jobs.tasks[i].tag, manifest,
                     ids.array_id + "_" + std::to_string(i), s.state, s.exit_code.empty() ? "-" : s.exit_code,
                     s.elapsed.empty() ? "-" : s.elapsed, log});
     if (s.state != "COMPLETED")
@@ -266,7 +277,7 @@ int cmd_cluster_slurm(const std::vector<std::string>& argv) {
                        s.state + (s.exit_code.empty() ? "" : ", exit " + s.exit_code) + "): see " + log);
   }
   const std::string merge_log = (jobs.dir / "logs" / "merge.log").string();
-  rows.push_back({"(merge)", "-", ids.merge_id, out.merge.state, out.merge.exit_code.empty() ? "-" : out.merge.exit_code,
+  rows.push_back({"(merge)", "-", "-", ids.merge_id, out.merge.state, out.merge.exit_code.empty() ? "-" : out.merge.exit_code,
                   out.merge.elapsed.empty() ? "-" : out.merge.elapsed, merge_log});
   std::string table = text_table(rows);
   char secs[32];

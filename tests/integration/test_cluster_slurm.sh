@@ -114,6 +114,8 @@ expect_ok run2 cluster --wait -o "$TMP/jobs2"
 [[ $(json "$TMP/jobs2/points.json" '[p["point"] for p in j]') == "['flavor=b']" ]] ||
   fail "the re-run submitted $(json "$TMP/jobs2/points.json" '[p["point"] for p in j]')"
 grep -q "summary (1 tasks, 2 already built" "$TMP/run2.err" || { show_output run2; fail "no summary of 1 task"; }
+grep -Eq '^flavor=b +b +sha256:[0-9a-f]{12} +[0-9]+_0 +COMPLETED +0:0 ' "$TMP/run2.err" ||
+  { show_output run2; fail "the summary has no row of point b with its manifest"; }
 
 check "the index and every point have the digests of a one-machine build --push-to"
 expect_ok ref sb build "$R/mx.yaml" --locked --sbom --push-to "$REG/team/ref" --store "$TMP/store-ref" -o "$TMP/ref"
