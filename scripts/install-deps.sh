@@ -16,6 +16,8 @@ test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 # tools they compare against, bc their arithmetic, gpg signs the apt fixture.
 test_deps+=(buildah mmdebstrap bc gpg)
 test_deps+=(shellcheck python3-yaml)  # test_cluster_ci.sh: the generated CI files' shell, and reading them
+# test_cluster_slurm.sh and bench_cluster.sh start a single-node Slurm cluster (as root).
+test_deps+=(slurm-wlm munge)
 
 # The SPDX project's validator (spdx-tools), the NTIA minimum-elements
 # checker and CycloneDX's own library with its JSON schemas, which

@@ -60,6 +60,8 @@ const char* const kBuildHelp =
     "                           component (default: the recipe's layer_budget, else 8GiB; 0: never)\n"
     "  --index-tag TAG          the ref name (and pushed tag) of the matrix index (default\n"
     "                           <stack>-matrix)\n"
+    "  --no-index               write and push no matrix index (a task of a fan-out builds one point\n"
+    "                           of it; 'stackbuild merge' assembles the index, docs/cluster.md)\n"
     "  --catalog DIR            the component catalog (default: $STACKBUILD_CATALOG, else layers/\n"
     "                           beside the recipe or above it, else the built-in one)\n"
     "  --cache-from REGISTRY/REPO[:TAG]  when a layer is not in the store, take it from the build\n"
@@ -67,6 +69,9 @@ const char* const kBuildHelp =
     "  --cache-to REGISTRY/REPO[:TAG]  after the build, push the cache of every point built there\n"
     "                           (repeatable); the other points' caches there are kept\n"
     "  --cache REGISTRY/REPO[:TAG]  both: read the cache there and write it back\n"
+    "  --record-inputs          with --locked and a push: last, attach to each image pushed the\n"
+    "                           digest of its point's inputs (recipe, lockfile pins, local files),\n"
+    "                           which 'stackbuild merge' and 'cluster slurm' read (docs/cluster.md)\n"
     "  --allow-host-paths       let copy:, source: {path:} and patches: name any host path\n"
     "                           (default: only files inside the recipe's directory, or its git\n"
     "                           repository, symlinks resolved)\n"
@@ -171,7 +176,7 @@ GateOptions gate_options(const Args& args) {
 int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   std::vector<std::string> options = kCommonOptions;
-  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths"});
+  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
   flags.push_back("--push");  // build --push (registry/)
@@ -201,6 +206,8 @@ int cmd_build(const std::vector<std::string>& argv) {
   rq.strict = args.has("--strict");
   rq.only = args.all("--only");
   rq.index_tag = args.get("--index-tag");
+  rq.no_index = args.has("--no-index");
+  if (rq.no_index && rq.index_tag) throw Error("--no-index writes no index to name with --index-tag", ErrorKind::Usage);
   rq.gate = gate_options(args);
   rq.sbom = args.has("--sbom");
   rq.provenance = args.has("--provenance");
@@ -217,6 +224,10 @@ int cmd_build(const std::vector<std::string>& argv) {
     if (!fs::is_regular_file(*key)) throw Error("--sign " + *key + ": no such file", ErrorKind::Usage);
     rq.sign_key = fs::absolute(*key);
   }
+  rq.record_inputs = args.has("--record-inputs");
+  if (rq.record_inputs && (!rq.locked || !rq.pushing()))
+    throw Error("--record-inputs records what a locked build pushed; give --locked and --push or --push-to",
+                ErrorKind::Usage);
   if (rq.pushing() || !rq.cache_from.empty() || !rq.cache_to.empty())
     rq.registry = push_options(args);  // -j is also the blobs sent at once
 

@@ -67,8 +67,11 @@ int cmd_sbom(const std::vector<std::string>& argv);       // cli/sbom.cpp
 int cmd_notes(const std::vector<std::string>& argv);      // cli/notes.cpp
 int cmd_sign(const std::vector<std::string>& argv);       // cli/sign.cpp
 int cmd_verify(const std::vector<std::string>& argv);     // cli/sign.cpp
-int cmd_cluster(const std::vector<std::string>& argv);    // cli/cluster.cpp
+int cmd_cluster(const std::vector<std::string>& argv);    // cli/cluster.cpp: github, gitlab, k8s; slurm below
 int cmd_provenance(const std::vector<std::string>& argv);  // cli/provenance.cpp
+int cmd_merge(const std::vector<std::string>& argv);      // cli/merge.cpp
+// `stackbuild cluster slurm ...`: the arguments after "slurm" (cli/cluster_slurm.cpp).
+int cmd_cluster_slurm(const std::vector<std::string>& args);
 
 extern const char* const kBuildHelp;
 extern const char* const kLayerHelp;
@@ -92,6 +95,8 @@ extern const char* const kVerifyHelp;
 extern const char* const kProvenanceHelp;
 extern const char* const kNotesHelp;
 extern const char* const kClusterHelp;
+extern const char* const kMergeHelp;
+extern const char* const kClusterSlurmHelp;
 
 // " (pid 12)", " (pids 12, 34)", or "" when none is known.
 std::string pid_list(const std::vector<long>& pids);
@@ -121,6 +126,16 @@ std::string attached_sbom(const registry::ListedImage& image, const std::string&
 // The session options and -j/--jobs, --chunk-size of a push (its `store`,
 // the record of which repositories hold which blobs, is the caller's to set).
 registry::PushOptions push_options(const Args& args);
+
+// A fan-out's release (cli/merge.cpp, for merge and cluster slurm): --set,
+// --catalog, --only, --locked, --index-tag and the layer options as a
+// ReleaseRequest; --registry REGISTRY/REPO[:TAG] checked.
+}  // namespace sb::cli
+namespace sb { struct ReleaseRequest; }
+namespace sb::registry { struct Reference; }
+namespace sb::cli {
+ReleaseRequest release_request(const Args& args);
+registry::Reference release_registry(const std::string& text);
 
 // Verification (cli/test.cpp).
 // Refuses --report and --junit files whose directory does not exist (exit 2),

@@ -13,12 +13,15 @@ namespace sb::cli {
 
 const char* const kClusterHelp =
     "usage: stackbuild cluster github|gitlab|k8s RECIPE.yaml --registry REGISTRY/REPO [options]\n"
+    "       stackbuild cluster slurm RECIPE.yaml --registry REGISTRY/REPO [options]\n"
     "\n"
+    "slurm submits the release to a Slurm cluster itself (see 'stackbuild cluster slurm --help').\n"
     "Fans a release out over another engine: writes its files, in which one task per matrix\n"
     "point runs\n"
-    "    stackbuild build RECIPE --locked --sbom --push-to REGISTRY/REPO --only KEY=VALUE...\n"
+    "    stackbuild build RECIPE --locked --no-index --record-inputs --sbom --push-to REGISTRY/REPO\n"
+    "                         --only KEY=VALUE...\n"
     "and, once they all succeeded, one task runs\n"
-    "    stackbuild merge RECIPE --locked --registry REGISTRY/REPO -o release-notes.md\n"
+    "    stackbuild merge RECIPE --locked --sbom --registry REGISTRY/REPO -o release-notes.md\n"
     "which assembles the release (the matrix index, the release notes) reading only the\n"
     "registry. The tasks share nothing but the registry. docs/cluster.md explains the files.\n"
     "  github   stackbuild-STACK.yml: a GitHub Actions workflow (a matrix job, a merge job)\n"
@@ -48,6 +51,7 @@ const char* const kClusterHelp =
     "  --catalog DIR             the component catalog (as for plan)\n";
 
 int cmd_cluster(const std::vector<std::string>& argv) {
+  if (!argv.empty() && argv[0] == "slurm") return cmd_cluster_slurm(std::vector<std::string>(argv.begin() + 1, argv.end()));
   std::vector<std::string> flags = kCommonFlags;
   flags.push_back("--no-sbom");
   std::vector<std::string> options = kCommonOptions;

@@ -127,9 +127,13 @@ json cluster_data(const Planned& planned, const std::vector<ClusterPoint>& point
 
   std::string common = o.recipe + " --locked";
   for (const auto& s : o.sets) common += " --set " + s;
-  std::string build = o.stackbuild + " build " + common + (o.sbom ? " --sbom" : "") + " --push-to " + o.registry;
+  // As `cluster slurm`'s tasks: no one-point index over the release's tag; the
+  // inputs record last, which merge --locked reads to know the point complete.
+  std::string build = o.stackbuild + " build " + common + " --no-index --record-inputs" + (o.sbom ? " --sbom" : "") +
+                      " --push-to " + o.registry;
   if (o.cache) build += " --cache-from " + *o.cache + " --cache-to " + *o.cache;
-  std::string merge = o.stackbuild + " merge " + common + " --registry " + o.registry + " -o release-notes.md";
+  std::string merge = o.stackbuild + " merge " + common + (o.sbom ? " --sbom" : "") + " --registry " + o.registry +
+                      " -o release-notes.md";
 
   json pts = json::array();
   for (const auto& p : points) {

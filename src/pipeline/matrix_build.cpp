@@ -231,16 +231,26 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
 
 TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<PointReport>& reports,
                          const std::string& stack, const std::string& ref) {
-  std::vector<Descriptor> manifests;
+  std::vector<std::optional<IndexEntry>> entries(points.size());
   for (size_t i = 0; i < points.size() && i < reports.size(); ++i) {
     const auto& r = reports[i];
     if (!r.built || r.built->images.empty()) continue;
-    const Image& img = r.built->images.front().image;
-    Descriptor d = img.manifest;
+    entries[i] = IndexEntry{r.built->images.front().image.manifest, r.tags};
+  }
+  return matrix_index(points, entries, stack, ref);
+}
+
+TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<std::optional<IndexEntry>>& entries,
+                         const std::string& stack, const std::string& ref) {
+  std::vector<Descriptor> manifests;
+  for (size_t i = 0; i < points.size() && i < entries.size(); ++i) {
+    if (!entries[i]) continue;
+    const Descriptor& m = entries[i]->manifest;
+    Descriptor d{m.media_type, m.digest, m.size, m.annotations, std::nullopt};
     d.platform = std::make_pair(std::string("linux"), points[i].recipe.architecture);
     d.annotations["dev.stackbuild.point"] = points[i].id;
     std::string tags;
-    for (const auto& t : r.tags) tags += (tags.empty() ? "" : ",") + t;
+    for (const auto& t : entries[i]->tags) tags += (tags.empty() ? "" : ",") + t;
     if (!tags.empty()) d.annotations["dev.stackbuild.tags"] = tags;
     for (const auto& [k, v] : points[i].matrix) d.annotations["dev.stackbuild.matrix." + k] = v;
     for (const auto& [c, v] : points[i].versions) d.annotations["dev.stackbuild.version." + c] = v;
@@ -275,6 +285,23 @@ nlohmann::json summary_json(const MatrixResult& result) {
   return j;
 }
 
+std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+  if (rows.empty()) return "";
+  std::vector<size_t> width(rows.front().size(), 0);
+  for (const auto& r : rows)
+    for (size_t c = 0; c < r.size() && c < width.size(); ++c) width[c] = std::max(width[c], r[c].size());
+  std::string out;
+  for (const auto& r : rows) {
+    std::string line;
+    for (size_t c = 0; c < r.size(); ++c) {
+      line += r[c];
+      if (c + 1 < r.size() && c < width.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
+    }
+    out += line + "\n";
+  }
+  return out;
+}
+
 std::string summary_table(const MatrixResult& result) {
   std::vector<std::vector<std::string>> rows{{"POINT", "TAG", "MANIFEST", "SIZE", "LAYERS", "TIME", "TESTS"}};
   for (const auto& p : result.points) {
@@ -293,18 +320,7 @@ std::string summary_table(const MatrixResult& result) {
     row.push_back(p.tests.value_or("-"));
     rows.push_back(std::move(row));
   }
-  std::vector<size_t> width(rows.front().size(), 0);
-  for (const auto& r : rows)
-    for (size_t c = 0; c < r.size(); ++c) width[c] = std::max(width[c], r[c].size());
-  std::string out;
-  for (const auto& r : rows) {
-    std::string line;
-    for (size_t c = 0; c < r.size(); ++c) {
-      line += r[c];
-      if (c + 1 < r.size()) line += std::string(width[c] - r[c].size() + 2, ' ');
-    }
-    out += line + "\n";
-  }
+  std::string out = text_table(rows);
   if (result.index) out += "matrix index: " + result.index->ref + " " + result.index->digest.str() + "\n";
   return out;
 }

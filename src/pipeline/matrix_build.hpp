@@ -99,9 +99,24 @@ MatrixResult build_matrix(const std::vector<MatrixPoint>& points, const Store& s
 TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<PointReport>& reports,
                          const std::string& stack, const std::string& ref);
 
+// A point's image as the index lists it: its manifest's descriptor (media
+// type, digest, size; as built, or as a registry holds it) and the tags it
+// was built under.
+struct IndexEntry {
+  Descriptor manifest;
+  std::vector<std::string> tags;
+};
+// The same index from descriptors: entries[i] is point i's (none: left out).
+// `stackbuild merge` reads them from the registry the points were pushed to,
+// and gets the bytes a one-machine build of the same points pushes.
+TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<std::optional<IndexEntry>>& entries,
+                         const std::string& stack, const std::string& ref);
+
 // The final table: point, tag, manifest digest, size, layers built/reused,
 // seconds, tests ("-" when not run).
 std::string summary_table(const MatrixResult& result);
+// Rows as left-aligned columns two spaces apart (the first row the header), a line each.
+std::string text_table(const std::vector<std::vector<std::string>>& rows);
 nlohmann::json summary_json(const MatrixResult& result);
 
 }  // namespace sb

@@ -13,6 +13,8 @@
 #include "pipeline/labels.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/registry_cache.hpp"
+#include "pipeline/release.hpp"
+#include "registry/referrers.hpp"
 #include "registry/sign.hpp"
 #include "util/error.hpp"
 
@@ -150,7 +152,7 @@ void choose_points(Job& j) {
                 ErrorKind::Usage);
   if (!o.tags.empty())
     for (auto& p : j.points) p.recipe.tags = o.tags;
-  if (j.matrix) {
+  if (j.matrix && !rq.no_index) {
     j.options.index_ref = rq.index_tag.value_or(rq.recipe.stack + "-matrix");
     try {
       validate_tag(j.options.index_ref);
@@ -305,6 +307,29 @@ void push_all(Job& j) {
     }
 }
 
+// --record-inputs: each point's inputs digest, attached to its image in each
+// repository it went to, after the image, its reports, SBOMs and signatures:
+// a record there says the point is complete (pipeline/release.hpp).
+void record_inputs(Job& j) {
+  const BuildRequest& rq = j.request;
+  if (!rq.record_inputs || !rq.pushing()) return;
+  for (size_t i = 0; i < j.out.built.points.size() && i < j.points.size(); ++i) {
+    const PointReport& p = j.out.built.points[i];
+    if (!p.built || p.built->images.empty()) continue;
+    const Descriptor& m = p.built->images.front().image.manifest;
+    const std::string inputs = point_inputs_digest(j.points[i], j.options.build).str();
+    const std::string doc = nlohmann::json{{"point", j.points[i].id}, {"inputs", inputs}}.dump() + "\n";
+    registry::PushOptions o = j.registry;
+    for (const auto& t : j.push_of[i]) {
+      auto ref = registry::Reference::parse(t);
+      auto r = registry::attach_artifact(ref, {m.media_type, m.digest, m.size}, kInputsArtifactType, doc,
+                                         {{kInputsAnnotation, inputs}}, o, j.status);
+      j.status.message(Level::Info, "inputs " + inputs + " of " + (j.points[i].id.empty() ? "the image" : j.points[i].id) +
+                                        " recorded at " + ref.name() + "@" + m.digest.str() + " (" + r.how + ")");
+    }
+  }
+}
+
 // Runs one step and reports its seconds as a "step" event.
 void step(Job& j, const char* name, void (*run)(Job&)) {
   const auto& now = j.services.build.now;
@@ -338,6 +363,7 @@ BuildOutcome run_build(const BuildRequest& request, Services& services, Status& 
   step(j, "sbom", add_sboms);         // --sbom: into the layout, beside each image
   step(j, "provenance", add_provenance);  // --provenance: into the layout, beside each image
   step(j, "push", push_all);          // --push: the images, then their reports, SBOMs and provenance
+  step(j, "record", record_inputs);   // --record-inputs: each point's inputs, last
   return std::move(j.out);
 }
 

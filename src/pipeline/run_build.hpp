@@ -33,6 +33,7 @@ struct BuildRequest {
   // and build.cache_from are set by run_build().
   MatrixOptions matrix;
   std::optional<std::string> index_tag;  // --index-tag; default <stack>-matrix
+  bool no_index = false;              // --no-index: no matrix index (a fan-out's task; merge writes it)
   std::vector<registry::Reference> cache_from, cache_to;  // --cache-from, --cache-to (--cache: both)
   // Registry access for --cache-*, the pushes and the artifacts (--creds,
   // --ca-cert, --insecure-registry, -j, --chunk-size); `store` is set by run_build().
@@ -48,6 +49,10 @@ struct BuildRequest {
   // the layout, and pushed along (signed too, with --sign).
   bool provenance = false;
   std::string builder_id = provenance::kLocalBuilderId;  // --builder-id: runDetails.builder.id
+  // --record-inputs (with --locked and a push): after everything else, each
+  // image gets its point's inputs digest attached (pipeline/release.hpp), which
+  // `stackbuild merge` and `cluster slurm` read to know the point is complete.
+  bool record_inputs = false;
 
   bool pushing() const { return push || !push_to.empty(); }
 };
@@ -75,7 +80,7 @@ struct BuildOutcome {
 // Runs the job: plan -> select points -> build points -> write outputs ->
 // verify gate -> reports into the layout -> summary -> export cache ->
 // SBOMs -> provenance -> push (images, then their reports, SBOMs and
-// provenance). Each step is
+// provenance; --record-inputs: last, each point's inputs record). Each step is
 // reported as a "step" event with its seconds. Throws the first point's
 // failure (after the summary), then the gate's (after the cache export),
 // else any step's error.

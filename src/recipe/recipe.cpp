@@ -78,6 +78,7 @@ void merge_recipe(Recipe& base, const Recipe& child) {
   if (given("source_date_epoch")) base.source_date_epoch = child.source_date_epoch;
   if (given("layer_budget")) base.layer_budget = child.layer_budget;
   if (given("pip_constraint")) base.pip_constraint = child.pip_constraint;
+  if (given("cluster")) base.cluster = child.cluster;
   if (given("matrix")) {
     for (const auto& axis : child.matrix.axes) {
       auto it = std::find_if(base.matrix.axes.begin(), base.matrix.axes.end(),

@@ -248,6 +248,19 @@ struct PlatformSpec {
   SourceLocation where;
 };
 
+// `cluster:` what each point's task asks of a scheduler (`stackbuild cluster
+// slurm`: --cpus-per-task, --mem, --time, --partition, --gres=gpu:N). Not
+// part of any image: no digest depends on it. Unset fields are the scheduler's
+// defaults; gpus unset means one GPU when a test needs it (gpu: true), else none.
+struct ClusterSpec {
+  std::optional<int64_t> cpus;
+  std::string memory;     // "32G", "4000M" (Slurm's --mem)
+  std::string time;       // "4:00:00", "1-12:00:00", "90" (Slurm's --time)
+  std::string partition;
+  std::optional<int64_t> gpus;
+  SourceLocation where;
+};
+
 struct Recipe {
   fs::path file;                          // as given on the command line
   std::vector<fs::path> extends_chain;    // the parents read, nearest first
@@ -276,6 +289,7 @@ struct Recipe {
   std::vector<TestSpec> tests;
   BuiltinTestsSpec builtin_tests;
   StaticChecksSpec static_checks;
+  ClusterSpec cluster;                    // `cluster:`, for the scheduler a fan-out runs on
   std::vector<AptRepositorySpec> repositories;  // apt layers' repositories; empty: the defaults
   std::vector<AptPin> pins;
   std::map<std::string, SourceLocation> key_where;  // where each top-level key was written

@@ -452,6 +452,44 @@ bool is_compute_capability(const std::string& s0) {
   return true;
 }
 
+// `cluster:` each point's resources on a scheduler. The values go into a job
+// script's #SBATCH lines, so each is checked against what Slurm takes: a
+// value of other characters (a space, a newline, a quote) is refused here.
+namespace {
+ClusterSpec parse_cluster(const yaml::Reader& r, const YAML::Node& n) {
+  r.check_keys(n, "'cluster'", {"cpus", "memory", "time", "partition", "gpus"});
+  ClusterSpec c;
+  c.where = r.at(n);
+  auto only = [&](const YAML::Node& v, const char* key, const std::string& s, const char* allowed, const char* example) {
+    if (s.empty() || s.find_first_not_of(allowed) != std::string::npos)
+      r.fail(v, std::string("cluster.") + key + " '" + s + "' is not a value Slurm takes", std::string("e.g. ") + example);
+  };
+  if (auto v = n["cpus"]) {
+    c.cpus = r.integer(v, "cluster.cpus");
+    if (*c.cpus < 1 || *c.cpus > 100000) r.fail(v, "cluster.cpus must be at least 1");
+  }
+  if (auto v = n["gpus"]) {
+    c.gpus = r.integer(v, "cluster.gpus");
+    if (*c.gpus < 0 || *c.gpus > 1024) r.fail(v, "cluster.gpus must be 0 or more");
+  }
+  if (auto v = n["memory"]) {
+    c.memory = r.string(v, "cluster.memory");
+    only(v, "memory", c.memory, "0123456789KMGTkmgt", "32G or 4000M");
+    if (!std::isdigit(static_cast<unsigned char>(c.memory[0])))
+      r.fail(v, "cluster.memory '" + c.memory + "' is not a value Slurm takes", "e.g. 32G or 4000M");
+  }
+  if (auto v = n["time"]) {
+    c.time = r.string(v, "cluster.time");
+    only(v, "time", c.time, "0123456789:-", "4:00:00, 1-12:00:00 or 90 (minutes)");
+  }
+  if (auto v = n["partition"]) {
+    c.partition = r.string(v, "cluster.partition");
+    only(v, "partition", c.partition, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,-", "gpu");
+  }
+  return c;
+}
+}  // namespace
+
 RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   Reader r(file.string());
   YAML::Node root = r.parse(text_);
@@ -459,7 +497,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   r.check_keys(root, "the recipe",
                {"stack", "extends", "from", "release", "architecture", "source_date_epoch", "layer_budget", "matrix",
                 "layers", "config", "annotations", "tags", "push", "tests", "builtin_tests", "platform", "repositories",
-                "pins", "static_checks", "pip_constraint"});
+                "pins", "static_checks", "pip_constraint", "cluster"});
   RecipeFile out;
   Recipe& rec = out.recipe;
   rec.file = file;
@@ -563,6 +601,7 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
   }
   if (auto n = root["builtin_tests"]) rec.builtin_tests = parse_builtin_tests(r, n);
   if (auto n = root["static_checks"]) rec.static_checks = parse_static_checks(r, n);
+  if (auto n = root["cluster"]) rec.cluster = parse_cluster(r, n);
   return out;
 }
 

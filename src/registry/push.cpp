@@ -5,6 +5,7 @@
 #include <chrono>
 #include <exception>
 #include <map>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -121,6 +122,21 @@ std::string short_digest(const Digest& d) { return d.str().substr(0, 19); }
 
 }  // namespace
 
+// Whether a manifest PUT was refused the way a registry refuses one while
+// another client writes the same documents (see put_manifest).
+static bool concurrent_write_race(const http::Response& r) {
+  if (r.status != 400 && r.status != 404) return false;
+  try {
+    auto j = nlohmann::json::parse(r.body);
+    for (const auto& e : j.at("errors")) {
+      std::string code = e.value("code", "");
+      if (code == "DIGEST_INVALID" || code == "MANIFEST_BLOB_UNKNOWN") return true;
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return false;
+}
+
 // Children first, so the registry knows every manifest an index names.
 static void put_manifest(Session& s, http::Client& c, const std::string& repo, const ManifestRef& m,
                          const std::string& tag, PushReport& report) {
@@ -129,6 +145,22 @@ static void put_manifest(Session& s, http::Client& c, const std::string& repo, c
   http::Request req{.method = "PUT", .url = s.url("/v2/" + repo + "/manifests/" + ref), .body = m.bytes};
   req.headers.push_back("Content-Type: " + m.media_type);
   auto r = s.send(c, req);
+  // Another client putting the same manifest or one it names at the same moment
+  // (the machines of a fan-out do): distribution's filesystem storage rewrites a
+  // manifest's bytes in place, so a concurrent reader may see them half written
+  // and answer DIGEST_INVALID or MANIFEST_BLOB_UNKNOWN. The PUT is idempotent:
+  // tried again after a backoff, it succeeds once the other write is done.
+  const http::RetryPolicy& policy = s.retry_policy();
+  double wait = std::min(policy.base_seconds, 0.25);
+  for (int attempt = 1; attempt < policy.attempts && concurrent_write_race(r); ++attempt, wait *= 2) {
+    s.note_retry("putting manifest " + m.digest.str() + ": " + describe_error(r) +
+                 " (another client may be writing it at the same moment)");
+    if (policy.sleep)
+      policy.sleep(wait);
+    else
+      std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+    r = s.send(c, req);
+  }
   if (r.status != 201 && r.status != 200) s.fail(r, "putting manifest " + m.digest.str() + (tag.empty() ? "" : " as " + tag));
   std::string got = r.header("docker-content-digest");
   if (!got.empty() && got != m.digest.str())

@@ -18,6 +18,7 @@ require_tool timeout
 # to the closing note alone.
 declare -A table=(
   [bench_apt]='^minimal layer: stackbuild [0-9.]+ s, mmdebstrap --variant=[a-z]+ [0-9.]+ s, ratio'
+  [bench_cluster]='^bench_cluster: [0-9]+ points, [0-9]+ slots: one build [0-9.]+ s, fan-out [0-9.]+ s, ratio fan-out/one build [0-9.]+'
   [bench_buildah]='^  warm \(no change\), stackbuild with --locked +[0-9.]+s +[0-9.]+s'
   [bench_layer]='^stackbuild-zstd throughput / zstd -3 -T2 pipeline +[0-9.]+'
   [bench_pip]='^ratio pip/stackbuild: [0-9.]+x'
@@ -29,7 +30,7 @@ declare -A table=(
 )
 # The settings the full runs read: none may reach a smoke run from the environment.
 # No proxy either: every request goes to 127.0.0.1.
-clean_env=(-u WORK -u ROUNDS -u N -u STRICT -u STORE -u KEEP -u JOBS -u STORAGE_DRIVER
+clean_env=(-u WORK -u ROUNDS -u N -u SIZE_MB -u SLOTS -u STRICT -u STORE -u KEEP -u JOBS -u STORAGE_DRIVER
   -u SKIP_UMOCI -u SKIP_GZIP6 -u SKIP_UMOCI_BUNDLE -u STACKBUILD_APT_SOURCES
   -u http_proxy -u https_proxy -u all_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY)
 

@@ -11,7 +11,8 @@
 #     GitHub job's script with its matrix entry's ONLY, the GitLab job's with
 #     its parallel:matrix ONLY, the k8s pod's with JOB_COMPLETION_INDEX),
 #     builds its point and pushes it to a docker-registry on 127.0.0.1: the
-#     digest is the one `stackbuild build --locked` gives here.
+#     digest is the one `stackbuild build --locked` gives here; then the
+#     generated merge step assembles the matrix index `build --locked` gives.
 #   - Hostile values (a matrix value with '$(...)', a recipe path with a
 #     space) stop the generation, writing nothing.
 # The validators come from scripts/install-deps.sh --with-tests
@@ -117,6 +118,16 @@ for flavor in small medium large; do
   [[ $got == "$want" ]] || fail "flavors:$flavor in the registry is sha256:${got:-none}, build --locked gave sha256:$want"
 done
 say "three points pushed by three engines' tasks, each the digest build --locked gives"
+
+check "the merge step (GitHub's, as the others) assembles the release: the index build --locked gives, the notes"
+task github-merge
+[[ $RC == 0 ]] || { show_output github-merge; fail "the merge task failed"; }
+want=$(manifest_digest "$TMP/local" flavors-matrix)
+got=$(curl -sf -H 'Accept: application/vnd.oci.image.index.v1+json' -o /dev/null -D - \
+        "http://$REG/v2/team/flavors/manifests/flavors-matrix" | tr -d '\r' | sed -n 's/^[Dd]ocker-[Cc]ontent-[Dd]igest: sha256://p')
+[[ $got == "$want" ]] || fail "the merged index is sha256:${got:-none}, build --locked's is sha256:$want"
+grep -q "flavors" release-notes.md || fail "the merge wrote no release notes"
+say "merged index sha256:$got, as build --locked"
 task k8s-bad-index
 [[ $RC == 2 ]] && grep -q "no matrix point has index 7" "$TMP/k8s-bad-index.err" ||
   { show_output k8s-bad-index; fail "a pod of an index with no point did not stop"; }

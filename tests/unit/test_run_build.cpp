@@ -71,7 +71,7 @@ TEST_CASE("run_build runs the steps in the pipeline's order, each once", "[drive
   f.services.build.now = [ticks] { return std::chrono::steady_clock::time_point(std::chrono::seconds(++*ticks)); };
   BuildOutcome out = run_build(f.request(), f.services, rec);
   CHECK(steps(rec) == std::vector<std::string>{"plan", "select", "build", "write", "verify", "reports", "summary",
-                                               "cache", "results", "sbom", "provenance", "push"});
+                                               "cache", "results", "sbom", "provenance", "push", "record"});
   for (const auto& e : rec.events("step")) {
     const double s = e.at("seconds").get<double>();
     CHECK((s >= 1 && s == std::floor(s)));  // whole ticks of the clock Services handed in
