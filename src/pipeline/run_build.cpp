@@ -63,7 +63,7 @@ void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& 
 // --provenance: the files the plan read (the recipe, its parents, the
 // lockfile, the catalog), by digest as they are now, and the request's
 // parameters, for every image's statement.
-void record_inputs(Job& j) {
+void provenance_inputs(Job& j) {
   const BuildRequest& rq = j.request;
   if (!rq.provenance) return;
   const fs::path catalog = j.planned ? j.planned->catalog_dir : fs::path();
@@ -88,7 +88,7 @@ void plan(Job& j) {
     j.planned = plan_recipe(rq.recipe, rq.plan);
     if (rq.locked) check_lock(*j.planned);
   }
-  record_inputs(j);
+  provenance_inputs(j);
 }
 
 // The planned points to build: --only's, less the unsatisfiable ones (a
