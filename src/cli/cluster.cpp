@@ -6,6 +6,7 @@
 #include "cli/exit_codes.hpp"
 #include "pipeline/cluster_ci.hpp"
 #include "pipeline/plan.hpp"
+#include "pipeline/release.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 
@@ -84,21 +85,25 @@ int cmd_cluster(const std::vector<std::string>& argv) {
   if (auto t = args.get("--templates")) templates = fs::path(*t);
   const fs::path out = args.get("-o").value_or(".");
 
-  Planned planned = plan_recipe(load_recipe(o.recipe), plan_options(args));
   if (!fs::exists(o.recipe + ".lock"))
     throw Error(o.recipe + ".lock: no lockfile; the tasks build --locked: run 'stackbuild lock " + o.recipe +
                     "' and commit it",
                 ErrorKind::Input);
-  check_lock(planned);
-  auto points = cluster_points(planned, o.only);
-  auto files = generate_ci(engine, cluster_data(planned, points, o), templates);
+  ReleaseRequest request;  // the points as `cluster slurm` and `merge` plan them: --locked
+  request.plan = plan_options(args);
+  request.only = o.only;
+  Release release = plan_release(load_recipe(o.recipe), request);
+  for (const auto& id : release.skipped)
+    fprintf(stderr, "cluster %s: warning: point %s is unsatisfiable; no task builds it\n", engine.c_str(), id.c_str());
+  auto points = cluster_points(release);
+  auto files = generate_ci(engine, cluster_data(release.stack, points, o), templates);
   fs::create_directories(out);
   for (const auto& f : files) {
     write_file_atomic(out / f.name, f.text);
     printf("%s\n", (out / f.name).c_str());
   }
   fprintf(stderr, "cluster %s: %zu point%s of %s, pushed to %s\n", engine.c_str(), points.size(),
-          points.size() == 1 ? "" : "s", planned.recipe.stack.c_str(), o.registry.c_str());
+          points.size() == 1 ? "" : "s", release.stack.c_str(), o.registry.c_str());
   return kExitOk;
 }
 

@@ -2,8 +2,6 @@
 
 #include <map>
 
-#include "pipeline/matrix_build.hpp"
-#include "resolve/plan.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/mustache.hpp"
@@ -73,46 +71,27 @@ const std::vector<std::string>& ci_engines() {
   return names;
 }
 
-std::vector<ClusterPoint> cluster_points(const Planned& planned, const std::vector<std::string>& only) {
-  const resolve::Plan& plan = planned.plan;
-  std::vector<size_t> chosen;
-  if (only.empty())
-    for (size_t i = 0; i < plan.points.size(); ++i) chosen.push_back(i);
-  else
-    chosen = select_points(planned.recipe, plan, only);
+std::vector<ClusterPoint> cluster_points(const Release& release) {
   std::vector<ClusterPoint> out;
-  for (size_t i : chosen) {
-    const resolve::PlanPoint& p = plan.points[i];
-    if (!p.stack)
-      throw Error("point " + p.point.id() + " does not resolve (see 'stackbuild plan'); a release cannot fan it out",
-                  ErrorKind::Input);
+  for (const auto& rp : release.points) {
     ClusterPoint c;
     c.index = out.size();
-    c.id = p.point.id();
-    c.tag = p.tags.empty() ? "" : p.tags.front();
-    const auto vars = resolve::point_variables(planned.recipe, p);
-    std::vector<std::string> args;
-    for (const auto& [key, value] : p.point.values) {
-      auto it = vars.find(key);
-      if (it == vars.end()) continue;
-      require_plain("matrix key", key);
-      require_plain("the value of " + key + " at point " + c.id, it->second, true);
-      c.only.emplace_back(key, it->second);
-      args.push_back(key + "=" + it->second);
+    c.id = rp.point.id;
+    c.tag = rp.tag;
+    for (const auto& kv : rp.only) {
+      const auto eq = kv.find('=');
+      require_plain("matrix key", kv.substr(0, eq));
+      require_plain("the value of " + kv.substr(0, eq) + " at point " + c.id, kv.substr(eq + 1), true);
+      c.only.push_back(kv);
     }
-    // The task's --only must pick this point and no other.
-    if (plan.points.size() > 1 && select_points(planned.recipe, plan, args) != std::vector<size_t>{i})
-      throw Error("point " + c.id + ": its matrix values also select another point, so no task's --only "
-                  "can pick it alone; give the points distinct matrix values",
-                  ErrorKind::Input);
     out.push_back(std::move(c));
   }
   return out;
 }
 
-json cluster_data(const Planned& planned, const std::vector<ClusterPoint>& points, const ClusterOptions& o) {
+json cluster_data(const std::string& stack, const std::vector<ClusterPoint>& points, const ClusterOptions& o) {
   require_plain("the recipe path", o.recipe);
-  require_plain("the recipe's stack", planned.recipe.stack);
+  require_plain("the recipe's stack", stack);
   if (!o.recipe.empty() && o.recipe.front() == '/')
     throw Error("the recipe path '" + o.recipe + "' is absolute: the tasks run in their own checkout; give it "
                 "relative to the repository's root, and run 'stackbuild cluster' from there",
@@ -138,12 +117,12 @@ json cluster_data(const Planned& planned, const std::vector<ClusterPoint>& point
   json pts = json::array();
   for (const auto& p : points) {
     std::string only;
-    for (const auto& [k, v] : p.only) only += (only.empty() ? "" : " ") + k + "=" + v;
+    for (const auto& kv : p.only) only += (only.empty() ? "" : " ") + kv;
     pts.push_back({{"index", std::to_string(p.index)}, {"id", p.id}, {"only", only}, {"tag", p.tag}});
   }
   return json{{"recipe", o.recipe},
-              {"stack", planned.recipe.stack},
-              {"name", k8s_name(planned.recipe.stack)},
+              {"stack", stack},
+              {"name", k8s_name(stack)},
               {"registry", o.registry},
               {"cache", o.cache ? json(*o.cache) : json(nullptr)},
               {"image", o.image},

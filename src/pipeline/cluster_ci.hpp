@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "pipeline/plan.hpp"
+#include "pipeline/release.hpp"
 
 namespace sb {
 
@@ -37,21 +37,20 @@ struct ClusterOptions {
 };
 
 // One point of the fan-out: its index, its id, the --only values that select
-// it alone (its matrix keys), its tag.
+// it alone (its matrix keys, as plan_release() found them), its tag.
 struct ClusterPoint {
   size_t index = 0;
   std::string id;
-  std::vector<std::pair<std::string, std::string>> only;
+  std::vector<std::string> only;  // KEY=VALUE
   std::string tag;
 };
 
-// The resolved points `options.only` selects, each with the --only values
-// that pick it alone. Throws Error(ErrorKind::Input) for an unsatisfiable
-// point, or two points no --only tells apart.
-std::vector<ClusterPoint> cluster_points(const Planned& planned, const std::vector<std::string>& only);
+// The release's points as the files name them. Throws Error(ErrorKind::Input)
+// for a matrix key or value that cannot be written into a CI file safely.
+std::vector<ClusterPoint> cluster_points(const Release& release);
 
 // The data the templates are rendered with (docs/cluster.md names it).
-nlohmann::json cluster_data(const Planned& planned, const std::vector<ClusterPoint>& points,
+nlohmann::json cluster_data(const std::string& stack, const std::vector<ClusterPoint>& points,
                             const ClusterOptions& options);
 
 struct GeneratedFile {
