@@ -193,7 +193,8 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(label.dump().find(tmp.path().string()) == std::string::npos);
     // Once fetched, the commit the tag named then (the layer's record).
     auto fetched = nlohmann::json::parse(
-        source_label(q.recipe.layers[0], *patched, q.vars, false, std::string(40, 'c')));
+        source_label(q.recipe.layers[0], *patched, q.vars, false,
+                     nlohmann::json{{"commit", std::string(40, 'c')}}.dump()));
     CHECK(fetched["ref"] == "v2.7.0");
     CHECK(fetched["commit"] == std::string(40, 'c'));
   }
