@@ -250,6 +250,7 @@ hostile_version() {
   local ver=$1 text=$2 dsc="demo_$1.dsc" deb="demo_$1.debian.tar.xz"
   rm -rf h && mkdir -p h/debian/patches h/debian/source && echo "3.0 (quilt)" >h/debian/source/format
   printf '%s' "$text" >h/debian/patches/evil.patch && printf 'evil.patch\n' >h/debian/patches/series
+  mkdir -p "$TMP/outside" && ln -s "$TMP/outside" h/debian/out  # a link out of the tree, as a tarball may hold
   tar -C h -cJf "$pool/$deb" debian
   {
     printf 'Format: 3.0 (quilt)\nSource: demo\nVersion: %s\nChecksums-Sha256:\n' "$ver"
@@ -278,6 +279,15 @@ check "a Debian patch that names a path outside the tree is refused before patch
 hostile_version 1.0-3 $'--- a/../../escaped\n+++ b/../../escaped\n@@ -0,0 +1 @@\n+owned\n'
 refused escape "debian/patches/evil.patch: refusing the patch: it names 'a/../../escaped', which is outside the tree"
 [[ ! -e $TMP/escaped && ! -e $TMP/store-escape/escaped ]] || fail "the patch wrote outside the tree"
+
+check "a Debian patch that writes through a symbolic link in the tree is refused before patch runs"
+hostile_version 1.0-5 $'--- /dev/null\n+++ b/debian/out/pwned\n@@ -0,0 +1 @@\n+owned\n'
+refused link "debian/patches/evil.patch: refusing the patch: it names 'b/debian/out/pwned', which is through a symbolic link"
+[[ ! -e $TMP/outside/pwned ]] || fail "the patch wrote through the link"
+
+check "a git-style rename out of the tree is refused before patch runs"
+hostile_version 1.0-6 $'diff --git a/README b/README\nsimilarity index 100%\nrename from README\nrename to ../../renamed\n'
+refused rename "refusing the patch: it names '../../renamed', which is outside the tree"
 
 check "a Debian patch that does not apply fails the build, naming it"
 hostile_version 1.0-4 $'--- a/README\n+++ b/README\n@@ -1 +1 @@\n-not what the file says\n+x\n'

@@ -216,27 +216,38 @@ bool through_link(const fs::path& root, const std::string& rel) {
 }
 
 // The names a patch writes to, checked before patch runs: relative once
-// `strip` components are gone, without "..", never through a link in the tree.
+// `strip` components are gone, without "..", never through a link in the
+// tree. Unified headers (---, +++) and git's (diff --git, rename and copy
+// from/to, whose names are not stripped). GNU patch refuses such names too;
+// this says which patch, before anything is written.
 void check_patch_paths(const fs::path& patch, int strip, const fs::path& tree, const std::string& name) {
   std::string text = read_file(patch);
+  auto check = [&](std::string file, int levels) {
+    file = file.substr(0, file.find('\t'));
+    if (file == "/dev/null" || file.empty()) return;
+    if (file.front() == '"') return;  // a quoted (C-escaped) name: patch itself refuses what escapes
+    std::string rel = file;
+    for (int i = 0; i < levels && rel.find('/') != std::string::npos; ++i) rel = rel.substr(rel.find('/') + 1);
+    while (rel.find("//") != std::string::npos) rel.erase(rel.find("//"), 1);
+    bool escapes = rel.empty() || rel[0] == '/' || ("/" + rel + "/").find("/../") != std::string::npos;
+    if (escapes || through_link(tree, rel))
+      throw Error("debian/patches/" + name + ": refusing the patch: it names '" + file + "', which is " +
+                  (escapes ? "outside the tree" : "through a symbolic link in the tree"));
+  };
   size_t pos = 0;
   while (pos < text.size()) {
     size_t end = text.find('\n', pos);
     if (end == std::string::npos) end = text.size();
     std::string line = text.substr(pos, end - pos);
     pos = end + 1;
-    if (!line.starts_with("--- ") && !line.starts_with("+++ ")) continue;
-    std::string file = line.substr(4);
-    file = file.substr(0, file.find('\t'));
-    if (file == "/dev/null" || file.empty()) continue;
-    if (file.front() == '"') continue;  // a quoted (C-escaped) name: patch itself refuses what escapes
-    std::string rel = file;
-    for (int i = 0; i < strip && rel.find('/') != std::string::npos; ++i) rel = rel.substr(rel.find('/') + 1);
-    while (rel.find("//") != std::string::npos) rel.erase(rel.find("//"), 1);
-    bool escapes = rel.empty() || rel[0] == '/' || ("/" + rel + "/").find("/../") != std::string::npos;
-    if (escapes || through_link(tree, rel))
-      throw Error("debian/patches/" + name + ": refusing the patch: it names '" + file + "', which is " +
-                  (escapes ? "outside the tree" : "through a symbolic link in the tree"));
+    if (line.starts_with("--- ") || line.starts_with("+++ ")) {
+      check(line.substr(4), strip);
+    } else if (line.starts_with("diff --git ")) {
+      for (const auto& word : apt::split_words(std::string_view(line).substr(11))) check(word, strip);
+    } else {
+      for (const char* git : {"rename from ", "rename to ", "copy from ", "copy to "})
+        if (line.starts_with(git)) check(line.substr(std::string_view(git).size()), 0);
+    }
   }
 }
 
