@@ -64,11 +64,12 @@ source::SourceSpec catalog_source(const LayerSpec& spec, const std::map<std::str
   const catalog::Record* best = nullptr;
   if (c && prefix)
     for (const auto& r : c->records)
-      if ((r.sources.git || r.sources.archive) && r.version.matches(*prefix) && (!best || rank(*best) < rank(r)))
+      if ((r.sources.git || r.sources.archive || r.sources.debian) && r.version.matches(*prefix) &&
+          (!best || rank(*best) < rank(r)))
         best = &r;
   if (!best)
     throw InputError(spec.at(key),
-                     "layer '" + spec.name + "': " + asking + ": the catalog names no source (git or archive) for " +
+                     "layer '" + spec.name + "': " + asking + ": the catalog names no source (git, archive or debian) for " +
                          name + " " + (asked.empty() ? "(no version at this point)" : asked),
                      "give the layer its own 'source:' (path, url + sha256, or git + ref)" +
                          std::string(key == "keep_source" ? ", or drop 'keep_source'" : ""));
@@ -81,6 +82,17 @@ source::SourceSpec catalog_source(const LayerSpec& spec, const std::map<std::str
     s.url = best->sources.archive->url;
     s.sha256 = Digest::parse("sha256:" + best->sources.archive->sha256);
     what = "archive " + s.url + " (catalog: " + best->label() + ")";
+  } else if (!best->sources.git) {  // only Debian's source package: from the machine's Debian repositories
+    s.kind = source::SourceSpec::Kind::Debian;
+    s.debian.root = env_or("STACKBUILD_APT_ROOT", "/");
+    s.debian.name = best->sources.debian->name;
+    s.debian.suite =
+        best->sources.debian->suite.empty() ? source::debian_default_suite(s.debian.root) : best->sources.debian->suite;
+    if (s.debian.suite.empty())
+      throw InputError(best->where, "the catalog's Debian source of " + best->label() +
+                                        " names no suite, and the machine names no release",
+                       "give the record's sources.debian a suite");
+    what = "Debian source " + s.debian.name + " (" + s.debian.suite + ") (catalog: " + best->label() + ")";
   } else {
     s.kind = source::SourceSpec::Kind::Git;
     s.url = best->sources.git->url;
