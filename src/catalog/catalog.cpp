@@ -61,6 +61,10 @@ void to_json(nlohmann::json& j, const Sources& s) {
   if (s.redist && !s.redist->archive.empty()) j["redist"]["archive"] = s.redist->archive;
   if (s.git) j["git"] = {{"url", s.git->url}, {"ref", s.git->ref}};
   if (s.archive) j["archive"] = {{"url", s.archive->url}, {"sha256", s.archive->sha256}};
+  if (s.debian) {
+    j["debian"] = {{"name", s.debian->name}};
+    if (!s.debian->suite.empty()) j["debian"]["suite"] = s.debian->suite;
+  }
 }
 
 void to_json(nlohmann::json& j, const Record& r) {

@@ -48,12 +48,19 @@ struct ArchiveSource {
   std::string url;
   std::string sha256;  // may be empty; the lockfile pins it
 };
+// A Debian source package (fetch/source/debian.hpp), from the machine's
+// Debian repositories: its name, and the suite ("" = the machine's release).
+struct DebianSource {
+  std::string name;
+  std::string suite;
+};
 struct Sources {
   std::vector<std::string> apt;  // package names, optionally name=version
   std::vector<std::string> pip;  // requirement strings, e.g. nvidia-cudnn-cu12==9.5.1.17
   std::optional<Redist> redist;
   std::optional<GitSource> git;
   std::optional<ArchiveSource> archive;
+  std::optional<DebianSource> debian;  // taken by from: source/keep_source when there is no archive or git
 };
 
 // One installable version of a component, possibly one of several builds of

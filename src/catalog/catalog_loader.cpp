@@ -201,7 +201,7 @@ class FileLoader {
   }
 
   Sources sources(const YAML::Node& n) {
-    r_.check_keys(n, "'sources'", {"apt", "pip", "redist", "git", "archive"});
+    r_.check_keys(n, "'sources'", {"apt", "pip", "redist", "git", "archive", "debian"});
     Sources s;
     if (auto v = n["apt"]) s.apt = r_.strings(v, "'apt'");
     if (auto v = n["pip"]) s.pip = r_.strings(v, "'pip'");
@@ -231,6 +231,20 @@ class FileLoader {
       ArchiveSource a{r_.string(v["url"], "'url'"), {}};
       if (auto h = v["sha256"]) a.sha256 = r_.string(h, "'sha256'");
       s.archive = std::move(a);
+    }
+    if (auto v = n["debian"]) {
+      r_.check_keys(v, "'debian'", {"name", "suite"}, {"name"});
+      DebianSource d{r_.string(v["name"], "'name'"), {}};
+      if (d.name.size() < 2 || !std::isalnum(static_cast<unsigned char>(d.name[0])) ||
+          d.name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos)
+        r_.fail(v["name"], "'name' is a Debian source package name (lowercase letters, digits, '+', '-', '.'), not '" +
+                               d.name + "'");
+      if (auto su = v["suite"]) {
+        d.suite = r_.string(su, "'suite'");
+        if (d.suite.empty() || d.suite.find_first_of(" \t/") != std::string::npos)
+          r_.fail(su, "'suite' is a suite or codename (trixie), not '" + d.suite + "'");
+      }
+      s.debian = std::move(d);
     }
     return s;
   }

@@ -249,7 +249,9 @@ json image_data(const Image& f, const sbom::Contents& contents) {
   json sources = json::array();
   for (const auto& p : trees.packages) {
     std::string origin =
-        p.download.empty() ? "a local directory"
+        p.purl.starts_with("pkg:deb/") ? "Debian's source package " + p.source + " " + p.revision +
+                                             (p.sha256.empty() ? "" : " (.dsc sha256:" + p.sha256 + ")")
+        : p.download.empty() ? "a local directory"
         : !sbom::git_repository(p).empty()
             ? "git " + sbom::git_repository(p) + (p.revision.empty() ? "" : " at " + p.revision)
             : p.download;

@@ -451,7 +451,12 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
     p.name = str("component").empty() ? layer : str("component");
     const std::string git = str("git"), archive = str("archive");
     const std::string at = str("commit").empty() ? str("ref") : str("commit");
-    if (git.empty() && archive.empty() && str("local").empty())
+    // A Debian source package: {"package", "version", "suite", "dsc": {name, sha256}, "files": [...]}.
+    const nlohmann::json debian = j.contains("debian") && j["debian"].is_object() ? j["debian"] : nlohmann::json();
+    auto dstr = [&debian](const char* k) {
+      return debian.contains(k) && debian[k].is_string() ? debian[k].get<std::string>() : "";
+    };
+    if (git.empty() && archive.empty() && str("local").empty() && dstr("package").empty())
       continue;  // not a source stackbuild describes
     // Its version: the component's, else what pins the tree (a commit or ref,
     // an archive's or a local tree's digest), so that a new tree is a new version.
@@ -459,6 +464,7 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
       return "sha256:" + d.substr(d.starts_with("sha256:") ? 7 : 0, 12);
     };
     p.version = !str("version").empty() ? str("version")
+                : !dstr("package").empty() ? dstr("version")
                 : !git.empty()          ? at
                 : !archive.empty()      ? short_digest(str("sha256"))
                                         : short_digest(str("local"));
@@ -485,7 +491,26 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
       if (!p.sha256.empty()) qualifiers.push_back({"checksum", "sha256:" + p.sha256});
       qualifiers.push_back({"download_url", archive});
     }
-    p.purl = purl("generic", "", p.name, p.version, qualifiers);
+    std::string debian_files;  // "NAME (sha256:HEX)", the .dsc first
+    if (!dstr("package").empty()) {
+      p.source = dstr("package");
+      p.revision = dstr("version");
+      if (debian.contains("dsc") && debian["dsc"].is_object() && debian["dsc"].contains("sha256") &&
+          debian["dsc"]["sha256"].is_string())
+        p.sha256 = debian["dsc"]["sha256"].get<std::string>();
+      std::vector<nlohmann::json> listed;
+      if (debian.contains("dsc")) listed.push_back(debian["dsc"]);
+      if (debian.contains("files") && debian["files"].is_array())
+        for (const auto& f : debian["files"]) listed.push_back(f);
+      for (const auto& f : listed)
+        if (f.is_object() && f.contains("name") && f["name"].is_string() && f.contains("sha256") &&
+            f["sha256"].is_string())
+          debian_files += (debian_files.empty() ? "" : ", ") + f["name"].get<std::string>() + " (sha256:" +
+                          f["sha256"].get<std::string>() + ")";
+    }
+    p.purl = !dstr("package").empty()
+                 ? purl("deb", "debian", dstr("package"), dstr("version"), {{"arch", "source"}})
+                 : purl("generic", "", p.name, p.version, qualifiers);
     p.file = str("path");
     p.built = j.contains("built") && j["built"].is_boolean() && j["built"].get<bool>();
     // SPDX's supplier is who distributes this copy: of a tree the image keeps
@@ -493,7 +518,10 @@ void add_source_packages(Contents& c, const std::map<std::string, std::string>& 
     if (auto vendor = labels.find("org.opencontainers.image.vendor");
         vendor != labels.end() && !p.file.empty())
       p.supplier = vendor->second;
-    std::string origin = !git.empty()       ? "git " + git + (at.empty() ? "" : " at " + at)
+    std::string origin = !dstr("package").empty()
+                             ? "Debian's source package " + dstr("package") + " " + dstr("version") + " (" +
+                                   dstr("suite") + (debian_files.empty() ? "" : ": " + debian_files) + ")"
+                         : !git.empty()       ? "git " + git + (at.empty() ? "" : " at " + at)
                          : !archive.empty() ? "the archive " + archive
                                             : "a local directory (tree " + str("local") + ")";
     p.comment = "the source tree of layer '" + layer + "', from " + origin;

@@ -64,8 +64,8 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
 
   auto scratch = store.temp_dir();
   const fs::path tree = scratch->path() / "tree";
-  const std::string fetched =
-      fetch_layer_source(spec, source, tree, store, status, options.services.make_fetcher).commit;
+  const source::SourceLock fetched =
+      fetch_layer_source(spec, source, tree, store, status, options.services.make_fetcher);
 
   ScanOptions so;
   so.source_date_epoch = epoch;

@@ -81,6 +81,7 @@ std::vector<Resource> source_inputs(const std::string& layer, const std::string&
   };
   Resource r;
   r.annotations = {{"kind", "source"}, {"layer", layer}};
+  std::vector<Resource> files;  // a Debian source package's files
   if (!text(j, "component").empty()) r.name = text(j, "component") + (text(j, "version").empty() ? "" : " " + text(j, "version"));
   if (std::string git = text(j, "git"); !git.empty()) {
     git = provenance::without_login(git);
@@ -91,6 +92,23 @@ std::vector<Resource> source_inputs(const std::string& layer, const std::string&
   } else if (std::string archive = text(j, "archive"); !archive.empty()) {
     r.uri = provenance::without_login(archive);
     if (!text(j, "sha256").empty()) r.digest["sha256"] = text(j, "sha256");
+  } else if (j.contains("debian") && j["debian"].is_object() && !text(j["debian"], "package").empty()) {
+    // Debian's source package: its purl, and the .dsc and each file by sha256.
+    const json& d = j["debian"];
+    r.uri = "pkg:deb/debian/" + text(d, "package") + (text(d, "version").empty() ? "" : "@" + text(d, "version")) +
+            "?arch=source";
+    if (r.name.empty()) r.name = text(d, "package") + " " + text(d, "version");
+    if (d.contains("dsc") && d["dsc"].is_object() && !text(d["dsc"], "sha256").empty())
+      r.digest["sha256"] = text(d["dsc"], "sha256");
+    if (d.contains("files") && d["files"].is_array())
+      for (const auto& f : d["files"]) {
+        if (!f.is_object() || text(f, "name").empty() || text(f, "sha256").empty()) continue;
+        Resource file;
+        file.name = text(f, "name");
+        file.digest["sha256"] = text(f, "sha256");
+        file.annotations = {{"kind", "source-file"}, {"layer", layer}};
+        files.push_back(file);
+      }
   } else if (std::string tree = text(j, "local"); tree.starts_with("sha256:")) {
     // A local directory: never its host path; the digest source::tree_digest gives its tree.
     if (r.name.empty()) r.name = "the local source of layer " + layer;
@@ -99,6 +117,7 @@ std::vector<Resource> source_inputs(const std::string& layer, const std::string&
     return out;
   }
   out.push_back(r);
+  out.insert(out.end(), files.begin(), files.end());
   if (j.contains("patches") && j["patches"].is_array())
     for (const auto& p : j["patches"]) {
       if (!p.is_object() || text(p, "path").empty() || text(p, "sha256").empty()) continue;

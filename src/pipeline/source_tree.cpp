@@ -4,6 +4,7 @@
 #include <cctype>
 
 #include "catalog/catalog.hpp"
+#include "fetch/apt/config.hpp"
 #include "fetch/fetcher.hpp"
 #include "util/error.hpp"
 #include "util/process.hpp"
@@ -13,6 +14,15 @@ namespace sb {
 namespace {
 
 bool is_commit(const std::string& ref);
+
+// A Debian source is fetched as apt layers fetch: through the machine's apt
+// network settings (proxies, CA files, logins; fetch/apt/config.hpp).
+void debian_network(fetch::FetchOptions& fo, const fs::path& root) {
+  std::shared_ptr<apt::AptNetwork> net = apt::machine_network(root);
+  fo.client.route = [net](const std::string& url) { return net->route(url); };
+  fo.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
+  fo.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
+}
 
 // A git source refused before git runs (check_git_sources() tells it from other errors).
 class UnsafeGitSource : public InputError {
@@ -54,11 +64,12 @@ source::SourceSpec catalog_source(const LayerSpec& spec, const std::map<std::str
   const catalog::Record* best = nullptr;
   if (c && prefix)
     for (const auto& r : c->records)
-      if ((r.sources.git || r.sources.archive) && r.version.matches(*prefix) && (!best || rank(*best) < rank(r)))
+      if ((r.sources.git || r.sources.archive || r.sources.debian) && r.version.matches(*prefix) &&
+          (!best || rank(*best) < rank(r)))
         best = &r;
   if (!best)
     throw InputError(spec.at(key),
-                     "layer '" + spec.name + "': " + asking + ": the catalog names no source (git or archive) for " +
+                     "layer '" + spec.name + "': " + asking + ": the catalog names no source (git, archive or debian) for " +
                          name + " " + (asked.empty() ? "(no version at this point)" : asked),
                      "give the layer its own 'source:' (path, url + sha256, or git + ref)" +
                          std::string(key == "keep_source" ? ", or drop 'keep_source'" : ""));
@@ -71,6 +82,17 @@ source::SourceSpec catalog_source(const LayerSpec& spec, const std::map<std::str
     s.url = best->sources.archive->url;
     s.sha256 = Digest::parse("sha256:" + best->sources.archive->sha256);
     what = "archive " + s.url + " (catalog: " + best->label() + ")";
+  } else if (!best->sources.git) {  // only Debian's source package: from the machine's Debian repositories
+    s.kind = source::SourceSpec::Kind::Debian;
+    s.debian.root = env_or("STACKBUILD_APT_ROOT", "/");
+    s.debian.name = best->sources.debian->name;
+    s.debian.suite =
+        best->sources.debian->suite.empty() ? source::debian_default_suite(s.debian.root) : best->sources.debian->suite;
+    if (s.debian.suite.empty())
+      throw InputError(best->where, "the catalog's Debian source of " + best->label() +
+                                        " names no suite, and the machine names no release",
+                       "give the record's sources.debian a suite");
+    what = "Debian source " + s.debian.name + " (" + s.debian.suite + ") (catalog: " + best->label() + ")";
   } else {
     s.kind = source::SourceSpec::Kind::Git;
     s.url = best->sources.git->url;
@@ -103,6 +125,18 @@ LayerSource describe_source(const LayerSpec& spec, const std::map<std::string, s
     s.url = d.url;
     s.sha256 = Digest::parse("sha256:" + d.sha256);
     out.what = "archive " + d.url;
+  } else if (!d.debian.empty()) {
+    s.kind = source::SourceSpec::Kind::Debian;
+    s.debian.root = env_or("STACKBUILD_APT_ROOT", "/");
+    s.debian.name = d.debian;
+    s.debian.version = d.version;
+    s.debian.suite = d.suite.empty() ? source::debian_default_suite(s.debian.root) : d.suite;
+    if (s.debian.suite.empty())
+      throw InputError(d.where, "layer '" + spec.name + "': source: Debian's " + d.debian +
+                                    " names no suite, and the machine names no release (" +
+                                    (s.debian.root / "etc/os-release").string() + ")",
+                       "give source.suite (trixie, bookworm, ...)");
+    out.what = "Debian source " + d.debian + (d.version.empty() ? "" : " " + d.version) + " (" + s.debian.suite + ")";
   } else if (!d.git.empty()) {
     s.kind = source::SourceSpec::Kind::Git;
     s.url = d.git;
@@ -121,7 +155,26 @@ LayerSource describe_source(const LayerSpec& spec, const std::map<std::string, s
       s.ref = e["commit"].get<std::string>();
     }
   }
+  if (s.kind == source::SourceSpec::Kind::Debian && locked.is_object() && locked.contains(spec.name)) {
+    const auto& e = locked[spec.name];
+    if (e.is_object() && e.value("debian", "") == s.debian.name && e.value("suite", "") == s.debian.suite &&
+        (s.debian.version.empty() || e.value("version", "") == s.debian.version)) {
+      source::DebianSource pinned;
+      try {
+        source::from_json(e, pinned);
+      } catch (const std::exception& x) {
+        throw Error("layer '" + spec.name + "': the lockfile's Debian source entry does not read: " + x.what());
+      }
+      s.debian.locked = pinned;
+      if (e.contains("tree") && e["tree"].is_string()) out.locked_tree = Digest::parse(e["tree"].get<std::string>());
+      out.what += " (locked: " + pinned.version + ", .dsc sha256:" + pinned.dsc.sha256.hex().substr(0, 12) + ")";
+    }
+  }
   if (s.kind == source::SourceSpec::Kind::Archive) id.field("archive", s.url).field("sha256", s.sha256->str());
+  if (s.kind == source::SourceSpec::Kind::Debian) {
+    id.field("debian", s.debian.name).field("version", s.debian.version).field("suite", s.debian.suite);
+    if (s.debian.locked) id.field("dsc", s.debian.locked->dsc.sha256.str());
+  }
   if (s.kind == source::SourceSpec::Kind::Git) id.field("git", s.url).field("ref", s.ref);
   for (const auto& p : spec.patches) {
     std::error_code ec;
@@ -185,6 +238,7 @@ std::optional<LayerSource> source_of(const LayerSpec& spec, const std::map<std::
 std::optional<LayerSource> git_source_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
                                          const PointInputs& point) {
   if (!spec.source.path.empty() || !spec.source.url.empty()) return std::nullopt;  // local or archive: not git
+  if (!spec.source.debian.empty()) return std::nullopt;
   std::optional<LayerSource> s = source_of(spec, vars, point);
   if (s && s->spec.kind != source::SourceSpec::Kind::Git) s.reset();
   return s;
@@ -223,10 +277,15 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
                                       const Store& store, Status& status, const fetch::FetcherFactory& make_fetcher) {
   int task = status.task_begin("layer " + spec.name + ": source " + source.what, 0);
   fetch::FetchOptions fo = fetch::fetch_options_from_env();
+  if (source.spec.kind == source::SourceSpec::Kind::Debian) debian_network(fo, source.spec.debian.root);
   auto fetcher = make_fetcher(store, fo, status);
   source::SourceLock got = [&] {
     try {
-      return source::prepare_source(source.spec, dest, store, *fetcher);
+      source::SourceLock l = source::prepare_source(source.spec, dest, store, *fetcher);
+      if (source.locked_tree && l.tree != *source.locked_tree)
+        throw Error("the tree is " + l.tree.str() + ", not the " + source.locked_tree->str() +
+                    " the lockfile pins (the same files unpacked and patched otherwise: another patch program?)");
+      return l;
     } catch (Error& e) {
       e.add_trace("while preparing the source of layer '" + spec.name + "' for " + source.image_path + " (" +
                   source.what + ")");
@@ -234,6 +293,7 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
     }
   }();
   status.task_end(task, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
+                            (got.debian ? ", Debian " + got.debian->name + " " + got.debian->version : "") +
                             (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
   return got;
 }
@@ -246,24 +306,34 @@ Digest source_commit_key(const Digest& layer_key) {
 }
 
 void check_source_commit_record(const std::string& value) {
-  std::string commit = nlohmann::json::parse(value).at("commit").get<std::string>();
+  auto j = nlohmann::json::parse(value);
+  if (j.contains("debian")) {
+    source::DebianSource d;
+    source::from_json(j.at("debian"), d);
+    return;
+  }
+  std::string commit = j.at("commit").get<std::string>();
   if (!is_commit(commit)) throw Error("'" + commit + "' is no commit");
 }
 
-void record_source_commit(const Store& store, const Digest& layer_key, const std::string& commit) {
-  if (is_commit(commit))
+void record_source_commit(const Store& store, const Digest& layer_key, const std::optional<source::SourceLock>& got) {
+  if (!got) return;
+  if (got->debian)
+    store.put_record(kSourceCommitRecord, source_commit_key(layer_key), nlohmann::json{{"debian", *got->debian}}.dump());
+  else if (is_commit(got->commit))
     store.put_record(kSourceCommitRecord, source_commit_key(layer_key),
-                     nlohmann::json{{"commit", commit}}.dump());
+                     nlohmann::json{{"commit", got->commit}}.dump());
 }
 
 std::string recorded_source_commit(const Store& store, const Digest& layer_key) {
   auto text = store.get_record(kSourceCommitRecord, source_commit_key(layer_key));
   if (!text) return "";
-  auto j = nlohmann::json::parse(*text, nullptr, false);
-  std::string commit = j.is_object() && j.contains("commit") && j["commit"].is_string()
-                           ? j["commit"].get<std::string>()
-                           : "";
-  return is_commit(commit) ? commit : "";
+  try {
+    check_source_commit_record(*text);
+    return *text;
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 std::string source_label(const LayerSpec& spec, const LayerSource& source,
@@ -278,12 +348,41 @@ std::string source_label(const LayerSpec& spec, const LayerSource& source,
     if (!version.empty()) j["version"] = version;
   }
   const source::SourceSpec& s = source.spec;
+  const nlohmann::json record = fetched.empty() ? nlohmann::json() : nlohmann::json::parse(fetched, nullptr, false);
+  const std::string commit = record.is_object() && record.contains("commit") && record["commit"].is_string()
+                                 ? record["commit"].get<std::string>()
+                                 : "";
   switch (s.kind) {
+    case source::SourceSpec::Kind::Debian: {
+      // What was unpacked: the version, the .dsc and each file, by sha256;
+      // never the host it came from.
+      nlohmann::json d = {{"package", s.debian.name}, {"suite", s.debian.suite}};
+      if (!s.debian.version.empty()) d["version"] = s.debian.version;
+      source::DebianSource got;
+      bool known = false;
+      if (record.is_object() && record.contains("debian")) {
+        try {
+          source::from_json(record["debian"], got);
+          known = got.name == s.debian.name;
+        } catch (const std::exception&) {
+        }
+      }
+      if (known) {
+        d["version"] = got.version;
+        d["format"] = got.format;
+        d["dsc"] = {{"name", got.dsc.name}, {"sha256", got.dsc.sha256.hex()}};
+        nlohmann::json files = nlohmann::json::array();
+        for (const auto& f : got.files) files.push_back({{"name", f.name}, {"sha256", f.sha256.hex()}});
+        d["files"] = files;
+      }
+      j["debian"] = d;
+      break;
+    }
     case source::SourceSpec::Kind::Git:
       j["git"] = s.url;
       j["ref"] = source.named_ref;
-      if (is_commit(fetched))
-        j["commit"] = fetched;
+      if (is_commit(commit))
+        j["commit"] = commit;
       else if (is_commit(source.named_ref))
         j["commit"] = source.named_ref;
       break;
@@ -349,6 +448,15 @@ nlohmann::json lock_source_layers(const Recipe& recipe, const std::map<std::stri
         case source::SourceSpec::Kind::Local:
           e = {{"path", s->spec.path.string()}, {"tree", s->local_tree->str()}};
           break;
+        case source::SourceSpec::Kind::Debian: {
+          // Fetched, unpacked and patched now: the lockfile pins the version,
+          // the .dsc and every file by sha256, and the tree they give.
+          auto scratch = store.temp_dir();
+          source::SourceLock got = fetch_layer_source(spec, *s, scratch->path() / "tree", store, status, make_fetcher);
+          e = *got.debian;
+          e["tree"] = got.tree.str();
+          break;
+        }
       }
       e["patches"] = patches_json(spec);
       out[spec.name] = e;
@@ -380,6 +488,21 @@ std::string source_lock_mismatch(const LayerSpec& spec, const std::map<std::stri
         return "the lockfile pins archive " + str("archive") + " with sha256 " + str("sha256") +
                ", the recipe now names " + s->spec.url + " with sha256 " + s->spec.sha256->hex();
       break;
+    case source::SourceSpec::Kind::Debian: {
+      const auto& d = s->spec.debian;
+      if (str("debian") != d.name || str("suite") != d.suite ||
+          (!d.version.empty() && str("version") != d.version))
+        return "the lockfile pins Debian's " + str("debian") + " " + str("version") + " (" + str("suite") +
+               "), the recipe now names " + d.name + (d.version.empty() ? "" : " " + d.version) + " (" + d.suite + ")";
+      try {
+        source::DebianSource pinned;
+        source::from_json(entry, pinned);
+      } catch (const std::exception& x) {
+        return std::string("its Debian source entry does not read: ") + x.what();
+      }
+      if (!entry.contains("tree") || !entry["tree"].is_string()) return "its Debian source entry pins no tree";
+      break;
+    }
     case source::SourceSpec::Kind::Local:
       if (str("path") != s->spec.path.string())
         return "the lockfile pins local directory " + str("path") + ", the recipe now names " + s->spec.path.string();

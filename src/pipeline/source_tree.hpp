@@ -34,6 +34,8 @@ struct LayerSource {
   // git: the ref as the recipe (or the catalog) names it; spec.ref is the
   // lockfile's commit under --locked.
   std::string named_ref;
+  // Debian under --locked: the tree the lockfile pins; another is refused.
+  std::optional<Digest> locked_tree;
 };
 
 // nullopt for a layer not built from source. `variables` are the point's
@@ -88,9 +90,10 @@ std::string source_lock_mismatch(const LayerSpec& spec, const std::map<std::stri
 // The same with or without --locked (the ref as named, and the commit
 // fetched), so that a locked build gives the unlocked one's image.
 //
-// `fetched` is the commit a git source was fetched at (its layer's
-// source-commit record, below), "" when not known: the label names it, so
-// that a source named by a tag is described by the commit the image holds.
+// `fetched` is its layer's source-commit record (below), "" when not known:
+// the commit a git source was fetched at, so that a source named by a tag is
+// described by the commit the image holds; or the version, .dsc and files of
+// a Debian source package (label key "debian").
 std::string source_label(const LayerSpec& spec, const LayerSource& source,
                          const std::map<std::string, std::string>& variables, bool built,
                          const std::string& fetched = "");
@@ -104,9 +107,12 @@ constexpr const char* kSourceCommitRecord = "source-commit";
 Digest source_commit_key(const Digest& layer_key);
 // Throws sb::Error when `value` is not such a record.
 void check_source_commit_record(const std::string& value);
+// A Debian source's record is {"debian": DebianSource} instead: the version,
+// .dsc and files the layer was made from.
 void record_source_commit(const Store& store, const Digest& layer_key,
-                          const std::string& commit);                             // none for ""
-std::string recorded_source_commit(const Store& store, const Digest& layer_key);  // "" when none
+                          const std::optional<source::SourceLock>& fetched);  // none for nullopt or no commit
+// The record's JSON text, "" when none (or not one); source_label()'s `fetched`.
+std::string recorded_source_commit(const Store& store, const Digest& layer_key);
 
 // Refuses, as an InputError at the line of the recipe or catalog that wrote
 // it, a git source (a layer's own or the catalog's) whose URL or ref git

@@ -71,7 +71,7 @@ LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
           source_label(c.spec, *source, c.options.variables, true, recorded_source_commit(c.store, key));
     return r;
   };
-  std::string fetched;  // the commit a git source was fetched at
+  std::optional<source::SourceLock> fetched;  // the commit (or Debian package) the source was fetched at
   if (found.hit) return report(layer_report(c.spec.name, *found.hit, true, seconds()));
   if (c.below.empty())
     throw InputError(
@@ -96,7 +96,7 @@ LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
   StepsSetup setup = prepare_steps(in, c.recipe, c.spec, c.below, c.store, c.options, c.status, key);
   if (source) {  // fetched (or copied) and patched now, into the scratch directory
     fetched =
-        fetch_layer_source(c.spec, *source, in.scratch / "source", c.store, c.status, c.options.services.make_fetcher).commit;
+        fetch_layer_source(c.spec, *source, in.scratch / "source", c.store, c.status, c.options.services.make_fetcher);
     in.source = in.scratch / "source";
     in.source_at = source->image_path;
     in.keep_source = source->kept;

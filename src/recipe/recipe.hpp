@@ -46,14 +46,17 @@ struct CopySpec {
 // layer with `keep_source:` and no steps, the tree kept beside its packages),
 // one of a local directory (`path`, relative to the recipe that names it), an
 // archive pinned by sha256 (`url` + `sha256`), or a git repository at a ref
-// (`git` + `ref`, a commit or a tag; both may use ${vars}). Without it,
+// (`git` + `ref`, a commit or a tag; both may use ${vars}), or a Debian
+// source package (`debian` + optional `version` and `suite`, which may use
+// ${vars}: from the machine's Debian repositories). Without it,
 // `use: X` + `from: source` (or `keep_source:`) takes the catalog's source
 // of X. See src/fetch/source/.
 struct SourceDecl {
   std::string path, url, sha256, git, ref;
+  std::string debian, version, suite;  // a Debian source package; version/suite "" = the newest/the machine's
   fs::path base;  // the directory `path` is relative to (its recipe's)
   SourceLocation where;
-  bool given() const { return !path.empty() || !url.empty() || !git.empty(); }
+  bool given() const { return !path.empty() || !url.empty() || !git.empty() || !debian.empty(); }
 };
 
 struct PatchSpec {

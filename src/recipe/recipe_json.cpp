@@ -109,7 +109,8 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
     const SourceDecl& d = l.source;
     nlohmann::json s = nlohmann::json::object();
     const std::pair<const char*, const std::string*> fields[] = {
-        {"path", &d.path}, {"url", &d.url}, {"sha256", &d.sha256}, {"git", &d.git}, {"ref", &d.ref}};
+        {"path", &d.path}, {"url", &d.url}, {"sha256", &d.sha256}, {"git", &d.git}, {"ref", &d.ref},
+        {"debian", &d.debian}, {"version", &d.version}, {"suite", &d.suite}};
     for (const auto& [k, v] : fields)
       if (!v->empty()) s[k] = *v;
     j["source"] = s;

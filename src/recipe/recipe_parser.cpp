@@ -180,9 +180,9 @@ BuildSpec parse_build(const Reader& r, const YAML::Node& v) {
   return b;
 }
 
-// `source:` {path} | {url, sha256} | {git, ref}.
+// `source:` {path} | {url, sha256} | {git, ref} | {debian, version, suite}.
 SourceDecl parse_source(const Reader& r, const YAML::Node& n, const fs::path& base) {
-  r.check_keys(n, "'source'", {"path", "url", "sha256", "git", "ref"});
+  r.check_keys(n, "'source'", {"path", "url", "sha256", "git", "ref", "debian", "version", "suite"});
   SourceDecl s;
   s.where = r.at(n);
   s.base = base;
@@ -190,9 +190,26 @@ SourceDecl parse_source(const Reader& r, const YAML::Node& n, const fs::path& ba
   if (auto v = n["path"]) s.path = r.string(v, "source.path"), ++kinds;
   if (auto v = n["url"]) s.url = r.string(v, "source.url"), ++kinds;
   if (auto v = n["git"]) s.git = text(r, v, "source.git").value, ++kinds;  // ${vars}: expanded per point
+  if (auto v = n["debian"]) {
+    s.debian = r.string(v, "source.debian"), ++kinds;
+    // A source package name (Debian Policy 5.6.1): lowercase letters, digits, + - .
+    if (s.debian.size() < 2 || !std::isalnum(static_cast<unsigned char>(s.debian[0])) ||
+        s.debian.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789+-.") != std::string::npos)
+      r.fail(v, "source.debian is a Debian source package name (lowercase letters, digits, '+', '-', '.'), not '" +
+                    s.debian + "'");
+  }
   if (kinds != 1 || (n["path"] && s.path.empty()) || (n["url"] && s.url.empty()) || (n["git"] && s.git.empty()))
-    r.fail(n, "'source' names one non-empty of path, url or git",
-           "source: {path: src/}, {url: https://.../x.tar.gz, sha256: <64 hex>} or {git: URL, ref: COMMIT}");
+    r.fail(n, "'source' names one non-empty of path, url, git or debian",
+           "source: {path: src/}, {url: https://.../x.tar.gz, sha256: <64 hex>}, {git: URL, ref: COMMIT} or "
+           "{debian: PACKAGE, version: VERSION, suite: SUITE}");
+  for (const char* k : {"version", "suite"})
+    if (auto v = n[k]) {
+      std::string value = text(r, v, std::string("source.") + k).value;  // ${vars}: expanded per point
+      if (s.debian.empty()) r.fail(v, std::string("source.") + k + " goes with source.debian");
+      if (value.empty() || value.find_first_of(" \t\n/") != std::string::npos)
+        r.fail(v, std::string("source.") + k + " is one word, not '" + value + "'");
+      (std::string_view(k) == "version" ? s.version : s.suite) = value;
+    }
   if (auto v = n["sha256"]) {
     s.sha256 = r.string(v, "source.sha256");
     if (s.sha256.size() != 64 || s.sha256.find_first_not_of("0123456789abcdef") != std::string::npos)

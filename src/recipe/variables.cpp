@@ -62,6 +62,8 @@ std::vector<VariableUse> variable_uses(const Recipe& r) {
     add(out, Text{l.keep_source, l.at("keep_source")});
     add(out, Text{l.source.git, l.source.where});
     add(out, Text{l.source.ref, l.source.where});
+    add(out, Text{l.source.version, l.source.where});
+    add(out, Text{l.source.suite, l.source.where});
     for (const auto& [list, key] : {std::pair{&l.apt, "apt"}, std::pair{&l.pip, "pip"}, std::pair{&l.packages, "packages"}})
       for (const auto& item : *list) add(out, Text{item, l.at(key)});
   }

@@ -183,6 +183,8 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
     }
     l.source.git = expand_variables(Text{l.source.git, l.source.where}, lookup, known, ctx);
     l.source.ref = expand_variables(Text{l.source.ref, l.source.where}, lookup, known, ctx);
+    l.source.version = expand_variables(Text{l.source.version, l.source.where}, lookup, known, ctx);
+    l.source.suite = expand_variables(Text{l.source.suite, l.source.where}, lookup, known, ctx);
     for (const auto& [list, key] : {std::pair{&l.apt, "apt"}, std::pair{&l.pip, "pip"}, std::pair{&l.packages, "packages"}})
       for (auto& item : *list) item = expand_variables(Text{item, l.at(key)}, lookup, known, ctx);
   }

@@ -232,7 +232,7 @@ printf '%s\n' opt/torchy-2.0 opt/torchy-2.0/MIRROR | diff - "$TMP/own.list" || f
 check "a record without a source: an error at the keep_source key, nothing fetched, no image"
 recipe nosrc.yaml 1.0 "keep_source: /opt/torchy"
 expect_rc 3 nosrc sb build "$proj/nosrc.yaml" -o "$TMP/out-nosrc" --store "$TMP/store3" --catalog "$proj/layers"
-grep -q "nosrc.yaml:12:5: .*layer 'torchy': 'keep_source': the catalog names no source (git or archive) for torchy 1.0" \
+grep -q "nosrc.yaml:12:5: .*layer 'torchy': 'keep_source': the catalog names no source (git, archive or debian) for torchy 1.0" \
   "$TMP/nosrc.err" || { show_output nosrc; fail "expected the error at nosrc.yaml:12:5"; }
 [[ ! -e "$TMP/out-nosrc" ]] || fail "a failed build left an image"
 python3 - "$TMP/store3" <<'PY' || fail "wheels were fetched before the error"

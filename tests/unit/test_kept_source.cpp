@@ -193,7 +193,8 @@ TEST_CASE("keep_source: the catalog record's source at the point, or the layer's
     CHECK(label.dump().find(tmp.path().string()) == std::string::npos);
     // Once fetched, the commit the tag named then (the layer's record).
     auto fetched = nlohmann::json::parse(
-        source_label(q.recipe.layers[0], *patched, q.vars, false, std::string(40, 'c')));
+        source_label(q.recipe.layers[0], *patched, q.vars, false,
+                     nlohmann::json{{"commit", std::string(40, 'c')}}.dump()));
     CHECK(fetched["ref"] == "v2.7.0");
     CHECK(fetched["commit"] == std::string(40, 'c'));
   }
@@ -262,4 +263,52 @@ TEST_CASE("recipes/pytorch-ngc.yaml is pytorch.yaml with the source kept at /opt
   CHECK(ngc.layers[2].keep_source == "/opt/pytorch");
   CHECK(ngc.layers[2].from == "wheel");
   CHECK(ngc.stack != plain.stack);  // its tags do not overwrite pytorch.yaml's images
+}
+
+TEST_CASE("a catalog record's Debian source package, and its label", "[recipe][source][debian]") {
+  TempDir tmp;
+  fs::copy(kSource / "layers", tmp.path() / "layers", fs::copy_options::recursive);
+  test::write(tmp.path() / "layers" / "torchvision.yaml",
+              "component: torchvision\ndescription: TorchVision\nversions:\n"
+              "  - version: \"0.21.0\"\n    sources: {debian: {name: pytorch-vision, suite: trixie}}\n");
+  test::write(tmp.path() / "r.yaml", std::string(kHead) +
+                                         "  - {name: tv, use: torchvision, version: \"0.21.0\", from: source, "
+                                         "keep_source: /opt/torchvision, build: {run: make}}\n");
+  Planned p = plan_recipe(load_recipe(tmp.path() / "r.yaml"), PlanOptions{tmp.path() / "layers", {}});
+  REQUIRE(p.plan.points.size() == 1);
+  REQUIRE(p.plan.points[0].stack);
+  Recipe r = resolve::instantiate(p.recipe, p.plan.points[0]);
+  auto vars = resolve::point_variables(p.recipe, p.plan.points[0]);
+  PointInputs in = point_inputs(p.plan.points[0], p.catalog);
+  auto s = layer_source(r.layers[0], vars, in);
+  REQUIRE(s);
+  CHECK(s->spec.kind == source::SourceSpec::Kind::Debian);
+  CHECK(s->spec.debian.name == "pytorch-vision");
+  CHECK(s->spec.debian.suite == "trixie");
+  CHECK(s->spec.debian.version.empty());  // the suite's newest; the lockfile pins it
+  CHECK_THAT(s->what, Catch::Contains("Debian source pytorch-vision (trixie)"));
+  CHECK_FALSE(has_git_source(r.layers[0], vars, in));
+  // Before it was fetched: the package and suite; after, its version, .dsc and files.
+  auto before = nlohmann::json::parse(source_label(r.layers[0], *s, vars, true));
+  CHECK(before["debian"] == nlohmann::json{{"package", "pytorch-vision"}, {"suite", "trixie"}});
+  source::DebianSource got;
+  got.name = "pytorch-vision", got.version = "0.21.0-3", got.suite = "trixie", got.format = "3.0 (quilt)";
+  got.directory = "pool/main/p/pytorch-vision";
+  got.dsc = {"pytorch-vision_0.21.0-3.dsc", Digest::of_bytes("dsc"), 3};
+  got.files = {{"pytorch-vision_0.21.0.orig.tar.gz", Digest::of_bytes("orig"), 4}};
+  auto after = nlohmann::json::parse(
+      source_label(r.layers[0], *s, vars, true, nlohmann::json{{"debian", got}}.dump()));
+  CHECK(after["debian"]["version"] == "0.21.0-3");
+  CHECK(after["debian"]["dsc"]["sha256"] == Digest::of_bytes("dsc").hex());
+  CHECK(after["debian"]["files"][0]["name"] == "pytorch-vision_0.21.0.orig.tar.gz");
+  CHECK(after["path"] == "/opt/torchvision");
+  // A record that does not read is no record.
+  CHECK_NOTHROW(check_source_commit_record(nlohmann::json{{"debian", got}}.dump()));
+  CHECK_THROWS(check_source_commit_record(R"({"debian": {"debian": "x"}})"));
+  // The catalog refuses a name that is none.
+  test::write(tmp.path() / "layers" / "torchvision.yaml",
+              "component: torchvision\ndescription: TorchVision\nversions:\n"
+              "  - version: \"0.21.0\"\n    sources: {debian: {name: \"../x\"}}\n");
+  CHECK_THROWS_WITH(plan_recipe(load_recipe(tmp.path() / "r.yaml"), PlanOptions{tmp.path() / "layers", {}}),
+                    Catch::Contains("is a Debian source package name"));
 }

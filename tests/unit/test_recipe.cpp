@@ -326,7 +326,17 @@ TEST_CASE("source: and configure: keys - and their mistakes at their place", "[r
   const std::string run = ", build: {run: make}}\n";
   const ErrorCase cases[] = {
       {"two kinds of source", head + "  - {name: f, source: {path: src, git: x}" + run, 4, 23,
-       "'source' names one non-empty of path, url or git"},
+       "'source' names one non-empty of path, url, git or debian"},
+      {"a Debian source and a git one", head + "  - {name: f, source: {debian: hello, git: x}" + run, 4, 23,
+       "'source' names one non-empty of path, url, git or debian"},
+      {"a Debian source name that is none", head + "  - {name: f, source: {debian: \"Hello World\"}" + run, 4, 32,
+       "source.debian is a Debian source package name"},
+      {"a Debian source name like an option", head + "  - {name: f, source: {debian: -x}" + run, 4, 32,
+       "source.debian is a Debian source package name"},
+      {"a version without debian", head + "  - {name: f, source: {path: src, version: \"1.0\"}" + run, 4, 44,
+       "source.version goes with source.debian"},
+      {"a suite that is a path", head + "  - {name: f, source: {debian: hello, suite: a/b}" + run, 4, 46,
+       "source.suite is one word"},
       {"an archive without sha256", head + "  - {name: f, source: {url: \"https://x/a.tgz\"}" + run, 4, 23,
        "source.url needs its sha256"},
       {"a short sha256", head + "  - {name: f, source: {url: u, sha256: abc}" + run, 4, 40,
@@ -360,6 +370,17 @@ TEST_CASE("source: and configure: keys - and their mistakes at their place", "[r
       CHECK(e->location().column == c.column);
       CHECK_THAT(e->message(), Catch::Contains(c.message));
     }
+  }
+  SECTION("a Debian source: name, version and suite, ${vars} in the version") {
+    test::write(tmp.path() / "d.yaml", head + "  - {name: f, source: {debian: pytorch-vision, version: \"${v}-1\", suite: trixie}" + run);
+    Recipe r = load_recipe(tmp.path() / "d.yaml");
+    const SourceDecl& d = r.layers[1].source;
+    CHECK(d.debian == "pytorch-vision");
+    CHECK(d.version == "${v}-1");
+    CHECK(d.suite == "trixie");
+    CHECK(d.given());
+    nlohmann::json j = r.layers[1];
+    CHECK(j["source"] == nlohmann::json{{"debian", "pytorch-vision"}, {"suite", "trixie"}, {"version", "${v}-1"}});
   }
   SECTION("a valid source layer: keep_source and patches go with source: without use:") {
     test::write(tmp.path() / "fix.patch", "");

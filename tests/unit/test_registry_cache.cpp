@@ -71,14 +71,16 @@ TEST_CASE("a cached layer's entry holds its parts and the records a hit reads", 
       CHECK(std::find(wanted.begin(), wanted.end(), std::make_pair(r.kind, r.key)) != wanted.end());
   }
   SECTION("with the commit its git source was fetched at, that too") {
-    record_source_commit(store, key, std::string(40, 'a'));
-    record_source_commit(store, key, "v1.0");  // no commit: nothing recorded
+    source::SourceLock git{"git", "", std::nullopt, std::string(40, 'a'), "", std::nullopt, {}, Digest::of_bytes("")};
+    record_source_commit(store, key, git);
+    git.commit = "v1.0";
+    record_source_commit(store, key, git);  // no commit: nothing recorded
     auto e = cache_entries({report}, store);
     REQUIRE(e.size() == 1);
     REQUIRE(e[0].records.size() == 1);
     CHECK(e[0].records[0].kind == kSourceCommitRecord);
     CHECK(e[0].records[0].key == source_commit_key(key));
-    CHECK(recorded_source_commit(store, key) == std::string(40, 'a'));
+    CHECK(recorded_source_commit(store, key) == R"({"commit":")" + std::string(40, 'a') + R"("})");
     CHECK(recorded_source_commit(store, Digest::of_bytes("another key")).empty());
   }
   SECTION("a split layer's parts, in order; its dpkg state is the last part's") {

@@ -95,6 +95,7 @@ void to_json(nlohmann::json& j, const SourceLock& l) {
   if (l.sha256) j["sha256"] = l.sha256->hex();
   if (!l.commit.empty()) j["commit"] = l.commit;
   if (!l.path.empty()) j["path"] = l.path;
+  if (l.debian) j["debian"] = *l.debian;
   nlohmann::json p = nlohmann::json::array();
   for (const auto& pl : l.patches) p.push_back({{"path", pl.path}, {"sha256", pl.sha256.hex()}});
   if (!l.patches.empty()) j["patches"] = p;
@@ -124,7 +125,7 @@ Digest tree_digest(const fs::path& dir) {
 }
 
 SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const Store& store, fetch::Fetcher& fetcher) {
-  SourceLock lock{"", "", std::nullopt, "", "", {}, Digest::of_bytes("")};
+  SourceLock lock{"", "", std::nullopt, "", "", std::nullopt, {}, Digest::of_bytes("")};
   fs::create_directories(dest);
   switch (spec.kind) {
     case SourceSpec::Kind::Archive: {
@@ -165,6 +166,11 @@ SourceLock prepare_source(const SourceSpec& spec, const fs::path& dest, const St
       lock.kind = "git";
       lock.url = spec.url;
       lock.commit = head;
+      break;
+    }
+    case SourceSpec::Kind::Debian: {
+      lock.kind = "debian";
+      lock.debian = prepare_debian_source(spec.debian, dest, store, fetcher);
       break;
     }
     case SourceSpec::Kind::Local: {

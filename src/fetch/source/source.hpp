@@ -1,7 +1,7 @@
 // A framework's source tree to compile: a tarball or zip pinned by sha256, a
 // git repository at a commit (through the `git` program, with its submodules
-// at the commits it pins, shallow), or a local
-// directory; then patches applied in order (`patch -p1`, or `git apply` for
+// at the commits it pins, shallow), a Debian source package (debian.hpp), or
+// a local directory; then patches applied in order (`patch -p1`, or `git apply` for
 // a git source). What was used is returned, for the lockfile: the URL and
 // sha256, the commit, each patch's sha256, and a digest of the tree.
 #pragma once
@@ -14,13 +14,14 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "fetch/fetcher.hpp"
+#include "fetch/source/debian.hpp"
 
 namespace sb::source {
 
 namespace fs = std::filesystem;
 
 struct SourceSpec {
-  enum class Kind { Archive, Git, Local };
+  enum class Kind { Archive, Git, Local, Debian };
   Kind kind = Kind::Archive;
   std::string url;                 // archive or git URL (git: see git_url_problem())
   std::optional<Digest> sha256;    // archive: required unless `allow_unpinned`
@@ -28,6 +29,7 @@ struct SourceSpec {
   fs::path path;                   // local directory
   std::vector<fs::path> patches;   // applied in order
   bool allow_unpinned = false;     // archive without sha256: pin what arrives (lock time)
+  DebianRequest debian;            // Debian: the package, version, suite, machine root, pins
 };
 
 struct PatchLock {
@@ -36,11 +38,12 @@ struct PatchLock {
 };
 
 struct SourceLock {
-  std::string kind;     // archive, git, local
+  std::string kind;     // archive, git, local, debian
   std::string url;
   std::optional<Digest> sha256;  // archive
   std::string commit;   // git
   std::string path;     // local
+  std::optional<DebianSource> debian;  // Debian: the version, .dsc and files used
   std::vector<PatchLock> patches;
   Digest tree;          // digest of the resulting tree (paths, modes, contents)
 };
