@@ -4,7 +4,8 @@
 # on this machine without running target code. The tag both points share is one image
 # index with a descriptor per platform; the per-platform tags and the matrix index list
 # the manifests; skopeo (--override-arch, --raw) and umoci read them; the layout passes
-# the OCI schemas; a second build from an empty store gives the same bytes; unpack and
+# the OCI schemas; a second build from an empty store gives the same bytes; a wheel the
+# index lacks for aarch64 is explained for the arm64 point at lock time; unpack and
 # docker-archive take one platform; push sends the index under the shared tag; a
 # platform that is not linux/amd64 or linux/arm64 is refused at its line.
 set -euo pipefail
@@ -148,6 +149,36 @@ for bad in linux/riscv64 'linux/arm64;touch /tmp/x' ../../etc/passwd windows/amd
 done
 expect_rc 2 bad2 sb build "$R/mp.yaml" -o "$TMP/bad" --store "$STORE" --platform linux/ppc64le
 grep -q "not a platform stackbuild builds for" "$TMP/bad2.err" || { show_output bad2; fail "--platform linux/ppc64le accepted"; }
+
+check "a wheel the index has only for x86_64: lock explains the arm64 point, naming the wheel and aarch64"
+mkdir -p "$www/pypi/simple/fastlib" "$www/pypi/files" "$TMP/w"
+python3 - "$www/pypi" <<'PY'
+import hashlib, sys, zipfile
+out, fn = sys.argv[1], "fastlib-1.0-cp311-cp311-manylinux_2_17_x86_64.whl"
+with zipfile.ZipFile(f"{out}/files/{fn}", "w") as z:
+    z.writestr("fastlib/__init__.py", "")
+    z.writestr("fastlib-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: fastlib\nVersion: 1.0\n")
+    z.writestr("fastlib-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: t\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_17_x86_64\n")
+    z.writestr("fastlib-1.0.dist-info/RECORD", "")
+h = hashlib.sha256(open(f"{out}/files/{fn}", "rb").read()).hexdigest()
+open(f"{out}/simple/fastlib/index.html", "w").write(f'<a href="../../files/{fn}#sha256={h}">{fn}</a>')
+PY
+echo hi >"$TMP/w/a"
+cat >"$TMP/w/w.yaml" <<'YAML'
+stack: w
+platform: {python: "3.11", glibc: "2.36"}
+matrix:
+  platform: [linux/amd64, linux/arm64]
+layers:
+  - {name: base, copy: [{src: a, dst: /etc/a}]}
+  - {name: wheels, pip: [fastlib]}
+tags: ["w:1"]
+YAML
+PIP_INDEX_URL="$SERVED_URL/pypi/simple" PIP_CONFIG_FILE=/dev/null expect_rc 1 lockw sb lock "$TMP/w/w.yaml" --store "$STORE"
+grep -q "no wheel of fastlib for CPython 3.11, manylinux glibc 2.36, aarch64 (the index has 1 files of it for other platforms" "$TMP/lockw.err" &&
+  grep -q "while locking what the layers of point platform=linux/arm64 fetch" "$TMP/lockw.err" ||
+  { show_output lockw; fail "the missing aarch64 wheel is not explained"; }
+[[ ! -e "$TMP/w/w.yaml.lock" ]] || fail "a failed lock wrote a lockfile"
 
 source "$HERE/registry/lib.sh"
 if command -v docker-registry >/dev/null 2>&1 && command -v skopeo >/dev/null 2>&1; then
