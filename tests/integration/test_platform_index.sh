@@ -40,6 +40,9 @@ layers:
   - {name: arch, copy: [{src: "\${arch_name}.txt", dst: /etc/arch.txt}]}
 config: {env: {PLATFORM: "\${platform}"}}
 tags: ["mp:1.0", "mp:1.0-\${arch_name}"]
+tests:
+  - {name: arch, run: "cat /etc/arch.txt", expect: "built for"}
+  - {name: driver, gpu: true, run: nvidia-smi}
 YAML
 
 refs() { json "$1/index.json" '" ".join(sorted(m["annotations"]["org.opencontainers.image.ref.name"] for m in j["manifests"]))'; }
@@ -150,6 +153,46 @@ done
 expect_rc 2 bad2 sb build "$R/mp.yaml" -o "$TMP/bad" --store "$STORE" --platform linux/ppc64le
 grep -q "not a platform stackbuild builds for" "$TMP/bad2.err" || { show_output bad2; fail "--platform linux/ppc64le accepted"; }
 
+if grep -qs '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64; then
+  say "binfmt_misc has qemu-aarch64 with the F flag here: the checks of its absence are skipped"
+else
+  check "stackbuild test of the arm64 image without QEMU: its tests are skipped, naming what to install; GPU tests skipped"
+  expect_ok t1 sb test "$TMP/out:1.0-arm64" --store "$STORE" --report "$TMP/t1.json"
+  python3 - "$TMP/t1.json" <<'PY' || { show_output t1; fail "the arm64 image's tests were not skipped as they should be"; }
+import json, sys
+def results(j):  # every object with a name and an outcome, wherever the report keeps them
+    if isinstance(j, dict):
+        if "name" in j and "outcome" in j:
+            yield j
+        for v in j.values():
+            yield from results(v)
+    elif isinstance(j, list):
+        for v in j:
+            yield from results(v)
+rs = {r["name"]: r for r in results(json.load(open(sys.argv[1])))}
+arch = rs["recipe: arch"]
+assert arch["outcome"] == "skipped" and "linux/arm64 code needs QEMU user emulation" in arch["message"] \
+    and "qemu-user-static and binfmt-support" in arch["message"], arch
+drv = rs["recipe: driver"]
+assert drv["outcome"] == "skipped" and "linux/arm64 image on this linux/amd64 machine" in drv["message"], drv
+PY
+
+  check "build steps of linux/arm64 without QEMU: a clear error naming what to install, nothing written"
+  cat >"$R/steps.yaml" <<'YAML'
+stack: st
+matrix:
+  platform: [linux/arm64]
+layers:
+  - {name: base, copy: [{src: common.txt, dst: /etc/common.txt}]}
+  - {name: step, build: {run: ["/bin/true"]}}
+tags: ["st:1"]
+YAML
+  expect_rc 1 steps sb build "$R/steps.yaml" -o "$TMP/steps" --store "$STORE"
+  grep -q "layer 'step': linux/arm64 code needs QEMU user emulation on this linux/amd64 machine, and binfmt_misc has no /proc/sys/fs/binfmt_misc/qemu-aarch64; install Debian's qemu-user-static and binfmt-support" "$TMP/steps.err" ||
+    { show_output steps; fail "no emulation error"; }
+  [[ ! -e "$TMP/steps/index.json" ]] || fail "a refused build wrote an image"
+fi
+
 check "a wheel the index has only for x86_64: lock explains the arm64 point, naming the wheel and aarch64"
 mkdir -p "$www/pypi/simple/fastlib" "$www/pypi/files" "$TMP/w"
 python3 - "$www/pypi" <<'PY'
@@ -185,7 +228,7 @@ if command -v docker-registry >/dev/null 2>&1 && command -v skopeo >/dev/null 2>
   check "build --push-to sends the index under the shared tag, the layout's bytes"
   start_registry plain
   REG="127.0.0.1:$REG_PORT"
-  expect_ok p1 sb build "$R/mp.yaml" -o "$TMP/out4" --store "$STORE" --push-to "$REG/team/mp"
+  expect_ok p1 sb build "$R/mp.yaml" -o "$TMP/out4" --store "$STORE" --push-to "$REG/team/mp" --no-verify
   skopeo inspect --tls-verify=false --raw "docker://$REG/team/mp:1.0" >"$TMP/pushed.json" || fail "no index under 1.0"
   cmp "$TMP/pushed.json" "$(blob "$TMP/out" "$(manifest_digest "$TMP/out" 1.0)")" || fail "the pushed index differs from the layout's"
   [[ "$(skopeo inspect --tls-verify=false --override-arch arm64 --format '{{.Architecture}} {{.Layers}}' "docker://$REG/team/mp:1.0")" == "arm64 $(layers_of "$arm")" ]] ||
