@@ -177,6 +177,12 @@ drv = rs["recipe: driver"]
 assert drv["outcome"] == "skipped" and "linux/arm64 image on this linux/amd64 machine" in drv["message"], drv
 PY
 
+  check "stackbuild test RECIPE --only platform=linux/arm64 tests that point's image, not the shared tag's amd64 one"
+  expect_ok t2 sb test "$R/mp.yaml" -o "$TMP/out" --store "$STORE" --only platform=linux/arm64
+  grep -q "^skipped *recipe: arch .*linux/arm64 code needs QEMU user emulation" "$TMP/t2.out" || { show_output t2; fail "not the arm64 image"; }
+  expect_rc 1 t3 sb test "$TMP/out:1.0" --store "$STORE" --platform linux/amd64
+  grep -q "^failed *recipe: arch" "$TMP/t3.out" || { show_output t3; fail "--platform linux/amd64 did not test the amd64 image (no shell: its test fails)"; }
+
   check "build steps of linux/arm64 without QEMU: a clear error naming what to install, nothing written"
   cat >"$R/steps.yaml" <<'YAML'
 stack: st
