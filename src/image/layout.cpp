@@ -110,7 +110,14 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
     place_bytes(blobs, ti.image.config_json, ti.image.config.digest);
     place_bytes(blobs, ti.image.manifest_json, ti.image.manifest.digest);
   }
-  for (const auto& ix : indexes) place_bytes(blobs, ix.json, ix.digest);
+  for (const auto& ix : indexes) {
+    for (const auto& img : ix.children) {
+      for (const auto& l : img.layers) place_blob(blobs, store, l.digest);
+      place_bytes(blobs, img.config_json, img.config.digest);
+      place_bytes(blobs, img.manifest_json, img.manifest.digest);
+    }
+    place_bytes(blobs, ix.json, ix.digest);
+  }
 
   json list = json::array();
   for (const auto& ti : images) {

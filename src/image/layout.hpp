@@ -21,6 +21,9 @@ struct TaggedIndex {
   std::string ref;
   std::string json;
   Digest digest;
+  // The images it lists whose blobs the layout needs even when no ref names
+  // them (a tag over platforms, with no tag of each platform's own).
+  std::vector<Image> children = {};
 };
 
 // The ref name an image gets in an OCI layout: the tag part of "name:tag".

@@ -284,6 +284,7 @@ std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& repo
     const auto& o = owners[tag];
     if (o.size() < 2) continue;
     std::vector<Descriptor> ds;
+    std::vector<Image> children;
     std::set<std::string> platforms;
     for (size_t i : o) {
       const PointReport& r = reports[i];
@@ -297,9 +298,10 @@ std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& repo
       Descriptor d{img->manifest.media_type, img->manifest.digest, img->manifest.size, {}, std::nullopt};
       d.platform = std::make_pair(std::string("linux"), r.platform.substr(r.platform.find('/') + 1));
       ds.push_back(d);
+      children.push_back(*img);
     }
     std::string json = make_index_json(ds);
-    out.push_back({tag, o, TaggedIndex{layout_ref_name(tag), json, Digest::of_bytes(json)}});
+    out.push_back({tag, o, TaggedIndex{layout_ref_name(tag), json, Digest::of_bytes(json), children}});
   }
   return out;
 }

@@ -123,6 +123,19 @@ if command -v umoci >/dev/null 2>&1; then
   [[ "$(json "$TMP/umoci/config.json" 'j["process"]["env"]')" == *"PLATFORM=linux/arm64"* ]] || fail "umoci's config"
 fi
 
+check "with only the shared tag, the layout still holds every platform's blobs (no ref names them)"
+sed 's|^tags: .*|tags: ["mp:1.0"]|' "$R/mp.yaml" >"$R/one-tag.yaml"
+expect_ok b4 sb build "$R/one-tag.yaml" -o "$TMP/one" --store "$STORE"
+[[ "$(refs "$TMP/one")" == "1.0 mp-matrix" ]] || fail "refs: $(refs "$TMP/one")"
+verify_blobs "$TMP/one"
+for a in amd64 arm64; do
+  expect_ok u5 sb unpack --platform "linux/$a" "$TMP/one:1.0" "$TMP/one-$a"
+  [[ "$(cat "$TMP/one-$a/etc/arch.txt")" == "built for $a" ]] || fail "one tag: the $a image"
+done
+if [[ -f "$SCHEMAS/image-index-schema.json" ]] && python3 -c "import jsonschema" 2>/dev/null; then
+  expect_ok validate1 python3 "$HERE/validate_oci.py" "$SCHEMAS" "$TMP/one"
+fi
+
 check "a second build from an empty store, elsewhere and later, gives the same bytes"
 mkdir -p "$TMP/elsewhere" && cp -r "$R" "$TMP/elsewhere/r"
 sleep 1
