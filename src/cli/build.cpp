@@ -49,6 +49,8 @@ const char* const kBuildHelp =
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
     "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
+    "  --platform OS/ARCH       build only the points of this platform (linux/amd64, linux/arm64;\n"
+    "                           --only platform=OS/ARCH); --format docker-archive takes one\n"
     "  --only KEY=VALUE         build only the points where ${KEY} is VALUE (repeatable: values of\n"
     "                           one KEY are alternatives, different KEYs must all match); the\n"
     "                           matrix stays as it is\n"
@@ -178,7 +180,8 @@ int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
-                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget"});
+                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget",
+                                 "--platform"});
   flags.push_back("--push");  // build --push (registry/)
   flags.push_back("--insecure-policy");  // from: a base image
   options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size", "--sign"});
@@ -205,6 +208,12 @@ int cmd_build(const std::vector<std::string>& argv) {
   rq.locked = args.has("--locked");
   rq.strict = args.has("--strict");
   rq.only = args.all("--only");
+  if (auto p = args.get("--platform")) {  // the points of one platform: --only platform=P
+    if (platform_architecture(*p).empty())
+      throw Error("--platform: '" + *p + "' is not a platform stackbuild builds for (write linux/amd64 or linux/arm64)",
+                  ErrorKind::Usage);
+    rq.only.push_back("platform=" + *p);
+  }
   rq.index_tag = args.get("--index-tag");
   rq.no_index = args.has("--no-index");
   if (rq.no_index && rq.index_tag) throw Error("--no-index writes no index to name with --index-tag", ErrorKind::Usage);

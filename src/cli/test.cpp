@@ -71,11 +71,16 @@ const char* const kTestHelp =
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
     "  --only KEY=VALUE       with RECIPE: test only the images of those points, as build --only\n"
+    "  --platform OS/ARCH     with LAYOUT:TAG naming an index over platforms: the image to test\n"
+    "                         (default: this machine's; a RECIPE's points each take their own).\n"
+    "                         An image of another platform runs its tests under QEMU user\n"
+    "                         emulation where binfmt_misc has it, else skips them, and skips its\n"
+    "                         GPU tests\n"
     "  --creds, --ca-cert, --insecure-registry  registry access, as for push\n"
     "  --insecure-policy    pull REF whatever policy.json says (as for pull)\n"
     "  --host-root DIR        look for the GPU driver and CDI specs under DIR, as 'stackbuild gpu\n"
     "                         --host-root' does (for tests; device nodes come from /dev unless\n"
-    "                         a CDI spec gives a hostPath)\n";
+    "                         a CDI spec gives a hostPath); binfmt_misc is looked for there too\n";
 
 namespace {
 
@@ -155,7 +160,7 @@ std::vector<Target> recipe_targets(const std::string& file, const Args& args, co
     std::string ref = layout_ref_name(r.tags.front());
     LayoutImage img = [&] {
       try {
-        return open_layout_image(layout, ref, &store);
+        return open_layout_image(layout, ref, &store, "linux/" + r.architecture);  // its point's, from a per-tag index
       } catch (Error& e) {
         e.add_trace("looking for the image of " + r.tags.front() + " (build it first, or give -o the layout it went to)");
         throw;
@@ -210,7 +215,7 @@ int cmd_test(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   options.insert(options.end(),
                  {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
-                  "--catalog", "--creds", "--ca-cert", "--host-root"});
+                  "--catalog", "--creds", "--ca-cert", "--host-root", "--platform"});
   std::vector<std::string> flags = kCommonFlags;
   flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout"});
   Args args(argv, flags, options, {"--expect", "--set", "--only", "--insecure-registry"});
@@ -231,7 +236,8 @@ int cmd_test(const std::vector<std::string>& argv) {
     targets.push_back(registry_target(what, args, ctx));
   } else if (fs::is_directory(split_layout_ref(what).first)) {
     auto [layout, ref] = split_layout_ref(what);
-    targets.push_back({what, open_layout_image(layout, ref, &store), std::nullopt, layout});
+    targets.push_back({what, open_layout_image(layout, ref, &store, args.get("--platform").value_or("")), std::nullopt,
+                       layout});
   } else {
     throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", ErrorKind::Usage);
   }

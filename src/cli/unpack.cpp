@@ -19,9 +19,11 @@ const char* const kUnpackHelp =
     "layout holds one image) from the OCI layout LAYOUT into DIR, which must not exist.\n"
     "Every blob's digest is checked first; layers are applied with the safe extractor\n"
     "(whiteouts honoured; traversal, escaping symlinks and hardlinks, duplicates and devices\n"
-    "refused). DIR appears only when the whole image unpacked.\n"
+    "refused). DIR appears only when the whole image unpacked. A REF that names an image\n"
+    "index (a tag over several platforms) gives the image for --platform.\n"
     "\n"
     "options:\n"
+    "  --platform OS/ARCH       the image to take from an index (default: this machine's)\n"
     "  --allow-devices          create device nodes (needs root)\n"
     "  --preserve-owner         chown entries to their uid/gid (needs root)\n"
     "  --max-size BYTES         refuse images that unpack to more (default 64 GiB)\n";
@@ -85,13 +87,15 @@ int cmd_extract(const std::vector<std::string>& argv) {
 }
 
 int cmd_unpack(const std::vector<std::string>& argv) {
-  Args args(argv, extract_flags(), extract_opts());
+  std::vector<std::string> opts = extract_opts();
+  opts.push_back("--platform");
+  Args args(argv, extract_flags(), opts);
   if (maybe_help(args, kUnpackHelp)) return kExitOk;
   if (args.positional().size() != 2) throw Error("unpack wants LAYOUT[:REF] and DIR", ErrorKind::Usage);
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
   fs::path dest = args.positional()[1];
   if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", ErrorKind::Usage);
-  LayoutImage image = open_layout_image(layout, ref);
+  LayoutImage image = open_layout_image(layout, ref, nullptr, args.get("--platform").value_or(""));
 
   fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());
   TempDir tmp(dest.parent_path().empty() ? fs::path(".") : dest.parent_path(), "." + dest.filename().string() + ".tmp-");

@@ -1,5 +1,7 @@
 #include "image/layout.hpp"
 
+#include <sys/utsname.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -108,7 +110,14 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
     place_bytes(blobs, ti.image.config_json, ti.image.config.digest);
     place_bytes(blobs, ti.image.manifest_json, ti.image.manifest.digest);
   }
-  for (const auto& ix : indexes) place_bytes(blobs, ix.json, ix.digest);
+  for (const auto& ix : indexes) {
+    for (const auto& img : ix.children) {
+      for (const auto& l : img.layers) place_blob(blobs, store, l.digest);
+      place_bytes(blobs, img.config_json, img.config.digest);
+      place_bytes(blobs, img.manifest_json, img.manifest.digest);
+    }
+    place_bytes(blobs, ix.json, ix.digest);
+  }
 
   json list = json::array();
   for (const auto& ti : images) {
@@ -293,7 +302,14 @@ static fs::path checked_blob(const fs::path& layout, const json& desc, const Sto
   return p;
 }
 
-LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store) {
+std::string host_platform() {
+  struct utsname u {};
+  ::uname(&u);
+  return "linux/" + oci_architecture(u.machine);
+}
+
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store,
+                              const std::string& platform) {
   json index;
   try {
     index = json::parse(read_file(layout / "index.json"));
@@ -329,7 +345,31 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
                             : "no image '" + ref + "' in " + layout.string() + " (it has: " + list + ")");
   }
   std::string where = (layout / "index.json").string();  // the document a json exception is about
+  json from_index;  // the manifest's descriptor when the ref names an image index (one per platform)
   try {
+    if (chosen->value("mediaType", "") == kMediaTypeIndex) {
+      std::string ref_name = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
+      where = "index " + chosen->at("digest").get<std::string>() + " in " + layout.string();
+      json ix = json::parse(read_file(checked_blob(layout, *chosen, store)));
+      std::string want = platform.empty() ? host_platform() : platform, have;
+      for (const auto& m : ix.at("manifests")) {
+        const json p = m.value("platform", json::object());
+        std::string name = p.value("os", "?") + "/" + p.value("architecture", "?");
+        have += (have.empty() ? "" : ", ") + name;
+        if (from_index.is_null() && name == want && m.value("mediaType", "") == kMediaTypeManifest) from_index = m;
+      }
+      if (from_index.is_null())
+        throw Error("'" + ref_name + "' in " + layout.string() + " is an image index with no image for " + want +
+                    " (it has: " + have + ")" + (platform.empty() ? "; choose one with --platform" : ""));
+      from_index["annotations"]["org.opencontainers.image.ref.name"] = ref_name;
+      chosen = &from_index;
+    } else if (!platform.empty()) {
+      std::string config = read_file(checked_blob(layout, json::parse(read_file(checked_blob(layout, *chosen, store))).at("config"), store));
+      ImageConfig c = read_image_config(config, "the config of " + chosen->at("digest").get<std::string>());
+      if (c.os + "/" + c.architecture != platform)
+        throw Error("'" + ref + "' in " + layout.string() + " is an image for " + c.os + "/" + c.architecture +
+                    ", not " + platform);
+    }
     std::string manifest_json = read_file(checked_blob(layout, *chosen, store));
     where = "manifest " + chosen->at("digest").get<std::string>() + " in " + layout.string();
     json manifest = json::parse(manifest_json);

@@ -21,6 +21,9 @@ struct TaggedIndex {
   std::string ref;
   std::string json;
   Digest digest;
+  // The images it lists whose blobs the layout needs even when no ref names
+  // them (a tag over platforms, with no tag of each platform's own).
+  std::vector<Image> children = {};
 };
 
 // The ref name an image gets in an OCI layout: the tag part of "name:tag".
@@ -85,6 +88,15 @@ std::pair<fs::path, std::string> split_layout_ref(const std::string& arg);
 // blob checked against its size and digest; with `store`, a blob that is the
 // store's own file (a hard link, as `build -o` writes layouts) is not hashed
 // again: the store checked it when it took it in.
-LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store = nullptr);
+//
+// A ref that names an image index (a tag over several platforms) gives the
+// image for `platform` ("linux/arm64"); "" = this machine's, else an error
+// naming the platforms it has. An image of another platform than a given
+// one is an error too.
+LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store = nullptr,
+                              const std::string& platform = "");
+
+// This machine's platform in OCI's terms: "linux/amd64", "linux/arm64".
+std::string host_platform();
 
 }  // namespace sb

@@ -295,6 +295,7 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   fetch::Fetcher& fetcher = *f.fetcher;
   auto repos = layer_repositories(recipe, spec, d, status, *f.net);
   apt::LoadOptions lo;
+  lo.architecture = recipe.architecture;  // Debian's name is OCI's: amd64, arm64
   // Repositories that name no keyring (signed-by) are checked with the
   // distribution's; looked up only when one needs it.
   std::vector<std::string> unkeyed;
@@ -320,7 +321,7 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
   // the same repositories share the answer (and are consistent with each
   // other even if the archive changes while the run goes on).
   KeyHasher k;
-  k.field("apt-resolve", "2").field("keyring", keyring_id);
+  k.field("apt-resolve", "2").field("keyring", keyring_id).field("architecture", recipe.architecture);
   for (const auto& rp : repos)
     k.field("repo", nlohmann::json(rp).dump()).field("signed-by", rp.signed_by.string());
   for (const auto& [origin, prio] : lo.origin_pins) k.field("pin", origin + "=" + std::to_string(prio));
@@ -337,7 +338,7 @@ Resolved resolve_layer(const Recipe& recipe, const Distro& d, const LayerSpec& s
     if (auto it = memo.find(key); it != memo.end()) return it->second;
   }
 
-  apt::PackageIndex index("amd64");
+  apt::PackageIndex index(recipe.architecture);
   Resolved r;
   r.keyring_from = keyring_from;
   try {

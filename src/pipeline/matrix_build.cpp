@@ -99,6 +99,13 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
 
 }  // namespace
 
+std::string platform_siblings(const MatrixPoint& p) {
+  std::string s;
+  for (const auto& [k, v] : p.matrix)
+    if (k != "platform") s += k + '\x1f' + v + '\x1e';
+  return s;
+}
+
 MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& store, const MatrixOptions& options,
                           Status& status) {
   auto start = options.build.services.now();
@@ -107,6 +114,8 @@ MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& s
   for (size_t i = 0; i < points.size(); ++i) {
     result.points[i].id = points[i].id;
     result.points[i].tags = points[i].recipe.tags;
+    result.points[i].platform = "linux/" + points[i].recipe.architecture;
+    result.points[i].siblings = platform_siblings(points[i]);
   }
 
   // Points go to `jobs` workers in order; after a failure none starts.
@@ -144,10 +153,15 @@ void write_matrix(const std::vector<MatrixPoint>& points, MatrixResult& result, 
   if (!result.failure) {
     if (!options.index_ref.empty() && !points.empty())
       result.index = matrix_index(points, result.points, points.front().recipe.stack, options.index_ref);
+    result.platform_indexes = platform_indexes(result.points);
+    std::set<std::string> shared;
+    for (const auto& pi : result.platform_indexes) shared.insert(pi.tag);
     std::vector<TaggedImage> images;
     for (const auto& r : result.points)
-      for (const auto& ti : r.built->images) images.push_back(ti);
+      for (const auto& ti : r.built->images)
+        if (!shared.count(ti.tag)) images.push_back(ti);
     std::vector<TaggedIndex> indexes;
+    for (const auto& pi : result.platform_indexes) indexes.push_back(pi.index);
     if (result.index) indexes.push_back(*result.index);
     try {
       write_images(images, indexes, store, options.build);
@@ -261,6 +275,45 @@ TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vect
     annotations["dev.stackbuild.release"] = points.front().recipe.release;
   std::string json = make_index_json(manifests, annotations);
   return TaggedIndex{ref, json, Digest::of_bytes(json)};
+}
+
+std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& reports) {
+  std::vector<PlatformIndex> out;
+  std::map<std::string, size_t> at;  // tag -> its entry in `out`
+  std::map<std::string, std::vector<size_t>> owners;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < reports.size(); ++i) {
+    if (!reports[i].built) continue;
+    for (const auto& ti : reports[i].built->images) {
+      auto& o = owners[ti.tag];
+      if (o.empty()) order.push_back(ti.tag);
+      if (std::find(o.begin(), o.end(), i) == o.end()) o.push_back(i);
+    }
+  }
+  for (const auto& tag : order) {
+    const auto& o = owners[tag];
+    if (o.size() < 2) continue;
+    std::vector<Descriptor> ds;
+    std::vector<Image> children;
+    std::set<std::string> platforms;
+    for (size_t i : o) {
+      const PointReport& r = reports[i];
+      if (r.siblings != reports[o.front()].siblings || !platforms.insert(r.platform).second)
+        throw Error("tag '" + tag + "' names two images of " + r.platform + " (points " + reports[o.front()].id +
+                    " and " + r.id + ")");
+      const Image* img = nullptr;
+      for (const auto& ti : r.built->images)
+        if (ti.tag == tag) img = &ti.image;
+      // As registry::make_index lists a pushed manifest: type, digest, size, platform.
+      Descriptor d{img->manifest.media_type, img->manifest.digest, img->manifest.size, {}, std::nullopt};
+      d.platform = std::make_pair(std::string("linux"), r.platform.substr(r.platform.find('/') + 1));
+      ds.push_back(d);
+      children.push_back(*img);
+    }
+    std::string json = make_index_json(ds);
+    out.push_back({tag, o, TaggedIndex{layout_ref_name(tag), json, Digest::of_bytes(json), children}});
+  }
+  return out;
 }
 
 nlohmann::json summary_json(const MatrixResult& result) {

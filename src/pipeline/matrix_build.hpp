@@ -32,9 +32,15 @@ struct MatrixPoint {
   std::map<std::string, std::string> versions;             // the resolved component versions
 };
 
+// The point's matrix values but its platform: equal for points that differ
+// only in platform, which may share a tag (one image index over them).
+std::string platform_siblings(const MatrixPoint& p);
+
 struct PointReport {
   std::string id;
   std::vector<std::string> tags;
+  std::string platform;  // "linux/arm64"
+  std::string siblings;  // id() less platform: equal for points that differ only in platform
   std::optional<BuildResult> built;  // absent when the point failed or never started
   std::string error;                 // why it failed; "" when it did not
   double seconds = 0;
@@ -53,9 +59,18 @@ struct MatrixOptions {
   std::string index_ref;   // the matrix index's ref name in an OCI layout; "" = write no index
 };
 
+// A tag that points differing only in platform share: one image index under
+// it, a manifest per platform (with its `platform`), in point order.
+struct PlatformIndex {
+  std::string tag;             // "name:tag", as the points give it
+  std::vector<size_t> points;  // the points it lists
+  TaggedIndex index;           // ref: the tag's ref name in a layout
+};
+
 struct MatrixResult {
   std::vector<PointReport> points;   // in the order given
   std::optional<TaggedIndex> index;  // the matrix index, when asked for and every point built
+  std::vector<PlatformIndex> platform_indexes;  // written with the images
   double seconds = 0;
   // The first point's failure (its error names the point, then the layer and
   // step). Set, nothing was written: the caller reports, then rethrows it.
@@ -111,6 +126,11 @@ struct IndexEntry {
 // and gets the bytes a one-machine build of the same points pushes.
 TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vector<std::optional<IndexEntry>>& entries,
                          const std::string& stack, const std::string& ref);
+// The tags of the built points that several points share (each of another
+// platform, as the plan allows only them), each an index over their manifests.
+// Its bytes are registry::make_index's over the same manifests, so a push
+// gives the digest the layout has.
+std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& reports);
 
 // The final table: point, tag, manifest digest, size, layers built/reused,
 // seconds, tests ("-" when not run).

@@ -1,5 +1,6 @@
 #include "pipeline/publish.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -43,6 +44,8 @@ registry::PushOptions attach_options(const registry::SessionOptions& session, co
 // A built image as the push code takes it: its documents, its layers from the store.
 registry::ManifestRef manifest_ref(const Image& img, const Store& store) {
   registry::ManifestRef m{kMediaTypeManifest, img.manifest_json, img.manifest.digest, {}, {}, "", "", ""};
+  ImageConfig c = read_image_config(img.config_json, "the config of " + img.manifest.digest.str());
+  m.os = c.os, m.architecture = c.architecture;  // its platform in an index over it
   m.blobs.push_back({img.config.digest, img.config.size, kMediaTypeConfig, {}, img.config_json});
   for (const auto& l : img.layers) m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
   return m;
@@ -144,15 +147,33 @@ std::vector<std::string> push_built_images(const MatrixResult& built, const std:
     registry::Reference ref;
     std::vector<registry::TaggedManifest> images;
     std::map<std::string, std::string> owner;  // tag -> the point pushed under it
+    std::map<std::string, std::vector<std::pair<const PointReport*, registry::ManifestRef>>> platforms;  // tag -> its points
   };
   std::map<std::string, Repo> repos;  // by REGISTRY/REPO, in name order
-  auto add = [&](Repo& repo, const std::string& tag, const std::string& who, const registry::ManifestRef& m) {
+  // Points that differ only in platform may share a tag: an index over them
+  // goes under it (the layout's per-tag index, byte for byte).
+  auto add = [&](Repo& repo, const std::string& tag, const std::string& who, const registry::ManifestRef& m,
+                 const PointReport* point = nullptr) {
     auto [it, fresh] = repo.owner.emplace(tag, who);
-    if (!fresh && it->second != who)
-      throw Error("push: " + repo.ref.name() + ":" + tag + " would name both " + it->second + " and " + who +
-                      "; give each point its own tag (e.g. ${cuda} in push:)",
-                  ErrorKind::Usage);
-    if (fresh) repo.images.push_back({tag, m});
+    if (!fresh && it->second == who) return;
+    if (!fresh) {
+      auto& group = repo.platforms[tag];
+      auto img = std::find_if(repo.images.begin(), repo.images.end(), [&](const auto& t) { return t.tag == tag; });
+      const bool siblings = point && !group.empty() && group.front().first->siblings == point->siblings &&
+                            std::none_of(group.begin(), group.end(),
+                                         [&](const auto& g) { return g.first->platform == point->platform; });
+      if (!siblings)
+        throw Error("push: " + repo.ref.name() + ":" + tag + " would name both " + it->second + " and " + who +
+                        "; give each point its own tag (e.g. ${cuda} in push:)",
+                    ErrorKind::Usage);
+      group.emplace_back(point, m);
+      std::vector<registry::ManifestRef> ms;
+      for (const auto& g : group) ms.push_back(g.second);
+      img->manifest = registry::make_index(ms);
+      return;
+    }
+    if (point) repo.platforms[tag].emplace_back(point, m);
+    repo.images.push_back({tag, m});
   };
   std::vector<registry::ManifestRef> all;  // every point's manifest, for the index
   for (size_t i = 0; i < built.points.size() && i < targets.size(); ++i) {
@@ -167,9 +188,9 @@ std::vector<std::string> push_built_images(const MatrixResult& built, const std:
       Repo& repo = repos[ref.name()];
       repo.ref = ref;
       if (!ref.tag.empty())
-        add(repo, ref.tag, who, m);
+        add(repo, ref.tag, who, m, &p);
       else
-        for (const auto& ti : p.built->images) add(repo, layout_ref_name(ti.tag), who, m);
+        for (const auto& ti : p.built->images) add(repo, layout_ref_name(ti.tag), who, m, &p);
     }
   }
   if (built.index) {  // the matrix index goes wherever the points went, after them

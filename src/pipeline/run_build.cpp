@@ -1,5 +1,6 @@
 #include "pipeline/run_build.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -44,12 +45,19 @@ struct Job {
 // Points i and j may not share a ref name in one layout, nor take the index's.
 void check_ref_names(const std::vector<MatrixPoint>& points, const std::string& index_ref) {
   std::map<std::string, std::string> owner;  // ref name -> the point's label
+  std::map<std::string, const MatrixPoint*> first;  // ref name -> the first point with it
   for (const auto& p : points)
     for (const auto& t : p.recipe.tags) {
       std::string ref = layout_ref_name(t);
       std::string who = p.id.empty() ? t : p.id;
       auto [it, fresh] = owner.emplace(ref, who);
-      if (!fresh && it->second != who)
+      auto [f, _] = first.emplace(ref, &p);
+      // Points of one tag that differ only in platform: an image index under it.
+      const bool siblings = f->second != &p && platform_siblings(*f->second) == platform_siblings(p) &&
+                            f->second->recipe.architecture != p.recipe.architecture &&
+                            std::find(f->second->recipe.tags.begin(), f->second->recipe.tags.end(), t) !=
+                                f->second->recipe.tags.end();
+      if (!fresh && it->second != who && !siblings)
         throw Error("two matrix points would have the ref name '" + ref + "' in one OCI layout: " + it->second +
                         " and " + who + "; make the TAG parts of their tags differ (e.g. ${cuda})",
                     ErrorKind::Input);
@@ -161,6 +169,16 @@ void choose_points(Job& j) {
     }
   }
   if (o.format == OutputFormat::OciLayout) check_ref_names(j.points, j.options.index_ref);
+  if (o.format == OutputFormat::DockerArchive) {  // one image a tag: one platform
+    std::set<std::string> platforms;
+    for (const auto& p : j.points) platforms.insert("linux/" + p.recipe.architecture);
+    std::string list;
+    for (const auto& p : platforms) list += (list.empty() ? "" : " and ") + p;
+    if (platforms.size() > 1)
+      throw Error("--format docker-archive holds images of one platform, and this run builds " + list +
+                      "; choose one with --platform",
+                  ErrorKind::Usage);
+  }
   if (rq.sbom && o.format != OutputFormat::OciLayout)
     throw Error("--sbom goes into an OCI layout, and --format docker-archive writes none; build a layout, or run "
                 "'stackbuild sbom' on one",

@@ -25,9 +25,13 @@ namespace {
 
 Digest step_key(const Digest& parent, const LayerSpec& spec,
                 const std::map<std::string, std::string>& env, const LayerOptions& lo,
-                int64_t epoch, bool rootless, const std::optional<LayerSource>& source, uint64_t budget) {
+                int64_t epoch, bool rootless, const std::optional<LayerSource>& source, uint64_t budget,
+                const std::string& architecture) {
   KeyHasher key;
   if (source) key.field("source", source->identity.str());
+  // The same steps on the same files give another layer on another platform
+  // (a copy layer below is the same for both).
+  if (architecture != "amd64") key.field("architecture", architecture);
   key.field("stackbuild-step-layer", "2")
       .field("budget", static_cast<int64_t>(budget))
       .field("parent", parent.str())
@@ -58,7 +62,8 @@ LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
                             library_paths(c.recipe, c.spec, c.options.variables, c.options.point));
   const std::optional<LayerSource> source = layer_source(c.spec, c.options.variables, c.options.point);
   const uint64_t budget = layer_budget(c.recipe, c.options);
-  const Digest key = step_key(c.parent_key, c.spec, in.env, c.options.layer, c.epoch, rootless, source, budget);
+  const Digest key = step_key(c.parent_key, c.spec, in.env, c.options.layer, c.epoch, rootless, source, budget,
+                                c.recipe.architecture);
   key_out = key;
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -3,6 +3,8 @@
 // sandbox, the `cache:` directories. See step_runner.hpp.
 #include "pipeline/step_runner.hpp"
 
+#include "sandbox/emulation.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -143,6 +145,14 @@ CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Sta
 StepsSetup prepare_steps(StepsInput& in, const Recipe& recipe, const LayerSpec& spec, const std::vector<Layer>& below,
                          const Store& store, const BuildOptions& options, Status& status, const Digest& key) {
   StepsSetup setup;
+  // Steps of another platform (build steps, maintainer scripts) run under
+  // QEMU user emulation, which the machine must have registered.
+  if (sandbox::Emulation e = sandbox::emulation_for(recipe.architecture); !e.native) {
+    if (!e.available) throw Error("layer '" + spec.name + "': " + sandbox::emulation_missing(e, recipe.architecture));
+    status.message(Level::Info, "layer " + spec.name + ": steps of linux/" + recipe.architecture + " run emulated (qemu-" +
+                                    sandbox::machine_of(recipe.architecture) + " through binfmt_misc" +
+                                    (e.interpreter.empty() ? "" : ", " + e.interpreter) + ")");
+  }
   setup.sandbox = choose_sandbox(spec.name, options, store, status);
   in.overlay = setup.sandbox.overlay;
   CachedRoot lower = cached_root(store, below, status);

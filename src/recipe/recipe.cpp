@@ -363,4 +363,10 @@ Recipe load_recipe(const fs::path& file) {
   return parse_recipe(text, file);
 }
 
+std::string platform_architecture(const std::string& platform) {
+  for (const char* p : kPlatforms)
+    if (platform == p) return platform.substr(platform.find('/') + 1);
+  return "";
+}
+
 }  // namespace sb

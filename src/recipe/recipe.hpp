@@ -263,6 +263,11 @@ struct ClusterSpec {
   std::optional<int64_t> gpus;
   SourceLocation where;
 };
+// The platforms a recipe builds for (`architecture:`, matrix key `platform`):
+// OCI's "linux/amd64" and "linux/arm64". Whether `platform` is one, and its
+// architecture ("linux/arm64" -> "arm64"; "" when it is none).
+inline constexpr const char* kPlatforms[] = {"linux/amd64", "linux/arm64"};
+std::string platform_architecture(const std::string& platform);
 
 struct Recipe {
   fs::path file;                          // as given on the command line

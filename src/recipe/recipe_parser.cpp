@@ -335,6 +335,9 @@ MatrixValue matrix_value(const Reader& r, const YAML::Node& n, const std::string
   } else {
     std::string s = r.string(n, "a value of matrix." + key);
     if (s.find("${") != std::string::npos) r.fail(n, "matrix values cannot use variables");
+    if (key == "platform" && platform_architecture(s).empty())
+      r.fail(n, "matrix.platform '" + s + "' is not a platform stackbuild builds for",
+             "write linux/amd64 or linux/arm64");
     v.items.push_back(s);
   }
   return v;
@@ -537,7 +540,11 @@ RecipeFile parse_recipe_file(const std::string& text_, const fs::path& file) {
              "write REGISTRY/REPO:TAG, REGISTRY/REPO@sha256:..., or oci:PATH[:TAG] for a local OCI layout");
   }
   if (auto n = root["release"]) rec.release = r.string(n, "'release'");
-  if (auto n = root["architecture"]) rec.architecture = r.string(n, "'architecture'");
+  if (auto n = root["architecture"]) {
+    rec.architecture = r.string(n, "'architecture'");
+    if (platform_architecture("linux/" + rec.architecture).empty())
+      r.fail(n, "architecture '" + rec.architecture + "' is not one stackbuild builds for", "write amd64 or arm64");
+  }
   if (auto n = root["source_date_epoch"]) {
     int64_t e = r.integer(n, "'source_date_epoch'");
     if (e < 0) r.fail(n, "source_date_epoch must not be negative");

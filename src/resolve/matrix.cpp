@@ -53,6 +53,13 @@ std::string Point::id() const {
   return s;
 }
 
+std::string Point::id_without(const std::string& key) const {
+  std::string s;
+  for (const auto& [k, v] : values)
+    if (k != key) s += (s.empty() ? "" : " ") + k + "=" + v.str();
+  return s;
+}
+
 Override parse_override(const std::string& arg) {
   auto eq = arg.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
@@ -77,6 +84,9 @@ void apply_overrides(Matrix& m, const std::vector<Override>& sets, const std::ve
         start = end + 1;
       }
     } else {
+      if (s.key == "platform" && platform_architecture(s.value).empty())
+        throw Error("--set platform: '" + s.value + "' is not a platform stackbuild builds for (write linux/amd64 or linux/arm64)",
+                    ErrorKind::Usage);
       v.items.push_back(s.value);
     }
     auto axis = std::find_if(m.axes.begin(), m.axes.end(), [&](const MatrixAxis& a) { return a.key == s.key; });

@@ -21,6 +21,9 @@ struct Point {
 
   const MatrixValue* get(const std::string& key) const;
   std::string id() const;  // "cuda=12.6 pytorch=2.6 arch=8.0;9.0"; "(no matrix)" when empty
+  // id() less `key`: points whose ids without "platform" are equal differ
+  // only in platform (they may share a tag: one image index over them).
+  std::string id_without(const std::string& key) const;
 };
 
 // `--set key=value`: replaces matrix.<key> with the one value (for arch a

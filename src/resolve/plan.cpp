@@ -75,6 +75,8 @@ void check_variables(const Recipe& r, const Matrix& m, const catalog::Catalog& c
   for (const auto& n : cat.component_names())
     if (!given.count(n)) known.push_back(n);
   if (!given.count("arch")) known.push_back("arch");  // the resolved stack's arch list
+  for (const char* n : {"platform", "arch_name"})     // the point's platform: linux/arm64, arm64
+    if (!given.count(n)) known.push_back(n);
   for (const char* n : {"driver_min", "nvidia_require_cuda"})  // what the stack needs of the host
     if (!given.count(n)) known.push_back(n);
   for (const auto& n : cat.component_names()) known.push_back(n + "_build");  // ${pytorch_build}
@@ -94,16 +96,16 @@ void check_variables(const Recipe& r, const Matrix& m, const catalog::Catalog& c
     for (const auto& k : known) all += (all.empty() ? "" : ", ") + ("${" + k + "}");
     throw InputError(u.where, "undefined variable '${" + u.name + "}'" +
                                   (best.empty() ? "" : " (did you mean '${" + best + "}'?)"),
-                     "variables are matrix keys, catalog components (and their ${<name>_build}), ${arch}, ${driver_min}, "
-                     "${nvidia_require_cuda}, ${stack} and ${release}: " + all);
+                     "variables are matrix keys, catalog components (and their ${<name>_build}), ${arch}, ${platform}, "
+                     "${arch_name}, ${driver_min}, ${nvidia_require_cuda}, ${stack} and ${release}: " + all);
   }
   for (const auto& a : m.axes) {
-    if (a.key == "arch" || a.key == "release" || cat.index_of(a.key) >= 0) continue;
+    if (a.key == "arch" || a.key == "release" || a.key == "platform" || cat.index_of(a.key) >= 0) continue;
     if (std::any_of(uses.begin(), uses.end(), [&](const VariableUse& u) { return u.name == a.key; })) continue;
     std::string best = suggest(a.key, cat.component_names());
     throw InputError(a.where, "matrix key '" + a.key + "' is not a catalog component, and no ${" + a.key +
                                   "} uses it" + (best.empty() ? "" : " (did you mean '" + best + "'?)"),
-                     "matrix keys choose components (cuda, pytorch, python), arch, or values used as ${key}");
+                     "matrix keys choose components (cuda, pytorch, python), arch, platform, or values used as ${key}");
   }
 }
 
@@ -115,6 +117,14 @@ std::vector<std::string> keys_of(const std::map<std::string, std::string>& m) {
 
 }  // namespace
 
+std::string point_architecture(const Recipe& recipe, const Point& p) {
+  if (const MatrixValue* v = p.get("platform"); v && !v->items.empty()) {
+    std::string a = platform_architecture(v->items.front());
+    if (!a.empty()) return a;
+  }
+  return recipe.architecture;
+}
+
 size_t Plan::unsatisfiable() const {
   return static_cast<size_t>(std::count_if(points.begin(), points.end(), [](const PlanPoint& p) { return !p.stack; }));
 }
@@ -122,6 +132,8 @@ size_t Plan::unsatisfiable() const {
 std::map<std::string, std::string> point_variables(const Recipe& recipe, const PlanPoint& p) {
   std::map<std::string, std::string> vars{{"stack", recipe.stack}};
   if (!recipe.release.empty()) vars["release"] = recipe.release;
+  vars["arch_name"] = point_architecture(recipe, p.point);
+  vars["platform"] = "linux/" + vars["arch_name"];
   if (p.stack) {
     for (const auto& [c, v] : p.stack->versions) vars[c] = v;
     // Which build of a version (pytorch 2.7.0 "cu126"), for the stages that
@@ -150,6 +162,7 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
   std::string ctx = "at point " + p.point.id();
   auto expand = [&](Text& t) { t.value = expand_variables(t, lookup, known, ctx); };
   Recipe r = recipe;
+  r.architecture = point_architecture(recipe, p.point);  // matrix key `platform`, else `architecture:`
   for (auto& [k, v] : r.config.env) expand(v);
   // Labels and annotations ("version: ${pytorch}") as Docker expands a LABEL's ARGs.
   auto at = [&](const char* key) {
@@ -198,7 +211,7 @@ Recipe instantiate(const Recipe& recipe, const PlanPoint& p) {
 Plan make_plan(const Recipe& recipe, const catalog::Catalog& cat, const std::vector<Override>& sets) {
   Matrix m = recipe.matrix;
   std::vector<std::string> new_keys = cat.component_names();
-  new_keys.insert(new_keys.end(), {"arch", "release"});
+  new_keys.insert(new_keys.end(), {"arch", "release", "platform"});
   apply_overrides(m, sets, new_keys);
   check_variables(recipe, m, cat);
   const std::vector<UseOf> uses = uses_of(recipe, cat);
@@ -256,16 +269,24 @@ Plan make_plan(const Recipe& recipe, const catalog::Catalog& cat, const std::vec
     }
     plan.points.push_back(std::move(pp));
   }
-  // Two points tagged alike would overwrite each other's image.
-  std::map<std::string, const PlanPoint*> tagged;
+  // Two points tagged alike would overwrite each other's image, unless they
+  // differ only in platform: then the tag names an image index over them.
+  std::map<std::string, std::vector<const PlanPoint*>> tagged;
   for (const auto& p : plan.points)
     for (size_t i = 0; i < p.tags.size(); ++i) {
-      auto [it, fresh] = tagged.emplace(p.tags[i], &p);
-      if (!fresh && it->second != &p)
+      auto& owners = tagged[p.tags[i]];
+      const PlanPoint* clash = nullptr;
+      for (const PlanPoint* o : owners)
+        if (o != &p && (o->point.id_without("platform") != p.point.id_without("platform") ||
+                        point_architecture(recipe, o->point) == point_architecture(recipe, p.point)))
+          clash = o;
+      if (std::find(owners.begin(), owners.end(), &p) == owners.end()) owners.push_back(&p);
+      if (clash)
         throw InputError(i < recipe.tag_where.size() ? recipe.tag_where[i] : recipe.tags_where,
-                         "tag '" + p.tags[i] + "' names two matrix points: " + it->second->point.id() + " and " +
+                         "tag '" + p.tags[i] + "' names two matrix points: " + clash->point.id() + " and " +
                              p.point.id(),
-                         "use the matrix values that differ in the tag, e.g. ${cuda}");
+                         "use the matrix values that differ in the tag, e.g. ${cuda} (points that differ only in "
+                         "platform may share one)");
     }
   return plan;
 }

@@ -38,9 +38,14 @@ struct Plan {
 // malformed version, a matrix key nothing uses.
 Plan make_plan(const Recipe& recipe, const catalog::Catalog& catalog, const std::vector<Override>& sets = {});
 
+// The point's OCI architecture: its matrix `platform` (linux/arm64 -> arm64),
+// else the recipe's `architecture:`.
+std::string point_architecture(const Recipe& recipe, const Point& p);
+
 // The values ${name} takes at a resolved point: matrix values first (a matrix
 // key's value is what the user wrote: cuda=12.6), then the resolved versions
-// of the other components, `arch` (';'-joined), `stack` and `release`.
+// of the other components, `arch` (';'-joined), `platform` (linux/arm64) and
+// `arch_name` (arm64), `stack` and `release`.
 std::map<std::string, std::string> point_variables(const Recipe& recipe, const PlanPoint& p);
 
 // The recipe at one resolved point: tags, env, build steps and tests with

@@ -148,6 +148,10 @@ std::vector<TestResult> run_tests(sandbox::Sandbox& sandbox, const ImageRoot& ro
       out.push_back({test.name, test.kind, Outcome::Skipped, env.no_gpu_reason, {}, 0});
       continue;
     }
+    if (!env.cannot_run.empty()) {
+      out.push_back({test.name, test.kind, Outcome::Skipped, env.cannot_run, {}, 0});
+      continue;
+    }
     if (!test.unavailable.empty()) {
       out.push_back({test.name, test.kind, Outcome::Failed, test.unavailable, {}, 0});
       continue;
@@ -170,6 +174,8 @@ std::vector<TestResult> run_tests(sandbox::Sandbox& sandbox, const ImageRoot& ro
       });
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       out.push_back(judge(test, r, output, secs));
+      if (!env.emulated.empty())
+        out.back().message += (out.back().message.empty() ? "" : " ") + std::string("(emulated: ") + env.emulated + ")";
     } catch (const Error& e) {
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       out.push_back({test.name, test.kind, Outcome::Failed, std::string("could not run: ") + e.what(), {}, secs});

@@ -65,10 +65,15 @@ struct TestEnvironment {
   const GpuInjection* gpu = nullptr;       // null: GPU tests are skipped
   std::string no_gpu_reason = "no NVIDIA GPU on this host";
   fs::path host_root = "/";
+  // An image of another platform: its tests run under this emulator
+  // ("qemu-aarch64"), said in each result; or, when the machine has none,
+  // are skipped (never passed) for this reason.
+  std::string emulated, cannot_run;
 };
 
 // Runs each test in a fresh writable layer over `root`; GPU tests are
-// skipped (never passed) when `env.gpu` is null.
+// skipped (never passed) when `env.gpu` is null, every test when
+// `env.cannot_run` says why.
 std::vector<TestResult> run_tests(sandbox::Sandbox& sandbox, const ImageRoot& root,
                                   const std::vector<ImageTest>& tests, const TestEnvironment& env);
 

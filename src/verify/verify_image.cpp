@@ -1,5 +1,7 @@
 #include "verify/verify_image.hpp"
 
+#include "sandbox/emulation.hpp"
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -93,9 +95,25 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   report.results.back().seconds += cuda_seconds;
   report.results.push_back(check_versions(root, expected));
 
+  // An image of another platform: its tests run under QEMU user emulation
+  // where this machine has it registered, else are skipped; its GPU tests
+  // need a machine of its platform.
+  const std::string image_arch = config.architecture.empty() ? sandbox::host_architecture() : config.architecture;
+  const sandbox::Emulation emulation = sandbox::emulation_for(image_arch, o.host_root);
+  if (!emulation.native) {
+    if (emulation.available) {
+      env.emulated = "qemu-" + sandbox::machine_of(image_arch);
+      status.message(Level::Info, name + ": a linux/" + image_arch + " image on this linux/" +
+                                      sandbox::host_architecture() + " machine: its tests run emulated (" +
+                                      env.emulated + "), its GPU tests are skipped");
+    } else {
+      env.cannot_run = sandbox::emulation_missing(emulation, image_arch);
+    }
+  }
+
   // The GPU: a CDI spec, else discovery; its driver against the image's need.
   std::optional<GpuInjection> gpu;
-  if (o.gpus != "none") {
+  if (o.gpus != "none" && emulation.native) {
     gpu = load_cdi(o.host_root, o.gpus);
     if (!gpu) {
       auto caps = env.env.find("NVIDIA_DRIVER_CAPABILITIES");
@@ -104,8 +122,12 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   }
   if (!gpu || !gpu->has_gpu()) {
     gpu.reset();
+    if (!emulation.native)
+      env.no_gpu_reason = "a linux/" + image_arch + " image on this linux/" + sandbox::host_architecture() +
+                          " machine: its GPU tests run on a machine of its platform";
     report.results.push_back({"gpu: driver and devices", "gpu", Outcome::Skipped,
-                              o.gpus == "none" ? "--gpus none" : "no NVIDIA GPU on this host", {}, 0});
+                              o.gpus == "none" ? "--gpus none" : !emulation.native ? env.no_gpu_reason : "no NVIDIA GPU on this host",
+                              {}, 0});
   } else {
     ImageDriverNeeds needs = driver_needs(config.labels, env.env, compat_driver_version(root));
     try {

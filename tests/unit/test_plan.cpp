@@ -323,3 +323,66 @@ TEST_CASE("golden plan --json for every recipe in recipes/ and example in exampl
     }
   CHECK(seen >= 8);
 }
+
+TEST_CASE("plan: matrix key platform sets each point's architecture, ${platform} and ${arch_name}", "[plan][platform]") {
+  TempDir tmp;
+  const std::string yaml =
+      "stack: t\nmatrix:\n  flavor: [a]\n  platform: [linux/amd64, linux/arm64]\n  include:\n"
+      "    - {flavor: b, platform: linux/arm64}\n"
+      "layers:\n  - {name: files, copy: [{src: f, dst: /f}]}\n"
+      "config: {env: {PLATFORM: \"${platform}\"}}\n"
+      "tags: [\"t:${flavor}-${arch_name}\"]\n";
+  test::write(tmp.path() / "f", "x");
+  Planned p = plan_text(tmp.path(), yaml);
+  REQUIRE(p.plan.points.size() == 3);
+  std::vector<std::string> archs, envs;
+  for (const auto& pt : p.plan.points) {
+    REQUIRE(pt.stack);
+    Recipe r = resolve::instantiate(p.recipe, pt);
+    archs.push_back(r.architecture);
+    for (const auto& [k, v] : r.config.env)
+      if (k == "PLATFORM") envs.push_back(v.value);
+    CHECK(resolve::point_variables(p.recipe, pt).at("arch_name") == r.architecture);
+  }
+  CHECK(archs == std::vector<std::string>{"amd64", "arm64", "arm64"});
+  CHECK(envs == std::vector<std::string>{"linux/amd64", "linux/arm64", "linux/arm64"});
+  CHECK(p.plan.points[1].tags.front() == "t:a-arm64");
+  CHECK(p.plan.points[2].point.id() == "flavor=b platform=linux/arm64");
+
+  // Without the key: the recipe's architecture.
+  Planned one = plan_text(tmp.path(), "stack: t\narchitecture: arm64\nlayers:\n  - {name: files, copy: [{src: f, dst: /f}]}\n"
+                                      "tags: [\"t:${arch_name}\"]\n");
+  REQUIRE(one.plan.points.size() == 1);
+  CHECK(one.plan.points[0].tags == std::vector<std::string>{"t:arm64"});
+
+  // --set platform= chooses one.
+  Planned set = plan_text(tmp.path(), yaml, {"platform=linux/arm64"});
+  for (const auto& pt : set.plan.points) CHECK(resolve::instantiate(set.recipe, pt).architecture == "arm64");
+  CHECK_THROWS_WITH(plan_text(tmp.path(), yaml, {"platform=linux/riscv64"}),
+                    Catch::Contains("not a platform stackbuild builds for"));
+}
+
+TEST_CASE("plan: a platform stackbuild does not build for is refused at its line", "[plan][platform]") {
+  TempDir tmp;
+  test::write(tmp.path() / "f", "x");
+  const char* bad[] = {"linux/riscv64", "linux/arm64/v8", "windows/amd64", "arm64", "linux/amd64 ", "linux/arm64;rm -rf /",
+                       "../../etc", ""};
+  for (const char* v : bad) {
+    INFO(v);
+    std::string yaml = "stack: t\nmatrix:\n  platform: [linux/amd64, \"" + std::string(v) +
+                       "\"]\nlayers:\n  - {name: files, copy: [{src: f, dst: /f}]}\n";
+    try {
+      plan_text(tmp.path(), yaml);
+      FAIL("accepted");
+    } catch (const InputError& e) {
+      CHECK(e.location().line == 3);
+      CHECK_THAT(e.render(), Catch::Contains("r.yaml:3:") && Catch::Contains("linux/amd64 or linux/arm64"));
+    }
+  }
+  // In an include: entry too, and the top-level architecture.
+  CHECK_THROWS_WITH(plan_text(tmp.path(), "stack: t\nmatrix:\n  include:\n    - {platform: linux/s390x}\n"
+                                          "layers:\n  - {name: files, copy: [{src: f, dst: /f}]}\n"),
+                    Catch::Contains("linux/s390x"));
+  CHECK_THROWS_WITH(plan_text(tmp.path(), "stack: t\narchitecture: x86_64\nlayers:\n  - {name: files, copy: [{src: f, dst: /f}]}\n"),
+                    Catch::Contains("r.yaml:2:") && Catch::Contains("architecture 'x86_64' is not one stackbuild builds for"));
+}

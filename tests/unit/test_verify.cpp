@@ -1151,3 +1151,41 @@ TEST_CASE("a CDI spec's device node with a hostPath: found, bound and written ba
   CHECK_THROWS_WITH(load_cdi(root), Catch::Contains("'deviceNodes[0].hostPath' is not an absolute "
                                                     "path: 'dev/nvidia0'"));
 }
+
+// The same shared object, its ELF header saying another machine (e_machine
+// at offset 18), as an arm64 image's files are to this amd64 reader.
+static void set_machine(const fs::path& file, uint16_t machine) {
+  std::string bytes = read_file(file);
+  bytes[18] = static_cast<char>(machine & 0xff);
+  bytes[19] = static_cast<char>(machine >> 8);
+  write_file_atomic(file, bytes);
+}
+
+TEST_CASE("static check: an aarch64 image's ELF files need aarch64 libraries, in its multiarch directory", "[verify][static]") {
+  TempDir dir;
+  fs::path root = dir.path() / "root";
+  fs::path arm = root / "usr/lib/aarch64-linux-gnu", x86 = root / "usr/lib/x86_64-linux-gnu";
+  fs::create_directories(arm);
+  fs::create_directories(x86);
+  fs::create_directories(root / "usr/bin");
+  shared_object(arm / "libgreet.so.1", "libgreet.so.1", arm, {});
+  shared_object(root / "usr/bin/tool", "tool", arm, {"libgreet.so.1"});
+  set_machine(arm / "libgreet.so.1", EM_AARCH64);
+  set_machine(root / "usr/bin/tool", EM_AARCH64);
+  auto info = read_elf(root / "usr/bin/tool");
+  REQUIRE(info);
+  CHECK(info->machine == EM_AARCH64);
+  CHECK(info->needed == std::vector<std::string>{"libgreet.so.1"});
+  TestResult ok = check_libraries(ImageRoot(root), {});
+  INFO(summary_table(VerifyReport{"x", {ok}}));
+  CHECK(ok.outcome == Outcome::Passed);
+  CHECK(ok.message == "2 dynamic ELF files checked");
+
+  // An x86-64 libgreet does not serve an aarch64 program.
+  fs::rename(arm / "libgreet.so.1", x86 / "libgreet.so.1");
+  set_machine(x86 / "libgreet.so.1", EM_X86_64);
+  TestResult bad = check_libraries(ImageRoot(root), {});
+  INFO(summary_table(VerifyReport{"x", {bad}}));
+  CHECK(bad.outcome == Outcome::Failed);
+  CHECK(std::count(bad.details.begin(), bad.details.end(), "/usr/bin/tool: needs libgreet.so.1, which is not in the image") == 1);
+}
