@@ -64,8 +64,6 @@ std::string upstream_of(const std::string& v) {
   return dash == std::string::npos ? s : s.substr(0, dash);
 }
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
-
 // The machine's repositories of `suite`: those it names for that suite, and
 // those of its own release (or of the same -updates/-security) renamed.
 // Repositories taken on trust are left out: nothing checks what they serve.
