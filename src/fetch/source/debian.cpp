@@ -17,6 +17,7 @@
 #include "fetch/apt/version.hpp"
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/text.hpp"
 #include "util/limits.hpp"
 #include "util/number.hpp"
 #include "util/process.hpp"
@@ -232,12 +233,8 @@ void check_patch_paths(const fs::path& patch, int strip, const fs::path& tree, c
       throw Error("debian/patches/" + name + ": refusing the patch: it names '" + file + "', which is " +
                   (escapes ? "outside the tree" : "through a symbolic link in the tree"));
   };
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
+  for (std::string_view view : lines(text)) {
+    const std::string line(view);
     if (line.starts_with("--- ") || line.starts_with("+++ ")) {
       check(line.substr(4), strip);
     } else if (line.starts_with("diff --git ")) {
@@ -262,13 +259,9 @@ std::vector<std::pair<std::string, int>> read_series(const fs::path& tree) {
   if (series.empty()) return out;
   if (through_link(tree, "debian/patches/" + series) || !fs::is_regular_file(tree / "debian/patches" / series))
     throw Error("debian/patches/" + series + " is not a regular file of the tree");
-  std::string text = read_file(tree / "debian/patches" / series);
-  size_t pos = 0;
-  while (pos < text.size()) {
-    size_t end = text.find('\n', pos);
-    if (end == std::string::npos) end = text.size();
-    std::string line = text.substr(pos, end - pos);
-    pos = end + 1;
+  const std::string text = read_file(tree / "debian/patches" / series);
+  for (std::string_view view : lines(text)) {
+    std::string line(view);
     if (size_t hash = line.find('#'); hash != std::string::npos &&
                                       (hash == 0 || line.find_first_not_of(" \t") == hash ||
                                        line[hash - 1] == ' ' || line[hash - 1] == '\t'))
