@@ -64,9 +64,10 @@ int cmd_layer(const std::vector<std::string>& argv) {
   scan_tree(dir, "", so, entries);
   link_hardlinks(entries);
   int task = ctx.status->task_begin("layer " + dir.string(), content_bytes(entries));
-  Layer l = write_layer(entries, store, lo, [&](uint64_t done) { ctx.status->task_progress(task, done); });
+  LayerStages stages;
+  Layer l = write_layer(entries, store, lo, [&](uint64_t done) { ctx.status->task_progress(task, done); }, &stages);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  ctx.status->task_end(task, l.digest.str());
+  ctx.status->task_end(task, l.digest.str() + "; " + stages.summary() + "; bound by " + stages.bound_by());
   if (auto out = args.get("-o") ? args.get("-o") : args.get("--output")) {
     fs::path dest = *out;
     fs::remove(dest);
@@ -75,6 +76,13 @@ int cmd_layer(const std::vector<std::string>& argv) {
   nlohmann::json j = l;
   j["seconds"] = secs;
   j["entries"] = entries.size();
+  j["stages"] = {{"wall", stages.wall},
+                 {"tar", stages.tar},
+                 {"diff_hash", stages.diff_hash},
+                 {"compress", stages.compress},
+                 {"compress_threads", stages.compress_threads},
+                 {"blob", stages.blob},
+                 {"bound_by", stages.bound_by()}};
   print_document(j, args.has("--json"));
   return kExitOk;
 }

@@ -10,12 +10,16 @@
 #include <zstd.h>
 #include <zstd_errors.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <vector>
+
+#include <time.h>
 
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
@@ -36,9 +40,19 @@ class Compressor {
   virtual void finish(const Tick& tick) = 0;
   // How much of the input written so far has been compressed and handed on.
   virtual uint64_t consumed() const = 0;
+  // CPU seconds of the workers, after finish(); nullopt when they are not
+  // ours to measure (libzstd's).
+  virtual std::optional<double> worker_cpu_seconds() const { return std::nullopt; }
+  virtual int worker_count() const { return 0; }
 };
 
 namespace {
+
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
+}
 
 int thread_count(int requested) {
   if (requested > 0) return requested;
@@ -146,7 +160,13 @@ class GzipCompressor final : public Compressor {
     emit_(header, sizeof header);
     // The bytes do not depend on how many workers the system lets us start;
     // with none, submit() compresses each chunk itself.
-    workers_ = start_threads(static_cast<size_t>(thread_count(threads)), [this] { work(); });
+    workers_ = start_threads(static_cast<size_t>(thread_count(threads)), [this] {
+      work();
+      double cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
+      std::lock_guard lk(mu_);
+      worker_cpu_ += cpu;
+    });
+    started_workers_ = workers_.size();
     max_in_flight_ = 2 * std::max<size_t>(1, workers_.size());
     current_.reserve(chunk_size_);
   }
@@ -178,6 +198,8 @@ class GzipCompressor final : public Compressor {
   }
 
   uint64_t consumed() const override { return total_in_; }
+  std::optional<double> worker_cpu_seconds() const override { return worker_cpu_; }
+  int worker_count() const override { return static_cast<int>(std::max<size_t>(1, started_workers_)); }
 
  private:
   void submit(bool last) {
@@ -205,7 +227,9 @@ class GzipCompressor final : public Compressor {
     current_.clear();
     current_.reserve(chunk_size_);
     if (workers_.empty()) {
+      double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
       compress_chunk(*job, level_);
+      worker_cpu_ += cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - t0;
       job->done = true;
       queue_.push_back(job);
     } else {
@@ -280,6 +304,8 @@ class GzipCompressor final : public Compressor {
   std::condition_variable cv_work_, cv_done_;
   bool stopping_ = false;
   std::vector<std::thread> workers_;
+  size_t started_workers_ = 0;
+  double worker_cpu_ = 0;  // under mu_ while workers run
 };
 
 // ---- zstd: libzstd's workers ----------------------------------------------
@@ -319,6 +345,7 @@ class ZstdCompressor final : public Compressor {
   // of MiB at level 19) before any of it is compressed: a small layer is all
   // read at once, then compressed. This is what the workers have done.
   uint64_t consumed() const override { return ZSTD_getFrameProgression(cctx_).consumed; }
+  int worker_count() const override { return workers_; }
 
  private:
   size_t run(ZSTD_inBuffer* in, ZSTD_EndDirective mode) {
@@ -369,15 +396,21 @@ std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
 
 }  // namespace
 
+// 1 MiB blocks, 8 queued: a stage falls up to 8 MiB behind before the
+// thread feeding it waits, which absorbs a slow file or a long zstd job.
 LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options)
-    : options_(options), out_(store.writer()) {
-  compressor_ = make_compressor(options_, [this](const void* d, size_t n) { out_.write(d, n); });
+    : options_(options), out_(store.writer()),
+      diff_stage_([this](const char* d, size_t n) { diff_sha_.update(d, n); }),
+      blob_stage_([this](const char* d, size_t n) { out_.write(d, n); }),
+      cpu_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)), process_cpu_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
+      start_(std::chrono::steady_clock::now()) {
+  compressor_ = make_compressor(options_, [this](const void* d, size_t n) { blob_stage_.push(d, n); });
 }
 
 LayerBlobWriter::~LayerBlobWriter() = default;
 
 void LayerBlobWriter::write(const void* data, size_t size) {
-  diff_sha_.update(data, size);
+  diff_stage_.push(data, size);
   bytes_in_ += size;
   compressor_->write(static_cast<const char*>(data), size);
 }
@@ -386,10 +419,53 @@ uint64_t LayerBlobWriter::bytes_compressed() const { return compressor_->consume
 
 Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
   compressor_->finish(tick);
+  diff_stage_.finish();
+  blob_stage_.finish();
   Digest diff_id = diff_sha_.finish();
   uint64_t size = out_.bytes_written();
   Digest digest = out_.commit();
+
+  stages_.wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  stages_.tar = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start_;
+  stages_.diff_hash = diff_stage_.busy_seconds();
+  stages_.blob = blob_stage_.busy_seconds();
+  stages_.compress_threads = compressor_->worker_count();
+  // libzstd's workers are not ours to clock: theirs is what the process
+  // spent beyond the three stages above (exact when one layer is written
+  // at a time, as `stackbuild layer` and a build's points do).
+  stages_.compress = compressor_->worker_cpu_seconds().value_or(
+      std::max(0.0, cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start_ - stages_.tar -
+                        stages_.diff_hash - stages_.blob));
   return Layer{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+}
+
+namespace {
+
+std::vector<std::pair<std::string, double>> stage_shares(const LayerStages& s) {
+  double wall = s.wall > 0 ? s.wall : 1;
+  return {{"tar", s.tar / wall},
+          {"diff hash", s.diff_hash / wall},
+          {"compress", s.compress / wall / std::max(1, s.compress_threads)},
+          {"blob", s.blob / wall}};
+}
+
+}  // namespace
+
+std::string LayerStages::summary() const {
+  std::string out;
+  for (const auto& [name, share] : stage_shares(*this)) {
+    if (!out.empty()) out += ", ";
+    out += name + " ";
+    if (name == "compress" && compress_threads > 1) out += std::to_string(compress_threads) + "x";
+    out += std::to_string(static_cast<int>(share * 100 + 0.5)) + "%";
+  }
+  return out;
+}
+
+std::string LayerStages::bound_by() const {
+  auto shares = stage_shares(*this);
+  return std::max_element(shares.begin(), shares.end(), [](const auto& a, const auto& b) { return a.second < b.second; })
+      ->first;
 }
 
 std::string compress_bytes(std::string_view data, const LayerOptions& options) {

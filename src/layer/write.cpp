@@ -5,11 +5,13 @@
 namespace sb {
 
 Layer write_layer(const EntryMap& entries, const Store& store, const LayerOptions& options,
-                  const ProgressFn& progress) {
+                  const ProgressFn& progress, LayerStages* stages) {
   LayerBlobWriter out(store, options);
   if (!progress) {
     write_canonical_tar(entries, out);
-    return out.finish();
+    Layer l = out.finish();
+    if (stages) *stages = out.stages();
+    return l;
   }
   // Progress is the content read, scaled by how much of the tar stream the
   // compressor has finished with: zstd's workers hold tens of MiB, so a small
@@ -30,6 +32,7 @@ Layer write_layer(const EntryMap& entries, const Store& store, const LayerOption
   });
   Layer l = out.finish(report);
   progress(read);
+  if (stages) *stages = out.stages();
   return l;
 }
 

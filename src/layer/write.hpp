@@ -8,8 +8,9 @@
 
 namespace sb {
 
+// `stages`, when given, gets where the time went (LayerStages).
 Layer write_layer(const EntryMap& entries, const Store& store, const LayerOptions& options,
-                  const ProgressFn& progress = {});
+                  const ProgressFn& progress = {}, LayerStages* stages = nullptr);
 
 // Total bytes of file content in `entries` (for progress totals).
 uint64_t content_bytes(const EntryMap& entries);

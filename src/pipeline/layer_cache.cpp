@@ -17,9 +17,10 @@ Layer store_layer(const EntryMap& entries, const Store& store, const LayerOption
                   Status& status, const std::string& label) {
   // The phase, as the progress display names it: fetch, install, build, compress (or cached).
   int task = status.task_begin("compress " + label, content_bytes(entries));
-  Layer l = write_layer(entries, store, options, [&](uint64_t done) { status.task_progress(task, done); });
+  LayerStages stages;
+  Layer l = write_layer(entries, store, options, [&](uint64_t done) { status.task_progress(task, done); }, &stages);
   store.put_record("layer", key, nlohmann::json(l).dump());
-  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)) + "; " + stages.summary());
   return l;
 }
 
@@ -89,8 +90,10 @@ std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, con
   for (size_t i = 0; i < split.size(); ++i) {
     const std::string part = "part " + std::to_string(i + 1) + " of " + std::to_string(split.size());
     int task = status.task_begin("compress " + label + " (" + part + ")", content_bytes(split[i]));
-    Layer l = write_layer(split[i], store, options, [&](uint64_t done) { status.task_progress(task, done); });
-    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)));
+    LayerStages stages;
+    Layer l =
+        write_layer(split[i], store, options, [&](uint64_t done) { status.task_progress(task, done); }, &stages);
+    status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)) + "; " + stages.summary());
     parts.push_back(l);
     rec.push_back(l);
   }

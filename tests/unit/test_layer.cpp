@@ -9,6 +9,7 @@
 
 #include <catch2/catch.hpp>
 #include <algorithm>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <set>
@@ -143,7 +144,7 @@ TEST_CASE("compressed bytes do not depend on the thread count", "[layer]") {
 // out from fewer workers, and nothing may abort. A child process becomes an
 // ordinary user, for whom RLIMIT_NPROC holds, and may then have `tasks` tasks:
 // 1 is itself alone, 2 allows one thread.
-std::string compress_with_task_limit(const std::string& data, LayerOptions o, rlim_t tasks) {
+std::string with_task_limit(rlim_t tasks, const std::function<std::string()>& produce) {
   int fds[2];
   REQUIRE(pipe(fds) == 0);
   pid_t pid = fork();
@@ -181,7 +182,7 @@ std::string compress_with_task_limit(const std::string& data, LayerOptions o, rl
             usleep(1000);
           }
         }
-      got = compress_bytes(data, o);
+      got = produce();
     } catch (const std::exception& e) {
       got = std::string("error: ") + e.what();
     }
@@ -204,6 +205,22 @@ std::string compress_with_task_limit(const std::string& data, LayerOptions o, rl
   INFO("child exit status " << (WIFEXITED(st) ? WEXITSTATUS(st) : -1));
   REQUIRE((WIFEXITED(st) && WEXITSTATUS(st) == 0));
   return got;
+}
+
+std::string compress_with_task_limit(const std::string& data, LayerOptions o, rlim_t tasks) {
+  return with_task_limit(tasks, [&] { return compress_bytes(data, o); });
+}
+
+// A layer written through the whole pipeline (the stages' threads, the
+// compressor's workers) into a fresh store: "diff_id digest size".
+std::string layer_digests(const std::string& data, const LayerOptions& o) {
+  TempDir dir;
+  Store store(dir.path() / "store");
+  LayerBlobWriter w(store, o);
+  // Odd-sized writes, so that blocks and chunks end mid-write.
+  for (size_t off = 0; off < data.size(); off += 77777) w.write(data.data() + off, std::min<size_t>(77777, data.size() - off));
+  Layer l = w.finish();
+  return l.diff_id.str() + " " + l.digest.str() + " " + std::to_string(l.size);
 }
 
 TEST_CASE("compression gives the same bytes when the system refuses threads", "[layer]") {
@@ -230,6 +247,52 @@ TEST_CASE("compression gives the same bytes when the system refuses threads", "[
       CHECK(first_difference(got, expected) == "identical");
     }
   }
+}
+
+TEST_CASE("a layer blob's digests do not depend on the thread count or on threads being refused", "[layer]") {
+  std::string data = sample_data(5 << 20);
+  for (Compression c : {Compression::Gzip, Compression::Zstd, Compression::None}) {
+    LayerOptions o;
+    o.compression = c;
+    o.chunk_size = 256 << 10;
+    o.threads = 1;
+    const std::string one = layer_digests(data, o);
+    // The diff_id is the tar stream's; the blob is what compress_bytes gives.
+    CHECK(one.substr(0, 71) == Digest::of_bytes(data).str());
+    CHECK(one.substr(72, 71) == Digest::of_bytes(compress_bytes(data, o)).str());
+    for (int t : {2, 16}) {
+      o.threads = t;
+      INFO(to_string(c) << ", " << t << " threads");
+      CHECK(layer_digests(data, o) == one);
+    }
+    if (geteuid() == 0 && c != Compression::Zstd) {  // zstd needs one worker (the test above)
+      o.threads = 8;
+      INFO(to_string(c) << ", no thread allowed: every stage runs on the caller's");
+      CHECK(with_task_limit(1, [&] { return layer_digests(data, o); }) == one);
+    }
+  }
+}
+
+TEST_CASE("a layer's stages say where the time went", "[layer]") {
+  std::string data = sample_data(8 << 20);
+  TempDir dir;
+  Store store(dir.path() / "store");
+  LayerOptions o;
+  o.threads = 2;
+  LayerBlobWriter w(store, o);
+  w.write(data.data(), data.size());
+  w.finish();
+  const LayerStages& s = w.stages();
+  CHECK(s.wall > 0);
+  CHECK(s.compress > 0);
+  CHECK(s.diff_hash > 0);
+  CHECK(s.blob > 0);
+  CHECK(s.compress_threads == 2);
+  CHECK_THAT(s.summary(), Catch::Matchers::StartsWith("tar ") && Catch::Matchers::Contains(", compress 2x"));
+  LayerStages made_up{10, 1, 2, 16, 2, 3};
+  CHECK(made_up.bound_by() == "compress");  // 80% per compressor
+  made_up.blob = 9;
+  CHECK(made_up.bound_by() == "blob");
 }
 
 TEST_CASE("gzip output of empty and chunk-sized inputs is valid", "[layer]") {
