@@ -12,9 +12,11 @@
 #include <algorithm>
 #include <memory>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "archive/entry.hpp"
+#include "archive/file_writers.hpp"
 #include "archive/libarchive.hpp"
 #include "archive/read.hpp"
 #include "archive/utf8_locale.hpp"
@@ -242,8 +244,8 @@ struct PendingDir {
 class LayerApplier {
  public:
   LayerApplier(const Root& root, const ExtractOptions& o, ExtractStats& stats,
-               const ArchiveOptions* archive = nullptr)
-      : root_(root), o_(o), stats_(stats), archive_(archive) {
+               const ArchiveOptions* archive = nullptr, FileWriters* writers = nullptr)
+      : root_(root), o_(o), stats_(stats), archive_(archive), writers_(writers) {
     if (archive_ && !archive_->links_inside.empty())
       links_inside_ = split_entry_path(root_.refusing(), archive_->links_inside);
   }
@@ -353,6 +355,7 @@ class LayerApplier {
 
   // Directory modes and times last, deepest first, so children could be written.
   void finish() {
+    if (writers_) writers_->wait();
     for (auto it = dirs_.rbegin(); it != dirs_.rend(); ++it) {
       UniqueFd fd = root_.open_dir(it->comps, false, join(it->comps, it->comps.size()));
       ::fchmod(fd.get(), it->mode);
@@ -425,6 +428,7 @@ class LayerApplier {
   // A hardlink as a copy of its target (opened without following a link).
   void copy(const std::string& raw, int tdir, const std::string& tname, const struct stat& st,
             int dirfd, const std::string& name) {
+    if (writers_) writers_->wait();  // its target may still be being written
     UniqueFd in(::openat(tdir, tname.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     if (in.get() < 0) throw_errno("open " + tname);
     if (stats_.bytes + static_cast<uint64_t>(st.st_size) > o_.max_bytes)
@@ -452,10 +456,11 @@ class LayerApplier {
     UniqueFd fd(
         ::openat(dirfd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
     if (fd.get() < 0) throw_errno("create " + raw);
+    if (!archive_) return file_by_writers(a, e, raw, std::move(fd), size, mode);
+    // An archive's file: its bytes, size and mode, here.
     const void* buf;
     size_t len;
     la_int64_t offset;
-    uint64_t written = 0;
     for (;;) {
       int rc = archive_read_data_block(a, &buf, &len, &offset);
       if (rc == ARCHIVE_EOF) break;
@@ -464,30 +469,53 @@ class LayerApplier {
         refuse(raw, "holds more data than its header says");
       if (::pwrite(fd.get(), buf, len, offset) != static_cast<ssize_t>(len))
         throw_errno("write " + raw);
-      written = std::max<uint64_t>(written, static_cast<uint64_t>(offset) + len);
     }
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno("truncate " + raw);
     stats_.bytes += size;
-    if (archive_) {
-      ::fchmod(fd.get(), mode);
-      return;
+    ::fchmod(fd.get(), mode);
+  }
+
+  // A layer's file: checked here, in order; its bytes and then its metadata
+  // (size, owner, mode, xattrs, times: through its descriptor) written by
+  // the writers' threads.
+  void file_by_writers(struct archive* a, struct archive_entry* e, const std::string& raw, UniqueFd fd,
+                       uint64_t size, uint32_t mode) {
+    auto f = writers_->open(std::move(fd), raw);
+    const void* buf;
+    size_t len;
+    la_int64_t offset;
+    for (;;) {
+      int rc = archive_read_data_block(a, &buf, &len, &offset);
+      if (rc == ARCHIVE_EOF) break;
+      if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_why(a));
+      if (static_cast<uint64_t>(offset) + len > size) refuse(raw, "holds more data than its header says");
+      writers_->write(f, buf, len, static_cast<uint64_t>(offset));
     }
-    if (o_.preserve_owner && ::geteuid() == 0)
-      ::fchown(fd.get(), archive_entry_uid(e), archive_entry_gid(e));
+    stats_.bytes += size;
+    const bool set_owner = o_.preserve_owner && ::geteuid() == 0;
+    const uid_t uid = static_cast<uid_t>(archive_entry_uid(e));
+    const gid_t gid = static_cast<gid_t>(archive_entry_gid(e));
     // Owners not kept, the file is the unpacker's (root's, maybe): a setuid or
     // setgid bit would make it a host program that runs as them.
     if (!o_.preserve_owner) mode &= ~static_cast<uint32_t>(S_ISUID | S_ISGID);
-    ::fchmod(fd.get(), mode);
+    std::vector<std::pair<std::string, std::string>> xattrs;
     archive_entry_xattr_reset(e);
     const char* xname;
     const void* xval;
     size_t xlen;
     while (archive_entry_xattr_next(e, &xname, &xval, &xlen) == ARCHIVE_OK)
       if (xattr_allowed(xname, o_.preserve_owner))
-        ::fsetxattr(fd.get(), xname, xval, xlen,
-                    0);  // best effort: some need root or a filesystem that has them
-    struct timespec ts[2] = {{archive_entry_mtime(e), 0}, {archive_entry_mtime(e), 0}};
-    ::futimens(fd.get(), ts);
+        xattrs.emplace_back(xname, std::string(static_cast<const char*>(xval), xlen));
+    const int64_t mtime = archive_entry_mtime(e);
+    writers_->close(f, [=](int fd) {
+      if (::ftruncate(fd, static_cast<off_t>(size)) != 0) throw_errno("truncate " + raw);
+      if (set_owner) (void)::fchown(fd, uid, gid);
+      ::fchmod(fd, mode);
+      for (const auto& [n, v] : xattrs)
+        ::fsetxattr(fd, n.c_str(), v.data(), v.size(), 0);  // best effort: some need root or a filesystem that has them
+      struct timespec ts[2] = {{mtime, 0}, {mtime, 0}};
+      ::futimens(fd, ts);
+    });
   }
 
   void set_times(int dirfd, const std::string& name, int64_t mtime) {
@@ -505,10 +533,18 @@ class LayerApplier {
   const ExtractOptions& o_;
   ExtractStats& stats_;
   const ArchiveOptions* archive_;
+  FileWriters* writers_;
   std::vector<std::string> links_inside_;
   std::set<std::string> seen_;
   std::vector<PendingDir> dirs_;
 };
+
+// Threads that write a layer's files: the page cache takes a copy of every
+// byte, which is most of an unpack's work; beyond 8 the disk decides.
+size_t file_writer_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return std::clamp<size_t>(n ? n : 1, 1, 8);
+}
 
 }  // namespace
 
@@ -517,7 +553,8 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
   Utf8Locale locale;
   Root root(target, "refusing layer entry", true);
   LayerReader a(blob);
-  LayerApplier applier(root, options, stats);
+  FileWriters writers(file_writer_threads());
+  LayerApplier applier(root, options, stats, nullptr, &writers);
   try {
     while (struct archive_entry* e = a.next()) {
       check_interrupted();

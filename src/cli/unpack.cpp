@@ -1,5 +1,10 @@
 #include <unistd.h>
 
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include "archive/extract.hpp"
@@ -17,10 +22,11 @@ const char* const kUnpackHelp =
     "\n"
     "Unpacks the image named REF (an org.opencontainers.image.ref.name; optional when the\n"
     "layout holds one image) from the OCI layout LAYOUT into DIR, which must not exist.\n"
-    "Every blob's digest is checked first; layers are applied with the safe extractor\n"
-    "(whiteouts honoured; traversal, escaping symlinks and hardlinks, duplicates and devices\n"
-    "refused). DIR appears only when the whole image unpacked. A REF that names an image\n"
-    "index (a tag over several platforms) gives the image for --platform.\n"
+    "Layers are applied with the safe extractor (whiteouts honoured; traversal, escaping\n"
+    "symlinks and hardlinks, duplicates and devices refused) while their digests are checked;\n"
+    "DIR appears only when the whole image unpacked and every blob matched its digest. A\n"
+    "REF that names an image index (a tag over several platforms) gives the image for\n"
+    "--platform.\n"
     "\n"
     "options:\n"
     "  --platform OS/ARCH       the image to take from an index (default: this machine's)\n"
@@ -86,6 +92,65 @@ int cmd_extract(const std::vector<std::string>& argv) {
   return kExitOk;
 }
 
+// Hashes an image's layer blobs, in order, on a thread of its own (on the
+// caller's when the system refuses one: check() then hashes).
+class LayerHashes {
+ public:
+  LayerHashes(std::vector<fs::path> blobs, std::vector<Digest> digests)
+      : blobs_(std::move(blobs)), digests_(std::move(digests)), errors_(blobs_.size()), done_(blobs_.size(), false) {
+    try {
+      thread_ = std::thread([this] {
+        for (size_t i = 0; i < blobs_.size(); ++i) {
+          std::string error = hash(i);
+          std::lock_guard lk(mu_);
+          if (stop_) return;
+          errors_[i] = std::move(error);
+          done_[i] = true;
+          cv_.notify_all();
+        }
+      });
+    } catch (const std::system_error&) {
+    }
+  }
+  ~LayerHashes() {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+  // Throws the digest error of layer i, once it is hashed.
+  void check(size_t i) {
+    std::string error;
+    if (!thread_.joinable()) {
+      error = hash(i);
+    } else {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return done_[i]; });
+      error = errors_[i];
+    }
+    if (!error.empty()) throw Error(error);
+  }
+
+ private:
+  std::string hash(size_t i) const {
+    try {
+      check_blob_digest(blobs_[i], digests_[i]);
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  const std::vector<fs::path> blobs_;
+  const std::vector<Digest> digests_;
+  std::vector<std::string> errors_;
+  std::vector<bool> done_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 int cmd_unpack(const std::vector<std::string>& argv) {
   std::vector<std::string> opts = extract_opts();
   opts.push_back("--platform");
@@ -95,7 +160,11 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
   fs::path dest = args.positional()[1];
   if (fs::exists(fs::symlink_status(dest))) throw Error(dest.string() + " already exists", ErrorKind::Usage);
-  LayoutImage image = open_layout_image(layout, ref, nullptr, args.get("--platform").value_or(""));
+  // The layers' digests are checked while they are extracted, on a thread
+  // of their own, into a directory that goes unless every one matched.
+  LayoutImage image =
+      open_layout_image(layout, ref, nullptr, args.get("--platform").value_or(""), LayerDigests::LeftToCaller);
+  LayerHashes hashes(image.layer_blobs, image.layer_digests);
 
   fs::create_directories(dest.parent_path().empty() ? "." : dest.parent_path());
   TempDir tmp(dest.parent_path().empty() ? fs::path(".") : dest.parent_path(), "." + dest.filename().string() + ".tmp-");
@@ -103,7 +172,15 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   fs::create_directory(root);
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
-  for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
+  for (size_t i = 0; i < image.layer_blobs.size(); ++i) {
+    try {
+      extract_layer(image.layer_blobs[i], root, o, stats);
+    } catch (const Error&) {
+      hashes.check(i);  // a blob that is not what its descriptor says: that is the error
+      throw;
+    }
+  }
+  for (size_t i = 0; i < image.layer_blobs.size(); ++i) hashes.check(i);
   fs::rename(root, dest);
   report(args, "unpacked", stats, dest);
   return kExitOk;

@@ -40,7 +40,8 @@ std::vector<std::string> recorded_ref_names(const std::string& tags) {
   return out;
 }
 
-static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store = nullptr);
+static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store = nullptr,
+                             bool hash = true);
 static std::optional<Digest> subject_of(const fs::path& dir, const json& entry, std::string* manifest_json = nullptr);
 
 // Puts a store blob into the layout: a hardlink where the filesystem allows,
@@ -290,16 +291,21 @@ static bool same_file(const fs::path& a, const fs::path& b) {
 
 // A layout blob's path, after checking its size and digest (not hashed when
 // it is `store`'s own file).
-static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store) {
+// The blob a descriptor names, its size checked and (with `hash`) its digest.
+static fs::path checked_blob(const fs::path& layout, const json& desc, const Store* store, bool hash) {
   Digest d = Digest::parse(desc.at("digest").get<std::string>());
   fs::path p = layout / "blobs" / "sha256" / d.hex();
   if (::access(p.c_str(), R_OK) != 0) throw Error("layout " + layout.string() + " lacks blob " + d.str());
   if (desc.contains("size") && fs::file_size(p) != desc["size"].get<uint64_t>())
     throw Error("blob " + p.string() + " has " + std::to_string(fs::file_size(p)) + " bytes, its descriptor says " +
                 std::to_string(desc["size"].get<uint64_t>()));
-  if (store && same_file(p, store->blob_path(d))) return p;
-  if (Digest::of_file(p) != d) throw Error("blob " + p.string() + " does not match its digest " + d.str());
+  if (!hash || (store && same_file(p, store->blob_path(d)))) return p;
+  check_blob_digest(p, d);
   return p;
+}
+
+void check_blob_digest(const fs::path& blob, const Digest& d) {
+  if (Digest::of_file(blob) != d) throw Error("blob " + blob.string() + " does not match its digest " + d.str());
 }
 
 std::string host_platform() {
@@ -309,7 +315,7 @@ std::string host_platform() {
 }
 
 LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store,
-                              const std::string& platform) {
+                              const std::string& platform, LayerDigests layer_digests) {
   json index;
   try {
     index = json::parse(read_file(layout / "index.json"));
@@ -375,7 +381,11 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
     json manifest = json::parse(manifest_json);
     std::string config_json = read_file(checked_blob(layout, manifest.at("config"), store));
     std::vector<fs::path> layers;
-    for (const auto& l : manifest.at("layers")) layers.push_back(checked_blob(layout, l, store));
+    std::vector<Digest> layer_digest_list;
+    for (const auto& l : manifest.at("layers")) {
+      layers.push_back(checked_blob(layout, l, store, layer_digests == LayerDigests::Checked));
+      layer_digest_list.push_back(Digest::parse(l.at("digest").get<std::string>()));
+    }
     // A diff_id for each layer, as pull checks a registry's images.
     std::string config =
         "config " + manifest["config"].at("digest").get<std::string>() + " in " + layout.string();
@@ -385,7 +395,8 @@ LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, co
       throw Error(config + " lists " + std::to_string(diff_ids.size()) + " diff_ids for " +
                   std::to_string(layers.size()) + " layers");
     std::string r = chosen->value("annotations", json::object()).value("org.opencontainers.image.ref.name", "");
-    return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers};
+    return LayoutImage{Digest::parse(chosen->at("digest").get<std::string>()), r, manifest_json, config_json, layers,
+                       layer_digest_list};
   } catch (const json::exception& e) {
     throw Error(where + ": " + e.what());
   }

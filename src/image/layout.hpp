@@ -46,14 +46,25 @@ void write_oci_layout(const fs::path& dir, const Store& store, const std::vector
 // to `out`, atomically.
 void write_docker_archive(const fs::path& out, const Store& store, const std::vector<TaggedImage>& images);
 
-// An image read back from an OCI layout, every blob's digest checked.
+// An image read back from an OCI layout, every blob's digest checked (the
+// layers' unless the caller takes that on: LayerDigests below).
 struct LayoutImage {
   Digest manifest_digest;
   std::string ref;                      // its org.opencontainers.image.ref.name
   std::string manifest_json;
   std::string config_json;
   std::vector<fs::path> layer_blobs;    // in order, bottom first
+  std::vector<Digest> layer_digests;    // their descriptors' digests
 };
+
+// Whether open_layout_image hashes the layer blobs, or leaves that to its
+// caller (who must then call check_blob_digest on each before using what it
+// read from them: unpack hashes while it extracts into a directory that it
+// throws away on a mismatch).
+enum class LayerDigests { Checked, LeftToCaller };
+
+// Throws unless the file hashes to `d`, naming both.
+void check_blob_digest(const fs::path& blob, const Digest& d);
 
 // Artifacts that refer to an image of a layout (OCI 1.1: a manifest whose
 // `subject` is the image's): their manifest and one blob in blobs/, listed in
@@ -94,7 +105,7 @@ std::pair<fs::path, std::string> split_layout_ref(const std::string& arg);
 // naming the platforms it has. An image of another platform than a given
 // one is an error too.
 LayoutImage open_layout_image(const fs::path& layout, const std::string& ref, const Store* store = nullptr,
-                              const std::string& platform = "");
+                              const std::string& platform = "", LayerDigests layer_digests = LayerDigests::Checked);
 
 // This machine's platform in OCI's terms: "linux/amd64", "linux/arm64".
 std::string host_platform();

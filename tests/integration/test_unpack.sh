@@ -3,7 +3,10 @@
 # OCI unpacking) for a rich image, with or without a ref, from gzip and zstd layouts;
 # `stackbuild extract` of the layer blobs gives it too. Unpacking onto an existing
 # directory is refused (exit 2) and leaves it alone; a layout with a corrupted layer
-# blob is refused with a digest error and leaves no output and no temp dir.
+# blob is refused with a digest error and leaves no output and no temp dir, also when
+# the blob is a valid layer (unpack extracts while it hashes: what it extracted before
+# the mismatch shows must go too), and when a swapped-in blob of the same size is a
+# hostile layer (the digest error is reported, and nothing lands outside the target).
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -94,5 +97,46 @@ printf ' ' >>"corrupt-config/blobs/sha256/$c"
 expect_rc 1 unpack-corrupt-config sb unpack corrupt-config:1.0 "$TMP/parent/out2" --store "$STORE"
 grep -qiE 'digest|sha256|mismatch' "$TMP/unpack-corrupt-config.err" || { show_output unpack-corrupt-config; fail "the error does not mention the digest"; }
 [[ -z "$(ls -A parent)" ]] || fail "a failed unpack left something in parent/: $(ls -A parent)"
+
+check "an uncompressed layer whose file content was changed: still a valid tar, refused by its digest"
+expect_ok build-none sb build in/rich.yaml -o "$TMP/img-none" --compression none --store "$STORE"
+mn=$(manifest_digest img-none 1.0)
+mapfile -t nblobs < <(json "img-none/blobs/sha256/$mn" '"\n".join("img-none/blobs/sha256/" + l["digest"][7:] for l in j["layers"])')
+python3 - "${nblobs[0]}" <<'PY'
+import sys, tarfile
+p = sys.argv[1]
+with tarfile.open(p) as t:                      # the first regular file with content
+    m = next(m for m in t.getmembers() if m.isfile() and m.size > 0)
+b = bytearray(open(p, "rb").read())
+b[m.offset_data] ^= 0x01                      # its first byte; headers and checksums untouched
+open(p, "wb").write(b)
+PY
+tar -tf "${nblobs[0]}" >/dev/null || fail "the changed blob is no longer a valid tar: the test tests nothing"
+mkdir parent-none
+expect_rc 1 unpack-changed sb unpack img-none:1.0 "$TMP/parent-none/out" --store "$STORE"
+grep -qiE 'digest' "$TMP/unpack-changed.err" || { show_output unpack-changed; fail "the error does not mention the digest"; }
+grep -q "$(basename "${nblobs[0]}")" "$TMP/unpack-changed.err" || { show_output unpack-changed; fail "the error does not name the blob"; }
+[[ -z "$(ls -A parent-none)" ]] || fail "a refused unpack left something in parent-none/: $(ls -A parent-none)"
+
+check "a hostile layer swapped in at the same size: the digest error, nothing outside the target"
+python3 - "${nblobs[0]}" <<'PY'
+import io, os, sys, tarfile
+p = sys.argv[1]
+size = os.path.getsize(p)
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    for name, data in (("../../escaped-by-dots", b"x"), ("opt/evil", b"y")):
+        i = tarfile.TarInfo(name); i.size = len(data); t.addfile(i, io.BytesIO(data))
+    l = tarfile.TarInfo("opt/out"); l.type = tarfile.SYMTYPE; l.linkname = "/../../.."; t.addfile(l)
+    i = tarfile.TarInfo("opt/out/escaped-by-link"); i.size = 1; t.addfile(i, io.BytesIO(b"z"))
+b = buf.getvalue()
+assert len(b) <= size, (len(b), size)
+open(p, "wb").write(b + b"\0" * (size - len(b)))   # zero blocks: the tar's end, then padding
+PY
+mkdir -p deep/er parent-hostile
+expect_rc 1 unpack-hostile sb unpack img-none:1.0 "$TMP/deep/er/parent-hostile/out" --store "$STORE"
+grep -qiE 'digest' "$TMP/unpack-hostile.err" || { show_output unpack-hostile; fail "the error is not the digest's"; }
+[[ ! -e deep/escaped-by-dots && ! -e escaped-by-dots && ! -e /escaped-by-link ]] || fail "the hostile layer wrote outside"
+[[ -z "$(find deep -mindepth 2 -not -path deep/er/parent-hostile)" ]] || fail "a refused unpack left: $(find deep -mindepth 2)"
 
 pass
