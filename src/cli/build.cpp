@@ -22,8 +22,11 @@ const char* const kBuildHelp =
     "                           docker-archive (what 'docker load' and skopeo's docker-archive: read)\n"
     "  --compression ALGO       gzip (default), zstd or none\n"
     "  --level N                compression level: gzip 0-3 (ISA-L; default 2), zstd 1-19 (default 3)\n"
-    "  -j, --jobs N             matrix points built at once (default 1)\n"
-    "  --threads N              compression threads of a layer (default: one per core)\n"
+    "  -j, --jobs N             matrix points built at once (default 1), fewer when the memory\n"
+    "                           available does not hold N points of --memory-per-point\n"
+    "  --memory-per-point SIZE  memory one point may take (default 4GiB; 0: no bound)\n"
+    "  --threads N              compression threads of a layer (default: one per core, shared\n"
+    "                           by the points built at once)\n"
     "  --source-date-epoch N    the timestamp of the build (mtimes are clamped to it, `created` is\n"
     "                           it); default: the recipe's source_date_epoch, else $SOURCE_DATE_EPOCH,\n"
     "                           else 0\n"
@@ -140,6 +143,13 @@ MatrixOptions matrix_options(const Args& args, const Recipe& recipe) {
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
   mo.jobs = static_cast<int>(jobs.value_or(1));
+  if (auto m = args.get("--memory-per-point")) {
+    auto bytes = parse_bytes(*m);
+    if (!bytes)
+      throw Error("--memory-per-point wants a size such as 4GiB or 512MiB (0: no bound), not '" + *m + "'",
+                  ErrorKind::Usage);
+    mo.memory_per_point = *bytes;
+  }
   o.source_date_epoch = args.integer("--source-date-epoch", 0, INT64_MAX);
   o.tags = args.all("--tag");
   if (auto b = args.get("--layer-budget")) {
@@ -180,6 +190,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
   flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
+                                 "--memory-per-point",
                                  "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget",
                                  "--platform"});
   flags.push_back("--push");  // build --push (registry/)

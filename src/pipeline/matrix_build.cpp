@@ -13,6 +13,7 @@
 #include "util/error.hpp"
 #include "util/status.hpp"
 #include "util/interrupt.hpp"
+#include "util/resources.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
@@ -99,6 +100,21 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
 
 }  // namespace
 
+size_t points_at_once(const MatrixOptions& options, size_t points, Status& status) {
+  size_t jobs = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(std::max(1, options.jobs)), points));
+  if (jobs == 1 || options.memory_per_point == 0) return jobs;
+  auto memory = available_memory();
+  if (!memory) return jobs;
+  size_t fit = std::max<size_t>(1, static_cast<size_t>(*memory / options.memory_per_point));
+  if (fit >= jobs) return jobs;
+  status.message(Level::Info, "building " + counted(fit, "point", "points") + " at once, not " +
+                                  std::to_string(jobs) + ": " + human_bytes(static_cast<double>(*memory)) +
+                                  " of memory is available and each point may take " +
+                                  human_bytes(static_cast<double>(options.memory_per_point)) +
+                                  " (--memory-per-point)");
+  return fit;
+}
+
 std::string platform_siblings(const MatrixPoint& p) {
   std::string s;
   for (const auto& [k, v] : p.matrix)
@@ -123,15 +139,20 @@ MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& s
   std::vector<std::exception_ptr> failures(points.size());
   std::atomic<size_t> next{0};
   std::atomic<bool> failed{false};
+  // Points at once share the cores: each layer's compressors get their
+  // share unless --threads says (the bytes are the same for any count).
+  const size_t jobs = points_at_once(options, points.size(), status);
+  MatrixOptions shared = options;
+  if (shared.build.layer.threads == 0 && jobs > 1)
+    shared.build.layer.threads = static_cast<int>(std::max<size_t>(1, (usable_cores() + jobs - 1) / jobs));
   auto worker = [&] {
     for (;;) {
       size_t i = next.fetch_add(1);
       if (i >= points.size() || failed.load()) return;
-      build_point(points[i], store, options, status, scoped, result.points[i], failures[i]);
+      build_point(points[i], store, shared, status, scoped, result.points[i], failures[i]);
       if (failures[i]) failed.store(true);
     }
   };
-  const size_t jobs = std::max<size_t>(1, std::min<size_t>(static_cast<size_t>(options.jobs), points.size()));
   run_on_threads(jobs, worker);
   for (size_t i = 0; i < points.size(); ++i)
     if (failures[i] && !result.failure) result.failure = failures[i];  // the first in matrix order

@@ -56,6 +56,10 @@ struct MatrixOptions {
   // `variables`, `point`, `labels` and `base.locked` come from each MatrixPoint instead.
   BuildOptions build;
   int jobs = 1;            // points built at once; the bytes never depend on it
+  // Memory one point may take (its build steps, its layer writers): fewer
+  // points run at once than `jobs` when the memory available (the cgroup's
+  // limit, if lower) does not hold that many. 0: no bound.
+  uint64_t memory_per_point = uint64_t{4} << 30;
   std::string index_ref;   // the matrix index's ref name in an OCI layout; "" = write no index
 };
 
@@ -90,6 +94,11 @@ std::vector<size_t> select_points(const Recipe& recipe, const resolve::Plan& pla
 // --only's KEY=VALUE arguments as KEY -> its VALUEs (alternatives); throws a
 // usage error for one that is not KEY=VALUE.
 std::map<std::string, std::set<std::string>> only_values(const std::vector<std::string>& only);
+
+// How many points build at once: `options.jobs`, fewer when the memory
+// available does not hold that many points of `memory_per_point` (said on
+// `status`), never more than there are points.
+size_t points_at_once(const MatrixOptions& options, size_t points, Status& status);
 
 // Builds the points, `options.jobs` at a time, into the store. After a
 // failure no further point starts; those running finish. Writes no output.

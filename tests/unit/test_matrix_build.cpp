@@ -10,6 +10,7 @@
 #include "helpers.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "pipeline/plan.hpp"
+#include "util/resources.hpp"
 
 using namespace sb;
 
@@ -212,4 +213,37 @@ TEST_CASE("a scoped status names the point in every line", "[matrix]") {
   CHECK(rec.lines() == std::vector<std::string>{"begin mx:a (flavor=a): layer base 10", "end 1 done",
                                                 "message mx:a (flavor=a): layer base: cached",
                                                 R"x(event layer {"layer":"base","scope":"mx:a (flavor=a)"})x"});
+}
+
+TEST_CASE("memory available: MemAvailable, or a cgroup's limit less its use when lower", "[matrix]") {
+  const std::string meminfo = "MemTotal:       24000000 kB\nMemFree:         1000 kB\nMemAvailable:   16000000 kB\n";
+  CHECK(available_memory_from(meminfo, "", "") == uint64_t{16000000} * 1024);
+  CHECK(available_memory_from(meminfo, "max\n", "123\n") == uint64_t{16000000} * 1024);  // no limit
+  CHECK(available_memory_from(meminfo, "8589934592\n", "1073741824\n") == uint64_t{7} << 30);
+  CHECK(available_memory_from(meminfo, "1000\n", "2000\n") == uint64_t{0});  // over its limit already
+  CHECK(available_memory_from("", "", "") == std::nullopt);
+  CHECK(usable_cores() >= 1);
+}
+
+TEST_CASE("points at once: -j, fewer when memory does not hold them, said", "[matrix]") {
+  MatrixOptions o;
+  o.jobs = 8;
+  CHECK(points_at_once(o, 3, null_status()) <= 3);  // never more than there are points
+  o.memory_per_point = 0;  // no bound
+  CHECK(points_at_once(o, 20, null_status()) == 8);
+  auto memory = available_memory();
+  if (!memory) {
+    WARN("SKIPPED: no /proc/meminfo here");
+    return;
+  }
+  o.memory_per_point = *memory / 2 + 1;  // two do not fit
+  test::RecordingStatus status;
+  CHECK(points_at_once(o, 20, status) == 1);
+  REQUIRE(status.messages().size() == 1);
+  CHECK_THAT(status.messages()[0], Catch::Matchers::Contains("building 1 point at once, not 8") &&
+                                     Catch::Matchers::Contains("--memory-per-point"));
+  o.memory_per_point = *memory * 4;  // none fits: still one
+  CHECK(points_at_once(o, 20, null_status()) == 1);
+  o.jobs = 1;
+  CHECK(points_at_once(o, 20, null_status()) == 1);
 }
