@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <memory>
 #include <set>
-#include <thread>
 #include <vector>
 
 #include "archive/entry.hpp"
@@ -23,6 +22,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/interrupt.hpp"
+#include "util/resources.hpp"
 #include "util/utf8.hpp"
 
 namespace sb {
@@ -541,10 +541,7 @@ class LayerApplier {
 
 // Threads that write a layer's files: the page cache takes a copy of every
 // byte, which is most of an unpack's work; beyond 8 the disk decides.
-size_t file_writer_threads() {
-  unsigned n = std::thread::hardware_concurrency();
-  return std::clamp<size_t>(n ? n : 1, 1, 8);
-}
+size_t file_writer_threads() { return std::clamp<size_t>(usable_cores(), 1, 8); }
 
 }  // namespace
 

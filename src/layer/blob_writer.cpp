@@ -23,6 +23,7 @@
 
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
+#include "util/resources.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
@@ -54,10 +55,10 @@ double cpu_seconds(clockid_t clock) {
   return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) / 1e9;
 }
 
+// One per core this process may use (its affinity, its cgroup's quota).
 int thread_count(int requested) {
   if (requested > 0) return requested;
-  unsigned n = std::thread::hardware_concurrency();
-  return n ? static_cast<int>(n) : 1;
+  return static_cast<int>(usable_cores());
 }
 
 class NoCompressor final : public Compressor {
