@@ -10,7 +10,10 @@
 # The images, built by stackbuild in gzip:
 #   --tree DIR PCT   A: DIR under /opt/tree, one layer per top-level directory (as the
 #                    other benches' images); B: the same after PCT% of its regular files
-#                    (every (100/PCT)th in path order) had 16 bytes appended.
+#                    (every (100/PCT)th in path order) changed, as CHANGE says:
+#                    append (default): 16 bytes appended, the rest of the file as it was
+#                    (an edit); rewrite: every byte XORed with 0x5a, the same size and
+#                    compressibility but nothing in common (a new build of the file).
 #   RECIPE_A RECIPE_B  each recipe's image (BUILD_ARGS_A, BUILD_ARGS_B: more build
 #                    arguments, e.g. "--only cuda=12.6"; REF_A, REF_B: which ref of the
 #                    layout when it holds several).
@@ -36,7 +39,7 @@
 # gzip and the chunked pulls, must equal stackbuild unpack of B's gzip layout (treecmp.py:
 # type, mode, owner, size, sha256, symlink target, hardlinks, mtime).
 # Needs root (podman's overlay driver), podman, skopeo, docker-registry, curl, python3.
-# Environment: SB, COMPRESSION, WORK (scratch, default a new folder under /tmp, removed at
+# Environment: SB, COMPRESSION, CHANGE, WORK (scratch, default a new folder under /tmp, removed at
 # the end: ~3 x B's unpacked size for the default tree, ~13 GB for /usr/local/cuda).
 # Not a test: run it by hand (--smoke is, in the default test run). Exit 77 in --smoke
 # when podman cannot do partial pulls here (not root, no overlay), saying why.
@@ -135,7 +138,7 @@ build() {
   local name=$1 recipe=$2 comp=$3
   shift 3
   "$SB" build "$recipe" -o "$W/$name" --store "$W/store" --progress plain --compression "$comp" \
-    --allow-host-paths --source-date-epoch 1700000000 "$@" >"$W/$name.log" 2>&1 ||
+    --allow-host-paths "$@" >"$W/$name.log" 2>&1 ||
     { tail -30 "$W/$name.log" >&2; die "stackbuild build of $recipe ($comp) failed"; }
 }
 # only_ref LAYOUT [REF]: LAYOUT:REF, REF defaulting to the layout's only ref name.
@@ -193,9 +196,11 @@ case $KIND in
     # B: a copy of the tree with every Kth regular file (path order) 16 bytes longer.
     mkdir -p "$W/trees"
     cp -a "$TREE" "$W/trees/b"
-    changed=$(python3 - "$W/trees/b" "$PCT" <<'PY'
+    CHANGE=${CHANGE:-append}
+    [[ $CHANGE == append || $CHANGE == rewrite ]] || die "CHANGE must be append or rewrite, not '$CHANGE'"
+    changed=$(python3 - "$W/trees/b" "$PCT" "$CHANGE" <<'PY'
 import os, sys
-root, pct = sys.argv[1], int(sys.argv[2])
+root, pct, how = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 files = []
 for d, dirs, names in os.walk(root):
     dirs.sort()
@@ -212,19 +217,28 @@ for i, p in enumerate(files):
     if i % step == 0 and (st.st_dev, st.st_ino) not in seen:   # a hardlink's file once
         seen.add((st.st_dev, st.st_ino))
         hit_bytes += st.st_size
-        with open(p, "ab") as f:
-            f.write(b"next month %5d\n" % i)
+        if how == "append":
+            with open(p, "ab") as f:
+                f.write(b"next month %5d\n" % i)
+        else:
+            data = open(p, "rb").read()
+            key = bytes([0x5a]) * len(data)
+            new = (int.from_bytes(data, "little") ^ int.from_bytes(key, "little")).to_bytes(len(data), "little")
+            open(p, "wb").write(new)
         hit += 1
-print(f"{hit} of {len(files)} files ({100 * hit_bytes / max(all_bytes, 1):.1f}% of their bytes)")
+print(f"{hit} of {len(files)} files ({100 * hit_bytes / max(all_bytes, 1):.1f}% of their bytes, {how})")
 PY
     )
     log "B: $changed changed"
     tree_recipe "$TREE" "$W/recipe-a"
     tree_recipe "$W/trees/b" "$W/recipe-b"
-    build gz-a "$W/recipe-a/r.yaml" gzip; build gz-b "$W/recipe-b/r.yaml" gzip
+    # An epoch, so that mtimes are not all 0 and the tree comparison sees them.
+    build gz-a "$W/recipe-a/r.yaml" gzip --source-date-epoch 1700000000
+    build gz-b "$W/recipe-b/r.yaml" gzip --source-date-epoch 1700000000
     GZ_A=$W/gz-a:1 GZ_B=$W/gz-b:1
     if [[ $CH_MODE != podman ]]; then
-      build ch-a "$W/recipe-a/r.yaml" "$CH_MODE"; build ch-b "$W/recipe-b/r.yaml" "$CH_MODE"
+      build ch-a "$W/recipe-a/r.yaml" "$CH_MODE" --source-date-epoch 1700000000
+      build ch-b "$W/recipe-b/r.yaml" "$CH_MODE" --source-date-epoch 1700000000
       CH_A=$W/ch-a:1 CH_B=$W/ch-b:1
     fi
     DESC_A="$TREE" DESC_B="$TREE with $changed changed"
