@@ -40,7 +40,8 @@
 # type, mode, owner, size, sha256, symlink target, hardlinks, mtime).
 # Needs root (podman's overlay driver), podman, skopeo, docker-registry, curl, python3.
 # Environment: SB, COMPRESSION, CHANGE, WORK (scratch, default a new folder under /tmp, removed at
-# the end: ~3 x B's unpacked size for the default tree, ~13 GB for /usr/local/cuda).
+# the end; B's tree, both layouts, two registries, two podman stores and B unpacked, an
+# estimated 6-7 x the tree's size).
 # Not a test: run it by hand (--smoke is, in the default test run). Exit 77 in --smoke
 # when podman cannot do partial pulls here (not root, no overlay), saying why.
 set -euo pipefail
