@@ -22,9 +22,9 @@
 #                    in $COMPRESSION.
 # The chunked images, COMPRESSION:
 #   podman (default)  A and B as containers/image re-compresses them: skopeo copy
-#                     --dest-compress-format zstd:chunked (the library and the code of
-#                     podman push --compression-format zstd:chunked), until stackbuild
-#                     writes zstd:chunked itself.
+#                     --dest-compress-format zstd:chunked into an OCI layout (the library
+#                     and the code of podman push --compression-format zstd:chunked), until
+#                     stackbuild writes zstd:chunked itself. Pushed by stackbuild push.
 #   zstd:chunked, estargz  as stackbuild writes them (build --compression $COMPRESSION;
 #                     the script stops, saying so, when this stackbuild does not take it).
 #   --smoke takes zstd:chunked from stackbuild when it accepts it, else podman's.
@@ -185,7 +185,7 @@ elif [[ $CH_MODE != podman && $KIND != layouts ]]; then
   accepts "$CH_MODE" || die "this stackbuild does not take --compression $CH_MODE ($(tail -1 "$W/probe-build.log")); COMPRESSION=podman uses podman's re-compression"
 fi
 case $CH_MODE in
-  podman) CH_NAME=zstd:chunked CH_DESC="zstd:chunked re-compressed by containers/image (skopeo copy --dest-compress-format zstd:chunked)" ;;
+  podman) CH_NAME=zstd:chunked CH_DESC="zstd:chunked re-compressed by containers/image (skopeo copy --dest-compress-format zstd:chunked into an OCI layout)" ;;
   zstd:chunked|estargz) CH_NAME=$CH_MODE CH_DESC="$CH_MODE written by stackbuild" ;;
   *) die "COMPRESSION must be podman, zstd:chunked or estargz, not '$CH_MODE'" ;;
 esac
@@ -290,16 +290,22 @@ sbpush() {
 }
 sbpush "$GZ_A" "$REG_GZ/bench:a"; sbpush "$GZ_B" "$REG_GZ/bench:b"
 if [[ $CH_MODE == podman ]]; then
+  # Into a fresh OCI layout each, then pushed by stackbuild as it is: skopeo copying
+  # straight to the registry consults the machine's blob-info cache
+  # (/var/lib/containers/cache, shared with every skopeo run as root), and with what it
+  # holds it can reuse a blob the registry has under another manifest without the
+  # layer's zstd:chunked annotations (seen here for B's layers shared with A). Into a new
+  # layout it has nothing to reuse; the output is the same bytes every time.
   for x in a b; do
     src=$GZ_A; [[ $x == b ]] && src=$GZ_B
-    skopeo --policy "$W/policy.json" --registries-conf "$W/registries.conf" copy -q --dest-tls-verify=false \
-      --dest-compress-format zstd:chunked "oci:$src" "docker://$REG_CH/bench:$x" >"$W/skopeo.log" 2>&1 ||
+    skopeo --policy "$W/policy.json" --registries-conf "$W/registries.conf" copy -q \
+      --dest-compress-format zstd:chunked "oci:$src" "oci:$W/ch-$x:1" >"$W/skopeo.log" 2>&1 ||
       { cat "$W/skopeo.log" >&2; die "skopeo copy to zstd:chunked failed"; }
   done
-else
-  sbpush "$CH_A" "$REG_CH/bench:a"; sbpush "$CH_B" "$REG_CH/bench:b"
+  CH_A=$W/ch-a:1 CH_B=$W/ch-b:1
 fi
-rm -rf "$W/pushstore"
+sbpush "$CH_A" "$REG_CH/bench:a"; sbpush "$CH_B" "$REG_CH/bench:b"
+rm -rf "$W/pushstore" "$W/ch-a" "$W/ch-b"
 for f in gzip chunked; do
   reg=$REG_GZ; [[ $f == chunked ]] && reg=$REG_CH
   for x in a b; do $PP image "$reg" bench "$x" >"$W/img-$f-$x.json" || die "no manifest of $reg/bench:$x"; done
