@@ -39,7 +39,8 @@
 # gzip and the chunked pulls, must equal stackbuild unpack of B's gzip layout (treecmp.py:
 # type, mode, owner, size, sha256, symlink target, hardlinks, mtime).
 # Needs root (podman's overlay driver), podman, skopeo, docker-registry, curl, python3.
-# Environment: SB, COMPRESSION, CHANGE, WORK (scratch, default a new folder under /tmp, removed at
+# Environment: SB, COMPRESSION, CHANGE, MOUNT_PROGRAM (e.g. /usr/bin/fuse-overlayfs: overlay
+# through it rather than the kernel's), WORK (scratch, default a new folder under /tmp, removed at
 # the end; B's tree, both layouts, two registries, two podman stores and B unpacked, an
 # estimated 6-7 x the tree's size).
 # Not a test: run it by hand (--smoke is, in the default test run). Exit 77 in --smoke
@@ -99,6 +100,7 @@ pull_options = {enable_partial_images = "true", use_hard_links = "false", ostree
 [storage.options.overlay]
 mountopt = "nodev"
 EOF
+  if [[ -n ${MOUNT_PROGRAM:-} ]]; then echo "mount_program = \"$MOUNT_PROGRAM\"" >>"$s/storage.conf"; fi
 }
 # pm NAME ARGS...: podman on the store NAME, reading only this run's configuration.
 pm() {
@@ -114,7 +116,7 @@ if ! pm probe info --format '{{.Store.GraphDriverName}}' >"$W/probe.out" 2>"$W/p
 fi
 [[ $(cat "$W/probe.out") == overlay ]] ||
   bench_skip "podman's store here uses '$(cat "$W/probe.out")', not overlay: containers/storage does partial pulls with overlay only"
-log "podman $(podman --version | awk '{print $3}'), overlay driver, partial pulls enabled"
+log "podman $(podman --version | awk '{print $3}'), overlay driver${MOUNT_PROGRAM:+ through $MOUNT_PROGRAM}, partial pulls enabled"
 
 # --- the gzip images --------------------------------------------------------------------
 # tree_recipe SRC DIR: DIR/r.yaml, SRC under /opt/tree, one layer per top-level directory.

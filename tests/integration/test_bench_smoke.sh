@@ -32,7 +32,7 @@ declare -A table=(
 # The settings the full runs read: none may reach a smoke run from the environment.
 # No proxy either: every request goes to 127.0.0.1.
 clean_env=(-u WORK -u ROUNDS -u N -u SIZE_MB -u SLOTS -u STRICT -u STORE -u KEEP -u JOBS -u STORAGE_DRIVER
-  -u COMPRESSION -u SKIP_UMOCI -u SKIP_GZIP6 -u SKIP_UMOCI_BUNDLE -u STACKBUILD_APT_SOURCES
+  -u COMPRESSION -u CHANGE -u MOUNT_PROGRAM -u SKIP_UMOCI -u SKIP_GZIP6 -u SKIP_UMOCI_BUNDLE -u STACKBUILD_APT_SOURCES
   -u http_proxy -u https_proxy -u all_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY)
 
 passed=() skipped=() failed=()
