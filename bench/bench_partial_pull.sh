@@ -31,18 +31,20 @@
 # Then, with Debian's podman (4.3) and a private storage.conf (overlay, enable_partial_images;
 # docs/partial-pulls.md), for gzip and for the chunked images, each in a fresh podman
 # store: pull A, then pull B. Bytes served are read from the access log of the registry
-# (docker-registry, plain HTTP on 127.0.0.1; gzip and chunked images in two registries so
-# that containers/image cannot reuse a gzip blob for a chunked push); the chunked pull of B
-# must be partial (podman's debug log: "Retrieved partial blob" for each layer A lacks).
-# Prints per format: B's pull after A in bytes served, as % of B's blobs and of its new
-# layers, and seconds. Last, podman's root filesystem of B (podman image mount), from the
-# gzip and the chunked pulls, must equal stackbuild unpack of B's gzip layout (treecmp.py:
-# type, mode, owner, size, sha256, symlink target, hardlinks, mtime).
+# (docker-registry, plain HTTP on 127.0.0.1; the gzip and the chunked images in a registry
+# each, no blob shared between them); every chunked layer must carry its table of contents
+# and the chunked pull of B must be partial (podman's debug log: "Retrieved partial blob"
+# for each layer A lacks). Prints per format: B's pull after A in bytes served, as % of
+# B's blobs and of its new layers, and seconds. Last, podman's root filesystem of B
+# (podman image mount), from the gzip and the chunked pulls, must equal stackbuild unpack
+# of B's gzip layout (treecmp.py: type, mode, owner, size, sha256, symlink target,
+# hardlinks; mtimes too for the gzip pull, while for the chunked one they are counted and
+# printed: podman 4.3's partial pulls give files the pull's time).
 # Needs root (podman's overlay driver), podman, skopeo, docker-registry, curl, python3.
 # Environment: SB, COMPRESSION, CHANGE, MOUNT_PROGRAM (e.g. /usr/bin/fuse-overlayfs: overlay
 # through it rather than the kernel's), WORK (scratch, default a new folder under /tmp, removed at
 # the end; B's tree, both layouts, two registries, two podman stores and B unpacked, an
-# estimated 6-7 x the tree's size).
+# estimated 6-7 x the tree's size), KEEP (non-empty: leave that folder for a look).
 # Not a test: run it by hand (--smoke is, in the default test run). Exit 77 in --smoke
 # when podman cannot do partial pulls here (not root, no overlay), saying why.
 set -euo pipefail
