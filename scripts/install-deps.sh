@@ -15,6 +15,9 @@ test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 # test_bench_smoke.sh runs every bench/*.sh --smoke: buildah and mmdebstrap are the
 # tools they compare against, bc their arithmetic, gpg signs the apt fixture.
 test_deps+=(buildah mmdebstrap bc gpg)
+# bench_partial_pull.sh --smoke: podman (4.3, with its overlay driver as root) is the client
+# whose zstd:chunked partial pulls it measures.
+test_deps+=(podman)
 test_deps+=(shellcheck python3-yaml)  # test_cluster_ci.sh: the generated CI files' shell, and reading them
 # test_cluster_slurm.sh and bench_cluster.sh start a single-node Slurm cluster (as root).
 test_deps+=(slurm-wlm munge)

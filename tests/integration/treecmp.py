@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Compares two directory trees entry by entry.
 
-usage: treecmp.py EXPECTED ACTUAL [--clamp EPOCH] [--ignore PATH]...
+usage: treecmp.py EXPECTED ACTUAL [--clamp EPOCH] [--mtimes] [--owners] [--ignore PATH]...
 
 For every path (relative, found with os.lstat, symlinks never followed) it compares:
 the file type, mode & 0o7777 (not for symlinks), the size and sha256 of regular
 files, the target of symlinks, and which regular files are hardlinked together
 (paths sharing an inode). --clamp checks that every non-directory entry in ACTUAL
 has the mtime of its EXPECTED twin clamped to EPOCH: min(expected, EPOCH) (directory
-mtimes are not compared: the tools that fill a directory touch them).
+mtimes are not compared: the tools that fill a directory touch them). --mtimes
+checks that every non-directory entry has the same mtime in both trees (whole seconds),
+--owners that every entry has the same uid and gid.
 --ignore skips a path and everything under it in both trees.
 Prints each difference and exits 1 if there are any; prints a summary and exits 0
 if the trees are the same.
@@ -45,7 +47,7 @@ def scan(root, ignore):
             if any(rel == i or rel.startswith(i.rstrip("/") + "/") for i in ignore):
                 continue
             st = os.lstat(full)
-            e = {"type": kind(st), "mtime": int(st.st_mtime)}
+            e = {"type": kind(st), "mtime": int(st.st_mtime), "owner": f"{st.st_uid}:{st.st_gid}"}
             if e["type"] != "symlink":
                 e["mode"] = oct(stat.S_IMODE(st.st_mode))
             if e["type"] == "file":
@@ -64,6 +66,8 @@ def scan(root, ignore):
 def main():
     args = sys.argv[1:]
     clamp, ignore = None, []
+    mtimes, owners = "--mtimes" in args, "--owners" in args
+    args = [a for a in args if a not in ("--mtimes", "--owners")]
     while "--clamp" in args:
         i = args.index("--clamp")
         clamp = int(args[i + 1])
@@ -90,6 +94,11 @@ def main():
             want = min(exp[p]["mtime"], clamp)
             if act[p]["type"] != "dir" and act[p]["mtime"] != want:
                 problems.append(f"{p!r}: mtime expected {want} (clamped to {clamp}), got {act[p]['mtime']}")
+    for p in sorted(set(exp) & set(act)):
+        if mtimes and act[p]["type"] != "dir" and act[p]["mtime"] != exp[p]["mtime"]:
+            problems.append(f"{p!r}: mtime expected {exp[p]['mtime']}, got {act[p]['mtime']}")
+        if owners and act[p]["owner"] != exp[p]["owner"]:
+            problems.append(f"{p!r}: owner expected {exp[p]['owner']}, got {act[p]['owner']}")
     for line in problems:
         print("treecmp: " + line, file=sys.stderr)
     if problems:
