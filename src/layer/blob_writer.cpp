@@ -36,6 +36,9 @@ class Compressor {
  public:
   virtual ~Compressor() = default;
   virtual void write(const char* data, size_t size) = 0;
+  // The same for a block the caller will not change while the compressor
+  // holds it: a compressor may keep it rather than copy it.
+  virtual void write_shared(std::shared_ptr<const std::string> block) { write(block->data(), block->size()); }
   // Flushes what is left; `tick` (may be empty) runs whenever more of it is
   // out, so a progress display keeps moving while workers finish.
   virtual void finish(const Tick& tick) = 0;
@@ -95,7 +98,9 @@ struct Buffer {
 };
 
 struct GzipJob {
-  std::string input;
+  std::string input;     // the chunk, gathered here, or
+  std::shared_ptr<const std::string> shared;  // the writer's block, not copied
+  const std::string& in() const { return shared ? *shared : input; }
   std::string dict;      // up to 32 KiB of the input before this chunk
   bool last = false;
   Buffer output;
@@ -125,10 +130,11 @@ void compress_chunk(GzipJob& job, int level) {
   }
   s.end_of_stream = job.last ? 1 : 0;
   s.flush = job.last ? NO_FLUSH : SYNC_FLUSH;
-  s.next_in = reinterpret_cast<uint8_t*>(job.input.data());
-  s.avail_in = static_cast<uint32_t>(job.input.size());
+  const std::string& in = job.in();
+  s.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in.data()));  // ISA-L only reads it
+  s.avail_in = static_cast<uint32_t>(in.size());
   // Deflate never grows data by more than 5 bytes per 64 KiB stored block.
-  job.output.reserve(job.input.size() + job.input.size() / 1024 + 4096);
+  job.output.reserve(in.size() + in.size() / 1024 + 4096);
   s.next_out = reinterpret_cast<uint8_t*>(job.output.data.get());
   s.avail_out = static_cast<uint32_t>(job.output.capacity);
   int rc = isal_deflate(&s);
@@ -139,7 +145,7 @@ void compress_chunk(GzipJob& job, int level) {
     return;
   }
   job.output.size = job.output.capacity - s.avail_out;
-  job.crc = crc32_gzip_refl(0, reinterpret_cast<const uint8_t*>(job.input.data()), job.input.size());
+  job.crc = crc32_gzip_refl(0, reinterpret_cast<const uint8_t*>(in.data()), in.size());
 }
 
 class GzipCompressor final : public Compressor {
@@ -184,6 +190,12 @@ class GzipCompressor final : public Compressor {
     }
   }
 
+  // A whole chunk at a chunk's edge goes to the workers as it is.
+  void write_shared(std::shared_ptr<const std::string> block) override {
+    if (!current_.empty() || block->size() != chunk_size_) return write(block->data(), block->size());
+    submit(false, std::move(block));
+  }
+
   void finish(const Tick& tick) override {
     submit(true);
     while (!queue_.empty()) {
@@ -203,7 +215,8 @@ class GzipCompressor final : public Compressor {
   int worker_count() const override { return static_cast<int>(std::max<size_t>(1, started_workers_)); }
 
  private:
-  void submit(bool last) {
+  // Queues the chunk gathered in current_, or `shared` (a whole chunk).
+  void submit(bool last, std::shared_ptr<const std::string> shared = nullptr) {
     std::shared_ptr<GzipJob> job;
     {
       std::lock_guard lk(mu_);
@@ -217,16 +230,20 @@ class GzipCompressor final : public Compressor {
     job->dict = std::move(dict_);
     dict_.clear();  // moved from: valid, but only clear() makes it empty
     job->last = last;
-    size_t keep = std::min(kWindow, current_.size());
+    const std::string& chunk = shared ? *shared : current_;
+    size_t keep = std::min(kWindow, chunk.size());
     // The next chunk's dictionary: the last 32 KiB of everything so far.
     if (keep < kWindow && !job->dict.empty()) {
       size_t from_old = std::min(job->dict.size(), kWindow - keep);
       dict_ = job->dict.substr(job->dict.size() - from_old);
     }
-    dict_.append(current_, current_.size() - keep, keep);
-    std::swap(job->input, current_);  // current_ takes the recycled input buffer
-    current_.clear();
-    current_.reserve(chunk_size_);
+    dict_.append(chunk, chunk.size() - keep, keep);
+    job->shared = std::move(shared);
+    if (!job->shared) {
+      std::swap(job->input, current_);  // current_ takes the recycled input buffer
+      current_.clear();
+      current_.reserve(chunk_size_);
+    }
     if (workers_.empty()) {
       double t0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
       compress_chunk(*job, level_);
@@ -254,8 +271,10 @@ class GzipCompressor final : public Compressor {
     queue_.pop_front();
     if (!job->error.empty()) throw Error(job->error);
     emit_(job->output.data.get(), job->output.size);
-    crc_ = static_cast<uint32_t>(crc32_combine(crc_, job->crc, static_cast<z_off_t>(job->input.size())));
-    total_in_ += job->input.size();
+    const size_t in_size = job->in().size();
+    crc_ = static_cast<uint32_t>(crc32_combine(crc_, job->crc, static_cast<z_off_t>(in_size)));
+    total_in_ += in_size;
+    job->shared.reset();  // the writer may reuse its block
     std::lock_guard lk(mu_);
     free_.push_back(std::move(job));
   }
@@ -401,6 +420,7 @@ std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
 // thread feeding it waits, which absorbs a slow file or a long zstd job.
 LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options)
     : options_(options), out_(store.writer()),
+      block_size_(options.compression == Compression::Gzip ? options.chunk_size : size_t{1} << 20),
       diff_stage_([this](const char* d, size_t n) { diff_sha_.update(d, n); }),
       blob_stage_([this](const char* d, size_t n) { out_.write(d, n); }),
       cpu_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)), process_cpu_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
@@ -410,15 +430,45 @@ LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options
 
 LayerBlobWriter::~LayerBlobWriter() = default;
 
+// Input is gathered into blocks of the compressor's chunk size (gzip's 4
+// MiB, else 1 MiB) that the diff_id stage and the compressor share: one copy
+// of the tar stream, not one each.
 void LayerBlobWriter::write(const void* data, size_t size) {
-  diff_stage_.push(data, size);
+  const char* p = static_cast<const char*>(data);
   bytes_in_ += size;
-  compressor_->write(static_cast<const char*>(data), size);
+  while (size > 0) {
+    if (!block_) block_ = free_block();
+    size_t take = std::min(size, block_size_ - block_->size());
+    block_->append(p, take);
+    p += take;
+    size -= take;
+    if (block_->size() == block_size_) pass_block();
+  }
+}
+
+std::shared_ptr<std::string> LayerBlobWriter::free_block() {
+  for (auto& b : blocks_)
+    if (b.use_count() == 1) {  // neither stage holds it any more
+      b->clear();
+      return b;
+    }
+  auto b = std::make_shared<std::string>();
+  b->reserve(block_size_);
+  blocks_.push_back(b);
+  return b;
+}
+
+void LayerBlobWriter::pass_block() {
+  std::shared_ptr<const std::string> b = std::move(block_);
+  block_.reset();
+  diff_stage_.push_shared(b, b->data(), b->size());
+  compressor_->write_shared(std::move(b));
 }
 
 uint64_t LayerBlobWriter::bytes_compressed() const { return compressor_->consumed(); }
 
 Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
+  if (block_ && !block_->empty()) pass_block();
   compressor_->finish(tick);
   diff_stage_.finish();
   blob_stage_.finish();

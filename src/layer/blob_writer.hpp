@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "layer/layer.hpp"
 #include "store/store.hpp"
@@ -66,10 +68,17 @@ class LayerBlobWriter final : public ByteSink {
   const LayerStages& stages() const { return stages_; }
 
  private:
+  std::shared_ptr<std::string> free_block();
+  void pass_block();
   const LayerOptions options_;
   Store::Writer out_;
   Sha256 diff_sha_;
   uint64_t bytes_in_ = 0;
+  // The block being gathered, and every block made, for reuse once no stage
+  // holds it (pass_block, free_block).
+  size_t block_size_;
+  std::shared_ptr<std::string> block_;
+  std::vector<std::shared_ptr<std::string>> blocks_;
   // Declared in the order they are destroyed last to first: the compressor
   // emits into blob_stage_, so it goes first.
   ByteStage diff_stage_;

@@ -64,11 +64,41 @@ void ByteStage::push(const void* data, size_t size) {
     current_.append(p, take);
     p += take;
     size -= take;
-    if (current_.size() == block_size_) enqueue();
+    if (current_.size() == block_size_) enqueue_current();
   }
 }
 
-void ByteStage::enqueue() {
+void ByteStage::push_shared(std::shared_ptr<const void> owner, const char* data, size_t size) {
+  if (!thread_.joinable()) {
+    auto t0 = Clock::now();
+    consume_(data, size);
+    busy_ns_ += nanoseconds_since(t0);
+    return;
+  }
+  if (!current_.empty()) enqueue_current();
+  Block b;
+  b.owner = std::move(owner);
+  b.data = data;
+  b.size = size;
+  enqueue(std::move(b));
+}
+
+void ByteStage::enqueue_current() {
+  Block b;
+  b.bytes = std::move(current_);
+  {
+    std::lock_guard lk(mu_);
+    if (!free_.empty()) {
+      current_ = std::move(free_.back());
+      free_.pop_back();
+    }
+  }
+  current_.clear();
+  current_.reserve(block_size_);
+  enqueue(std::move(b));
+}
+
+void ByteStage::enqueue(Block block) {
   std::unique_lock lk(mu_);
   if (queue_.size() >= max_blocks_ && !failed_) {
     auto t0 = Clock::now();
@@ -80,22 +110,14 @@ void ByteStage::enqueue() {
     rethrow_if_failed();
     return;
   }
-  queue_.push_back(std::move(current_));
-  if (!free_.empty()) {
-    current_ = std::move(free_.back());
-    free_.pop_back();
-  } else {
-    current_ = std::string();
-    current_.reserve(block_size_);
-  }
-  current_.clear();
+  queue_.push_back(std::move(block));
   lk.unlock();
   cv_work_.notify_one();
 }
 
 void ByteStage::run() {
   for (;;) {
-    std::string block;
+    Block block;
     {
       std::unique_lock lk(mu_);
       cv_work_.wait(lk, [&] { return closing_ || failed_ || !queue_.empty(); });
@@ -104,7 +126,10 @@ void ByteStage::run() {
       queue_.pop_front();
     }
     try {
-      consume_(block.data(), block.size());
+      if (block.owner)
+        consume_(block.data, block.size);
+      else
+        consume_(block.bytes.data(), block.bytes.size());
     } catch (...) {
       std::lock_guard lk(mu_);
       error_ = std::current_exception();
@@ -113,10 +138,13 @@ void ByteStage::run() {
       cv_room_.notify_all();
       return;
     }
+    block.owner.reset();  // its owner may reuse it now
     {
       std::lock_guard lk(mu_);
-      block.clear();
-      if (free_.size() < max_blocks_) free_.push_back(std::move(block));
+      if (!block.owner && block.bytes.capacity() && free_.size() < max_blocks_) {
+        block.bytes.clear();
+        free_.push_back(std::move(block.bytes));
+      }
     }
     cv_room_.notify_one();
   }
@@ -124,7 +152,7 @@ void ByteStage::run() {
 
 void ByteStage::finish() {
   if (!thread_.joinable()) return;
-  if (!current_.empty()) enqueue();
+  if (!current_.empty()) enqueue_current();
   {
     std::lock_guard lk(mu_);
     closing_ = true;

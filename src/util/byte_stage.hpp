@@ -15,6 +15,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -38,6 +39,10 @@ class ByteStage {
   // Copies `data` into the current block, queueing each block that fills.
   // Rethrows the consumer's error, if it failed.
   void push(const void* data, size_t size);
+  // Queues `size` bytes at `data`, which `owner` keeps alive, without a copy
+  // (after what push() gathered, so the order holds). The stage lets go of
+  // `owner` once they are consumed.
+  void push_shared(std::shared_ptr<const void> owner, const char* data, size_t size);
   // Queues what is buffered, waits until everything is consumed, stops the
   // thread, rethrows the consumer's error. Call once, last.
   void finish();
@@ -49,7 +54,14 @@ class ByteStage {
   double blocked_seconds() const { return blocked_seconds_; }
 
  private:
-  void enqueue();
+  struct Block {
+    std::string bytes;                   // a gathered block, or
+    std::shared_ptr<const void> owner;   // a shared one: `data`, `size`
+    const char* data = nullptr;
+    size_t size = 0;
+  };
+  void enqueue(Block block);
+  void enqueue_current();
   void run();
   void rethrow_if_failed();
 
@@ -58,7 +70,7 @@ class ByteStage {
   size_t max_blocks_;
   std::string current_;
   std::vector<std::string> free_;
-  std::deque<std::string> queue_;
+  std::deque<Block> queue_;
   mutable std::mutex mu_;
   std::condition_variable cv_work_, cv_room_;
   bool closing_ = false;

@@ -77,3 +77,18 @@ TEST_CASE("a byte stage dropped without finish stops its thread", "[byte_stage]"
   }  // an error unwinding the producer: no hang, no crash
   CHECK(consumed <= 6);
 }
+
+TEST_CASE("a byte stage keeps the order of copied and shared blocks, and lets go of shared ones", "[byte_stage]") {
+  std::string out;
+  auto shared = std::make_shared<std::string>("SHARED");
+  {
+    ByteStage stage([&](const char* d, size_t n) { out.append(d, n); }, 4, 2);
+    stage.push("ab", 2);  // gathered, not yet a whole block
+    stage.push_shared(shared, shared->data(), shared->size());
+    stage.push("cdefg", 5);
+    stage.push_shared(shared, shared->data() + 1, 2);
+    stage.finish();
+  }
+  CHECK(out == "abSHAREDcdefgHA");
+  CHECK(shared.use_count() == 1);
+}
