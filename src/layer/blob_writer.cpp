@@ -17,26 +17,14 @@
 #include <thread>
 #include <vector>
 
+#include "layer/compressor.hpp"
+#include "layer/estargz.hpp"
+#include "layer/zstd_chunked.hpp"
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
-
-using Emit = std::function<void(const void*, size_t)>;
-
-using Tick = std::function<void()>;
-
-class Compressor {
- public:
-  virtual ~Compressor() = default;
-  virtual void write(const char* data, size_t size) = 0;
-  // Flushes what is left; `tick` (may be empty) runs whenever more of it is
-  // out, so a progress display keeps moving while workers finish.
-  virtual void finish(const Tick& tick) = 0;
-  // How much of the input written so far has been compressed and handed on.
-  virtual uint64_t consumed() const = 0;
-};
 
 namespace {
 
@@ -362,6 +350,8 @@ std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
     case Compression::Gzip:
       return std::make_unique<GzipCompressor>(std::move(emit), o.level, thread_count(o.threads), o.chunk_size);
     case Compression::Zstd: return std::make_unique<ZstdCompressor>(std::move(emit), o.level, o.threads);
+    case Compression::Estargz: return make_estargz_compressor(o, std::move(emit));
+    case Compression::ZstdChunked: return make_zstd_chunked_compressor(o, std::move(emit));
     case Compression::None: break;
   }
   return std::make_unique<NoCompressor>(std::move(emit));
@@ -382,6 +372,8 @@ void LayerBlobWriter::write(const void* data, size_t size) {
   compressor_->write(static_cast<const char*>(data), size);
 }
 
+EntryFramer* LayerBlobWriter::framer() { return compressor_->framer(); }
+
 uint64_t LayerBlobWriter::bytes_compressed() const { return compressor_->consumed(); }
 
 Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
@@ -389,7 +381,9 @@ Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
   Digest diff_id = diff_sha_.finish();
   uint64_t size = out_.bytes_written();
   Digest digest = out_.commit();
-  return Layer{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+  Layer l{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+  compressor_->describe(l);
+  return l;
 }
 
 std::string compress_bytes(std::string_view data, const LayerOptions& options) {

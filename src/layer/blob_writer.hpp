@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 
+#include "layer/framing.hpp"
 #include "layer/layer.hpp"
 #include "store/store.hpp"
 
@@ -21,6 +22,9 @@ class ByteSink {
  public:
   virtual ~ByteSink() = default;
   virtual void write(const void* data, size_t size) = 0;
+  // A sink whose format frames entries (estargz, zstd:chunked) returns the
+  // framer that the tar writer reports entry boundaries to.
+  virtual EntryFramer* framer() { return nullptr; }
 };
 
 class Compressor;  // one per compression, in blob_writer.cpp
@@ -31,6 +35,7 @@ class LayerBlobWriter final : public ByteSink {
   ~LayerBlobWriter() override;
 
   void write(const void* data, size_t size) override;
+  EntryFramer* framer() override;
   uint64_t bytes_in() const { return bytes_in_; }
   // How much of bytes_in() the compressor has finished with. It lags behind
   // while workers hold input: zstd's take up to a few jobs (tens of MiB).
