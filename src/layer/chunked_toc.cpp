@@ -124,7 +124,8 @@ void ChunkedToc::begin_payload() {
 
 void ChunkedToc::start_chunk() {
   size_t frame = frames_.cut();
-  frames_.hash_open_frame();
+  // A chunk's digest, or the digest of a file that is one chunk: a worker's.
+  if (style_.chunk_entries || payload_size_ <= chunk_size_) frames_.hash_open_frame();
   chunk_done_ = 0;
   if (payload_done_ == 0) {
     Item& f = items_[file_];
@@ -133,6 +134,7 @@ void ChunkedToc::start_chunk() {
     f.chunks = 1;
     return;
   }
+  if (!style_.chunk_entries) return;  // another frame of the same content
   Item& f = items_[file_];
   ++f.chunks;
   Item c;
@@ -188,12 +190,13 @@ nlohmann::json ChunkedToc::entries() const {
     nlohmann::json j = it.meta;
     if (it.payload) {
       j["offset"] = frames_.offset_of(it.frame);
-      std::string chunk = frames_.digest_of(it.frame).str();
-      if (it.chunk_offset) j["chunkOffset"] = it.chunk_offset;
-      if (it.chunk_size) j["chunkSize"] = it.chunk_size;
-      j["chunkDigest"] = chunk;
+      if (style_.chunk_entries) {
+        if (it.chunk_offset) j["chunkOffset"] = it.chunk_offset;
+        if (it.chunk_size) j["chunkSize"] = it.chunk_size;
+        j["chunkDigest"] = frames_.digest_of(it.frame).str();
+      }
       if (it.file) {
-        j["digest"] = it.digest ? *it.digest : chunk;
+        j["digest"] = it.digest ? *it.digest : frames_.digest_of(it.frame).str();
         if (style_.end_offsets) j["endOffset"] = frames_.offset_of(it.end_frame);
       }
     } else if (it.digest) {

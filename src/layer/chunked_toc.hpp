@@ -22,6 +22,11 @@ struct TocStyle {
   bool zero_modtime = false;  // write "modtime" when it is the epoch (zstd:chunked) too
   bool end_offsets = false;   // write "endOffset" on files (zstd:chunked)
   bool empty_digest = false;  // give empty files the digest of nothing (estargz)
+  // A "chunk" entry, with its digest, for each chunk of a file (estargz, whose
+  // readers fetch and verify chunk by chunk). Without, a file's content still
+  // spans a frame per chunk (for the workers), under its own entry alone:
+  // one sha256 pass over the content instead of two (zstd:chunked).
+  bool chunk_entries = true;
 };
 
 class ChunkedToc {

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <cstdio>
+#include <cstring>
 
 #include "layer/chunked_toc.hpp"
 #include "layer/frames.hpp"
@@ -16,36 +17,41 @@ namespace {
 // RFC 1952 header: no name, mtime 0, no extra flags, OS unknown.
 constexpr unsigned char kGzipHeader[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff};
 
-// One whole gzip member of `in`, appended to `out`, with ISA-L at `level`
-// (the same bytes on every x86-64 CPU with SSE4.2: blob_writer.cpp).
-void gzip_member(std::string_view in, int level, std::string& out) {
+// Room for one gzip member of `n` bytes: the header, deflate (which never
+// grows data by more than 5 bytes per 64 KiB stored block) and the trailer.
+size_t gzip_member_bound(size_t n) { return sizeof kGzipHeader + n + n / 1024 + 1024; }
+
+// One whole gzip member of `in` at `out`, with ISA-L at `level` (the same
+// bytes on every x86-64 CPU with SSE4.2: blob_writer.cpp). Returns its size.
+size_t gzip_member(std::string_view in, int level, char* out) {
   size_t level_size = level == 1   ? ISAL_DEF_LVL1_DEFAULT
                       : level == 2 ? ISAL_DEF_LVL2_DEFAULT
                       : level == 3 ? ISAL_DEF_LVL3_DEFAULT
                                    : 0;
-  thread_local std::string level_buf;
-  if (level_buf.size() < level_size) level_buf.resize(level_size);
-  out.append(reinterpret_cast<const char*>(kGzipHeader), sizeof kGzipHeader);
-  size_t start = out.size();
-  // Deflate never grows data by more than 5 bytes per stored block (64 KiB).
-  size_t room = in.size() + in.size() / 1024 + 1024;
-  out.resize(start + room);
+  thread_local std::unique_ptr<char[]> level_buf;
+  thread_local size_t level_buf_size = 0;
+  if (level_buf_size < level_size) {
+    level_buf.reset(new char[level_size]);
+    level_buf_size = level_size;
+  }
+  std::memcpy(out, kGzipHeader, sizeof kGzipHeader);
+  size_t room = gzip_member_bound(in.size()) - sizeof kGzipHeader;
   isal_zstream s;
   isal_deflate_init(&s);
   s.level = static_cast<uint32_t>(level);
-  s.level_buf = level_size ? reinterpret_cast<uint8_t*>(level_buf.data()) : nullptr;
+  s.level_buf = level_size ? reinterpret_cast<uint8_t*>(level_buf.get()) : nullptr;
   s.level_buf_size = static_cast<uint32_t>(level_size);
   s.gzip_flag = IGZIP_GZIP_NO_HDR;  // the deflate data and the CRC-32/size trailer
   s.end_of_stream = 1;
   s.flush = NO_FLUSH;
   s.next_in = reinterpret_cast<uint8_t*>(const_cast<char*>(in.data()));
   s.avail_in = static_cast<uint32_t>(in.size());
-  s.next_out = reinterpret_cast<uint8_t*>(out.data() + start);
+  s.next_out = reinterpret_cast<uint8_t*>(out + sizeof kGzipHeader);
   s.avail_out = static_cast<uint32_t>(room);
   int rc = isal_deflate(&s);
   if (rc != COMP_OK || s.internal_state.state != ZSTATE_END)
     throw Error("ISA-L deflate failed (" + std::to_string(rc) + ")");
-  out.resize(start + room - s.avail_out);
+  return sizeof kGzipHeader + room - s.avail_out;
 }
 
 class EstargzCompressor final : public Compressor, public EntryFramer {
@@ -54,8 +60,8 @@ class EstargzCompressor final : public Compressor, public EntryFramer {
       : emit_(std::move(emit)),
         level_(o.level < 0 ? 2 : o.level),
         frames_(
-            emit_, [this](std::string_view in, std::string& out) { gzip_member(in, level_, out); },
-            o.threads),
+            emit_, [this](std::string_view in, char* out) { return gzip_member(in, level_, out); },
+            gzip_member_bound, o.threads),
         toc_(frames_, o.chunk_size, TocStyle{"estargz", false, false, true}) {
     if (level_ > 3)
       throw Error("estargz level " + std::to_string(level_) +

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "util/error.hpp"
@@ -20,22 +21,42 @@ constexpr size_t kBatchBytes = 1 << 20;
 }  // namespace
 
 struct FrameWriter::Job {
-  std::string input;         // the frames' input, one after the other
-  std::vector<size_t> ends;  // where each frame's input ends
-  std::vector<bool> hash;    // whether to hash each frame's input
-  std::string output;
-  std::vector<size_t> out_ends;  // where each frame's output ends
+  std::string input;                 // the frames' input, one after the other
+  std::vector<size_t> ends;          // where each frame's input ends
+  std::vector<bool> hash;            // whether to hash each frame's input
+  // The output, uninitialised: a job and its buffers are reused, as fresh
+  // multi-megabyte buffers cost a page fault every 4 KiB (blob_writer.cpp).
+  std::unique_ptr<char[]> output;
+  size_t output_capacity = 0, output_size = 0;
+  std::vector<size_t> out_ends;      // where each frame's output ends
   std::vector<std::optional<Digest>> digests;
   std::string error;
   bool done = false;
 
-  void run(const Encode& encode) {
+  void reset() {
+    input.clear();
+    ends.clear();
+    hash.clear();
+    output_size = 0;
+    out_ends.clear();
+    digests.clear();
+    error.clear();
+    done = false;
+  }
+
+  void run(const Encode& encode, const Bound& bound) {
     try {
-      size_t from = 0;
+      size_t need = 0, from = 0;
+      for (size_t end : ends) need += bound(end - std::exchange(from, end));
+      if (need > output_capacity) {
+        output.reset(new char[need]);
+        output_capacity = need;
+      }
+      from = 0;
       for (size_t i = 0; i < ends.size(); ++i) {
         std::string_view in(input.data() + from, ends[i] - from);
-        encode(in, output);
-        out_ends.push_back(output.size());
+        output_size += encode(in, output.get() + output_size);
+        out_ends.push_back(output_size);
         if (hash[i]) {
           Sha256 h;
           h.update(in);
@@ -56,6 +77,7 @@ struct FrameWriter::Pool {
   size_t max_in_flight = 2;
   std::deque<std::shared_ptr<Job>> queue;    // submitted, in order (producer only)
   std::deque<std::shared_ptr<Job>> pending;  // not yet taken by a worker
+  std::vector<std::shared_ptr<Job>> free;    // out, to reuse
   std::mutex mu;
   std::condition_variable cv_work, cv_done;
   bool stopping = false;
@@ -72,10 +94,11 @@ struct FrameWriter::Pool {
   }
 };
 
-FrameWriter::FrameWriter(Emit emit, Encode encode, int threads)
+FrameWriter::FrameWriter(Emit emit, Encode encode, Bound bound, int threads)
     : emit_(std::move(emit)),
       encode_(std::move(encode)),
-      open_(std::make_unique<Job>()),
+      bound_(std::move(bound)),
+      open_(std::make_shared<Job>()),
       pool_(std::make_unique<Pool>()) {
   size_t n = threads > 0 ? static_cast<size_t>(threads)
                          : std::max(1u, std::thread::hardware_concurrency());
@@ -110,10 +133,18 @@ size_t FrameWriter::cut() {
 
 void FrameWriter::submit() {
   if (open_->ends.empty()) return;
-  std::shared_ptr<Job> job(std::move(open_));
-  open_ = std::make_unique<Job>();
+  std::shared_ptr<Job> job = std::move(open_);
+  {
+    std::lock_guard lk(pool_->mu);
+    if (!pool_->free.empty()) {
+      open_ = std::move(pool_->free.back());
+      pool_->free.pop_back();
+    }
+  }
+  if (!open_) open_ = std::make_shared<Job>();
+  open_->reset();
   if (pool_->threads.empty()) {
-    job->run(encode_);
+    job->run(encode_, bound_);
     job->done = true;
     pool_->queue.push_back(job);
   } else {
@@ -141,9 +172,11 @@ void FrameWriter::drain_one() {
     offsets_.push_back(emitted_ + from);
     from = job->out_ends[i];
   }
-  emit_(job->output.data(), job->output.size());
-  emitted_ += job->output.size();
+  emit_(job->output.get(), job->output_size);
+  emitted_ += job->output_size;
   consumed_ += job->input.size();
+  std::lock_guard lk(pool_->mu);
+  pool_->free.push_back(std::move(job));
 }
 
 void FrameWriter::drain(const Tick& tick) {
@@ -179,7 +212,7 @@ void FrameWriter::work() {
       job = p.pending.front();
       p.pending.pop_front();
     }
-    job->run(encode_);
+    job->run(encode_, bound_);
     {
       std::lock_guard lk(p.mu);
       job->done = true;

@@ -19,11 +19,13 @@ namespace sb {
 
 class FrameWriter {
  public:
-  // Appends the compressed form of `in` to `out`; runs on any worker, so it
-  // keeps no state between calls (beyond per-thread scratch).
-  using Encode = std::function<void(std::string_view in, std::string& out)>;
+  // Writes the compressed form of `in` at `out` (room for bound(in.size())
+  // bytes) and returns its size; runs on any worker, so it keeps no state
+  // between calls (beyond per-thread scratch).
+  using Encode = std::function<size_t(std::string_view in, char* out)>;
+  using Bound = std::function<size_t(size_t in_size)>;
 
-  FrameWriter(Emit emit, Encode encode, int threads);
+  FrameWriter(Emit emit, Encode encode, Bound bound, int threads);
   ~FrameWriter();
   FrameWriter(const FrameWriter&) = delete;
   FrameWriter& operator=(const FrameWriter&) = delete;
@@ -55,7 +57,8 @@ class FrameWriter {
 
   Emit emit_;
   Encode encode_;
-  std::unique_ptr<Job> open_;  // frames gathered for the next job
+  Bound bound_;
+  std::shared_ptr<Job> open_;  // frames gathered for the next job
   bool hash_open_ = false;
   size_t frames_ = 0;  // frames closed
   uint64_t consumed_ = 0, emitted_ = 0;

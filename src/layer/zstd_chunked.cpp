@@ -25,9 +25,10 @@ void check(size_t rc) {
   if (ZSTD_isError(rc)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(rc));
 }
 
-// One zstd frame of `in`, appended to `out`: one thread, so the bytes are
-// libzstd's single-threaded output at `level`, with the content checksum.
-void zstd_frame(std::string_view in, int level, std::string& out) {
+// One zstd frame of `in` at `out` (room for ZSTD_compressBound()): one
+// thread, so the bytes are libzstd's single-threaded output at `level`, with
+// the content checksum. Returns its size.
+size_t zstd_frame(std::string_view in, int level, char* out) {
   struct Ctx {
     ZSTD_CCtx* c = ZSTD_createCCtx();
     ~Ctx() { ZSTD_freeCCtx(c); }
@@ -37,11 +38,15 @@ void zstd_frame(std::string_view in, int level, std::string& out) {
   ZSTD_CCtx_reset(ctx.c, ZSTD_reset_session_and_parameters);
   check(ZSTD_CCtx_setParameter(ctx.c, ZSTD_c_compressionLevel, level));
   check(ZSTD_CCtx_setParameter(ctx.c, ZSTD_c_checksumFlag, 1));
-  size_t start = out.size();
-  out.resize(start + ZSTD_compressBound(in.size()));
-  size_t n = ZSTD_compress2(ctx.c, out.data() + start, out.size() - start, in.data(), in.size());
+  size_t n = ZSTD_compress2(ctx.c, out, ZSTD_compressBound(in.size()), in.data(), in.size());
   check(n);
-  out.resize(start + n);
+  return n;
+}
+
+std::string zstd_frame(std::string_view in, int level) {
+  std::string out(ZSTD_compressBound(in.size()), '\0');
+  out.resize(zstd_frame(in, level, out.data()));
+  return out;
 }
 
 void skippable_frame(std::string& out, std::string_view data) {
@@ -56,9 +61,9 @@ class ZstdChunkedCompressor final : public Compressor, public EntryFramer {
       : emit_(std::move(emit)),
         level_(o.level < 0 ? 3 : o.level),
         frames_(
-            emit_, [this](std::string_view in, std::string& out) { zstd_frame(in, level_, out); },
-            o.threads),
-        toc_(frames_, o.chunk_size, TocStyle{"zstd:chunked", true, true, false}) {
+            emit_, [this](std::string_view in, char* out) { return zstd_frame(in, level_, out); },
+            [](size_t n) { return ZSTD_compressBound(n); }, o.threads),
+        toc_(frames_, o.chunk_size, TocStyle{"zstd:chunked", true, true, false, false}) {
     if (level_ < 1 || level_ > ZSTD_maxCLevel())
       throw Error("zstd level " + std::to_string(level_) + " is not supported (1-" +
                   std::to_string(ZSTD_maxCLevel()) + ")");
@@ -70,8 +75,7 @@ class ZstdChunkedCompressor final : public Compressor, public EntryFramer {
     frames_.drain(tick);
     nlohmann::json toc{{"version", 1}, {"entries", toc_.entries()}};
     std::string manifest = toc.dump();
-    std::string compressed;
-    zstd_frame(manifest, level_, compressed);
+    std::string compressed = zstd_frame(manifest, level_);
     if (manifest.size() > kManifestLimit || compressed.size() > kManifestLimit)
       throw Error("zstd:chunked: the layer's table of contents is " +
                   std::to_string(manifest.size() >> 20) +

@@ -20,7 +20,7 @@ declare -A table=(
   [bench_apt]='^minimal layer: stackbuild [0-9.]+ s, mmdebstrap --variant=[a-z]+ [0-9.]+ s, ratio'
   [bench_cluster]='^bench_cluster: [0-9]+ points, [0-9]+ slots: one build [0-9.]+ s, fan-out [0-9.]+ s, ratio fan-out/one build [0-9.]+'
   [bench_buildah]='^  warm \(no change\), stackbuild with --locked +[0-9.]+s +[0-9.]+s'
-  [bench_layer]='^stackbuild-zstd throughput / zstd -3 -T2 pipeline +[0-9.]+'
+  [bench_layer]='^stackbuild zstd:chunked / zstd throughput +[0-9.]+'
   [bench_pip]='^ratio pip/stackbuild: [0-9.]+x'
   [bench_pull]='^bench_pull: ratio skopeo / stackbuild +[0-9.]+'
   [bench_push]='^bench_push: ratio skopeo / stackbuild +[0-9.]+'
