@@ -6,6 +6,10 @@
 // bytes are the same for any thread count; the header carries no name and
 // mtime 0. zstd uses libzstd's own workers, whose output does not depend on
 // their number either (nbWorkers >= 1 always).
+//
+// estargz and zstd:chunked (estargz.hpp, zstd_chunked.hpp) frame each file's
+// content: the tar writer reports entry boundaries through framer(), and the
+// format's annotations land on the Layer that finish() returns.
 #pragma once
 
 #include <cstddef>
