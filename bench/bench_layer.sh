@@ -6,7 +6,8 @@
 #   bash bench/bench_layer.sh --smoke         (a tiny tree made here, N=1, no bar enforced)
 #
 # On one tree, with a warm page cache, best of $N runs each (wall-clock):
-#   stackbuild layer TREE --compression gzip / zstd   (a fresh --store each run)
+#   stackbuild layer TREE --compression gzip / zstd / estargz / zstd:chunked
+#                                                     (a fresh --store each run)
 #   umoci repack of TREE as a new layer of an empty image (the unpack is not timed)
 #   tar --sort=name | tee >(sha256sum) | pigz -p2 -n | tee >(sha256sum) > blob
 #   the same with zstd -3 -T2
@@ -16,6 +17,8 @@
 #   stackbuild-gzip MB/s / umoci MB/s            >= 3
 #   stackbuild-gzip size / gzip -6 size          <= 1.05
 #   stackbuild-zstd MB/s / zstd pipeline MB/s    >= 2
+#   stackbuild-estargz MB/s / stackbuild-zstd MB/s       >= 0.8
+#   stackbuild-zstd:chunked MB/s / stackbuild-zstd MB/s  >= 0.8
 #
 # Environment: SB (default: build/stackbuild of this checkout), N (runs, default 3),
 # WORK (scratch folder, default a new one under /tmp, removed at the end; it needs about
@@ -99,6 +102,8 @@ sb_run() {
 }
 SB_COMP=gzip; best_of "stackbuild layer (gzip)" sb_setup sb_run
 SB_COMP=zstd; best_of "stackbuild layer (zstd)" sb_setup sb_run
+SB_COMP=estargz; best_of "stackbuild layer (estargz)" sb_setup sb_run
+SB_COMP=zstd:chunked; best_of "stackbuild layer (zstd:chunked)" sb_setup sb_run
 rm -rf "$WORK/store"
 
 # --- (b) umoci repack ---------------------------------------------------------------------
@@ -159,10 +164,11 @@ fi
 mbps() { awk -v b="$TAR_BYTES" -v s="$1" 'BEGIN { if (s > 0) printf "%.1f", b / s / 1e6; else print "inf" }'; }
 echo
 printf 'tree: %s (%s bytes of tar), best of %s, %s\n\n' "$TREE" "$TAR_BYTES" "$N" "$("$SB" version 2>/dev/null | head -1)"
-printf '%-26s %10s %10s %15s %8s\n' tool seconds MB/s "output bytes" ratio
-for name in "stackbuild layer (gzip)" "stackbuild layer (zstd)" "umoci repack" "tar | pigz -p2 -n" "tar | zstd -3 -T2" "tar | gzip -6 (once)"; do
+printf '%-32s %10s %10s %15s %8s\n' tool seconds MB/s "output bytes" ratio
+for name in "stackbuild layer (gzip)" "stackbuild layer (zstd)" "stackbuild layer (estargz)" \
+    "stackbuild layer (zstd:chunked)" "umoci repack" "tar | pigz -p2 -n" "tar | zstd -3 -T2" "tar | gzip -6 (once)"; do
   [[ -n "${SECS[$name]:-}" ]] || continue
-  printf '%-26s %10s %10s %15s %8s\n' "$name" "${SECS[$name]}" "$(mbps "${SECS[$name]}")" "${SIZE[$name]}" \
+  printf '%-32s %10s %10s %15s %8s\n' "$name" "${SECS[$name]}" "$(mbps "${SECS[$name]}")" "${SIZE[$name]}" \
     "$(awk -v a="${SIZE[$name]}" -v b="$TAR_BYTES" 'BEGIN { printf "%.3f", a / b }')"
 done
 echo
@@ -181,6 +187,10 @@ g="stackbuild layer (gzip)"; z="stackbuild layer (zstd)"
 [[ -n "${SECS[umoci repack]:-}" ]] && bar "stackbuild-gzip throughput / umoci" "$(ratio "${SECS[umoci repack]}" "${SECS[$g]}")" ">=" 3
 [[ -n "${SIZE[tar | gzip -6 (once)]:-}" ]] && bar "stackbuild-gzip size / gzip -6 size" "$(ratio3 "${SIZE[$g]}" "${SIZE[tar | gzip -6 (once)]}")" "<=" 1.05
 bar "stackbuild-zstd throughput / zstd -3 -T2 pipeline" "$(ratio "${SECS[tar | zstd -3 -T2]}" "${SECS[$z]}")" ">=" 2
+e="stackbuild layer (estargz)"; c="stackbuild layer (zstd:chunked)"
+bar "stackbuild estargz / zstd throughput" "$(ratio "${SECS[$z]}" "${SECS[$e]}")" ">=" 0.8
+bar "stackbuild zstd:chunked / zstd throughput" "$(ratio "${SECS[$z]}" "${SECS[$c]}")" ">=" 0.8
+printf '%-48s %8s   (no bar)\n' "stackbuild estargz / gzip throughput" "$(ratio "${SECS[$g]}" "${SECS[$e]}")"
 printf '%-48s %8s   (no bar)\n' "stackbuild-gzip throughput / pigz -p2 pipeline" "$(ratio "${SECS[tar | pigz -p2 -n]}" "${SECS[$g]}")"
 bench_smoke_note
 if [[ $missed -ne 0 && "${STRICT:-}" == 1 ]]; then exit 1; fi

@@ -21,6 +21,9 @@ test_deps+=(podman)
 test_deps+=(shellcheck python3-yaml)  # test_cluster_ci.sh: the generated CI files' shell, and reading them
 # test_cluster_slurm.sh and bench_cluster.sh start a single-node Slurm cluster (as root).
 test_deps+=(slurm-wlm munge)
+# test_estargz_go_check.sh builds tests/tools/estargz-check offline with Debian's Go
+# and the stargz snapshotter's estargz library, packaged as Go source.
+test_deps+=(golang-go golang-github-containerd-stargz-snapshotter-dev)
 
 # The SPDX project's validator (spdx-tools), the NTIA minimum-elements
 # checker and CycloneDX's own library with its JSON schemas, which

@@ -545,6 +545,32 @@ size_t file_writer_threads() { return std::clamp<size_t>(usable_cores(), 1, 8); 
 
 }  // namespace
 
+namespace {
+
+// Whether `blob` ends in eStargz's footer: a 51-byte empty gzip member whose
+// extra field holds "SG", the TOC's offset in hex and "STARGZ" (layer/estargz.cpp).
+bool has_estargz_footer(const fs::path& blob) {
+  UniqueFd fd(::open(blob.c_str(), O_RDONLY | O_CLOEXEC));
+  struct stat st;
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || st.st_size < 51) return false;
+  unsigned char f[51];
+  if (::pread(fd.get(), f, sizeof f, st.st_size - 51) != 51) return false;
+  static const unsigned char head[16] = {0x1f, 0x8b, 8, 4, 0, 0, 0, 0, 0, 0xff, 26, 0, 'S', 'G', 22, 0};
+  return std::equal(head + 0, head + 3, f) && (f[3] & 4) && std::equal(head + 10, head + 16, f + 10) &&
+         std::string_view(reinterpret_cast<const char*>(f) + 32, 6) == "STARGZ";
+}
+
+// eStargz's own entries at the root, which its clients do not unpack either.
+bool estargz_metadata(struct archive_entry* e) {
+  const char* n = archive_entry_pathname(e);
+  if (!n) return false;
+  std::string_view p(n);
+  while (p.substr(0, 2) == "./") p.remove_prefix(2);
+  return p == "stargz.index.json" || p == ".no.prefetch.landmark" || p == ".prefetch.landmark";
+}
+
+}  // namespace
+
 void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options,
                    ExtractStats& stats) {
   Utf8Locale locale;
@@ -552,9 +578,11 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
   LayerReader a(blob);
   FileWriters writers(file_writer_threads());
   LayerApplier applier(root, options, stats, nullptr, &writers);
+  const bool estargz = has_estargz_footer(blob);
   try {
     while (struct archive_entry* e = a.next()) {
       check_interrupted();
+      if (estargz && archive_entry_filetype(e) == AE_IFREG && estargz_metadata(e)) continue;
       applier.apply(a.get(), e);
     }
     applier.finish();

@@ -20,8 +20,10 @@ const char* const kBuildHelp =
     "                           or with --format docker-archive a tarball (default <stack>.tar)\n"
     "  --format FORMAT          oci (an OCI image layout; several tags share one layout) or\n"
     "                           docker-archive (what 'docker load' and skopeo's docker-archive: read)\n"
-    "  --compression ALGO       gzip (default), zstd or none\n"
-    "  --level N                compression level: gzip 0-3 (ISA-L; default 2), zstd 1-19 (default 3)\n"
+    "  --compression ALGO       gzip (default), zstd, estargz, zstd:chunked (layers that clients\n"
+    "                           can fetch file by file; docs/layers.md) or none\n"
+    "  --level N                compression level: gzip, estargz 0-3 (ISA-L; default 2), zstd,\n"
+    "                           zstd:chunked 1-19 (default 3)\n"
     "  -j, --jobs N             matrix points built at once (default 1), fewer when the memory\n"
     "                           available does not hold N points of --memory-per-point\n"
     "  --memory-per-point SIZE  memory one point may take (default 4GiB; 0: no bound)\n"
@@ -137,8 +139,9 @@ MatrixOptions matrix_options(const Args& args, const Recipe& recipe) {
                  : (o.format == OutputFormat::OciLayout ? fs::path("out") / recipe.stack : fs::path(recipe.stack + ".tar"));
   o.layer.compression = parse_compression(args.get("--compression").value_or("gzip"));
   if (auto level = args.integer("--level", 0, 22)) o.layer.level = static_cast<int>(*level);
-  if (o.layer.compression == Compression::Gzip && o.layer.level > 3)
-    throw Error("gzip levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level), ErrorKind::Usage);
+  if (is_gzip_family(o.layer.compression) && o.layer.level > 3)
+    throw Error(to_string(o.layer.compression) + " levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level),
+                ErrorKind::Usage);
   if (auto threads = args.integer("--threads", 1, 256)) o.layer.threads = static_cast<int>(*threads);
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);

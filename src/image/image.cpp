@@ -173,7 +173,7 @@ Image make_image(const ImageConfig& config, const std::vector<Layer>& layers,
   Descriptor config_desc{kMediaTypeConfig, Digest::of_bytes(config_json), config_json.size(), {}, {}};
 
   json layer_descs = json::array();
-  for (const auto& l : layers) layer_descs.push_back(Descriptor{l.media_type, l.digest, l.size, {}, {}});
+  for (const auto& l : layers) layer_descs.push_back(Descriptor{l.media_type, l.digest, l.size, l.annotations, {}});
   std::map<std::string, std::string> ann{{"org.opencontainers.image.created", rfc3339(created)}};
   auto put = [&](const char* key, const std::string& v) {
     if (!v.empty()) ann[std::string("org.opencontainers.image.") + key] = v;

@@ -21,34 +21,15 @@
 
 #include <time.h>
 
+#include "layer/compressor.hpp"
+#include "layer/estargz.hpp"
+#include "layer/zstd_chunked.hpp"
 #include "util/error.hpp"
 #include "util/interrupt.hpp"
 #include "util/resources.hpp"
 #include "util/threads.hpp"
 
 namespace sb {
-
-using Emit = std::function<void(const void*, size_t)>;
-
-using Tick = std::function<void()>;
-
-class Compressor {
- public:
-  virtual ~Compressor() = default;
-  virtual void write(const char* data, size_t size) = 0;
-  // The same for a block the caller will not change while the compressor
-  // holds it: a compressor may keep it rather than copy it.
-  virtual void write_shared(std::shared_ptr<const std::string> block) { write(block->data(), block->size()); }
-  // Flushes what is left; `tick` (may be empty) runs whenever more of it is
-  // out, so a progress display keeps moving while workers finish.
-  virtual void finish(const Tick& tick) = 0;
-  // How much of the input written so far has been compressed and handed on.
-  virtual uint64_t consumed() const = 0;
-  // CPU seconds of the workers, after finish(); nullopt when they are not
-  // ours to measure (libzstd's).
-  virtual std::optional<double> worker_cpu_seconds() const { return std::nullopt; }
-  virtual int worker_count() const { return 0; }
-};
 
 namespace {
 
@@ -409,6 +390,8 @@ std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
     case Compression::Gzip:
       return std::make_unique<GzipCompressor>(std::move(emit), o.level, thread_count(o.threads), o.chunk_size);
     case Compression::Zstd: return std::make_unique<ZstdCompressor>(std::move(emit), o.level, o.threads);
+    case Compression::Estargz: return make_estargz_compressor(o, std::move(emit));
+    case Compression::ZstdChunked: return make_zstd_chunked_compressor(o, std::move(emit));
     case Compression::None: break;
   }
   return std::make_unique<NoCompressor>(std::move(emit));
@@ -426,6 +409,7 @@ LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options
       cpu_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)), process_cpu_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
       start_(std::chrono::steady_clock::now()) {
   compressor_ = make_compressor(options_, [this](const void* d, size_t n) { blob_stage_.push(d, n); });
+  framing_ = compressor_->framer() != nullptr;
 }
 
 LayerBlobWriter::~LayerBlobWriter() = default;
@@ -436,6 +420,13 @@ LayerBlobWriter::~LayerBlobWriter() = default;
 void LayerBlobWriter::write(const void* data, size_t size) {
   const char* p = static_cast<const char*>(data);
   bytes_in_ += size;
+  if (framing_) {
+    // A format that frames entries learns where they begin between writes:
+    // every byte must reach it now, not when a block fills.
+    diff_stage_.push(p, size);
+    compressor_->write(p, size);
+    return;
+  }
   while (size > 0) {
     if (!block_) block_ = free_block();
     size_t take = std::min(size, block_size_ - block_->size());
@@ -465,6 +456,8 @@ void LayerBlobWriter::pass_block() {
   compressor_->write_shared(std::move(b));
 }
 
+EntryFramer* LayerBlobWriter::framer() { return compressor_->framer(); }
+
 uint64_t LayerBlobWriter::bytes_compressed() const { return compressor_->consumed(); }
 
 Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
@@ -487,7 +480,9 @@ Layer LayerBlobWriter::finish(const std::function<void()>& tick) {
   stages_.compress = compressor_->worker_cpu_seconds().value_or(
       std::max(0.0, cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_cpu_start_ - stages_.tar -
                         stages_.diff_hash - stages_.blob));
-  return Layer{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+  Layer l{diff_id, digest, size, bytes_in_, layer_media_type(options_.compression)};
+  compressor_->describe(l);
+  return l;
 }
 
 namespace {

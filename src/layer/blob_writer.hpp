@@ -11,6 +11,10 @@
 // bytes are the same for any thread count; the header carries no name and
 // mtime 0. zstd uses libzstd's own workers, whose output does not depend on
 // their number either (nbWorkers >= 1 always).
+//
+// estargz and zstd:chunked (estargz.hpp, zstd_chunked.hpp) frame each file's
+// content: the tar writer reports entry boundaries through framer(), and the
+// format's annotations land on the Layer that finish() returns.
 #pragma once
 
 #include <chrono>
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "layer/framing.hpp"
 #include "layer/layer.hpp"
 #include "store/store.hpp"
 #include "util/byte_stage.hpp"
@@ -30,9 +35,12 @@ class ByteSink {
  public:
   virtual ~ByteSink() = default;
   virtual void write(const void* data, size_t size) = 0;
+  // A sink whose format frames entries (estargz, zstd:chunked) returns the
+  // framer that the tar writer reports entry boundaries to.
+  virtual EntryFramer* framer() { return nullptr; }
 };
 
-class Compressor;  // one per compression, in blob_writer.cpp
+class Compressor;  // one per compression (layer/compressor.hpp)
 
 // Where a layer's time went: CPU seconds of each stage of the pipeline, to
 // tell a user what bounds the writing (the progress display and `stackbuild
@@ -57,6 +65,7 @@ class LayerBlobWriter final : public ByteSink {
   ~LayerBlobWriter() override;
 
   void write(const void* data, size_t size) override;
+  EntryFramer* framer() override;
   uint64_t bytes_in() const { return bytes_in_; }
   // How much of bytes_in() the compressor has finished with. It lags behind
   // while workers hold input: zstd's take up to a few jobs (tens of MiB).
@@ -79,6 +88,7 @@ class LayerBlobWriter final : public ByteSink {
   size_t block_size_;
   std::shared_ptr<std::string> block_;
   std::vector<std::shared_ptr<std::string>> blocks_;
+  bool framing_ = false;  // the compressor frames entries: no gathering
   // Declared in the order they are destroyed last to first: the compressor
   // emits into blob_stage_, so it goes first.
   ByteStage diff_stage_;

@@ -11,6 +11,8 @@ std::string to_string(Compression c) {
     case Compression::Gzip: return "gzip";
     case Compression::Zstd: return "zstd";
     case Compression::None: return "none";
+    case Compression::Estargz: return "estargz";
+    case Compression::ZstdChunked: return "zstd:chunked";
   }
   return "?";
 }
@@ -19,28 +21,40 @@ Compression parse_compression(const std::string& name) {
   if (name == "gzip") return Compression::Gzip;
   if (name == "zstd") return Compression::Zstd;
   if (name == "none") return Compression::None;
-  throw Error("unknown compression '" + name + "' (use gzip, zstd or none)", ErrorKind::Usage);
+  if (name == "estargz") return Compression::Estargz;
+  if (name == "zstd:chunked") return Compression::ZstdChunked;
+  throw Error("unknown compression '" + name + "' (use gzip, zstd, estargz, zstd:chunked or none)",
+              ErrorKind::Usage);
 }
 
 std::string layer_media_type(Compression c) {
   switch (c) {
-    case Compression::Gzip: return "application/vnd.oci.image.layer.v1.tar+gzip";
-    case Compression::Zstd: return "application/vnd.oci.image.layer.v1.tar+zstd";
+    case Compression::Gzip:
+    case Compression::Estargz: return "application/vnd.oci.image.layer.v1.tar+gzip";
+    case Compression::Zstd:
+    case Compression::ZstdChunked: return "application/vnd.oci.image.layer.v1.tar+zstd";
     case Compression::None: return "application/vnd.oci.image.layer.v1.tar";
   }
   return {};
 }
 
+bool is_gzip_family(Compression c) { return c == Compression::Gzip || c == Compression::Estargz; }
+
 void to_json(nlohmann::json& j, const Layer& l) {
   j = nlohmann::json{{"diff_id", l.diff_id.str()},   {"digest", l.digest.str()},
                      {"size", l.size},               {"uncompressed_size", l.uncompressed_size},
                      {"media_type", l.media_type}};
+  // Absent when empty: the records of plain layers stay as they were.
+  if (!l.annotations.empty()) j["annotations"] = l.annotations;
 }
 
 Layer layer_from_json(const nlohmann::json& j) {
-  return Layer{Digest::parse(j.at("diff_id").get<std::string>()),
-               Digest::parse(j.at("digest").get<std::string>()), j.at("size").get<uint64_t>(),
-               j.at("uncompressed_size").get<uint64_t>(), j.at("media_type").get<std::string>()};
+  Layer l{Digest::parse(j.at("diff_id").get<std::string>()),
+          Digest::parse(j.at("digest").get<std::string>()), j.at("size").get<uint64_t>(),
+          j.at("uncompressed_size").get<uint64_t>(), j.at("media_type").get<std::string>()};
+  if (auto it = j.find("annotations"); it != j.end())
+    l.annotations = it->get<std::map<std::string, std::string>>();
+  return l;
 }
 
 }  // namespace sb

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include <nlohmann/json_fwd.hpp>
@@ -10,11 +11,14 @@
 
 namespace sb {
 
-enum class Compression { Gzip, Zstd, None };
+// Estargz is gzip and ZstdChunked is zstd with a table of contents, so that a
+// client can fetch single files (docs/layers.md); both read as plain gzip/zstd.
+enum class Compression { Gzip, Zstd, None, Estargz, ZstdChunked };
 
-std::string to_string(Compression c);
-Compression parse_compression(const std::string& name);  // "gzip", "zstd", "none"
+std::string to_string(Compression c);  // as parse_compression() takes it
+Compression parse_compression(const std::string& name);  // "gzip", "zstd", "none", "estargz", "zstd:chunked"
 std::string layer_media_type(Compression c);  // application/vnd.oci.image.layer.v1.tar+gzip ...
+bool is_gzip_family(Compression c);            // gzip or estargz: ISA-L levels 0-3
 
 struct Layer {
   Digest diff_id;           // sha256 of the uncompressed tar
@@ -22,6 +26,9 @@ struct Layer {
   uint64_t size = 0;        // bytes of the blob
   uint64_t uncompressed_size = 0;
   std::string media_type;
+  // The descriptor's annotations: a chunked format's table of contents
+  // (estargz: containerd.io/snapshot/stargz/toc.digest, ...).
+  std::map<std::string, std::string> annotations = {};
 };
 
 void to_json(nlohmann::json& j, const Layer& l);
@@ -33,7 +40,8 @@ struct LayerOptions {
   Compression compression = Compression::Gzip;
   int level = -1;           // -1: the default (gzip: ISA-L level 2; zstd: 3)
   int threads = 0;          // 0: one per core
-  size_t chunk_size = 4 << 20;  // gzip: bytes of input per independently compressed chunk
+  size_t chunk_size = 4 << 20;  // gzip: bytes of input per independently compressed chunk;
+                                // estargz, zstd:chunked: the most bytes of a file in one chunk
 };
 
 }  // namespace sb

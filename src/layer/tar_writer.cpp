@@ -56,7 +56,9 @@ class TarOut {
   explicit TarOut(ByteSink& sink) : ctx_{&sink, nullptr}, a_(archive_write_new()) {
     if (!a_) throw Error("libarchive: out of memory");
     archive_write_set_format_pax_restricted(a_.get());
-    archive_write_set_bytes_per_block(a_.get(), 64 * 1024);
+    // A sink that frames entries must have every byte before an entry
+    // boundary when it is told of it: no blocking then (the bytes are the same).
+    archive_write_set_bytes_per_block(a_.get(), sink.framer() ? 0 : 64 * 1024);
     archive_write_set_bytes_in_last_block(a_.get(), 1);  // no padding past the end-of-archive blocks
     if (archive_write_open2(a_.get(), &ctx_, nullptr, on_write, nullptr, nullptr) != ARCHIVE_OK) fail("open");
   }
@@ -72,6 +74,10 @@ class TarOut {
   }
   void data(const void* buf, size_t len, const std::string& path) {
     if (archive_write_data(a_.get(), buf, len) < 0) fail("write '" + path + "'");
+  }
+  // Writes the padding of the entry before, so that what follows is the next header.
+  void finish_entry() {
+    if (archive_write_finish_entry(a_.get()) != ARCHIVE_OK) fail("finish an entry");
   }
   void close() {
     if (archive_write_close(a_.get()) != ARCHIVE_OK) fail("finish");
@@ -113,17 +119,48 @@ void copy_content(TarOut& out, const fs::path& src, uint64_t expected, const std
                 ", now " + std::to_string(total) + ")");
 }
 
+// The entries a framing format adds (eStargz's landmark and TOC): regular
+// files, 0644, mtime 0, owned by root.
+void write_members(TarOut& out, EntryFramer& framer, struct archive_entry* e,
+                   const std::vector<ExtraMember>& members) {
+  for (const auto& m : members) {
+    TarEntry t;
+    t.size = m.data.size();
+    out.finish_entry();
+    framer.begin_entry(m.name, t);
+    archive_entry_clear(e);
+    archive_entry_copy_pathname(e, m.name.c_str());
+    archive_entry_set_filetype(e, AE_IFREG);
+    archive_entry_set_perm(e, t.mode);
+    archive_entry_set_mtime(e, 0, 0);
+    archive_entry_set_size(e, static_cast<la_int64_t>(t.size));
+    out.header(e, m.name);
+    if (t.size) {
+      framer.begin_payload();
+      out.data(m.data.data(), m.data.size(), m.name);
+      framer.end_payload();
+    }
+  }
+}
+
 }  // namespace
 
 void write_canonical_tar(const EntryMap& entries, ByteSink& sink, const ProgressFn& progress) {
   TarOut out(sink);
+  EntryFramer* framer = sink.framer();
   EntryPtr e(archive_entry_new());
   std::string buf(1 << 20, '\0');
   uint64_t done = 0;
+  if (framer) write_members(out, *framer, e.get(), framer->leading_members());
   for (const auto& [path, t] : entries) {
     check_interrupted();
+    bool dir_entry = t.type == TarEntry::Type::Dir;
+    if (framer) {
+      out.finish_entry();
+      framer->begin_entry(dir_entry ? path + "/" : path, t);
+    }
     archive_entry_clear(e.get());
-    bool dir = t.type == TarEntry::Type::Dir;
+    bool dir = dir_entry;
     archive_entry_copy_pathname(e.get(), dir ? (path + "/").c_str() : path.c_str());
     archive_entry_set_uid(e.get(), t.uid);
     archive_entry_set_gid(e.get(), t.gid);
@@ -153,7 +190,15 @@ void write_canonical_tar(const EntryMap& entries, ByteSink& sink, const Progress
     for (const auto& [name, value] : t.xattrs)
       archive_entry_xattr_add_entry(e.get(), name.c_str(), value.data(), value.size());
     out.header(e.get(), path);
-    if (t.type == TarEntry::Type::File && t.size > 0) copy_content(out, t.source, t.size, path, buf, done, progress);
+    if (t.type == TarEntry::Type::File && t.size > 0) {
+      if (framer) framer->begin_payload();
+      copy_content(out, t.source, t.size, path, buf, done, progress);
+      if (framer) framer->end_payload();
+    }
+  }
+  if (framer) {
+    out.finish_entry();
+    write_members(out, *framer, e.get(), framer->closing_members());
   }
   out.close();
 }

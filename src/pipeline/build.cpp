@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +60,23 @@ int64_t choose_source_date_epoch(const Recipe& recipe, std::optional<int64_t> fl
   }
   return 0;
 }
+
+namespace {
+
+// The build's options with the layer's `compression:` in place of the build's.
+BuildOptions with_compression(const BuildOptions& options, const LayerSpec& spec) {
+  BuildOptions o = options;
+  try {
+    o.layer.compression = parse_compression(spec.compression);
+  } catch (const Error& e) {
+    throw InputError(spec.at("compression"), e.what());
+  }
+  // A level is the build's for its compression; another one takes its default.
+  if (is_gzip_family(o.layer.compression) != is_gzip_family(options.layer.compression)) o.layer.level = -1;
+  return o;
+}
+
+}  // namespace
 
 BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOptions& options, Status& status) {
   BuildResult result;
@@ -123,9 +141,14 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
       }
       kinds.push_back(&kept_source_layer_kind());
     }
+    // A layer's own `compression:` overrides the build's (docs/recipes.md).
+    std::optional<BuildOptions> own;
+    if (!spec.compression.empty()) own = with_compression(options, spec);
+    const BuildOptions& layer_options = own ? *own : options;
     for (const LayerKind* kind : kinds) {
       try {
-        result.layers.push_back(kind->build({recipe, spec, key, layers, names, store, options, epoch, status}, key));
+        result.layers.push_back(
+            kind->build({recipe, spec, key, layers, names, store, layer_options, epoch, status}, key));
       } catch (Error& e) {
         e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
         throw;

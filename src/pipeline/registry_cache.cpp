@@ -308,7 +308,9 @@ CacheExport export_cache(const registry::Reference& ref, const std::vector<Point
           if (!seen.insert(l.digest).second) continue;
           if (!store.has(l.digest)) throw Error(op + ": layer blob " + l.digest.str() + " is not in the store");
           m.blobs.push_back({l.digest, l.size, l.media_type, store.blob_path(l.digest), {}});
-          layers.push_back({{"mediaType", l.media_type}, {"digest", l.digest.str()}, {"size", l.size}});
+          json d{{"mediaType", l.media_type}, {"digest", l.digest.str()}, {"size", l.size}};
+          if (!l.annotations.empty()) d["annotations"] = l.annotations;  // estargz, zstd:chunked
+          layers.push_back(std::move(d));
         }
       json annotations{{kStackAnnotation, p.stack}, {kPointAnnotation, p.point}};
       json man{{"schemaVersion", 2},

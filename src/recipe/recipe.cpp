@@ -48,6 +48,7 @@ void merge_layer(LayerSpec& base, const LayerSpec& child) {
     else if (key == "apt") base.apt = child.apt;
     else if (key == "pip") base.pip = child.pip;
     else if (key == "duplicates") base.duplicates = child.duplicates;
+    else if (key == "compression") base.compression = child.compression;
     else if (key == "repositories") base.repositories = child.repositories;
     else if (key == "pins") base.pins = child.pins;
     else if (key == "recommends") base.recommends = child.recommends;

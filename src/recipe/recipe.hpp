@@ -134,6 +134,7 @@ struct LayerSpec {
   // parent's layer of this name, not on top (cleared once placed).
   std::string below;
   std::string duplicates;                // "", report, lower, upper, error: a library a lower layer has too
+  std::string compression;               // "": the build's; gzip, zstd, estargz, zstd:chunked or none
   std::string keep_source;               // image path where the source tree stays; may use ${vars}
   std::vector<PatchSpec> patches;        // applied to the source (from: source, or the kept source)
   SourceDecl source;                     // `source:`; given() false = none, or the catalog's

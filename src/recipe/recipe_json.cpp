@@ -119,6 +119,7 @@ void to_json(nlohmann::json& j, const LayerSpec& l) {
   if (!l.apt.empty()) j["apt"] = l.apt;
   if (!l.pip.empty()) j["pip"] = l.pip;
   if (!l.duplicates.empty()) j["duplicates"] = l.duplicates;
+  if (!l.compression.empty()) j["compression"] = l.compression;
   if (!l.repositories.empty()) j["repositories"] = l.repositories;
   if (!l.pins.empty()) j["pins"] = l.pins;
   if (l.recommends) j["recommends"] = true;

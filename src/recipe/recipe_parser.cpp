@@ -232,7 +232,7 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
   r.check_keys(n, "a layer",
                {"name", "copy", "owner", "preserve_modes", "comment", "use", "version", "components", "packages",
                 "from", "build", "keep_source", "patches", "apt", "pip", "replace", "duplicates", "repositories", "pins",
-                "recommends", "base", "priority", "source", "configure", "below"},
+                "recommends", "base", "priority", "source", "configure", "below", "compression"},
                {"name"});
   LayerSpec l;
   l.where = r.at(n);
@@ -293,6 +293,13 @@ LayerSpec parse_layer(const Reader& r, const YAML::Node& n, const fs::path& base
       r.fail(v, "'duplicates' is report, lower, upper or error, not '" + l.duplicates + "'",
              "which copy wins when the layer holds a library a lower layer has too: lower links this layer's "
              "copy to the lower one (see docs/layers.md)");
+  }
+  if (auto v = n["compression"]) {
+    l.compression = r.string(v, "'compression'");
+    if (l.compression != "gzip" && l.compression != "zstd" && l.compression != "estargz" &&
+        l.compression != "zstd:chunked" && l.compression != "none")
+      r.fail(v, "'compression' is gzip, zstd, estargz, zstd:chunked or none, not '" + l.compression + "'",
+             "this layer's compression, over the build's --compression (see docs/layers.md)");
   }
   if (auto v = n["repositories"]) l.repositories = parse_apt_repositories(r, v, base);  // recipe_apt.cpp
   if (auto v = n["pins"]) l.pins = parse_apt_pins(r, v);
