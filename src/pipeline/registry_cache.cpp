@@ -11,6 +11,7 @@
 #include "pipeline/build_options.hpp"
 #include "pipeline/layer_kind.hpp"
 #include "registry/pull.hpp"
+#include "registry/tags.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -68,7 +69,69 @@ std::optional<json> cache_index(registry::Session& s, http::Client& c, const reg
   return idx;
 }
 
+// One point's part of a cache, as read.
+struct ReadPoint {
+  std::string stack, point;
+  std::vector<CacheEntry> entries;
+};
+
+// The cache manifest `selector` (a point's tag, or a digest the index lists)
+// and its records (its config, fetched into the store); nullopt when it is
+// gone. With `tagged`, a manifest that is not a stackbuild cache manifest is
+// an error (a point's tag may hold anything); an index names only those.
+std::optional<ReadPoint> read_point(registry::Session& s, http::Client& client,
+                                    const registry::Reference& ref, const std::string& selector,
+                                    const std::optional<Digest>& pinned, const Store& store,
+                                    Status& status, bool tagged) {
+  auto m = registry::fetch_manifest(s, client, ref.repository, selector, pinned, true);
+  if (!m) return std::nullopt;
+  const std::string what =
+      tagged ? "the tag " + selector + " (" + m->digest.str() + ")" : "manifest " + m->digest.str();
+  json man = json::parse(m->bytes);
+  if (tagged && (m->media_type != kMediaTypeManifest || !man.is_object() ||
+                 man.value("artifactType", std::string()) != kCacheArtifactType))
+    throw Error(s.op() + ": " + what + " holds " + m->media_type +
+                ", not a stackbuild cache manifest (" + kCacheArtifactType + ")");
+  const json& cd = man.at("config");
+  if (cd.value("mediaType", std::string()) != kCacheConfigType)
+    throw Error(s.op() + ": " + what + " has a config of type " +
+                cd.value("mediaType", std::string("?")) + ", not " + kCacheConfigType);
+  const Digest config = Digest::parse(cd.at("digest").get<std::string>());
+  if (!store.has(config)) {
+    int task = status.task_begin("cache records " + config.str().substr(0, 19), 0);
+    try {
+      registry::fetch_blob(s, client, ref.repository, config, cd.value("size", uint64_t{0}), store,
+                           task);
+    } catch (...) {
+      status.task_end(task, "failed");
+      throw;
+    }
+    status.task_end(task, "fetched");
+  }
+  json doc = json::parse(store.read(config));
+  if (doc.value("stackbuild_cache", 0) != kCacheFormat)
+    throw Error(s.op() + ": " + what + " is in cache format " +
+                doc.value("stackbuild_cache", json(nullptr)).dump() +
+                ", and this stackbuild reads " + std::to_string(kCacheFormat));
+  ReadPoint out{doc.value("stack", std::string()), doc.value("point", std::string()), {}};
+  for (const auto& e : doc.at("entries")) out.entries.push_back(entry_from_json(e));
+  return out;
+}
+
 }  // namespace
+
+std::string point_tag(const std::string& tag, const std::string& stack, const std::string& point) {
+  constexpr size_t kSuffix = 2 + 16;  // "--" and the hash
+  const std::string hash =
+      Digest::of_bytes(stack + std::string(1, '\0') + point).hex().substr(0, 16);
+  return tag.substr(0, 128 - kSuffix) + "--" + hash;
+}
+
+bool is_point_tag(const std::string& tag, const std::string& name) {
+  const std::string prefix = tag.substr(0, 128 - 18) + "--";
+  return name.size() == prefix.size() + 16 && name.starts_with(prefix) &&
+         name.find_first_not_of("0123456789abcdef", prefix.size()) == std::string::npos;
+}
 
 registry::Reference cache_reference(const std::string& text, const std::string& option) {
   registry::Reference r;
@@ -126,50 +189,73 @@ void RegistryCache::load(const Store& store) const {
           ref.registry, op, registry::push_session_options(ref, options_, op), status_, ref.repository);
       registry::Session& s = *src->session;
       s.add_scope(ref.repository, "pull");
-      std::map<Digest, CacheEntry> found;
-      size_t points = 0;
+      std::map<Digest, CacheEntry> found;  // the first point read with a key gives its entry
+      size_t points = 0, tagged_points = 0;
+      auto take = [&](ReadPoint&& p) {
+        for (auto& e : p.entries) found.emplace(e.key, std::move(e));
+        ++points;
+      };
       try {
         auto client = s.make_client();
+        // 1. The points' own tags, where the registry lists tags: no other
+        //    writer of the cache writes them, so none is lost.
+        std::set<std::pair<std::string, std::string>> tagged;  // (stack, point)
+        std::optional<registry::TagListing> listing;
+        try {
+          listing = registry::list_tags(s, *client, ref.repository, kCacheMaxTags);
+        } catch (const http::HttpError&) {
+          throw;  // the registry is not reachable: the index is not either
+        } catch (const std::exception& e) {  // an answer that is not a tag list
+          status_.message(Level::Warning,
+                          std::string(e.what()) + "; reading only the index under " + ref.tag);
+        }
+        if (listing && listing->not_tags)
+          status_.message(Level::Warning, op + ": the registry's tag list holds " +
+                                              counted(listing->not_tags, "name", "names") +
+                                              " that are not tags (the first: " +
+                                              listing->first_not_tag + "); left out");
+        if (listing && listing->truncated)
+          status_.message(Level::Warning, op + ": " + ref.repository + " has more than " +
+                                              std::to_string(kCacheMaxTags) +
+                                              " tags; reading the points of the first " +
+                                              std::to_string(kCacheMaxTags) + " only");
+        for (const auto& t : listing ? listing->tags : std::vector<std::string>{}) {
+          if (!is_point_tag(ref.tag, t)) continue;
+          try {
+            auto p = read_point(s, *client, ref, t, std::nullopt, store, status_, true);
+            if (!p) continue;  // deleted since it was listed
+            tagged.emplace(p->stack, p->point);
+            take(std::move(*p));
+            ++tagged_points;
+          } catch (const json::exception& e) {
+            status_.message(Level::Warning, op + ": the tag " + t +
+                                                " holds a malformed cache document: " + e.what() +
+                                                "; left out");
+          } catch (const Error& e) {
+            status_.message(Level::Warning, std::string(e.what()) + "; left out");
+          }
+        }
+        // 2. The index: the points not read from their own tags (all, for a
+        //    registry that lists no tags or a cache written before them).
         auto idx = cache_index(s, *client, ref);
-        if (!idx) {
+        if (!idx && !points) {
           status_.message(Level::Info, op + ": there is no cache there yet");
           continue;
         }
-        for (const auto& d : (*idx)["manifests"]) {
+        for (const auto& d : idx ? (*idx)["manifests"] : json::array()) {
+          if (tagged.count({annotation(d, kStackAnnotation), annotation(d, kPointAnnotation)}))
+            continue;
           const Digest md = Digest::parse(d.at("digest").get<std::string>());
-          auto m = registry::fetch_manifest(s, *client, ref.repository, md.str(), md, true);
-          if (!m) continue;  // deleted since; the next --cache-to drops it
-          json man = json::parse(m->bytes);
-          const json& cd = man.at("config");
-          if (cd.value("mediaType", std::string()) != kCacheConfigType)
-            throw Error(op + ": manifest " + md.str() + " has a config of type " +
-                        cd.value("mediaType", std::string("?")) + ", not " + kCacheConfigType);
-          const Digest config = Digest::parse(cd.at("digest").get<std::string>());
-          if (!store.has(config)) {
-            int task = status_.task_begin("cache records " + config.str().substr(0, 19), 0);
-            try {
-              registry::fetch_blob(s, *client, ref.repository, config, cd.value("size", uint64_t{0}), store, task);
-            } catch (...) {
-              status_.task_end(task, "failed");
-              throw;
-            }
-            status_.task_end(task, "fetched");
-          }
-          json doc = json::parse(store.read(config));
-          if (doc.value("stackbuild_cache", 0) != kCacheFormat)
-            throw Error(op + ": manifest " + md.str() + " is in cache format " +
-                        doc.value("stackbuild_cache", json(nullptr)).dump() + ", and this stackbuild reads " +
-                        std::to_string(kCacheFormat));
-          for (const auto& e : doc.at("entries")) {
-            CacheEntry entry = entry_from_json(e);
-            found.emplace(entry.key, std::move(entry));
-          }
-          ++points;
+          // A manifest deleted since is skipped; the next --cache-to drops it.
+          if (auto p = read_point(s, *client, ref, md.str(), md, store, status_, false))
+            take(std::move(*p));
         }
       } catch (const json::exception& e) {
         throw Error(op + ": a malformed cache document: " + e.what());
       }
-      status_.message(Level::Info, op + ": " + counted(found.size(), "layer", "layers") + " of " + counted(points, "point", "points"));
+      status_.message(Level::Info, op + ": " + counted(found.size(), "layer", "layers") + " of " +
+                                       counted(points, "point", "points") + " (" +
+                                       std::to_string(tagged_points) + " from their own tags)");
       for (auto& [key, entry] : found) entries_.emplace(key, std::make_pair(src.get(), std::move(entry)));
       sources_.push_back(std::move(src));
     } catch (const std::exception& e) {
@@ -290,7 +376,8 @@ CacheExport export_cache(const registry::Reference& ref, const std::vector<Point
     }
 
     // 2. A manifest for each point built: its records as the config, its
-    //    layers' blobs as the layers.
+    //    layers' blobs as the layers; each also under its own tag.
+    std::vector<registry::TaggedManifest> own;
     for (const auto& p : points) {
       if (p.entries.empty()) continue;
       json entries = json::array();
@@ -326,10 +413,14 @@ CacheExport export_cache(const registry::Reference& ref, const std::vector<Point
              {"size", m.bytes.size()},
              {"artifactType", kCacheArtifactType},
              {"annotations", annotations}};
+      own.push_back(registry::TaggedManifest{point_tag(ref.tag, p.stack, p.point), m});
       manifests.emplace_back(d, std::move(m));
     }
 
-    // 3. The index, its manifests in (stack, point) order, under the tag.
+    // 3. The index, its manifests in (stack, point) order, under the tag. It
+    //    goes last: the points' own tags are what a concurrent writer of
+    //    another point cannot undo; the index (read, merged, put back) is for
+    //    readers that do not list tags, and the last of such writers wins it.
     std::sort(manifests.begin(), manifests.end(), [](const auto& a, const auto& b) {
       return std::make_pair(annotation(a.first, kStackAnnotation), annotation(a.first, kPointAnnotation)) <
              std::make_pair(annotation(b.first, kStackAnnotation), annotation(b.first, kPointAnnotation));
@@ -347,7 +438,8 @@ CacheExport export_cache(const registry::Reference& ref, const std::vector<Point
                       .dump();
     index.digest = Digest::of_bytes(index.bytes);
     result.index = index.digest;
-    result.push = registry::push_images(ref, {registry::TaggedManifest{ref.tag, index}}, options, status);
+    own.push_back(registry::TaggedManifest{ref.tag, std::move(index)});
+    result.push = registry::push_images(ref, own, options, status);
     return result;
   } catch (Error& e) {
     e.add_trace("while writing the build cache " + ref.str());

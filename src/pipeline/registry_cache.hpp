@@ -5,7 +5,10 @@
 //
 // What is pushed under the cache's tag is an OCI image index (artifactType
 // application/vnd.stackbuild.cache.v1) with one manifest per matrix point
-// built. A point's manifest lists the layer blobs of its image (so the
+// built; each point's manifest is also tagged on its own (point_tag()), so
+// that builds of different points writing one cache at the same moment lose
+// nothing: a registry has no compare-and-swap on a tag, and the index is
+// theirs to overwrite, but no two of them write one point's tag. A point's manifest lists the layer blobs of its image (so the
 // registry keeps them, and pushes of the images mount them) and, as its
 // config, the point's records: for each layer's cache key, the layers it
 // produced (one, or a split layer's parts) and the records a cache hit reads
@@ -48,6 +51,15 @@ constexpr const char* kCacheDefaultTag = "buildcache";
 // or a malformed reference, naming `option`.
 registry::Reference cache_reference(const std::string& text, const std::string& option);
 
+// The tag of one point's own cache manifest beside the index under `tag`:
+// "TAG--" and the first 16 hex digits of sha256(stack "\0" point), TAG cut
+// so that the whole has 128 characters at most.
+std::string point_tag(const std::string& tag, const std::string& stack, const std::string& point);
+// Whether `name` is a point's tag (of any point) of the cache under `tag`.
+bool is_point_tag(const std::string& tag, const std::string& name);
+// The most tags of a cache's repository --cache-from lists.
+constexpr size_t kCacheMaxTags = 10000;
+
 // A record a cache hit reads besides the layer's own.
 struct CacheRecord {
   std::string kind;
@@ -72,7 +84,9 @@ std::vector<std::pair<std::string, Digest>> companion_records(const Digest& key,
 
 // --cache-from: the caches to look in when a layer is not in the store. They
 // are read once, on the first miss, so a build that finds everything in the
-// store never reaches the registry. A cache that is missing or cannot be read
+// store never reaches the registry. A cache is its points' own tags (listed
+// with tags/list, where the registry lists tags) and the index under its tag;
+// a point found both ways is read from its own tag, which is as new or newer. A cache that is missing or cannot be read
 // is a warning: the build goes on without it.
 class RegistryCache {
  public:
@@ -115,10 +129,11 @@ struct CacheExport {
   registry::PushReport push;
 };
 
-// --cache-to: pushes `points` to `ref` as its cache index, keeping what the
-// index there holds for other stacks, and for the points of `points`' stack
-// that `matrix` (every point id of the recipe's matrix) still has; a point
-// built now replaces its old manifest. Throws Error ("cache to REF: ...").
+// --cache-to: pushes each point of `points` under its own tag (point_tag()),
+// then `ref`'s cache index, keeping what the index there holds for other
+// stacks, and for the points of `points`' stack that `matrix` (every point id
+// of the recipe's matrix) still has; a point built now replaces its old
+// manifest. Throws Error ("cache to REF: ...").
 CacheExport export_cache(const registry::Reference& ref, const std::vector<PointCache>& points,
                          const std::set<std::string>& matrix, const Store& store,
                          const registry::PushOptions& options, Status& status);

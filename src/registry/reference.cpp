@@ -16,7 +16,7 @@ static bool valid_repository(const std::string& r) {
   return r.front() != '/' && r.back() != '/' && r.find("//") == std::string::npos;
 }
 
-static bool valid_tag(const std::string& t) {
+bool valid_tag(const std::string& t) {
   if (t.empty() || t.size() > 128 || t[0] == '.' || t[0] == '-') return false;
   return std::all_of(t.begin(), t.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';

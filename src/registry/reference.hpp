@@ -24,6 +24,9 @@ struct Reference {
   std::string selector() const;
 };
 
+// Whether `t` is a tag: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
+bool valid_tag(const std::string& t);
+
 // Whether plain HTTP may be used for `registry` (HOST[:PORT]): localhost,
 // 127.0.0.1 and [::1], and the registries named in `insecure`.
 bool is_local(const std::string& registry);

@@ -14,7 +14,9 @@
 #   - the sentinel password, and its base64 forms, appear in no output of any run
 #     (push, pull, build --push; failing runs; -v; --progress json);
 #   - a 1 GiB manifest body (streamed, no length) is refused at the 4 MiB cap naming
-#     STACKBUILD_REGISTRY_MAX_DOCUMENT, quickly and without holding it in memory.
+#     STACKBUILD_REGISTRY_MAX_DOCUMENT, quickly and without holding it in memory;
+#   - a build cache's tag list whose next page is on the foreign origin: that page is
+#     never asked for (a warning names it) and the cache's index is read alone.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -141,6 +143,22 @@ say "1 GiB manifest: exit $RC after ${secs}s, max RSS ${rss} KiB, the server sen
 grep -q "STACKBUILD_REGISTRY_MAX_DOCUMENT" "$TMP/huge.err" || { show_output huge; fail "the error does not name the cap's setting"; }
 (( rss < 200000 )) || fail "pulling it took ${rss} KiB of memory"
 python3 -c "import sys; sys.exit(float(sys.argv[1]) >= 20)" "$secs" || fail "refusing it took ${secs}s"
+
+check "a cache's tag list that links its next page to another origin: not followed, the index read alone"
+start_hostile tagsnext --tags-next-foreign
+run cachew sb build "$TMP/img/src/recipe.yaml" -o "$TMP/cw" --store "$TMP/s-cw" --cache-to "$R/team/cache" \
+  --no-verify "${CREDS[@]}" --compression gzip --level 1
+[[ $RC -eq 0 ]] || { show_output cachew; fail "--cache-to failed"; }
+run cacher sb build "$TMP/img/src/recipe.yaml" -o "$TMP/cr" --store "$TMP/s-cr" --cache-from "$R/team/cache" \
+  --no-verify "${CREDS[@]}" --compression gzip --level 1
+[[ $RC -eq 0 ]] || { show_output cacher; fail "--cache-from failed"; }
+grep -q "warning: cache from $R/team/cache:buildcache: the tag list of team/cache links its next page to http://127.0.0.1:$F/v2/team/cache/tags/list?n=1&last=.*not following it; reading only the index under buildcache" \
+  "$TMP/cacher.err" || { show_output cacher; fail "no warning naming the foreign next page"; }
+n=$(grep -c "(from the cache $R/team/cache:buildcache)" "$TMP/cacher.err" || true)
+[[ $n == 2 ]] || { show_output cacher; fail "expected both layers from the cache's index, got $n"; }
+! grep -q '"origin": "foreign", "method": "GET", "path": "/v2/team/cache/tags/list' "$LOG" ||
+  { show_output cacher; fail "the foreign next page was asked for"; }
+no_foreign_auth cacher
 
 check "no run printed the password or its base64 forms"
 for n in "${RUNS[@]}"; do

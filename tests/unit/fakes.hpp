@@ -153,6 +153,12 @@ class FakeRegistry final : public http::Transport {
     auth_ = "Basic " + registry::base64_encode(user + ":" + password);
   }
 
+  // tags/list answers `status` (a registry that does not list tags); 0: lists them.
+  void refuse_tag_list(long status) {
+    std::lock_guard g(mu_);
+    refuse_tags_ = status;
+  }
+
   http::Response perform(const http::Request& r) override {
     std::lock_guard g(mu_);
     const std::string rest = r.url.substr(r.url.find("://") == std::string::npos ? 0 : r.url.find("://") + 3);
@@ -373,6 +379,7 @@ class FakeRegistry final : public http::Transport {
   }
 
   http::Response tags(const std::string& repo) {
+    if (refuse_tags_) return error(refuse_tags_, "UNSUPPORTED", "tags/list");
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [key, digest] : tags_)
       if (key.starts_with(repo + ":")) list.push_back(key.substr(repo.size() + 1));
@@ -381,6 +388,7 @@ class FakeRegistry final : public http::Transport {
 
   mutable std::mutex mu_;
   std::string auth_;
+  long refuse_tags_ = 0;
   std::map<std::string, std::string> blobs_;      // "REPO@DIGEST" -> bytes
   std::map<std::string, Manifest> manifests_;     // "REPO@DIGEST"
   std::map<std::string, std::string> tags_;       // "REPO:TAG" -> digest

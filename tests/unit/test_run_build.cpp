@@ -15,6 +15,7 @@
 #include "fakes.hpp"
 #include "helpers.hpp"
 #include "pipeline/lock.hpp"
+#include "pipeline/registry_cache.hpp"
 #include "pipeline/run_build.hpp"
 #include "registry/pull.hpp"
 #include "registry/sign.hpp"
@@ -204,6 +205,69 @@ TEST_CASE("run_build exports a registry cache through the transport, and a fresh
     for (const auto& l : out.built.points[i].built->layers) CHECK(l.cached);
   }
   CHECK(registry->count("GET /v2/cache/blobs/") > 0);
+}
+
+TEST_CASE("writers of one cache whose index loses a point still leave it under its own tag",
+          "[driver][services][cache]") {
+  auto registry = std::make_shared<test::FakeRegistry>();
+  const auto cache = registry::Reference::parse("fake.test/cache:mx");
+  test::RecordingStatus rec;
+  // Point a, then point b, each from an empty store of its own; then the index as a
+  // concurrent writer of a alone leaves it (read before b's write, put after it).
+  std::vector<Digest> images;
+  std::string index_a;
+  for (const char* point : {"flavor=a", "flavor=b"}) {
+    Fixture f;
+    f.services.build.registry = registry;
+    BuildRequest rq = f.request();
+    rq.only = {point};
+    rq.cache_to = {cache};
+    rq.gate.skip = true;
+    BuildOutcome out = run_build(rq, f.services, rec);
+    images.push_back(out.built.points.at(0).built->images.at(0).image.manifest.digest);
+    if (index_a.empty()) index_a = registry->manifest("cache", "mx").value();
+  }
+  for (const char* point : {"flavor=a", "flavor=b"})
+    CHECK(registry->tag_digest("cache", point_tag("mx", "mx", point)));
+  http::Request put{
+      .method = "PUT", .url = "https://fake.test/v2/cache/manifests/mx", .body = index_a};
+  put.headers.push_back(std::string("Content-Type: ") + kMediaTypeIndex);
+  REQUIRE(registry->perform(put).status == 201);
+
+  auto fresh = [&](BuildOutcome& out) {
+    Fixture f;
+    f.services.build.registry = registry;
+    BuildRequest rq = f.request();
+    rq.cache_from = {cache};
+    rq.gate.skip = true;
+    rec.clear();
+    out = run_build(rq, f.services, rec);
+    REQUIRE(out.built.points.size() == 2);
+    for (size_t i = 0; i < 2; ++i)
+      CHECK(out.built.points[i].built->images.at(0).image.manifest.digest == images[i]);
+  };
+  auto said = [&](const std::string& text) {
+    for (const auto& m : rec.messages())
+      if (m.find(text) != std::string::npos) return true;
+    return false;
+  };
+  SECTION("a reader that lists tags takes every layer of both points from the cache") {
+    BuildOutcome out;
+    fresh(out);
+    for (const auto& p : out.built.points)
+      for (const auto& l : p.built->layers) CHECK(l.cached);
+    CHECK(said("3 layers of 2 points (2 from their own tags)"));
+  }
+  SECTION("a registry that refuses tags/list: the index alone, point b built again, no warning") {
+    registry->refuse_tag_list(404);
+    BuildOutcome out;
+    fresh(out);
+    for (const auto& l : out.built.points[0].built->layers) CHECK(l.cached);
+    CHECK_FALSE(out.built.points[1].built->layers.back().cached);
+    CHECK(said("2 layers of 1 point (0 from their own tags)"));
+    CHECK_FALSE(said("reading only the index"));
+    CHECK_FALSE(said("left out"));
+  }
 }
 
 TEST_CASE("lock and build --locked take a base image through the registry transport", "[driver][services]") {

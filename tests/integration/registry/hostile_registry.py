@@ -18,7 +18,9 @@ foreign origin answers blob GETs with a 401 of its own (a Bearer challenge
 whose realm is the foreign /token). --echo-auth makes a manifest PUT fail with
 a 403 whose error message quotes the Authorization header it got. A manifest
 named "huge" is a 1 GiB body, streamed (no Content-Length) until the client
-hangs up; the bytes sent are logged ({"huge_sent": N}).
+hangs up; the bytes sent are logged ({"huge_sent": N}). With --tags-next-foreign,
+a tag list's first page (one tag) links its next page to the foreign origin,
+whose answer lists a tag the registry does not have.
 """
 import argparse, base64, hashlib, json, threading, uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -31,6 +33,7 @@ p.add_argument("--password", required=True)
 p.add_argument("--challenge", choices=["basic", "http-realm"], default="basic")
 p.add_argument("--foreign-401", action="store_true")
 p.add_argument("--echo-auth", action="store_true")
+p.add_argument("--tags-next-foreign", action="store_true")
 a = p.parse_args()
 
 lock = threading.Lock()
@@ -106,6 +109,10 @@ class Registry(Base):
             return self.answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}',
                                {"WWW-Authenticate": self.challenge()})
         parts = path.split("/")
+        if path.endswith("/tags/list") and a.tags_next_foreign:
+            tags = sorted(k for k in manifests if not k.startswith("sha256:"))
+            return self.answer(200, json.dumps({"name": "/".join(parts[2:-2]), "tags": tags[:1]}).encode(),
+                               {"Link": f'<{foreign_url(path)}?n=1&last={tags[0] if tags else ""}>; rel="next"'})
         if "/blobs/uploads/" in path and self.command == "POST":
             u = str(uuid.uuid4())
             uploads[u] = b""
@@ -175,6 +182,8 @@ class Foreign(Base):
                 return self.answer(201, b"", {"Docker-Content-Digest": d, "Location": reg_url("/v2/x/blobs/" + d)})
             if self.command == "GET":
                 return self.answer(204, b"", {"Location": foreign_url(path), "Range": f"0-{max(len(uploads[u]) - 1, 0)}"})
+        if path.endswith("/tags/list"):
+            return self.answer(200, json.dumps({"name": "x", "tags": ["buildcache--0000000000000000"]}).encode())
         if path.startswith("/blob/"):
             if a.foreign_401:
                 return self.answer(401, b'{"errors":[{"code":"UNAUTHORIZED","message":"who are you"}]}',
