@@ -405,7 +405,7 @@ LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options
     : options_(options), out_(store.writer()),
       block_size_(options.compression == Compression::Gzip ? options.chunk_size : size_t{1} << 20),
       diff_stage_([this](const char* d, size_t n) { diff_sha_.update(d, n); }),
-      blob_stage_([this](const char* d, size_t n) { out_.write(d, n); }),
+      blob_stage_([this](const char* d, size_t n) { out_.write(d, n); }, 128 << 10, 64),
       cpu_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)), process_cpu_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
       start_(std::chrono::steady_clock::now()) {
   compressor_ = make_compressor(options_, [this](const void* d, size_t n) { blob_stage_.push(d, n); });
