@@ -21,12 +21,13 @@
 #                    ...-cuda12.8); CH_A, CH_B: the same images as stackbuild wrote them
 #                    in $COMPRESSION.
 # The chunked images, COMPRESSION:
-#   podman (default)  A and B as containers/image re-compresses them: skopeo copy
+#   zstd:chunked (default), estargz  as stackbuild writes them (build --compression
+#                     $COMPRESSION; the script stops, saying so, when this stackbuild does
+#                     not take it).
+#   podman            A and B as containers/image re-compresses them: skopeo copy
 #                     --dest-compress-format zstd:chunked into an OCI layout (the library
-#                     and the code of podman push --compression-format zstd:chunked), until
-#                     stackbuild writes zstd:chunked itself. Pushed by stackbuild push.
-#   zstd:chunked, estargz  as stackbuild writes them (build --compression $COMPRESSION;
-#                     the script stops, saying so, when this stackbuild does not take it).
+#                     and the code of podman push --compression-format zstd:chunked), for
+#                     comparison. Pushed by stackbuild push.
 #   --smoke takes zstd:chunked from stackbuild when it accepts it, else podman's.
 # Then, with Debian's podman (4.3) and a private storage.conf (overlay, enable_partial_images;
 # docs/partial-pulls.md), for gzip and for the chunked images, each in a fresh podman
@@ -174,7 +175,7 @@ for i in range(30):
 PY
 fi
 
-CH_MODE=${COMPRESSION:-podman}
+CH_MODE=${COMPRESSION:-zstd:chunked}
 if [[ $SMOKE == 1 && -z ${COMPRESSION:-} ]]; then CH_MODE=auto; fi
 # accepts COMP: whether this stackbuild builds with --compression COMP.
 accepts() {
