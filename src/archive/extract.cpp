@@ -458,29 +458,18 @@ class LayerApplier {
     if (fd.get() < 0) throw_errno("create " + raw);
     if (!archive_) return file_by_writers(a, e, raw, std::move(fd), size, mode);
     // An archive's file: its bytes, size and mode, here.
-    const void* buf;
-    size_t len;
-    la_int64_t offset;
-    for (;;) {
-      int rc = archive_read_data_block(a, &buf, &len, &offset);
-      if (rc == ARCHIVE_EOF) break;
-      if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_why(a));
-      if (static_cast<uint64_t>(offset) + len > size)
-        refuse(raw, "holds more data than its header says");
-      if (::pwrite(fd.get(), buf, len, offset) != static_cast<ssize_t>(len))
+    for_each_block(a, raw, size, [&](const void* buf, size_t len, uint64_t offset) {
+      if (::pwrite(fd.get(), buf, len, static_cast<off_t>(offset)) != static_cast<ssize_t>(len))
         throw_errno("write " + raw);
-    }
+    });
     if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) throw_errno("truncate " + raw);
     stats_.bytes += size;
     ::fchmod(fd.get(), mode);
   }
 
-  // A layer's file: checked here, in order; its bytes and then its metadata
-  // (size, owner, mode, xattrs, times: through its descriptor) written by
-  // the writers' threads.
-  void file_by_writers(struct archive* a, struct archive_entry* e, const std::string& raw, UniqueFd fd,
-                       uint64_t size, uint32_t mode) {
-    auto f = writers_->open(std::move(fd), raw);
+  // The current entry's data blocks, none past the `size` its header says.
+  template <typename Block>
+  void for_each_block(struct archive* a, const std::string& raw, uint64_t size, const Block& block) {
     const void* buf;
     size_t len;
     la_int64_t offset;
@@ -489,8 +478,18 @@ class LayerApplier {
       if (rc == ARCHIVE_EOF) break;
       if (rc < ARCHIVE_WARN) throw Error("reading '" + raw + "': " + archive_why(a));
       if (static_cast<uint64_t>(offset) + len > size) refuse(raw, "holds more data than its header says");
-      writers_->write(f, buf, len, static_cast<uint64_t>(offset));
+      block(buf, len, static_cast<uint64_t>(offset));
     }
+  }
+
+  // A layer's file: checked here, in order; its bytes and then its metadata
+  // (size, owner, mode, xattrs, times: through its descriptor) written by
+  // the writers' threads.
+  void file_by_writers(struct archive* a, struct archive_entry* e, const std::string& raw, UniqueFd fd,
+                       uint64_t size, uint32_t mode) {
+    auto f = writers_->open(std::move(fd), raw);
+    for_each_block(a, raw, size,
+                   [&](const void* buf, size_t len, uint64_t offset) { writers_->write(f, buf, len, offset); });
     stats_.bytes += size;
     const bool set_owner = o_.preserve_owner && ::geteuid() == 0;
     const uid_t uid = static_cast<uid_t>(archive_entry_uid(e));

@@ -12,14 +12,6 @@ namespace sb {
 
 using json = nlohmann::json;
 
-std::string rfc3339(int64_t epoch) {
-  time_t t = static_cast<time_t>(epoch);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 void to_json(json& j, const Descriptor& d) {
   j = json{{"mediaType", d.media_type}, {"digest", d.digest.str()}, {"size", d.size}};

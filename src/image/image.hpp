@@ -12,6 +12,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "layer/layer.hpp"
+#include "util/text.hpp"
 
 namespace sb {
 
@@ -66,8 +67,6 @@ constexpr const char* kTestReportType = "application/vnd.stackbuild.test-report.
 constexpr const char* kMediaTypeIndex = "application/vnd.oci.image.index.v1+json";
 constexpr const char* kMediaTypeEmpty = "application/vnd.oci.empty.v1+json";  // an artifact's config
 
-// RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z".
-std::string rfc3339(int64_t epoch);
 
 // An image config document's bytes as JSON; refused unless they are a JSON
 // object. `where` names the document in errors ("the config of app:1").

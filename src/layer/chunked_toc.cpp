@@ -3,6 +3,7 @@
 #include <ctime>
 
 #include "util/error.hpp"
+#include "util/text.hpp"
 #include "util/utf8.hpp"
 
 namespace sb {
@@ -52,14 +53,6 @@ const char* toc_type(TarEntry::Type t) {
 
 }  // namespace
 
-std::string toc_time(int64_t epoch) {
-  time_t t = static_cast<time_t>(epoch);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  char buf[32];
-  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 ChunkedToc::ChunkedToc(FrameWriter& frames, size_t chunk_size, TocStyle style)
     : frames_(frames), chunk_size_(chunk_size ? chunk_size : 4 << 20), style_(std::move(style)) {}
@@ -80,7 +73,7 @@ void ChunkedToc::begin_entry(const std::string& name, const TarEntry& e) {
   nlohmann::json j{{"name", name}, {"type", toc_type(e.type)}};
   bool file = e.type == TarEntry::Type::File;
   if (file && e.size) j["size"] = e.size;
-  if (e.mtime != 0 || style_.zero_modtime) j["modtime"] = toc_time(e.mtime);
+  if (e.mtime != 0 || style_.zero_modtime) j["modtime"] = rfc3339(e.mtime);
   if (!e.link.empty() && (e.type == TarEntry::Type::Symlink || e.type == TarEntry::Type::Hardlink))
     j["linkName"] = e.link;
   if (e.mode & 07777) j["mode"] = e.mode & 07777;

@@ -64,7 +64,4 @@ class ChunkedToc {
   std::unique_ptr<Sha256> file_hash_;  // files of several chunks
 };
 
-// "1970-01-01T00:00:00Z", as the TOCs write times.
-std::string toc_time(int64_t epoch);
-
 }  // namespace sb

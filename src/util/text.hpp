@@ -1,6 +1,8 @@
 // String helpers that several stages need alike.
 #pragma once
 
+#include <cstdint>
+#include <ctime>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -38,6 +40,17 @@ inline std::vector<std::string_view> lines(std::string_view text) {
     pos = end + 1;
   }
   return out;
+}
+
+// RFC 3339 UTC time of a Unix timestamp: "2024-05-01T00:00:00Z" (image
+// configs, SBOMs, eStargz and zstd:chunked tables of contents).
+inline std::string rfc3339(int64_t epoch) {
+  time_t t = static_cast<time_t>(epoch);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  char buf[32];
+  strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace sb
