@@ -122,23 +122,6 @@ fi
 log "podman $(podman --version | awk '{print $3}'), overlay driver${MOUNT_PROGRAM:+ through $MOUNT_PROGRAM}, partial pulls enabled"
 
 # --- the gzip images --------------------------------------------------------------------
-# tree_recipe SRC DIR: DIR/r.yaml, SRC under /opt/tree, one layer per top-level directory.
-tree_recipe() {
-  local src=$1 dir=$2 d
-  mkdir -p "$dir"
-  ln -sfn "$src" "$dir/src"
-  {
-    echo "stack: partialpull"
-    echo "layers:"
-    for d in "$src"/*/; do
-      [[ -L ${d%/} ]] && continue
-      d=$(basename "$d")
-      [[ "$d" =~ ^[A-Za-z0-9._-]+$ ]] || continue
-      echo "  - {name: l-$d, copy: [{src: src/$d/, dst: /opt/tree/$d/}]}"
-    done
-    echo 'tags: ["partialpull:1"]'
-  } >"$dir/r.yaml"
-}
 # build NAME RECIPE COMPRESSION [ARGS...]: stackbuild build into W/NAME (a layout).
 build() {
   local name=$1 recipe=$2 comp=$3
@@ -236,8 +219,8 @@ print(f"{hit} of {len(files)} files ({100 * hit_bytes / max(all_bytes, 1):.1f}% 
 PY
     )
     log "B: $changed changed"
-    tree_recipe "$TREE" "$W/recipe-a"
-    tree_recipe "$W/trees/b" "$W/recipe-b"
+    bench_tree_recipe "$TREE" "$W/recipe-a" partialpull
+    bench_tree_recipe "$W/trees/b" "$W/recipe-b" partialpull
     # An epoch, so that mtimes are not all 0 and the tree comparison sees them.
     build gz-a "$W/recipe-a/r.yaml" gzip --source-date-epoch 1700000000
     build gz-b "$W/recipe-b/r.yaml" gzip --source-date-epoch 1700000000

@@ -148,17 +148,16 @@ print(f"{name}: ratio skopeo / stackbuild  {sk/sb:.2f}  (bar: >= 1)")
 PY
 }
 
-# bench_tree_image SB SRC DIR: builds DIR/layout, an image tagged 1 made of a copy of the
-# directory SRC under /opt/tree, one gzip layer per top-level directory of SRC (links to
-# directories are left out: cuda's lib64 -> lib would store lib twice). The store and
-# the build's log are DIR/store and DIR/build.log; the store is removed afterwards.
-# SRC is a host tree outside the recipe's directory: --allow-host-paths.
-bench_tree_image() {
-  local sb=$1 src=$2 dir=$3 d
-  mkdir -p "$dir/recipe"
-  ln -sfn "$src" "$dir/recipe/src"
+# bench_tree_recipe SRC DIR STACK: DIR/r.yaml (and the link DIR/src to SRC), a recipe of
+# stack STACK tagged STACK:1 that copies SRC under /opt/tree, one layer per top-level
+# directory of SRC (links to directories left out: cuda's lib64 -> lib would store lib
+# twice).
+bench_tree_recipe() {
+  local src=$1 dir=$2 stack=$3 d
+  mkdir -p "$dir"
+  ln -sfn "$src" "$dir/src"
   {
-    echo "stack: benchtree"
+    echo "stack: $stack"
     echo "layers:"
     for d in "$src"/*/; do
       [[ -L ${d%/} ]] && continue
@@ -166,8 +165,18 @@ bench_tree_image() {
       [[ "$d" =~ ^[A-Za-z0-9._-]+$ ]] || continue
       echo "  - {name: l-$d, copy: [{src: src/$d/, dst: /opt/tree/$d/}]}"
     done
-    echo 'tags: ["benchtree:1"]'
-  } >"$dir/recipe/r.yaml"
+    echo "tags: [\"$stack:1\"]"
+  } >"$dir/r.yaml"
+}
+
+# bench_tree_image SB SRC DIR: builds DIR/layout, an image tagged 1 made of a copy of the
+# directory SRC under /opt/tree, one gzip layer per top-level directory of SRC (links to
+# directories are left out: cuda's lib64 -> lib would store lib twice). The store and
+# the build's log are DIR/store and DIR/build.log; the store is removed afterwards.
+# SRC is a host tree outside the recipe's directory: --allow-host-paths.
+bench_tree_image() {
+  local sb=$1 src=$2 dir=$3
+  bench_tree_recipe "$src" "$dir/recipe" benchtree
   if ! "$sb" build "$dir/recipe/r.yaml" -o "$dir/layout" --store "$dir/store" --progress plain \
     --allow-host-paths >"$dir/build.log" 2>&1; then
     cat "$dir/build.log" >&2
