@@ -58,6 +58,7 @@ class EstargzCompressor final : public Compressor, public EntryFramer {
  public:
   EstargzCompressor(const LayerOptions& o, Emit emit)
       : emit_(std::move(emit)),
+        prefetch_(o.prefetch),
         level_(o.level < 0 ? 2 : o.level),
         frames_(
             emit_, [this](std::string_view in, char* out) { return gzip_member(in, level_, out); },
@@ -102,10 +103,17 @@ class EstargzCompressor final : public Compressor, public EntryFramer {
     l.annotations[kEstargzUncompressedSizeAnnotation] = std::to_string(l.uncompressed_size);
   }
 
-  // Prefetch order is not recorded yet: every layer says so with the
-  // no-prefetch landmark, first, as the estargz library writes it.
-  std::vector<ExtraMember> leading_members() override {
-    return {{kEstargzNoPrefetchLandmark, "\x0f"}};
+  // The prefetch order (docs/partial-pulls.md): the files the image's tests
+  // opened go first, then the prefetch landmark, up to which the stargz
+  // snapshotter fetches the layer at once. A layer without any of them says
+  // so with the no-prefetch landmark, first, as the estargz library writes it.
+  const std::vector<std::string>& prioritized() const override { return prefetch_; }
+  std::vector<ExtraMember> leading_members(size_t prioritized) override {
+    if (prioritized) return {};
+    return {{kEstargzNoPrefetchLandmark, kLandmarkContent}};
+  }
+  std::vector<ExtraMember> after_prioritized() override {
+    return {{kEstargzPrefetchLandmark, kLandmarkContent}};
   }
 
   void begin_entry(const std::string& name, const TarEntry& e) override {
@@ -137,7 +145,9 @@ class EstargzCompressor final : public Compressor, public EntryFramer {
   }
 
  private:
+  static constexpr const char* kLandmarkContent = "\x0f";  // the estargz library's
   Emit emit_;
+  std::vector<std::string> prefetch_;
   int level_;
   FrameWriter frames_;
   ChunkedToc toc_;

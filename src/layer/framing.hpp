@@ -1,7 +1,8 @@
 // How a tar writer and a layer format that frames each entry (eStargz,
 // zstd:chunked) talk: the format learns where entries and their contents
-// begin in the stream, and may add members of its own before and after the
-// entries (eStargz's landmark and table of contents).
+// begin in the stream, may have some entries go first, and may add members
+// of its own before, among and after the entries (eStargz's landmarks and
+// table of contents).
 #pragma once
 
 #include <string>
@@ -22,8 +23,17 @@ struct ExtraMember {
 class EntryFramer {
  public:
   virtual ~EntryFramer() = default;
-  // Members to write before the first entry.
-  virtual std::vector<ExtraMember> leading_members() = 0;
+  // Paths (EntryMap keys) to write before all others, in this order
+  // (eStargz's prefetch order); paths the layer lacks are passed over.
+  virtual const std::vector<std::string>& prioritized() const {
+    static const std::vector<std::string> none;
+    return none;
+  }
+  // Members to write before the first entry; `prioritized`: how many
+  // entries of the layer go first.
+  virtual std::vector<ExtraMember> leading_members(size_t prioritized) = 0;
+  // Members to write after those prioritized entries, when there are any.
+  virtual std::vector<ExtraMember> after_prioritized() { return {}; }
   // Before the header of an entry; `name` is the path as the header holds it
   // (directories end in '/').
   virtual void begin_entry(const std::string& name, const TarEntry& entry) = 0;

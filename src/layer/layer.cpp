@@ -17,6 +17,14 @@ std::string to_string(Compression c) {
   return "?";
 }
 
+KeyHasher& hash_layer_options(KeyHasher& key, const LayerOptions& options) {
+  key.field("compression", to_string(options.compression)).field("level", options.level);
+  if (options.compression != Compression::Estargz || options.prefetch.empty()) return key;
+  key.field("prefetch", static_cast<int64_t>(options.prefetch.size()));
+  for (const auto& p : options.prefetch) key.field("path", p);
+  return key;
+}
+
 Compression parse_compression(const std::string& name) {
   if (name == "gzip") return Compression::Gzip;
   if (name == "zstd") return Compression::Zstd;

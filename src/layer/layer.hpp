@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -34,14 +35,22 @@ struct Layer {
 void to_json(nlohmann::json& j, const Layer& l);
 Layer layer_from_json(const nlohmann::json& j);
 
-// How layers are written. The output bytes depend on `compression` and
-// `level` only: never on `threads`.
+// How layers are written. The output bytes depend on `compression`, `level`
+// and (eStargz) `prefetch` only: never on `threads`.
 struct LayerOptions {
   Compression compression = Compression::Gzip;
   int level = -1;           // -1: the default (gzip: ISA-L level 2; zstd: 3)
   int threads = 0;          // 0: one per core
   size_t chunk_size = 4 << 20;  // gzip: bytes of input per independently compressed chunk;
                                 // estargz, zstd:chunked: the most bytes of a file in one chunk
+  // eStargz: the image's prefetch order, paths as EntryMap keys ("usr/lib/x"):
+  // those a layer holds go first, before its prefetch landmark.
+  std::vector<std::string> prefetch = {};
 };
+
+// Adds what a layer's cache key takes from its options: the compression and
+// level, and an eStargz layer's prefetch order when it has one (so the keys
+// of every other layer are what they were before prefetch orders).
+KeyHasher& hash_layer_options(KeyHasher& key, const LayerOptions& options);
 
 }  // namespace sb

@@ -8,6 +8,7 @@
 
 #include <exception>
 #include <memory>
+#include <set>
 
 #include "archive/utf8_locale.hpp"
 #include "util/error.hpp"
@@ -143,6 +144,47 @@ void write_members(TarOut& out, EntryFramer& framer, struct archive_entry* e,
   }
 }
 
+using EntryRef = const EntryMap::value_type*;
+
+constexpr const char* kOpaqueWhiteout = ".wh..wh..opq";
+
+// The order of the entries in the stream: byte order of path, but the paths
+// in `first` that the layer holds come before all others, in their order,
+// each after what it needs to be extracted: its parent directories (with an
+// opaque whiteout of one right after it, so that no extractor applies it to
+// an entry of this layer) and, for a hard link, its target. `n_first`: how
+// many entries that puts first.
+std::vector<EntryRef> entry_order(const EntryMap& entries, const std::vector<std::string>& first, size_t& n_first) {
+  std::vector<EntryRef> order;
+  order.reserve(entries.size());
+  std::set<EntryRef> placed;
+  auto place = [&](EntryRef e) {
+    if (placed.insert(e).second) order.push_back(e);
+  };
+  auto place_dir = [&](const std::string& dir) {  // "" is the root, which has no entry
+    if (auto d = entries.find(dir); d != entries.end()) place(&*d);
+    if (auto o = entries.find(dir.empty() ? kOpaqueWhiteout : dir + "/" + kOpaqueWhiteout); o != entries.end())
+      place(&*o);
+  };
+  auto place_with_needs = [&](EntryRef e) {
+    const std::string& path = e->first;
+    place_dir("");
+    for (size_t slash = path.find('/'); slash != std::string::npos; slash = path.find('/', slash + 1))
+      place_dir(path.substr(0, slash));
+    place(e);
+  };
+  for (const auto& p : first) {
+    auto it = entries.find(p);
+    if (it == entries.end() || placed.count(&*it)) continue;
+    if (it->second.type == TarEntry::Type::Hardlink)
+      if (auto target = entries.find(it->second.link); target != entries.end()) place_with_needs(&*target);
+    place_with_needs(&*it);
+  }
+  n_first = order.size();
+  for (const auto& entry : entries) place(&entry);
+  return order;
+}
+
 }  // namespace
 
 void write_canonical_tar(const EntryMap& entries, ByteSink& sink, const ProgressFn& progress) {
@@ -151,8 +193,17 @@ void write_canonical_tar(const EntryMap& entries, ByteSink& sink, const Progress
   EntryPtr e(archive_entry_new());
   std::string buf(1 << 20, '\0');
   uint64_t done = 0;
-  if (framer) write_members(out, *framer, e.get(), framer->leading_members());
-  for (const auto& [path, t] : entries) {
+  size_t n_first = 0;
+  const std::vector<EntryRef> order =
+      entry_order(entries, framer ? framer->prioritized() : std::vector<std::string>{}, n_first);
+  if (framer) write_members(out, *framer, e.get(), framer->leading_members(n_first));
+  for (size_t i = 0; i <= order.size(); ++i) {
+    if (framer && n_first && i == n_first) {
+      out.finish_entry();
+      write_members(out, *framer, e.get(), framer->after_prioritized());
+    }
+    if (i == order.size()) break;
+    const auto& [path, t] = *order[i];
     check_interrupted();
     bool dir_entry = t.type == TarEntry::Type::Dir;
     if (framer) {

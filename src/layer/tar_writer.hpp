@@ -1,5 +1,6 @@
 // Writes entries as a canonical tar stream (DESIGN.md "Layers and images"):
-// entries in byte order of path, pax format, no atime/ctime, no user or group
+// entries in byte order of path (but those a framing format puts first:
+// eStargz's prefetch order), pax format, no atime/ctime, no user or group
 // names, xattrs sorted, hardlinks to the first path in order.
 #pragma once
 

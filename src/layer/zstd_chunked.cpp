@@ -106,7 +106,7 @@ class ZstdChunkedCompressor final : public Compressor, public EntryFramer {
     l.annotations[kZstdChunkedPositionAnnotation] = position_;
   }
 
-  std::vector<ExtraMember> leading_members() override { return {}; }
+  std::vector<ExtraMember> leading_members(size_t) override { return {}; }
   void begin_entry(const std::string& name, const TarEntry& e) override {
     toc_.begin_entry(name, e);
   }

@@ -441,8 +441,8 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
   }
   KeyHasher k;
   const uint64_t budget = layer_budget(c.recipe, c.options);
-  k.field("stackbuild-apt-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name)
-      .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+  k.field("stackbuild-apt-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name);
+  hash_layer_options(k, c.options.layer)
       .field("epoch", c.epoch).field("budget", static_cast<int64_t>(budget))
       .field("duplicates", to_string(duplicate_policy(c.spec)));
   if (c.spec.configure) k.field("configure", "dpkg --configure -a");

@@ -57,9 +57,8 @@ Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions
   KeyHasher key;
   key.field("stackbuild-layer", "1")
       .field("parent", parent.str())
-      .field("spec", nlohmann::json(spec).dump())
-      .field("compression", to_string(lo.compression))
-      .field("level", lo.level)
+      .field("spec", nlohmann::json(spec).dump());
+  hash_layer_options(key, lo)
       .field("epoch", epoch)
       .field("duplicates", to_string(duplicate_policy(spec)));
   hash_entries(entries, key);

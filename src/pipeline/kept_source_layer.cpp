@@ -35,12 +35,9 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
   };
   const std::string name = spec.name + " (source)";
   const std::string root = canonical_archive_path(source.image_path);  // "opt/pytorch"
-  const Digest key = KeyHasher()
-                         .field("stackbuild-kept-source", "1")
-                         .field("source", source.identity.str())
-                         .field("path", root)
-                         .field("compression", to_string(options.layer.compression))
-                         .field("level", options.layer.level)
+  KeyHasher k;
+  k.field("stackbuild-kept-source", "1").field("source", source.identity.str()).field("path", root);
+  const Digest key = hash_layer_options(k, options.layer)
                          .field("epoch", epoch)
                          .field("budget", static_cast<int64_t>(budget))
                          .finish();

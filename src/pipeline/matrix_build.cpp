@@ -47,6 +47,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
   BuildOptions o = options.build;
   o.variables = point.variables;
   o.point = point.inputs;
+  o.layer.prefetch = point.prefetch;
   o.labels = point.labels;
   o.base.locked = point.base_lock;
   st.event("point_begin", {{"point", point.id}, {"tags", point.recipe.tags}});

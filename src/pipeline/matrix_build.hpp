@@ -30,6 +30,9 @@ struct MatrixPoint {
   std::string base_lock;                                   // --locked: the from: image's pinned digest
   std::vector<std::pair<std::string, std::string>> matrix;  // the point's matrix values, as written
   std::map<std::string, std::string> versions;             // the resolved component versions
+  // Its eStargz layers' prefetch order, from the image this point's tag names
+  // in the output layout now (pipeline/prefetch_order.hpp); empty otherwise.
+  std::vector<std::string> prefetch;
 };
 
 // The point's matrix values but its platform: equal for points that differ

@@ -283,8 +283,8 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
                            pip_constraints(c.options.point), installed, c.options.services);
     }
     KeyHasher k;
-    k.field("stackbuild-pip-layer", "2").field("parent", c.parent_key.str()).field("name", c.spec.name)
-        .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+    k.field("stackbuild-pip-layer", "2").field("parent", c.parent_key.str()).field("name", c.spec.name);
+    hash_layer_options(k, c.options.layer)
         .field("epoch", c.epoch).field("site", target.site()).field("interpreter", target.interpreter)
         .field("prefix", target.prefix).field("duplicates", to_string(duplicate_policy(c.spec)))
         .field("budget", static_cast<int64_t>(layer_budget(c.recipe, c.options)));
@@ -438,12 +438,9 @@ class PipConstraintKind final : public LayerKind {
                        "), pinned: pip installs nothing that would replace them.\n"
                        "# Written by stackbuild; PIP_CONSTRAINT names this file.\n";
     for (const auto& [name, what] : installed) text += name + "==" + what.version + "\n";
-    const Digest key = KeyHasher()
-                           .field("stackbuild-pip-constraint", "1")
-                           .field("parent", c.parent_key.str())
-                           .field("text", text)
-                           .field("compression", to_string(c.options.layer.compression))
-                           .field("level", c.options.layer.level)
+    KeyHasher k;
+    k.field("stackbuild-pip-constraint", "1").field("parent", c.parent_key.str()).field("text", text);
+    const Digest key = hash_layer_options(k, c.options.layer)
                            .field("epoch", c.epoch)
                            .finish();
     key_out = key;

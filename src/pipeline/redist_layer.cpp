@@ -185,8 +185,8 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
     // archive with a known sha256 is keyed by it and not by its URL, which
     // only says where it was fetched from (a mirror), so machines with other
     // mirrors share the layer (docs/cache.md).
-    k.field("stackbuild-redist-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name)
-        .field("compression", to_string(c.options.layer.compression)).field("level", c.options.layer.level)
+    k.field("stackbuild-redist-layer", "5").field("parent", c.parent_key.str()).field("name", c.spec.name);
+    hash_layer_options(k, c.options.layer)
         .field("epoch", c.epoch).field("cuda", in.cuda_xy)
         .field("budget", static_cast<int64_t>(layer_budget(c.recipe, c.options)))
         .field("duplicates", to_string(duplicate_policy(c.spec)));

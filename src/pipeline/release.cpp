@@ -59,10 +59,9 @@ Digest point_inputs_digest(const MatrixPoint& point, const BuildOptions& options
       .field("recipe", nlohmann::json(point.recipe).dump())
       .field("lock", point.inputs.lock)
       .field("base", point.base_lock)
-      .field("epoch", choose_source_date_epoch(point.recipe, options.source_date_epoch))
-      .field("compression", to_string(options.layer.compression))
-      .field("level", options.layer.level)
-      .field("budget", static_cast<int64_t>(layer_budget(point.recipe, options)));
+      .field("epoch", choose_source_date_epoch(point.recipe, options.source_date_epoch));
+  hash_layer_options(key, options.layer).field("budget", static_cast<int64_t>(layer_budget(point.recipe, options)));
+  for (const auto& p : point.prefetch) key.field("prefetch", p);  // its eStargz layers' order, from the layout
   for (const auto& [k, v] : point.variables) key.field("variable:" + k, v);
   for (const auto& [k, v] : point.labels) key.field("label:" + k, v);
   // Local files: what copy:, source: {path:} and patches: read from the host.

@@ -35,9 +35,8 @@ Digest step_key(const Digest& parent, const LayerSpec& spec,
   key.field("stackbuild-step-layer", "2")
       .field("budget", static_cast<int64_t>(budget))
       .field("parent", parent.str())
-      .field("spec", nlohmann::json(spec).dump())
-      .field("compression", to_string(lo.compression))
-      .field("level", lo.level)
+      .field("spec", nlohmann::json(spec).dump());
+  hash_layer_options(key, lo)
       .field("epoch", epoch)
       .field("rootless", rootless ? 1 : 0)
       .field("duplicates", to_string(duplicate_policy(spec)));

@@ -102,11 +102,13 @@ struct Built {
   std::string blob;
 };
 
-Built build(const EntryMap& entries, const fs::path& store_dir, Compression c, int threads) {
+Built build(const EntryMap& entries, const fs::path& store_dir, Compression c, int threads,
+            const std::vector<std::string>& prefetch = {}) {
   Store store(store_dir);
   LayerOptions o;
   o.compression = c;
   o.threads = threads;
+  o.prefetch = prefetch;
   o.chunk_size = 64 * 1024;  // the big file spans several chunks
   Layer l = write_layer(entries, store, o);
   return {l, read_file(store.blob_path(l.digest))};
@@ -138,7 +140,7 @@ void check_toc_content(const json& toc, const fs::path& tree, const std::string&
   size_t files = 0, chunks = 0;
   for (const auto& e : toc.at("entries")) {
     std::string type = e.at("type");
-    if (e.at("name") == kEstargzNoPrefetchLandmark) continue;
+    if (e.at("name") == kEstargzNoPrefetchLandmark || e.at("name") == kEstargzPrefetchLandmark) continue;
     if (type == "reg") {
       name = e.at("name");
       file = fs::exists(tree / name) ? read_file(tree / name) : std::string();
@@ -208,6 +210,59 @@ TEST_CASE("estargz layers - the same bytes for any thread count, a TOC that find
 
   check_toc_content(toc, dir.path() / "tree", one.blob,
                     [&](size_t off, const json&) { return gunzip_members(one.blob, off, true); });
+}
+
+TEST_CASE("estargz layers - the prefetch order first, each file after what it needs, then the landmark",
+          "[layer][estargz]") {
+  TempDir dir;
+  EntryMap entries = sample_entries(dir.path() / "tree");
+  // A hard link (data/z-alias to bin/tool), a file in a directory with an
+  // opaque whiteout, a path the layer lacks, one named twice.
+  test::write(dir.path() / "opq/a", "a");
+  ScanOptions so;
+  so.source_date_epoch = 1000;
+  scan_tree(dir.path() / "opq", "opq", so, entries);
+  TarEntry opaque;
+  opaque.mtime = 1000;
+  entries["opq/.wh..wh..opq"] = opaque;
+  add_parent_dirs(so, entries);
+  const std::vector<std::string> prefetch{"many/7", "data/z-alias", "not/here", "opq/a", "many/7"};
+  Built one = build(entries, dir.path() / "p1", Compression::Estargz, 1, prefetch);
+  Built many = build(entries, dir.path() / "p16", Compression::Estargz, 16, prefetch);
+  CHECK(many.layer.digest == one.layer.digest);
+  CHECK(one.layer.digest != build(entries, dir.path() / "p0", Compression::Estargz, 1).layer.digest);
+
+  std::string tar = gunzip_members(one.blob);
+  CHECK(Digest::of_bytes(tar) == one.layer.diff_id);
+  std::vector<std::string> names = tar_names(tar);
+  REQUIRE(names.size() == entries.size() + 2);
+  const std::vector<std::string> head{"many/", "many/7", "bin/", "bin/tool", "data/", "data/z-alias",
+                                      "opq/", "opq/.wh..wh..opq", "opq/a", kEstargzPrefetchLandmark};
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + static_cast<long>(head.size())) == head);
+  // The rest in byte order of path, as without a prefetch order.
+  CHECK(std::is_sorted(names.begin() + static_cast<long>(head.size()), names.end() - 1));
+  CHECK(std::count(names.begin(), names.end(), kEstargzNoPrefetchLandmark) == 0);
+  CHECK(names.back() == kEstargzTocName);
+
+  // The TOC lists the entries in the same order, and still finds every file.
+  std::string footer = one.blob.substr(one.blob.size() - 51);
+  uint64_t toc_offset = std::stoull(footer.substr(16, 16), nullptr, 16);
+  std::string toc_tar =
+      gunzip_members(std::string_view(one.blob).substr(0, one.blob.size() - 51), toc_offset, true);
+  json toc = json::parse(toc_tar.substr(512, std::stoull(toc_tar.substr(124, 11), nullptr, 8)));
+  CHECK(toc["entries"][1]["name"] == "many/7");
+  CHECK(toc["entries"][9]["name"] == kEstargzPrefetchLandmark);
+
+  // A prefetch order naming nothing the layer holds: the no-prefetch landmark first.
+  Built none = build(entries, dir.path() / "p2", Compression::Estargz, 2, {"elsewhere/x"});
+  CHECK(tar_names(gunzip_members(none.blob)).front() == kEstargzNoPrefetchLandmark);
+  Built plain = build(entries, dir.path() / "p3", Compression::Estargz, 2);
+  INFO(first_difference(none.blob, plain.blob));
+  CHECK(tar_names(gunzip_members(none.blob)) == tar_names(gunzip_members(plain.blob)));
+  CHECK(none.layer.digest == plain.layer.digest);
+  // Other formats ignore it.
+  CHECK(build(entries, dir.path() / "z1", Compression::ZstdChunked, 2, prefetch).layer.digest ==
+        build(entries, dir.path() / "z2", Compression::ZstdChunked, 2).layer.digest);
 }
 
 TEST_CASE("zstd:chunked layers - the plain tar to zstd readers, a manifest that finds every file",
