@@ -6,6 +6,7 @@
 #include "image/image.hpp"
 #include "image/layout.hpp"
 #include "pipeline/matrix_build.hpp"
+#include "pipeline/prefetch_order.hpp"
 #include "pipeline/publish.hpp"
 #include "registry/pull.hpp"
 #include "registry/referrers.hpp"
@@ -68,6 +69,10 @@ const char* const kTestHelp =
     "  --add-to-layout        add each report to the image's layout as such an artifact (one per\n"
     "                         image, replaced by the next), which push sends along and notes "
     "reads\n"
+    "  --record-prefetch      record the image's files its tests open (fanotify: as root) and\n"
+    "                         attach that order to the image in its layout; the next build of the\n"
+    "                         point puts those files first in its eStargz layers, before the\n"
+    "                         prefetch landmark, and carries the order on (docs/partial-pulls.md)\n"
     "  -o, --output DIR       with RECIPE: the layout the build wrote\n"
     "  --set, --catalog       with RECIPE: as for build\n"
     "  --only KEY=VALUE       with RECIPE: test only the images of those points, as build --only\n"
@@ -217,7 +222,7 @@ int cmd_test(const std::vector<std::string>& argv) {
                  {"--arch", "--gpus", "--report", "--junit", "--nvcc", "--attach", "-o", "--output",
                   "--catalog", "--creds", "--ca-cert", "--host-root", "--platform"});
   std::vector<std::string> flags = kCommonFlags;
-  flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout"});
+  flags.insert(flags.end(), {"--compile-builtins", "--insecure-policy", "--add-to-layout", "--record-prefetch"});
   Args args(argv, flags, options, {"--expect", "--set", "--only", "--insecure-registry"});
   if (maybe_help(args, kTestHelp)) return kExitOk;
   if (args.positional().size() != 1)
@@ -242,12 +247,15 @@ int cmd_test(const std::vector<std::string>& argv) {
     throw Error("test: '" + what + "' is neither a recipe file, an OCI layout nor a registry reference", ErrorKind::Usage);
   }
 
-  if (args.has("--add-to-layout"))
-    for (const auto& t : targets)
-      if (!t.layout) throw Error("--add-to-layout wants a LAYOUT or RECIPE, not a registry reference", ErrorKind::Usage);
+  for (const char* option : {"--add-to-layout", "--record-prefetch"})
+    if (args.has(option))
+      for (const auto& t : targets)
+        if (!t.layout)
+          throw Error(std::string(option) + " wants a LAYOUT or RECIPE, not a registry reference", ErrorKind::Usage);
   std::vector<verify::VerifyReport> reports;
   std::vector<AttachSubject> subjects;
   verify::VerifyOptions base = verify_options(args);
+  base.record_opened = args.has("--record-prefetch");
   for (const auto& t : targets) {
     verify::VerifyOptions o = base;
     o.tests = t.tests;
@@ -260,6 +268,18 @@ int cmd_test(const std::vector<std::string>& argv) {
   if (args.has("--add-to-layout"))
     for (size_t i = 0; i < targets.size(); ++i)
       add_report_to_layout(*targets[i].layout, reports[i], subjects[i], *ctx.status);
+  if (args.has("--record-prefetch"))
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const auto& opened = reports[i].opened.value_or(std::vector<std::string>{});
+      if (opened.empty()) {
+        ctx.status->message(Level::Warning, targets[i].name + ": its tests opened none of its files; no order recorded");
+        continue;
+      }
+      Digest d = add_prefetch_to_layout(*targets[i].layout, {subjects[i].media_type, subjects[i].digest, subjects[i].size, {}, {}},
+                                        opened);
+      ctx.status->result("prefetch order of " + targets[i].name + " (" + counted(opened.size(), "file", "files") + ")",
+                         d.str());
+    }
   if (auto a = args.get("--attach"))
     attach_reports(reports, subjects, *a, registry_session_options(args), store, *ctx.status);
   for (const auto& r : reports)

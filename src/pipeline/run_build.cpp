@@ -13,6 +13,7 @@
 #include "pipeline/base_image.hpp"
 #include "pipeline/labels.hpp"
 #include "pipeline/lock.hpp"
+#include "pipeline/prefetch_order.hpp"
 #include "pipeline/registry_cache.hpp"
 #include "pipeline/release.hpp"
 #include "registry/referrers.hpp"
@@ -189,6 +190,23 @@ void choose_points(Job& j) {
                 ErrorKind::Usage);
 }
 
+// A point with eStargz layers takes the prefetch order attached to the image
+// its first tag names in the output layout (pipeline/prefetch_order.hpp).
+void take_prefetch_orders(Job& j) {
+  const BuildOptions& o = j.options.build;
+  if (o.format != OutputFormat::OciLayout) return;
+  for (auto& p : j.points) {
+    if (p.recipe.tags.empty() || !has_estargz_layers(p.recipe, o)) continue;
+    const std::string ref = layout_ref_name(p.recipe.tags.front());
+    auto order = layout_prefetch(o.output, ref, "linux/" + p.recipe.architecture, *j.store);
+    if (!order) continue;
+    p.prefetch = std::move(*order);
+    j.status.message(Level::Info, (p.id.empty() ? std::string("the image") : p.id) + ": eStargz layers put " +
+                                      counted(p.prefetch.size(), "file", "files") + " first, the prefetch order of " +
+                                      o.output.string() + ":" + ref);
+  }
+}
+
 // Each point's layers and image, into the store (--cache-from: a layer the
 // store lacks may come from a registry's cache).
 void build_all(Job& j) {
@@ -202,6 +220,7 @@ void build_all(Job& j) {
     j.remote = std::make_unique<RegistryCache>(j.request.cache_from, j.registry.session, j.status, j.registry.jobs);
     j.options.build.cache_from = j.remote.get();
   }
+  take_prefetch_orders(j);
   j.out.built = build_points(j.points, *j.store, j.options, j.status);
   for (const auto& p : j.out.built.points)
     if (p.built) {
@@ -211,7 +230,19 @@ void build_all(Job& j) {
 }
 
 // The images and the matrix index, into one layout or archive (only when every point built).
-void write_outputs(Job& j) { write_matrix(j.points, j.out.built, *j.store, j.options); }
+// A point's prefetch order goes along to its new images, so the next build keeps it.
+void write_outputs(Job& j) {
+  write_matrix(j.points, j.out.built, *j.store, j.options);
+  if (j.out.built.failure || j.options.build.format != OutputFormat::OciLayout) return;
+  for (size_t i = 0; i < j.out.built.points.size() && i < j.points.size(); ++i) {
+    const auto& p = j.out.built.points[i];
+    if (!p.built || j.points[i].prefetch.empty()) continue;
+    std::set<Digest> done;
+    for (const auto& ti : p.built->images)
+      if (done.insert(ti.image.manifest.digest).second)
+        add_prefetch_to_layout(j.options.build.output, ti.image.manifest, j.points[i].prefetch);
+  }
+}
 
 // The gate: with a push (or --verify) each image's tests run before anything
 // is pushed; the counts go into the summary.

@@ -28,6 +28,9 @@ struct VerifyReport {
   std::string image;     // what was tested: "out/hello:1.0"
   std::vector<TestResult> results;
   std::string gpus;      // what the GPU tests ran on: "1x NVIDIA H200, driver 570.86.15"; "" without a GPU
+  // With VerifyOptions::record_opened: the image's files its tests opened,
+  // first opened first ("usr/lib/libx.so"; verify/opened_files.hpp).
+  std::optional<std::vector<std::string>> opened;
 
   int count(Outcome o) const;
   bool ok() const { return count(Outcome::Failed) == 0; }

@@ -10,6 +10,7 @@
 #include "util/error.hpp"
 #include "verify/builtin_tests.hpp"
 #include "verify/driver_check.hpp"
+#include "verify/opened_files.hpp"
 #include "verify/run_in_image.hpp"
 #include "verify/static_checks.hpp"
 #include "verify/unpacked.hpp"
@@ -203,7 +204,19 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     }
     tests.insert(tests.end(), builtins.begin(), builtins.end());
   }
+  // --record-prefetch: the files the tests open, in order, for eStargz layers.
+  std::optional<OpenedFiles> opened;
+  if (o.record_opened) {
+    if (std::string w = full_copy_warning(sb, root); !w.empty())
+      status.message(Level::Warning, "the tests run in a copy of the image, so the files they open cannot be recorded");
+    opened.emplace(root.root());
+  }
   for (auto& r : run_tests(sb, root, tests, env)) report.results.push_back(std::move(r));
+  if (opened) {
+    report.opened = opened->finish();
+    if (opened->lost_events())
+      status.message(Level::Warning, "the kernel dropped some open events: the recorded files may lack some");
+  }
   return report;
 }
 

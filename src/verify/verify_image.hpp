@@ -29,6 +29,7 @@ struct VerifyOptions {
   fs::path nvcc;                                   // --nvcc
   fs::path host_root = "/";                        // where the GPU driver is looked for
   sandbox::Sandbox* sandbox = nullptr;             // null: the Linux sandbox
+  bool record_opened = false;                      // the files the tests open, into the report (root only)
 };
 
 // `name` names the image in the report ("out/app:1", or the point and tag).
