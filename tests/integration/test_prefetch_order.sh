@@ -16,7 +16,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
-# shellcheck source=sandbox_lib.sh
+# shellcheck source-path=SCRIPTDIR source=sandbox_lib.sh
 source "$(dirname "$0")/sandbox_lib.sh"
 require_sandbox
 require_tool tar gzip python3
@@ -101,6 +101,29 @@ expected=$'data/\ndata/m\ndata/c\n.prefetch.landmark\ndata/a\ndata/b\ndata/d'
 second=$(image_digest L)
 [[ $second != "$first" ]] || fail "the image with the order has the digest of the one without"
 [[ -n $(order_of L) ]] || fail "the order did not go along to the new image"
+
+GOSRC=/usr/share/gocode/src/github.com
+if command -v go >/dev/null && [[ -f $GOSRC/containerd/stargz-snapshotter/estargz/estargz.go ]]; then
+  check "the estargz library finds the files before the prefetch landmark, and verifies the layer"
+  cp -r "$SB_SOURCE_DIR/tests/tools/estargz-check" checker-src
+  expect_ok go-build in_dir checker-src env GO111MODULE=off GOPATH=/usr/share/gocode GOCACHE="$TMP/gocache" \
+    GOFLAGS= GOPROXY=off go build -o "$TMP/estargz-check" .
+  python3 - L <<'PY' >blob-and-toc
+import json, sys
+layout = sys.argv[1]
+index = json.load(open(f"{layout}/index.json"))
+blob = lambda d: f"{layout}/blobs/sha256/{d.split(':')[1]}"
+m = [d for d in index["manifests"] if d.get("annotations", {}).get("org.opencontainers.image.ref.name") == "1"][0]
+layer = json.load(open(blob(m["digest"])))["layers"][1]
+print(blob(layer["digest"]), layer["annotations"]["containerd.io/snapshot/stargz/toc.digest"])
+PY
+  read -r blob toc <blob-and-toc
+  expect_ok check-prefetch ./estargz-check -blob "$blob" -toc-digest "$toc" -tree "$TMP/data" -prefetch data/m,data/c
+  grep -q "prefetch: 2 files before the landmark" check-prefetch.out || { show_output check-prefetch; fail "no prefetch check"; }
+  expect_rc 1 check-not-prefetched ./estargz-check -blob "$blob" -toc-digest "$toc" -prefetch data/a
+else
+  say "no Go or estargz library: the library's check of the prefetch landmark is left out"
+fi
 
 check "a rebuild keeps the order without the tests; an empty layout gives the first build's image"
 build third L

@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/containerd/stargz-snapshotter/estargz"
 	"github.com/containerd/stargz-snapshotter/estargz/zstdchunked"
@@ -42,6 +43,7 @@ func main() {
 	manifestPosition := flag.String("manifest-position", "", "zstd:chunked: the manifest-position annotation")
 	tree := flag.String("tree", "", "a directory holding the layer's files, to compare contents with")
 	read := flag.String("read", "", "a file to read by ranges")
+	prefetch := flag.String("prefetch", "", "eStargz: files (comma-separated) that must lie before the prefetch landmark")
 	flag.Parse()
 	if *blob == "" {
 		fail("-blob is required")
@@ -125,6 +127,22 @@ func main() {
 		fail("the TOC has no root")
 	}
 	walk("", root)
+
+	if *prefetch != "" {
+		// The snapshotter fetches the layer up to the landmark's offset at once.
+		lm, ok := r.Lookup(estargz.PrefetchLandmark)
+		if !ok {
+			fail("no %s entry", estargz.PrefetchLandmark)
+		}
+		names := strings.Split(*prefetch, ",")
+		for _, name := range names {
+			e, ok := r.Lookup(name)
+			if !ok || e.Offset >= lm.Offset {
+				fail("%s is not before the prefetch landmark (at %d)", name, lm.Offset)
+			}
+		}
+		fmt.Printf("prefetch: %d files before the landmark at offset %d\n", len(names), lm.Offset)
+	}
 
 	if *read != "" {
 		readRanges(r, *read, *tree)
