@@ -76,6 +76,9 @@ const char* const kBuildHelp =
     "  --cache-to REGISTRY/REPO[:TAG]  after the build, push the cache of every point built there\n"
     "                           (repeatable); the other points' caches there are kept\n"
     "  --cache REGISTRY/REPO[:TAG]  both: read the cache there and write it back\n"
+    "  --prefetch-from LAYOUT|REGISTRY/REPO  eStargz layers: take each point's prefetch order\n"
+    "                           (test --record-prefetch) from the image of its tag there rather\n"
+    "                           than from the output layout (docs/partial-pulls.md)\n"
     "  --record-inputs          with --locked and a push: last, attach to each image pushed the\n"
     "                           digest of its point's inputs (recipe, lockfile pins, local files),\n"
     "                           which 'stackbuild merge' and 'cluster slurm' read (docs/cluster.md)\n"
@@ -172,6 +175,17 @@ void cache_references(const Args& args, BuildRequest& rq) {
   }
   for (const auto& t : args.all("--cache-from")) rq.cache_from.push_back(cache_reference(t, "--cache-from"));
   for (const auto& t : args.all("--cache-to")) rq.cache_to.push_back(cache_reference(t, "--cache-to"));
+  if (auto p = args.get("--prefetch-from")) {
+    if (!fs::is_directory(*p) && !is_registry_arg(*p))
+      throw Error("--prefetch-from wants an OCI layout directory or REGISTRY/REPO, not '" + *p + "'", ErrorKind::Usage);
+    if (is_registry_arg(*p) && !fs::is_directory(*p)) {
+      auto ref = registry::Reference::parse(*p);
+      if (!ref.tag.empty() || ref.digest)
+        throw Error("--prefetch-from " + *p + ": name the repository only; each point's tag is looked up there",
+                    ErrorKind::Usage);
+    }
+    rq.prefetch_from = *p;
+  }
 }
 
 // --verify, --no-verify and the tests' options, as `stackbuild test` takes them.
@@ -198,7 +212,7 @@ int cmd_build(const std::vector<std::string>& argv) {
                                  "--platform"});
   flags.push_back("--push");  // build --push (registry/)
   flags.push_back("--insecure-policy");  // from: a base image
-  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size", "--sign"});
+  options.insert(options.end(), {"--creds", "--ca-cert", "--chunk-size", "--sign", "--prefetch-from"});
   flags.insert(flags.end(), {"--verify", "--no-verify"});  // the gate (pipeline/verify_gate.hpp)
   flags.push_back("--sbom");  // pipeline/publish.hpp
   flags.push_back("--provenance");  // pipeline/provenance.hpp

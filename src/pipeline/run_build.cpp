@@ -16,6 +16,7 @@
 #include "pipeline/prefetch_order.hpp"
 #include "pipeline/registry_cache.hpp"
 #include "pipeline/release.hpp"
+#include "registry/pull.hpp"
 #include "registry/referrers.hpp"
 #include "registry/sign.hpp"
 #include "util/error.hpp"
@@ -190,20 +191,50 @@ void choose_points(Job& j) {
                 ErrorKind::Usage);
 }
 
+// The prefetch order attached to the image of `tag` (a ref name) for
+// `platform` in the repository `repo`, if it has one.
+std::optional<std::vector<std::string>> registry_prefetch(Job& j, const std::string& repo, const std::string& tag,
+                                                          const std::string& platform) {
+  auto ref = registry::Reference::parse(repo + ":" + tag);
+  std::optional<registry::Listing> listing;
+  try {
+    listing = registry::list_images(ref, *j.store, j.registry.session, j.status, {kPrefetchOrderType});
+  } catch (const Error& e) {
+    j.status.message(Level::Warning, "--prefetch-from: no order from " + ref.str() + ": " + e.what());
+    return std::nullopt;
+  }
+  for (const auto& image : listing->images) {
+    auto arch = image.platform.find("architecture");
+    if (listing->images.size() > 1 && (arch == image.platform.end() || "linux/" + arch->second != platform)) continue;
+    for (const auto& a : image.artifacts)
+      if (a.type == kPrefetchOrderType)
+        return parse_prefetch_document(a.file, "the prefetch order " + a.manifest.str() + " at " + ref.str());
+  }
+  return std::nullopt;
+}
+
 // A point with eStargz layers takes the prefetch order attached to the image
-// its first tag names in the output layout (pipeline/prefetch_order.hpp).
+// its first tag names in the output layout, or in --prefetch-from's layout or
+// repository (pipeline/prefetch_order.hpp).
 void take_prefetch_orders(Job& j) {
   const BuildOptions& o = j.options.build;
-  if (o.format != OutputFormat::OciLayout) return;
+  const auto& from = j.request.prefetch_from;
+  if (o.format != OutputFormat::OciLayout && !from) return;
+  const bool remote = from && !fs::is_directory(*from);
   for (auto& p : j.points) {
     if (p.recipe.tags.empty() || !has_estargz_layers(p.recipe, o)) continue;
     const std::string ref = layout_ref_name(p.recipe.tags.front());
-    auto order = layout_prefetch(o.output, ref, "linux/" + p.recipe.architecture, *j.store);
-    if (!order) continue;
+    const std::string platform = "linux/" + p.recipe.architecture;
+    const std::string source = from ? *from : o.output.string();
+    auto order = remote ? registry_prefetch(j, *from, ref, platform) : layout_prefetch(source, ref, platform, *j.store);
+    if (!order) {
+      if (from) j.status.message(Level::Info, "--prefetch-from: " + source + " has no prefetch order for " + ref);
+      continue;
+    }
     p.prefetch = std::move(*order);
     j.status.message(Level::Info, (p.id.empty() ? std::string("the image") : p.id) + ": eStargz layers put " +
                                       counted(p.prefetch.size(), "file", "files") + " first, the prefetch order of " +
-                                      o.output.string() + ":" + ref);
+                                      source + ":" + ref);
   }
 }
 
@@ -321,6 +352,27 @@ void add_provenance(Job& j) {
                                           j.options.build.output, j.status);
 }
 
+// Each pushed image's prefetch order goes along, as `stackbuild push` sends
+// the layout's, so a build elsewhere takes it with --prefetch-from.
+void attach_prefetch_orders(Job& j) {
+  for (size_t i = 0; i < j.out.built.points.size() && i < j.points.size(); ++i) {
+    const auto& p = j.out.built.points[i];
+    if (!p.built || j.points[i].prefetch.empty()) continue;
+    const std::string doc = prefetch_document(j.points[i].prefetch);
+    std::set<Digest> done;
+    for (const auto& ti : p.built->images) {
+      const Descriptor& m = ti.image.manifest;
+      if (!done.insert(m.digest).second) continue;
+      for (const auto& t : j.push_of[i]) {
+        auto r = registry::attach_artifact(registry::Reference::parse(t), {m.media_type, m.digest, m.size},
+                                           kPrefetchOrderType, doc, {}, j.registry, j.status);
+        j.status.message(Level::Info, "prefetch order of " + ti.tag + " attached as " + r.artifact.str() + " (" +
+                                          r.how + ")");
+      }
+    }
+  }
+}
+
 // --push, --push-to: the images to the registry, then their reports, SBOMs
 // and provenance as artifacts referring to them; --sign: then their
 // signatures (and the provenance's).
@@ -347,6 +399,7 @@ void push_all(Job& j) {
   if (!any) throw Error("--push: the recipe has no push: targets; give --push-to REGISTRY/REPO", ErrorKind::Usage);
   const auto pushed = push_built_images(j.out.built, j.push_of, index_tags, j.registry, j.status);
   attach_built_reports(j.out.built, j.out.reports, j.push_of, j.registry.session, *j.store, j.status);
+  attach_prefetch_orders(j);
   attach_built_sboms(j.out.sboms, j.push_of, j.registry.session, *j.store, j.status);
   if (rq.provenance) attach_built_provenance(j.out.provenance, j.push_of, rq.sign_key, j.registry, j.status);
   if (rq.sign_key)  // --sign: each image and index as it is in the registry now

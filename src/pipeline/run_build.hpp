@@ -35,6 +35,9 @@ struct BuildRequest {
   std::optional<std::string> index_tag;  // --index-tag; default <stack>-matrix
   bool no_index = false;              // --no-index: no matrix index (a fan-out's task; merge writes it)
   std::vector<registry::Reference> cache_from, cache_to;  // --cache-from, --cache-to (--cache: both)
+  // --prefetch-from LAYOUT|REGISTRY/REPO: where eStargz points take their
+  // prefetch order (the image of each point's tag there); default: the output layout.
+  std::optional<std::string> prefetch_from;
   // Registry access for --cache-*, the pushes and the artifacts (--creds,
   // --ca-cert, --insecure-registry, -j, --chunk-size); `store` is set by run_build().
   registry::PushOptions registry;

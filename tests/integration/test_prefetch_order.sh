@@ -131,6 +131,29 @@ build third L
 build fresh L2
 [[ $(image_digest L2) == "$first" ]] || fail "a build into an empty layout is not the first build's image"
 
+if command -v docker-registry >/dev/null; then
+  # shellcheck source-path=SCRIPTDIR source=registry/lib.sh
+  source "$HERE/registry/lib.sh"
+  start_registry reg
+  R="127.0.0.1:$REG_PORT"
+  check "--prefetch-from: a build into an empty layout takes the order from a layout, or pushed along to a registry"
+  expect_ok fromlayout sb build app.yaml -o L3 --store "$STORE" --compression estargz --prefetch-from L
+  [[ $(image_digest L3) == "$second" ]] || { show_output fromlayout; fail "--prefetch-from LAYOUT did not give the ordered image"; }
+  expect_ok push sb push L:1 "$R/app:1" --store "$STORE"
+  expect_ok fromreg sb build app.yaml -o L4 --store "$STORE" --compression estargz --prefetch-from "$R/app"
+  [[ $(image_digest L4) == "$second" ]] || { show_output fromreg; fail "--prefetch-from REGISTRY/REPO did not give the ordered image"; }
+  check "build --push-to sends the order along; a repository without one builds without it"
+  expect_ok pushbuild sb build app.yaml -o L4 --store "$STORE" --compression estargz --push-to "$R/other:1"
+  expect_ok fromother sb build app.yaml -o L5 --store "$STORE" --compression estargz --prefetch-from "$R/other"
+  [[ $(image_digest L5) == "$second" ]] || { show_output fromother; fail "build --push-to did not send the order along"; }
+  expect_ok fromnone sb build app.yaml -o L6 --store "$STORE" --compression estargz --prefetch-from "$R/none"
+  [[ $(image_digest L6) == "$first" ]] || fail "an order came from a repository that has none"
+  grep -q "prefetch-from: no order from" "$TMP/fromnone.err" || { show_output fromnone; fail "no word of the missing order"; }
+  expect_rc 2 fromtag sb build app.yaml -o L6 --store "$STORE" --prefetch-from "$R/app:1"
+else
+  say "no docker-registry: --prefetch-from a registry is left out"
+fi
+
 check "a prefetch order that names '..' stops the build, naming it"
 python3 - L <<'PY'
 import hashlib, json, sys
