@@ -3,8 +3,13 @@
 #include <isa-l/igzip_lib.h>
 #include <zlib.h>
 
+#include <sys/mman.h>
+
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <new>
 
 #include "layer/chunked_toc.hpp"
 #include "layer/frames.hpp"
@@ -21,9 +26,47 @@ constexpr unsigned char kGzipHeader[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff
 // grows data by more than 5 bytes per 64 KiB stored block) and the trailer.
 size_t gzip_member_bound(size_t n) { return sizeof kGzipHeader + n + n / 1024 + 1024; }
 
-// One whole gzip member of `in` at `out`, with ISA-L at `level` (the same
-// bytes on every x86-64 CPU with SSE4.2: blob_writer.cpp). Returns its size.
-size_t gzip_member(std::string_view in, int level, char* out) {
+// ISA-L 2.30's deflate gives some inputs another (valid) encoding depending
+// on the address of its isal_zstream: a member of a few hundred bytes about
+// once in 250 addresses, seen as an eStargz layer whose bytes changed from
+// run to run (address-space randomisation moves the stream on a worker's
+// stack; found with a program that compressed one input with the stream at
+// 3,000 random addresses; the input's, output's and level buffer's addresses
+// do not matter). So the streams live at fixed addresses: kStreamSlots of
+// them in a region mapped at kStreamRegion, frame N compressed with slot
+// N % kStreamSlots. The bytes then depend on the input and the frame's number
+// alone, whatever the thread and the process. Where the region cannot be
+// mapped there (the address is taken), ordinary memory serves, and the bytes
+// may differ in rare members from a run that had it.
+constexpr uintptr_t kStreamRegion = 0x5bd000000000;
+constexpr size_t kStreamSlots = 64;
+constexpr size_t kStreamSlotSize = 128 << 10;
+static_assert(sizeof(isal_zstream) <= kStreamSlotSize);
+
+struct StreamSlots {
+  char* base = nullptr;
+  std::mutex locks[kStreamSlots];
+  StreamSlots() {
+    void* p = ::mmap(reinterpret_cast<void*>(kStreamRegion), kStreamSlots * kStreamSlotSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (p == MAP_FAILED || reinterpret_cast<uintptr_t>(p) != kStreamRegion) {
+      if (p != MAP_FAILED) ::munmap(p, kStreamSlots * kStreamSlotSize);  // a kernel without NOREPLACE took it as a hint
+      p = ::mmap(nullptr, kStreamSlots * kStreamSlotSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) throw_errno("mmap for the estargz compressor's streams");
+    }
+    base = static_cast<char*>(p);
+  }
+};
+
+StreamSlots& stream_slots() {
+  static StreamSlots slots;  // never unmapped: workers may outlive a static destructor
+  return slots;
+}
+
+// One whole gzip member of `in` (frame number `frame`) at `out`, with ISA-L
+// at `level` (the same bytes on every x86-64 CPU with SSE4.2:
+// blob_writer.cpp). Returns its size.
+size_t gzip_member(std::string_view in, size_t frame, int level, char* out) {
   size_t level_size = level == 1   ? ISAL_DEF_LVL1_DEFAULT
                       : level == 2 ? ISAL_DEF_LVL2_DEFAULT
                       : level == 3 ? ISAL_DEF_LVL3_DEFAULT
@@ -36,7 +79,10 @@ size_t gzip_member(std::string_view in, int level, char* out) {
   }
   std::memcpy(out, kGzipHeader, sizeof kGzipHeader);
   size_t room = gzip_member_bound(in.size()) - sizeof kGzipHeader;
-  isal_zstream s;
+  StreamSlots& slots = stream_slots();
+  const size_t slot = frame % kStreamSlots;
+  std::lock_guard lock(slots.locks[slot]);
+  isal_zstream& s = *new (slots.base + slot * kStreamSlotSize) isal_zstream{};
   isal_deflate_init(&s);
   s.level = static_cast<uint32_t>(level);
   s.level_buf = level_size ? reinterpret_cast<uint8_t*>(level_buf.get()) : nullptr;
@@ -61,7 +107,7 @@ class EstargzCompressor final : public Compressor, public EntryFramer {
         prefetch_(o.prefetch),
         level_(o.level < 0 ? 2 : o.level),
         frames_(
-            emit_, [this](std::string_view in, char* out) { return gzip_member(in, level_, out); },
+            emit_, [this](std::string_view in, size_t frame, char* out) { return gzip_member(in, frame, level_, out); },
             gzip_member_bound, o.threads),
         toc_(frames_, o.chunk_size, TocStyle{"estargz", false, false, true}) {
     if (level_ > 3)

@@ -23,6 +23,7 @@ constexpr size_t kEmitBytes = 128 << 10;
 
 struct FrameWriter::Job {
   std::string input;                 // the frames' input, one after the other
+  size_t first_frame = 0;            // the number of its first frame in the stream
   std::vector<size_t> ends;          // where each frame's input ends
   std::vector<bool> hash;            // whether to hash each frame's input
   // The output, uninitialised: a job and its buffers are reused, as fresh
@@ -56,7 +57,7 @@ struct FrameWriter::Job {
       from = 0;
       for (size_t i = 0; i < ends.size(); ++i) {
         std::string_view in(input.data() + from, ends[i] - from);
-        output_size += encode(in, output.get() + output_size);
+        output_size += encode(in, first_frame + i, output.get() + output_size);
         out_ends.push_back(output_size);
         if (hash[i]) {
           Sha256 h;
@@ -123,6 +124,7 @@ size_t FrameWriter::open_size() const {
 size_t FrameWriter::cut() {
   size_t start = open_->ends.empty() ? 0 : open_->ends.back();
   if (open_->input.size() > start) {
+    if (open_->ends.empty()) open_->first_frame = frames_;
     open_->ends.push_back(open_->input.size());
     open_->hash.push_back(hash_open_);
     ++frames_;

@@ -19,10 +19,10 @@ namespace sb {
 
 class FrameWriter {
  public:
-  // Writes the compressed form of `in` at `out` (room for bound(in.size())
-  // bytes) and returns its size; runs on any worker, so it keeps no state
-  // between calls (beyond per-thread scratch).
-  using Encode = std::function<size_t(std::string_view in, char* out)>;
+  // Writes the compressed form of `in`, frame number `frame` of the stream,
+  // at `out` (room for bound(in.size()) bytes) and returns its size; runs on
+  // any worker, so its bytes may depend on `in` and `frame` only.
+  using Encode = std::function<size_t(std::string_view in, size_t frame, char* out)>;
   using Bound = std::function<size_t(size_t in_size)>;
 
   FrameWriter(Emit emit, Encode encode, Bound bound, int threads);

@@ -61,7 +61,7 @@ class ZstdChunkedCompressor final : public Compressor, public EntryFramer {
       : emit_(std::move(emit)),
         level_(o.level < 0 ? 3 : o.level),
         frames_(
-            emit_, [this](std::string_view in, char* out) { return zstd_frame(in, level_, out); },
+            emit_, [this](std::string_view in, size_t, char* out) { return zstd_frame(in, level_, out); },
             [](size_t n) { return ZSTD_compressBound(n); }, o.threads),
         toc_(frames_, o.chunk_size, TocStyle{"zstd:chunked", true, true, false, false}) {
     if (level_ < 1 || level_ > ZSTD_maxCLevel())
