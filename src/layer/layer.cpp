@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "layer/estargz.hpp"
+#include "layer/zstd_chunked.hpp"
 #include "util/error.hpp"
 
 namespace sb {
@@ -60,9 +62,51 @@ Layer layer_from_json(const nlohmann::json& j) {
   Layer l{Digest::parse(j.at("diff_id").get<std::string>()),
           Digest::parse(j.at("digest").get<std::string>()), j.at("size").get<uint64_t>(),
           j.at("uncompressed_size").get<uint64_t>(), j.at("media_type").get<std::string>()};
-  if (auto it = j.find("annotations"); it != j.end())
-    l.annotations = it->get<std::map<std::string, std::string>>();
+  l.annotations = chunked_annotations(j);
   return l;
+}
+
+namespace {
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && s.size() <= 20 && s.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+bool is_digest(const std::string& s) {
+  try {
+    (void)Digest::parse(s);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// "offset:length:uncompressed length:1", as containers/storage writes it.
+bool is_chunked_position(std::string_view s) {
+  for (int field = 0; field < 4; ++field) {
+    size_t colon = s.find(':');
+    if ((colon == std::string_view::npos) != (field == 3)) return false;
+    if (!all_digits(s.substr(0, colon))) return false;
+    s = colon == std::string_view::npos ? std::string_view() : s.substr(colon + 1);
+  }
+  return true;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> chunked_annotations(const nlohmann::json& descriptor) {
+  std::map<std::string, std::string> out;
+  auto a = descriptor.find("annotations");
+  if (a == descriptor.end() || !a->is_object()) return out;
+  auto keep = [&](const char* key, auto well_formed) {
+    auto v = a->find(key);
+    if (v != a->end() && v->is_string() && well_formed(v->get<std::string>())) out[key] = v->get<std::string>();
+  };
+  keep(kEstargzTocDigestAnnotation, is_digest);
+  keep(kEstargzUncompressedSizeAnnotation, [](const std::string& s) { return all_digits(s); });
+  keep(kZstdChunkedChecksumAnnotation, is_digest);
+  keep(kZstdChunkedPositionAnnotation, [](const std::string& s) { return is_chunked_position(s); });
+  return out;
 }
 
 }  // namespace sb

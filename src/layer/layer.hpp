@@ -35,6 +35,13 @@ struct Layer {
 void to_json(nlohmann::json& j, const Layer& l);
 Layer layer_from_json(const nlohmann::json& j);
 
+// What stackbuild keeps of the annotations of a layer descriptor it did not
+// write (a base image's, a pulled image's, a registry cache's): the chunked
+// formats' table-of-contents annotations (estargz, zstd:chunked), each only
+// when its value has its format's syntax. Anything else a registry put there
+// is dropped, so it never reaches an image stackbuild writes.
+std::map<std::string, std::string> chunked_annotations(const nlohmann::json& descriptor);
+
 // How layers are written. The output bytes depend on `compression`, `level`
 // and (eStargz) `prefetch` only: never on `threads`.
 struct LayerOptions {

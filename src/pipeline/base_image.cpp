@@ -116,10 +116,7 @@ void read_manifest(const std::string& bytes, BaseImage& b, Digest& config) {
       Digest d = Digest::parse(layers[i].at("digest").get<std::string>());
       Layer l{d, d, layers[i].at("size").get<uint64_t>(), 0,
               oci_layer_type(layers[i].value("mediaType", ""), b.pinned, i)};
-      // A chunked format's TOC annotations (estargz, zstd:chunked) stay with the layer.
-      if (auto a = layers[i].find("annotations"); a != layers[i].end() && a->is_object())
-        for (const auto& [k, v] : a->items())
-          if (v.is_string()) l.annotations[k] = v.get<std::string>();
+      l.annotations = chunked_annotations(layers[i]);  // a chunked format's TOC, checked; nothing else
       b.layers.push_back(std::move(l));
     }
   } catch (const json::exception& e) {

@@ -250,10 +250,7 @@ PullResult pull_from(Session& s, const Reference& ref, const Store& store, const
 
     for (size_t i = 0; i < layers.size(); ++i) {
       Layer l{diff_ids[i], blobs[i + 1].first, blobs[i + 1].second, 0, layers[i].value("mediaType", "")};
-      // A chunked format's TOC annotations (estargz, zstd:chunked) stay with the layer.
-      if (auto a = layers[i].find("annotations"); a != layers[i].end() && a->is_object())
-        for (const auto& [k, v] : a->items())
-          if (v.is_string()) l.annotations[k] = v.get<std::string>();
+      l.annotations = chunked_annotations(layers[i]);  // a chunked format's TOC, checked; nothing else
       result.image.layers.push_back(std::move(l));
     }
     return result;

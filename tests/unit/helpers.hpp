@@ -20,6 +20,16 @@ inline void write(const fs::path& p, const std::string& data, int mode = 0644) {
 
 inline std::string slurp(const fs::path& p) { return read_file(p); }
 
+// Where two byte strings (blobs, compressed streams) part, for a failure
+// that says more than "false"; "identical" when they do not.
+inline std::string first_difference(const std::string& a, const std::string& b) {
+  size_t i = 0;
+  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+  if (i == a.size() && i == b.size()) return "identical";
+  return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + ", first difference at byte " +
+         std::to_string(i);
+}
+
 // A "host" directory (0700) beside where a hostile archive is unpacked,
 // holding a secret (0600): nothing may read it into the target or change it.
 struct HostCanary {

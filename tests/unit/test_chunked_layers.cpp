@@ -88,13 +88,20 @@ std::vector<std::string> tar_names(const std::string& tar) {
   return names;
 }
 
-// Where two blobs part, for a failure that says more than "false".
-std::string first_difference(const std::string& a, const std::string& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  if (i == a.size() && i == b.size()) return "identical";
-  return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + ", first difference at byte " +
-         std::to_string(i);
+using test::first_difference;
+
+// An eStargz blob's TOC entry, found through its footer: the tar entry (header
+// and content) alone in the gzip member the footer points at.
+std::string estargz_toc_entry(const std::string& blob) {
+  REQUIRE(blob.size() > 51);
+  uint64_t toc_offset = std::stoull(blob.substr(blob.size() - 51 + 16, 16), nullptr, 16);
+  return gunzip_members(std::string_view(blob).substr(0, blob.size() - 51), toc_offset, true);
+}
+
+// The TOC's JSON text from the entry.
+std::string toc_text_of(const std::string& toc_tar) {
+  REQUIRE(toc_tar.size() > 512);
+  return toc_tar.substr(512, std::stoull(toc_tar.substr(124, 11), nullptr, 8));
 }
 
 struct Built {
@@ -197,12 +204,9 @@ TEST_CASE("estargz layers - the same bytes for any thread count, a TOC that find
   uint64_t toc_offset = std::stoull(footer.substr(16, 16), nullptr, 16);
   CHECK(footer == estargz_footer(toc_offset));
   CHECK(gunzip_members(footer).empty());
-  std::string toc_tar =
-      gunzip_members(std::string_view(one.blob).substr(0, one.blob.size() - 51), toc_offset, true);
-  REQUIRE(toc_tar.size() > 512);
+  std::string toc_tar = estargz_toc_entry(one.blob);
   CHECK(toc_tar.substr(0, std::string(kEstargzTocName).size()) == kEstargzTocName);
-  uint64_t toc_size = std::stoull(toc_tar.substr(124, 11), nullptr, 8);
-  std::string toc_text = toc_tar.substr(512, toc_size);
+  std::string toc_text = toc_text_of(toc_tar);
   CHECK(l.annotations.at(kEstargzTocDigestAnnotation) == Digest::of_bytes(toc_text).str());
   json toc = json::parse(toc_text);
   CHECK(toc.at("version") == 1);
@@ -245,11 +249,7 @@ TEST_CASE("estargz layers - the prefetch order first, each file after what it ne
   CHECK(names.back() == kEstargzTocName);
 
   // The TOC lists the entries in the same order, and still finds every file.
-  std::string footer = one.blob.substr(one.blob.size() - 51);
-  uint64_t toc_offset = std::stoull(footer.substr(16, 16), nullptr, 16);
-  std::string toc_tar =
-      gunzip_members(std::string_view(one.blob).substr(0, one.blob.size() - 51), toc_offset, true);
-  json toc = json::parse(toc_tar.substr(512, std::stoull(toc_tar.substr(124, 11), nullptr, 8)));
+  json toc = json::parse(toc_text_of(estargz_toc_entry(one.blob)));
   CHECK(toc["entries"][1]["name"] == "many/7");
   CHECK(toc["entries"][9]["name"] == kEstargzPrefetchLandmark);
 
@@ -277,6 +277,33 @@ TEST_CASE("estargz layers - ISA-L streams live at the fixed address and not on t
   (void)build(entries, dir.path() / "s", Compression::Estargz, 2);
   const std::string maps = "\n" + read_file("/proc/self/maps");
   CHECK(maps.find("\n5bd000000000-") != std::string::npos);
+}
+
+TEST_CASE("layer descriptors from outside keep only well-formed chunked-format annotations", "[layer][estargz]") {
+  const std::string d = "sha256:" + std::string(64, 'a');
+  json desc{{"annotations",
+             {{kEstargzTocDigestAnnotation, d},
+              {kEstargzUncompressedSizeAnnotation, "1234"},
+              {kZstdChunkedChecksumAnnotation, d},
+              {kZstdChunkedPositionAnnotation, "10:20:30:1"},
+              {"org.example.injected", "x"}}}};
+  CHECK(chunked_annotations(desc) == std::map<std::string, std::string>{{kEstargzTocDigestAnnotation, d},
+                                                                        {kEstargzUncompressedSizeAnnotation, "1234"},
+                                                                        {kZstdChunkedChecksumAnnotation, d},
+                                                                        {kZstdChunkedPositionAnnotation, "10:20:30:1"}});
+  for (const char* bad : {"", "sha256:abc", "md5:" "0123456789abcdef0123456789abcdef", "10:20:30", "10:20:30:1:5",
+                          "a:20:30:1", "10::30:1", "-1", "12 bytes", "123456789012345678901"}) {
+    INFO(bad);
+    json b{{"annotations",
+            {{kEstargzTocDigestAnnotation, bad},
+             {kEstargzUncompressedSizeAnnotation, bad},
+             {kZstdChunkedChecksumAnnotation, bad},
+             {kZstdChunkedPositionAnnotation, bad}}}};
+    CHECK(chunked_annotations(b).empty());
+  }
+  CHECK(chunked_annotations(json{{"annotations", {{kEstargzTocDigestAnnotation, 7}}}}).empty());
+  CHECK(chunked_annotations(json{{"annotations", "not an object"}}).empty());
+  CHECK(chunked_annotations(json::object()).empty());
 }
 
 TEST_CASE("zstd:chunked layers - the plain tar to zstd readers, a manifest that finds every file",

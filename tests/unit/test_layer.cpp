@@ -99,14 +99,7 @@ void make_tree(const fs::path& root) {
                             fs::perms::others_read | fs::perms::others_exec);
 }
 
-// Where two compressed streams part, for a failure that says more than "false".
-std::string first_difference(const std::string& a, const std::string& b) {
-  size_t i = 0;
-  while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
-  if (i == a.size() && i == b.size()) return "identical";
-  return "sizes " + std::to_string(a.size()) + " and " + std::to_string(b.size()) + ", first difference at byte " +
-         std::to_string(i);
-}
+using test::first_difference;
 
 const char* name_of(Compression c) { return c == Compression::Gzip ? "gzip" : "zstd"; }
 
