@@ -9,7 +9,7 @@ build_deps=(g++ cmake make pkg-config
   libkainjow-mustache-dev libseccomp-dev
   gpgv debian-archive-keyring git patch)
 # Real tools the integration tests drive (nobody here wrote them).
-test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zstd qemu-user tar gzip busybox-static python3-pip python3-venv)
+test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zstd qemu-user qemu-user-static tar gzip busybox-static python3-pip python3-venv)
 test_deps+=(apache2-utils openssl curl python3-cryptography)  # registry tests: bcrypt htpasswd, CA, token signing
 test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
 # test_bench_smoke.sh runs every bench/*.sh --smoke: buildah and mmdebstrap are the

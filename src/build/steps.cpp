@@ -211,6 +211,7 @@ Changeset run_build_steps(const StepsInput& in, sandbox::Sandbox& sandbox, Statu
     s.root = root;
   }
   s.scratch = in.scratch / "sandbox";
+  s.architecture = in.architecture;
   s.env = in.env;
   s.cwd = !in.spec.workdir.empty() ? in.spec.workdir : !in.source.empty() ? in.source_at : "/";
   s.uid = in.spec.uid.value_or(0);

@@ -51,6 +51,7 @@ struct StepsInput {
   fs::path source;
   std::string source_at;
   bool keep_source = false;
+  std::string architecture;  // the image's, when not the host's: the steps run emulated
 };
 
 // Runs the steps and returns the changeset (its root is inside `scratch`).

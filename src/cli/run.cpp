@@ -5,6 +5,7 @@
 #include "cli/cli.hpp"
 #include "image/image.hpp"
 #include "image/layout.hpp"
+#include "sandbox/emulation.hpp"
 #include "util/error.hpp"
 #include "verify/driver_check.hpp"
 #include "verify/run_in_image.hpp"
@@ -30,13 +31,16 @@ const char* const kRunHelp =
     "  --env KEY=VALUE   set a variable (repeatable)\n"
     "  --workdir DIR     the working directory (default: the image's, else /)\n"
     "  --network         share the host's network\n"
+    "  --platform P      with LAYOUT:TAG naming an index over platforms: the image to run\n"
+    "                    (default: this machine's); one of another platform runs under QEMU\n"
+    "                    user emulation (qemu-user-static), without --gpus\n"
     "  --timeout SECS    kill the command (and everything it started) after SECS seconds\n"
     "  --host-root DIR   with --gpus: look for the driver and CDI specs under DIR (for tests;\n"
     "                    device nodes come from /dev unless a CDI spec gives a hostPath)\n";
 
 int cmd_run(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--gpus", "--workdir", "--timeout", "--host-root"});
+  options.insert(options.end(), {"--gpus", "--workdir", "--timeout", "--host-root", "--platform"});
   std::vector<std::string> flags = kCommonFlags;
   flags.push_back("--network");
   Args args(argv, flags, options, {"--env"});
@@ -52,7 +56,7 @@ int cmd_run(const std::vector<std::string>& argv) {
   Context ctx = make_context(args);
   Store store = ctx.store();
   auto [layout, ref] = split_layout_ref(args.positional()[0]);
-  LayoutImage image = open_layout_image(layout, ref, &store);
+  LayoutImage image = open_layout_image(layout, ref, &store, args.get("--platform").value_or(""));
   ImageConfig config =
       read_image_config(image.config_json, "the config of " + args.positional()[0]);
   verify::UnpackedRoot unpacked = verify::unpacked_root(store, image);  // held while the command runs
@@ -71,6 +75,18 @@ int cmd_run(const std::vector<std::string>& argv) {
   }
   o.cwd = args.get("--workdir").value_or(config.working_dir.empty() ? "/" : config.working_dir);
   o.network = args.has("--network");
+  // An image of another platform runs under QEMU user emulation (the sandbox
+  // says what to install where there is none); without a GPU.
+  if (!config.architecture.empty() && config.architecture != sandbox::host_architecture()) {
+    if (args.get("--gpus"))
+      throw Error("--gpus: a linux/" + config.architecture + " image cannot use this linux/" +
+                      sandbox::host_architecture() + " machine's GPU (it runs emulated)",
+                  ErrorKind::Usage);
+    o.architecture = config.architecture;
+    ctx.status->message(Level::Info, "a linux/" + config.architecture + " image on this linux/" +
+                                         sandbox::host_architecture() + " machine: it runs emulated (qemu-" +
+                                         sandbox::machine_of(config.architecture) + ")");
+  }
   if (auto t = args.integer("--timeout", 1, 86400 * 7)) o.timeout_seconds = *t;
 
   std::optional<verify::GpuInjection> gpu;

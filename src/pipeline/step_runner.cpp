@@ -150,8 +150,11 @@ StepsSetup prepare_steps(StepsInput& in, const Recipe& recipe, const LayerSpec& 
   if (sandbox::Emulation e = sandbox::emulation_for(recipe.architecture); !e.native) {
     if (!e.available) throw Error("layer '" + spec.name + "': " + sandbox::emulation_missing(e, recipe.architecture));
     status.message(Level::Info, "layer " + spec.name + ": steps of linux/" + recipe.architecture + " run emulated (qemu-" +
-                                    sandbox::machine_of(recipe.architecture) + " through binfmt_misc" +
+                                    sandbox::machine_of(recipe.architecture) +
+                                    (e.sandbox_register.empty() ? " through the machine's binfmt_misc"
+                                                                : " registered in the sandbox's own binfmt_misc") +
                                     (e.interpreter.empty() ? "" : ", " + e.interpreter) + ")");
+    in.architecture = recipe.architecture;
   }
   setup.sandbox = choose_sandbox(spec.name, options, store, status);
   in.overlay = setup.sandbox.overlay;

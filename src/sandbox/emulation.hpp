@@ -1,10 +1,18 @@
 // Running code of another platform: QEMU user emulation through the kernel's
-// binfmt_misc. With an entry qemu-<machine> registered with the F (fix
-// binary) flag, the kernel opened the interpreter when it was registered, so
-// an aarch64 program exec'd inside the sandbox (another mount namespace, no
-// qemu in the image) runs under it with nothing else to do. Without one,
-// stackbuild does not register it (that is the machine's setup: Debian's
-// qemu-user-static and binfmt-support do it) and says so.
+// binfmt_misc, in one of two ways.
+//  - The machine's own entry qemu-<machine>, registered with the F (fix
+//    binary) flag: the kernel opened the interpreter when it was registered,
+//    so an aarch64 program exec'd inside the sandbox (another mount
+//    namespace, no qemu in the image) runs under it with nothing else to do.
+//    Debian's qemu-user-static and binfmt-support register it.
+//  - Else the sandbox's own: since Linux 6.7 a user namespace may mount a
+//    binfmt_misc instance of its own, seen by it and its children only. Where
+//    the machine has the static interpreter (qemu-user-static's
+//    /usr/bin/qemu-aarch64-static) and the kernel allows it, each sandbox of
+//    another platform registers it there with the F flag before it enters its
+//    root, and mounts the instance read-only: nothing on the host changes and
+//    no host setup is needed. Never without a user namespace (that instance
+//    would be the host's).
 #pragma once
 
 #include <filesystem>
@@ -22,16 +30,30 @@ std::string machine_of(const std::string& oci_architecture);
 
 struct Emulation {
   bool native = false;      // this machine runs the architecture itself
-  bool available = false;   // native, or a qemu-<machine> entry enabled with the F flag
+  bool available = false;   // native, the machine's own entry, or the sandbox's
   std::string entry;        // /proc/sys/fs/binfmt_misc/qemu-aarch64 (below `root`)
-  std::string interpreter;  // what the entry names: /usr/libexec/qemu-binfmt/aarch64-binfmt-P
-  std::string problem;      // why not available: "no such entry", "disabled", "without the F flag"
+  std::string interpreter;  // the entry's (/usr/libexec/qemu-binfmt/aarch64-binfmt-P) or the sandbox's
+  // The sandbox registers `interpreter` in a binfmt_misc instance of its own
+  // user namespace with this line (written to its `register` file).
+  std::string sandbox_register;
+  std::string problem;  // why not available: "no such entry", "disabled", "without the F flag"
 };
 
-// How code of `oci_architecture` runs here. `root` is where /proc is looked
-// for (a fake tree in tests).
+// How code of `oci_architecture` runs here. `root` is where /proc and the
+// static interpreter are looked for (a fake tree in tests); `sandbox_binfmt`
+// whether this kernel gives a user namespace its own binfmt_misc
+// (binfmt_misc_unavailable() by default: probed once).
 Emulation emulation_for(const std::string& oci_architecture, const fs::path& root = "/",
-                        const std::string& host = host_architecture());
+                        const std::string& host = host_architecture(), int sandbox_binfmt = -1);
+
+// The line that registers `interpreter` for ELF programs of `machine`
+// (aarch64, x86_64) with the F flag; "" for a machine it does not know.
+std::string binfmt_register_line(const std::string& machine, const std::string& interpreter);
+
+// Why this process's sandboxes cannot mount a binfmt_misc of their own, ""
+// when they can: tried once in a short-lived child (a user namespace, as the
+// sandbox's); never with STACKBUILD_SANDBOX_USERNS=off.
+std::string binfmt_misc_unavailable();
 
 // What to tell a user whose machine cannot run `oci_architecture`:
 // "linux/arm64 code needs QEMU user emulation, and <problem>; install ...".

@@ -39,6 +39,7 @@
 #include <mutex>
 #include <string_view>
 
+#include "sandbox/emulation.hpp"
 #include "sandbox/identity.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sandbox/seccomp.hpp"
@@ -160,6 +161,14 @@ int run_op(const Op& op) {
                        MOVE_MOUNT_F_EMPTY_PATH) == 0
                  ? 0
                  : errno;
+    case Op::Write: {
+      int fd = ::open(op.b.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+      if (fd < 0) return errno;
+      ssize_t n = ::write(fd, op.a.data(), op.a.size());
+      int err = n == static_cast<ssize_t>(op.a.size()) ? 0 : n < 0 ? errno : EIO;
+      ::close(fd);
+      return err;
+    }
     case Op::BecomeRoot:
       // The maps are written: 0 is the range's first id. Until now the init
       // was the host's root (whose ids the namespace does not map), and its
@@ -300,7 +309,13 @@ struct Pipe {
 
 SandboxResult LinuxSandbox::run(const SandboxSpec& spec, const OutputFn& output) {
   const Identity identity = detail::identity();
-  SetupPlan plan = detail::make_setup_plan(spec, identity);
+  std::string binfmt_register;
+  if (!spec.architecture.empty()) {
+    const Emulation e = emulation_for(spec.architecture);
+    if (!e.available) throw Error(emulation_missing(e, spec.architecture));
+    binfmt_register = e.sandbox_register;
+  }
+  SetupPlan plan = detail::make_setup_plan(spec, identity, binfmt_register);
   struct StubCleanup {
     const SetupPlan& p;
     ~StubCleanup() { detail::remove_stubs(p); }

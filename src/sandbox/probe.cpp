@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 
+#include "sandbox/emulation.hpp"
 #include "sandbox/identity.hpp"
 #include "sandbox/sandbox.hpp"
 #include "sandbox/setup_plan.hpp"
@@ -136,6 +137,29 @@ std::string overlay_unavailable(const fs::path& dir) {
   std::string what = dir.empty() ? std::string("mount -t overlay")
                                  : "mount -t overlay, its upper layer in " + dir.string();
   return answers[st.st_dev] = describe(what.c_str(), err);
+}
+
+std::string binfmt_misc_unavailable() {
+  if (detail::identity() == detail::Identity::HostRoot)
+    return "the sandbox has no user namespace (STACKBUILD_SANDBOX_USERNS=off): its binfmt_misc would be the host's";
+  static std::once_flag once;
+  static std::string answer;
+  std::call_once(once, [] {
+    // As the sandbox does it: a binfmt_misc mounted in a new user and mount
+    // namespace (an instance of that namespace's own since Linux 6.7; before,
+    // the mount is refused), on a directory of its own.
+    TempDir tmp;
+    const std::string at = tmp.path().string();
+    int err = in_child([&] {
+      if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) return errno;
+      if (::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return errno;
+      return ::mount("binfmt_misc", at.c_str(), "binfmt_misc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) == 0
+                 ? 0
+                 : errno;
+    });
+    answer = describe("mount -t binfmt_misc in a user namespace (Linux 6.7 and later)", err);
+  });
+  return answer;
 }
 
 std::string LinuxSandbox::overlay_unavailable_in(const fs::path& dir) const {

@@ -60,6 +60,11 @@ struct SandboxSpec {
   int64_t timeout_seconds = 0;  // 0: none
   bool network = false;         // share the host's network and resolv.conf
   std::string hostname = "stackbuild";
+  // The OCI architecture of the code it runs ("" or the host's: native).
+  // Another runs under QEMU user emulation (emulation.hpp): the machine's
+  // binfmt_misc entry, or one the sandbox registers in its own; run() throws
+  // sb::Error naming what to install when there is neither.
+  std::string architecture;
   fs::path host_resolv_conf = "/etc/resolv.conf";
 };
 

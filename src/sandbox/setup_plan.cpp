@@ -166,7 +166,7 @@ std::string overlay_options(const std::vector<fs::path>& lower, const fs::path& 
   return o;
 }
 
-SetupPlan make_setup_plan(const SandboxSpec& given, Identity identity) {
+SetupPlan make_setup_plan(const SandboxSpec& given, Identity identity, const std::string& binfmt_register) {
   // The init enters the scratch directory first: every host path absolute.
   SandboxSpec spec = given;
   for (fs::path* p : {&spec.upper, &spec.work, &spec.root, &spec.scratch})
@@ -269,6 +269,20 @@ SetupPlan make_setup_plan(const SandboxSpec& given, Identity identity) {
   }
   add({Op::Mount, "proc", root + "/proc", "proc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
        "mount /proc"});
+  if (!binfmt_register.empty()) {
+    // QEMU for code of another platform: a binfmt_misc instance of the
+    // sandbox's user namespace (never the host's), its interpreter opened now
+    // (F), while the host's paths are still there; then read-only, so the
+    // command cannot register anything else in it.
+    if (identity == Identity::HostRoot)
+      throw Error("sandbox: cannot register an emulator without a user namespace (it would be the host's binfmt_misc)");
+    const std::string at = root + "/proc/sys/fs/binfmt_misc";
+    add({Op::Mount, "binfmt_misc", at, "binfmt_misc", "", MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
+         "mount the sandbox's own binfmt_misc (Linux 6.7 and later)"});
+    add({Op::Write, binfmt_register, at + "/register", "", "", 0, 0, "register the emulator in binfmt_misc"});
+    add({Op::BindRemount, "", at, "", "", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, 0,
+         "make the sandbox's binfmt_misc read-only"});
+  }
   // What runc masks and makes read-only in /proc (its defaults for OCI
   // containers): the kernel's memory and keys, timers, and the knobs of the host.
   for (const char* f : {"kcore", "keys", "timer_list", "timer_stats", "sched_debug",

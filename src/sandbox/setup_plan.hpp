@@ -27,6 +27,7 @@ struct Op {
     Chdir,        // chdir(b)
     Attach,       // move_mount(fd, "", AT_FDCWD, b): a detached mount the parent made (Detached)
     BecomeRoot,   // setresgid/setgroups/setresuid to 0 of the user namespace's range
+    Write,        // open(b, O_WRONLY) and write(a): a kernel interface's file
   };
   Kind kind;
   std::string a, b, c, data;
@@ -75,7 +76,9 @@ struct SetupPlan {
 // relative to that (the mount point is "root"): with Identity::RootRange the
 // init drops to the range's root before mounting, and may then not be able to
 // look up the store's private directories by their absolute paths.
-SetupPlan make_setup_plan(const SandboxSpec& spec, Identity identity);
+// `binfmt_register`: a line for the register file of a binfmt_misc the
+// sandbox mounts in its own user namespace (emulation.hpp), "" for none.
+SetupPlan make_setup_plan(const SandboxSpec& spec, Identity identity, const std::string& binfmt_register = "");
 
 // Root mode: removes the stubs make_setup_plan() created, if still empty.
 void remove_stubs(const SetupPlan& plan);

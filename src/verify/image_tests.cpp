@@ -165,6 +165,7 @@ std::vector<TestResult> run_tests(sandbox::Sandbox& sandbox, const ImageRoot& ro
     o.host_root = env.host_root;
     o.timeout_seconds = test.timeout ? test.timeout : kDefaultTestTimeout;
     o.mounts = test.mounts;
+    o.architecture = env.architecture;
     std::string output;
     const size_t kKeep = 4u << 20;  // the output kept for `expect` and the report
     auto start = std::chrono::steady_clock::now();

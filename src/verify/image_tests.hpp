@@ -69,6 +69,7 @@ struct TestEnvironment {
   // ("qemu-aarch64"), said in each result; or, when the machine has none,
   // are skipped (never passed) for this reason.
   std::string emulated, cannot_run;
+  std::string architecture;  // the image's, set with `emulated`
 };
 
 // Runs each test in a fresh writable layer over `root`; GPU tests are

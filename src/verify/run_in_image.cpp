@@ -197,6 +197,7 @@ sandbox::SandboxResult run_in_image(sandbox::Sandbox& sb, const ImageRoot& root,
   spec.timeout_seconds = o.timeout_seconds;
   spec.network = o.network;
   spec.mounts = o.mounts;
+  spec.architecture = o.architecture;
 
   if (o.gpu) {
     const GpuInjection& g = *o.gpu;

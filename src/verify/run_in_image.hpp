@@ -24,6 +24,7 @@ struct RunOptions {
   int64_t timeout_seconds = 0;
   bool network = false;
   std::vector<sandbox::Mount> mounts;       // more host paths to show inside (e.g. test programs)
+  std::string architecture;                 // the image's, when not the host's: run emulated
 };
 
 // Runs the command in a fresh writable layer over `root` (discarded after),

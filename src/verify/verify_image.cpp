@@ -104,6 +104,7 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
   if (!emulation.native) {
     if (emulation.available) {
       env.emulated = "qemu-" + sandbox::machine_of(image_arch);
+      env.architecture = image_arch;
       status.message(Level::Info, name + ": a linux/" + image_arch + " image on this linux/" +
                                       sandbox::host_architecture() + " machine: its tests run emulated (" +
                                       env.emulated + "), its GPU tests are skipped");

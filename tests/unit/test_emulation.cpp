@@ -27,13 +27,14 @@ TEST_CASE("emulation: the host's own architecture is native, another needs qemu-
   CHECK(machine_of("arm64") == "aarch64");
   CHECK(machine_of("amd64") == "x86_64");
 
-  Emulation none = emulation_for("arm64", tmp.path(), "amd64");
+  Emulation none = emulation_for("arm64", tmp.path(), "amd64", 1);
   CHECK_FALSE(none.native);
   CHECK_FALSE(none.available);
-  CHECK(none.problem == "binfmt_misc has no /proc/sys/fs/binfmt_misc/qemu-aarch64");
+  CHECK(none.problem == "binfmt_misc has no /proc/sys/fs/binfmt_misc/qemu-aarch64, and there is no "
+                       "/usr/bin/qemu-aarch64-static for the sandbox to register");
   std::string msg = emulation_missing(none, "arm64");
   CHECK_THAT(msg, Catch::Contains("linux/arm64 code needs QEMU user emulation") &&
-                      Catch::Contains("qemu-user-static and binfmt-support"));
+                      Catch::Contains("install Debian's qemu-user-static") && Catch::Contains("binfmt-support"));
 
   entry(tmp.path(), kDebian);
   Emulation ok = emulation_for("arm64", tmp.path(), "amd64");
@@ -51,4 +52,36 @@ TEST_CASE("emulation: the host's own architecture is native, another needs qemu-
   CHECK_THAT(emulation_for("arm64", tmp.path(), "amd64").problem, Catch::Contains("lacks the F flag"));
   entry(tmp.path(), "enabled\ninterpreter /usr/bin/qemu-F-aarch64\nflags: \n");
   CHECK_FALSE(emulation_for("arm64", tmp.path(), "amd64").available);
+}
+
+TEST_CASE("emulation: without the machine's entry the sandbox registers the static interpreter in its own binfmt_misc", "[emulation]") {
+  TempDir tmp;
+  test::write(tmp.path() / "usr/bin/qemu-aarch64-static", "qemu");
+  Emulation own = emulation_for("arm64", tmp.path(), "amd64", 1);
+  CHECK(own.available);
+  CHECK(own.problem.empty());
+  CHECK(own.interpreter == "/usr/bin/qemu-aarch64-static");
+  // ELF, 64-bit, little-endian, an executable or shared object (mask 0xfe) of machine 183, opened now (F).
+  CHECK(own.sandbox_register ==
+        R"(:qemu-aarch64:M::\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00:)"
+        R"(\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff:/usr/bin/qemu-aarch64-static:F)");
+
+  // A kernel that gives a user namespace no binfmt_misc (before 6.7): not available, saying why.
+  Emulation old = emulation_for("arm64", tmp.path(), "amd64", 0);
+  CHECK_FALSE(old.available);
+  CHECK(old.sandbox_register.empty());
+  CHECK_THAT(old.problem, Catch::Contains("the sandbox cannot register /usr/bin/qemu-aarch64-static itself") &&
+                              Catch::Contains("no binfmt_misc of its own"));
+
+  // The machine's own entry comes first: nothing for the sandbox to register.
+  entry(tmp.path(), kDebian);
+  Emulation machine = emulation_for("arm64", tmp.path(), "amd64", 1);
+  CHECK(machine.available);
+  CHECK(machine.sandbox_register.empty());
+  CHECK(machine.interpreter == "/usr/libexec/qemu-binfmt/aarch64-binfmt-P");
+
+  // An interpreter path binfmt_misc cannot take (':' separates its fields), an unknown machine.
+  CHECK(binfmt_register_line("aarch64", "/opt/a:b/qemu").empty());
+  CHECK(binfmt_register_line("riscv64", "/usr/bin/qemu-riscv64-static").empty());
+  CHECK_THAT(binfmt_register_line("x86_64", "/usr/bin/qemu-x86_64-static"), Catch::Contains(R"(\x3e\x00:)"));
 }

@@ -2,6 +2,7 @@
 // fallback (the same changes must give the same layer), and the sandbox's
 // setup plan (mount point stubs, refusals). No namespaces are made here: the
 // real sandbox is exercised by tests/integration/test_sandbox*.sh.
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -346,6 +347,49 @@ TEST_CASE("sandbox setup as root: a user namespace over idmapped mounts, /proc m
   CHECK(plan.detached[0].source == lower);
   CHECK(plan.detached[0].idmap);
   CHECK(plan.ops[plan.detached[0].op].b == "root");
+}
+
+TEST_CASE("sandbox setup: an emulator registered in the sandbox's own binfmt_misc - read-only - never the host's",
+          "[sandbox][setup][emulation]") {
+  using sandbox::detail::Op;
+  TempDir tmp;
+  fs::path lower = tmp.path() / "lower";
+  fs::create_directories(lower);
+  sandbox::SandboxSpec s;
+  s.lower = {lower};
+  s.upper = tmp.path() / "rw/upper";
+  s.work = tmp.path() / "rw/work";
+  s.scratch = tmp.path() / "scratch";
+  s.argv = {"true"};
+  const std::string line = ":qemu-aarch64:M::magic:mask:/usr/bin/qemu-aarch64-static:F";
+  auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::RootRange, line);
+  auto at = [&](Op::Kind k, const std::string& b) {
+    for (size_t i = 0; i < plan.ops.size(); ++i)
+      if (plan.ops[i].kind == k && plan.ops[i].b == b) return static_cast<long>(i);
+    return -1L;
+  };
+  const std::string dir = "root/proc/sys/fs/binfmt_misc";
+  const long proc = at(Op::Mount, "root/proc"), mount = at(Op::Mount, dir);
+  const long reg = at(Op::Write, dir + "/register"), ro = at(Op::BindRemount, dir);
+  // After /proc, as the namespace's root, before /proc/sys is bound read-only
+  // and the root entered (the interpreter is opened by its host path).
+  REQUIRE(proc > at(Op::BecomeRoot, ""));
+  CHECK(mount > proc);
+  CHECK(plan.ops[mount].c == "binfmt_misc");
+  REQUIRE(reg > mount);
+  CHECK(plan.ops[reg].a == line);
+  CHECK(ro > reg);
+  CHECK((plan.ops[ro].flags & MS_RDONLY) != 0);
+  CHECK(at(Op::BindRemount, "root/proc/sys") > ro);
+  CHECK(at(Op::EnterRoot, "root") > ro);
+  // Without one, none of it.
+  s.scratch = tmp.path() / "scratch2";
+  plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::RootRange);
+  CHECK(at(Op::Mount, dir) < 0);
+  // Without a user namespace the binfmt_misc would be the host's: refused.
+  s.scratch = tmp.path() / "scratch3";
+  CHECK_THROWS_WITH(sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::HostRoot, line),
+                    Catch::Contains("without a user namespace"));
 }
 
 TEST_CASE("sandbox identity: root's subordinate ids from /etc/subuid and /etc/subgid",
