@@ -149,6 +149,32 @@ std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<
   return reqs;
 }
 
+void check_cuda_wheels(const LayerSpec& spec, const std::map<std::string, std::string>& vars, const PointInputs& point,
+                       const pip::Target& target, const std::vector<pip::PinnedWheel>& wheels) {
+  if (spec.from != "wheel" || !point.catalog) return;
+  const bool has_runtime = std::any_of(wheels.begin(), wheels.end(), [](const pip::PinnedWheel& w) {
+    return pip::normalize_name(w.name).rfind("nvidia-cuda-runtime", 0) == 0;
+  });
+  if (has_runtime) return;
+  for (const auto& u : spec.use) {
+    std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
+    const catalog::Record* r = chosen_record(point, u, v);
+    if (!r || std::none_of(r->requirements.begin(), r->requirements.end(),
+                           [](const catalog::Requirement& q) { return q.component == "cuda"; }))
+      continue;
+    std::string files;
+    for (const auto& w : wheels)
+      for (const auto& req : r->sources.pip)
+        if (pip::normalize_name(w.name) == pip::Requirement::parse(req).key)
+          files += (files.empty() ? "" : ", ") + w.filename;
+    throw Error("layer '" + spec.name + "': the Python index's " + r->label() + " for " + target.describe() +
+                " is a build without CUDA" + (files.empty() ? "" : " (" + files + ")") +
+                ": no NVIDIA CUDA runtime wheel (nvidia-cuda-runtime*) is among the wheels it needs for " +
+                target.machine + ", where the catalog's record is built with CUDA. Choose a release whose wheels "
+                "carry CUDA for this platform, or leave the platform out of this point");
+  }
+}
+
 std::vector<std::pair<std::string, std::string>> pip_constraints(const PointInputs& point) {
   std::vector<std::pair<std::string, std::string>> out;
   if (point.versions.empty() || !point.catalog) return out;
@@ -281,6 +307,7 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
       for (const auto& l : lower) installed_projects(l, target, installed);
       wheels = pip_resolve(pip_requirements(c.spec, c.options.variables, c.options.point), target, "", false, c.store, c.status,
                            pip_constraints(c.options.point), installed, c.options.services);
+      check_cuda_wheels(c.spec, c.options.variables, c.options.point, target, wheels);
     }
     KeyHasher k;
     k.field("stackbuild-pip-layer", "2").field("parent", c.parent_key.str()).field("name", c.spec.name);
@@ -370,6 +397,7 @@ nlohmann::json lock_pip_layers(const Recipe& recipe, const std::map<std::string,
       auto reqs = pip_requirements(spec, variables, point);
       auto cons = pip_constraints(point);
       auto wheels = pip_resolve(reqs, t, "", false, store, status, cons, installed, services);
+      check_cuda_wheels(spec, variables, point, t, wheels);
       // An index that gives no sizes (PEP 503 HTML pages): the wheels are
       // fetched now (the build needs them anyway, their sha256 checked) so
       // that the lockfile records every file's size.

@@ -41,6 +41,15 @@ pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::st
 std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
                                           const PointInputs& point);
 
+// A `from: wheel` layer whose catalog record is built with CUDA (requires
+// cuda) must resolve to NVIDIA's CUDA runtime wheel among its wheels; throws
+// sb::Error naming the wheel and the target otherwise. The index may carry a
+// release for another machine only as a CPU build: torch before 2.11 for
+// aarch64, whose nvidia-* requirements are marked for x86_64 only.
+void check_cuda_wheels(const LayerSpec& spec, const std::map<std::string, std::string>& variables,
+                       const PointInputs& point, const pip::Target& target,
+                       const std::vector<pip::PinnedWheel>& wheels);
+
 // What the point's resolved components hold wheels to: each chosen record's
 // `pip` source that pins a version (nvidia-cudnn-cu12==9.1.0.70,
 // nvidia-cublas-cu12==12.4.*), as a constraint that narrows the wheel when a
