@@ -206,8 +206,25 @@ TestResult check_libraries(const ImageRoot& root, const std::vector<std::string>
       }
     }
   }
-  for (const auto& [index, need] : unresolved)
-    findings.add(objects[index].self, "needs " + need + ", which is not in the image");
+  // Where the image has the library after all, only where the loader does not
+  // look from this object (an aarch64 wheel's library without the RUNPATH its
+  // x86_64 build has): said, so the fix (a RUNPATH, LD_LIBRARY_PATH) is plain.
+  std::map<std::string, std::vector<size_t>> by_name;
+  for (size_t i = 0; i < objects.size(); ++i) by_name[fs::path(objects[i].self).filename().string()].push_back(i);
+  for (const auto& [index, need] : unresolved) {
+    std::string elsewhere;
+    if (auto it = by_name.find(need); it != by_name.end())
+      for (size_t i : it->second)
+        if (loadable(objects[i].self, *objects[index].info)) {
+          elsewhere = objects[i].self;
+          break;
+        }
+    findings.add(objects[index].self,
+                 elsewhere.empty() ? "needs " + need + ", which is not in the image"
+                                   : "needs " + need + ", which the image has at " + elsewhere +
+                                         ", outside this file's search path (its RUNPATH, LD_LIBRARY_PATH, the "
+                                         "linker cache)");
+  }
   r.seconds = seconds_since(start);
   if (findings.failures()) {
     r.outcome = Outcome::Failed;

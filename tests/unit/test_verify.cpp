@@ -616,6 +616,15 @@ TEST_CASE("static check: every needed library resolves inside the image", "[veri
   CHECK(ignored.details ==
         std::vector<std::string>{"ignored (static_checks.libraries_ignore /usr/bin/*): /usr/bin/true: needs libc.so.6, "
                                  "which is not in the image"});
+  // The image has it, but only where the loader does not look from /usr/bin/true: said so.
+  fs::create_directories(root / "opt/elsewhere");
+  fs::copy_file(fs::canonical("/lib/x86_64-linux-gnu/libc.so.6"), root / "opt/elsewhere/libc.so.6");
+  TestResult away = check_libraries(image, {});
+  CHECK(away.outcome == Outcome::Failed);
+  CHECK(std::count(away.details.begin(), away.details.end(),
+                   "/usr/bin/true: needs libc.so.6, which the image has at /opt/elsewhere/libc.so.6, outside this "
+                   "file's search path (its RUNPATH, LD_LIBRARY_PATH, the linker cache)") == 1);
+  CHECK(check_libraries(image, {"/opt/elsewhere"}).outcome == Outcome::Passed);
   CHECK(is_driver_library("libcuda.so.1"));
   CHECK(is_driver_library("libnvidia-ml.so.1"));
   CHECK_FALSE(is_driver_library("libcudart.so.12"));
