@@ -87,13 +87,18 @@ std::string plan_table(const Planned& planned) {
   for (const auto& p : plan.points)
     if (p.stack)
       for (const auto& [c, v] : p.stack->versions) comps.insert(c);
+  // Points that differ only in platform share their tag: a column tells them apart.
+  const bool platforms = std::any_of(plan.points.begin(), plan.points.end(),
+                                     [](const resolve::PlanPoint& p) { return p.point.get("platform") != nullptr; });
   std::vector<std::string> header{"TAG"};
+  if (platforms) header.push_back("PLATFORM");
   for (const auto& c : comps) header.push_back(c);
   header.insert(header.end(), {"DRIVER", "ARCH"});
   std::vector<std::vector<std::string>> rows{header};
   for (const auto& p : plan.points) {
     if (!p.stack) continue;
     std::vector<std::string> row{p.tags.empty() ? p.point.id() : p.tags.front()};
+    if (platforms) row.push_back(p.point.get("platform") ? p.point.get("platform")->str() : "-");
     for (const auto& c : comps) {
       auto it = p.stack->versions.find(c);
       row.push_back(it == p.stack->versions.end() ? "-" : it->second);
