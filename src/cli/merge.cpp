@@ -1,5 +1,9 @@
 // stackbuild merge: the release a fan-out's tasks pushed, assembled from the
 // registry alone (pipeline/release.hpp, docs/cluster.md).
+#include <chrono>
+#include <map>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/cli.hpp"
@@ -79,6 +83,51 @@ std::string registry_arg(const Args& args, const char* command) {
   return *r;
 }
 
+// Under each tag that points of several platforms share (their tasks pushed
+// them under TAG-ARCH), the index over their images that a one-machine
+// `build --push-to` pushes there: the same bytes, the points in plan order.
+void push_platform_indexes(const registry::Reference& repo, const Release& release,
+                           const std::vector<std::optional<IndexEntry>>& entries, const registry::PushOptions& push,
+                           const std::optional<fs::path>& sign_key, Status& status) {
+  std::map<std::string, std::vector<size_t>> groups;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < release.points.size(); ++i)
+    for (const auto& r : release.points[i].shared) {
+      if (groups[r].empty()) order.push_back(r);
+      groups[r].push_back(i);
+    }
+  std::vector<registry::TaggedManifest> indexes;
+  for (const auto& r : order) {
+    const auto& members = groups[r];
+    if (members.size() < 2) {
+      status.message(Level::Warning, "tag " + r + " is shared by points of several platforms, and this merge has one of "
+                                     "them: its image stays under " + release.points[members.front()].tag +
+                                     ", and nothing is pushed under " + r);
+      continue;
+    }
+    std::vector<Descriptor> ds;
+    for (size_t i : members) {
+      const Descriptor& m = entries[i]->manifest;
+      Descriptor d{m.media_type, m.digest, m.size, {}, std::nullopt};
+      d.platform = std::make_pair(std::string("linux"), release.points[i].point.recipe.architecture);
+      ds.push_back(d);
+    }
+    const std::string json = make_index_json(ds);
+    indexes.push_back({r, registry::ManifestRef{kMediaTypeIndex, json, Digest::of_bytes(json), {}, {}, "", "", ""}});
+  }
+  if (indexes.empty()) return;
+  auto start = std::chrono::steady_clock::now();
+  auto pushed = registry::push_images(repo, indexes, push, status);
+  registry::report_push(pushed, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), status);
+  for (const auto& ix : indexes) {
+    status.result(repo.name() + ":" + ix.tag + " (index over its platforms)", ix.manifest.digest.str());
+    if (sign_key) {
+      auto s = registry::sign_image(registry::Reference::parse(repo.name() + ":" + ix.tag), *sign_key, push, status);
+      status.result("signed " + s.identity, s.manifest.str());
+    }
+  }
+}
+
 }  // namespace
 
 int cmd_merge(const std::vector<std::string>& argv) {
@@ -153,6 +202,10 @@ int cmd_merge(const std::vector<std::string>& argv) {
     throw Error(text + "\nnothing was pushed");
   }
 
+  Store store = ctx.store();
+  push.store = &store;
+  push_platform_indexes(repo, release, entries, push, sign_key, status);
+
   // The matrix index, as `build --push-to` pushes it: under TAG, else its ref name.
   std::string named = repo.name() + ":" + release.points.front().tag;  // what the notes read without an index
   if (release.matrix) {
@@ -161,8 +214,6 @@ int cmd_merge(const std::vector<std::string>& argv) {
     TaggedIndex index = matrix_index(points, entries, release.stack, release.index_ref);
     const std::string tag = repo.tag.empty() ? release.index_ref : repo.tag;
     registry::ManifestRef m{kMediaTypeIndex, index.json, index.digest, {}, {}, "", "", ""};
-    Store store = ctx.store();
-    push.store = &store;
     auto start = std::chrono::steady_clock::now();
     auto r = registry::push_images(repo, {{tag, m}}, push, status);
     registry::report_push(r, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), status);

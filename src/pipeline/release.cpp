@@ -76,6 +76,24 @@ Digest point_inputs_digest(const MatrixPoint& point, const BuildOptions& options
   return key.finish();
 }
 
+std::string platform_task_tag(const std::string& ref_name, const std::string& architecture) {
+  return ref_name + "-" + architecture;
+}
+
+std::set<std::string> shared_platform_tags(const Planned& planned, const MatrixPoint& point) {
+  std::set<std::string> mine, out;
+  for (const auto& t : point.recipe.tags) mine.insert(layout_ref_name(t));
+  const std::string siblings = platform_siblings(point);
+  for (const auto& q : planned.plan.points) {
+    if (!q.stack || q.point.id() == point.id) continue;
+    MatrixPoint other = matrix_point(planned, q);
+    if (platform_siblings(other) != siblings || other.recipe.architecture == point.recipe.architecture) continue;
+    for (const auto& t : other.recipe.tags)
+      if (mine.count(layout_ref_name(t))) out.insert(layout_ref_name(t));
+  }
+  return out;
+}
+
 Release plan_release(const Recipe& recipe, const ReleaseRequest& rq) {
   Planned planned = plan_recipe(recipe, rq.plan);
   if (rq.locked) check_lock(planned);
@@ -123,8 +141,11 @@ Release plan_release(const Recipe& recipe, const ReleaseRequest& rq) {
                       "tags: (with ${vars} of the matrix)",
                   ErrorKind::Input);
     std::string tag = layout_ref_name(mp.recipe.tags.front());
+    const std::set<std::string> shared = shared_platform_tags(planned, mp);
+    if (shared.count(tag)) tag = platform_task_tag(tag, mp.recipe.architecture);
     Digest inputs = point_inputs_digest(mp, rq.build);
-    r.points.push_back(ReleasePoint{std::move(mp), std::move(only), std::move(tag), inputs});
+    r.points.push_back(
+        ReleasePoint{std::move(mp), std::move(only), std::move(tag), {shared.begin(), shared.end()}, inputs});
   }
   if (r.points.empty())
     throw Error("no point of the release can be built:\n" + unsatisfiable_report(planned.plan), ErrorKind::Unsatisfiable);

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,11 +41,24 @@ constexpr const char* kInputsAnnotation = "dev.stackbuild.inputs";
 // file the recipe copies cannot be read.
 Digest point_inputs_digest(const MatrixPoint& point, const BuildOptions& options);
 
+// Points that differ only in platform may share a tag; one machine pushes an
+// index over them under it. A task of a fan-out builds one of them and so
+// cannot: it pushes its image under "TAG-ARCH" instead (platform_task_tag:
+// "1.0-arm64"), and the merge pushes the index under TAG, the same bytes.
+std::string platform_task_tag(const std::string& ref_name, const std::string& architecture);
+
+// The ref names of `point`'s tags that another resolved point of `planned`
+// has too, one differing from it only in platform.
+std::set<std::string> shared_platform_tags(const Planned& planned, const MatrixPoint& point);
+
 struct ReleasePoint {
   MatrixPoint point;              // as `build --locked --only` builds it
   std::vector<std::string> only;  // the --only KEY=VALUE filters that choose it and no other
-  std::string tag;                // the tag `--push-to REGISTRY/REPO` pushes it under (its first)
-  Digest inputs;                  // point_inputs_digest()
+  // The tag `--push-to REGISTRY/REPO` pushes it under: its first, or that
+  // tag's platform_task_tag when the first is shared.
+  std::string tag;
+  std::vector<std::string> shared;  // its ref names shared with points of other platforms
+  Digest inputs;                    // point_inputs_digest()
 };
 
 struct ReleaseRequest {

@@ -260,6 +260,23 @@ if command -v docker-registry >/dev/null 2>&1 && command -v skopeo >/dev/null 2>
   expect_ok pl sb pull --platform linux/arm64 "$REG/team/mp:1.0" "$TMP/pulled" --store "$STORE" --insecure-registry "$REG"
   expect_ok u4 sb unpack "$TMP/pulled" "$TMP/pulled-root"
   [[ "$(cat "$TMP/pulled-root/etc/arch.txt")" == "built for arm64" ]] || fail "pull --platform took another image"
+
+  check "a fan-out (a task per platform, as 'stackbuild cluster' runs them) and merge give the shared tag's index and the matrix index one machine pushes"
+  printf '[[registry]]\nlocation = "%s"\ninsecure = true\n' "$REG" >"$TMP/registries.conf"
+  export CONTAINERS_REGISTRIES_CONF="$TMP/registries.conf"
+  expect_ok lockmp sb lock "$R/mp.yaml" --store "$STORE"
+  for p in amd64 arm64; do
+    expect_ok "task_$p" sb build "$R/mp.yaml" --locked --only "platform=linux/$p" --no-index --record-inputs \
+      --push-to "$REG/fan/mp" --store "$TMP/task-$p" --no-verify
+  done
+  grep -q "shared tag 1.0: pushed as 1.0-arm64" "$TMP/task_arm64.err" || { show_output task_arm64; fail "the task did not say where it pushed"; }
+  expect_ok merge sb merge "$R/mp.yaml" --locked --registry "$REG/fan/mp" --store "$STORE"
+  for t in 1.0 1.0-amd64 1.0-arm64 mp-matrix; do
+    a=$(skopeo inspect --tls-verify=false --raw "docker://$REG/team/mp:$t" | sha256sum)
+    b=$(skopeo inspect --tls-verify=false --raw "docker://$REG/fan/mp:$t" | sha256sum)
+    [[ $a == "$b" ]] || { show_output merge; fail "the merged $t differs from one machine's push"; }
+  done
+  unset CONTAINERS_REGISTRIES_CONF
 else
   say "docker-registry or skopeo is not installed: the push checks are skipped"
 fi
