@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CUDA base image from NVIDIA's wheels (recipes/cuda-base-wheels.yaml) for both
-# of its CUDA points: Debian 12 from the configured apt archive, the CUDA runtime,
+# of its CUDA points, linux/amd64 (test_cuda_base_wheels_arm64.sh takes linux/arm64): Debian 12 from the configured apt archive, the CUDA runtime,
 # nvcc, cuBLAS, cuDNN and NCCL wheels from the configured Python index. Each image
 # is unpacked and, inside it with chroot, /usr/local/cuda/bin/nvcc prints the
 # point's resolved CUDA release (and the nvcc build the catalog pins) and compiles
@@ -26,6 +26,8 @@ import json, re, sys
 plan = json.load(open(sys.argv[1]))
 catalog = open(sys.argv[2]).read()
 for p in plan["points"]:
+    if p["matrix"].get("platform", "linux/amd64") != "linux/amd64":
+        continue
     if "resolved" not in p:
         sys.exit(f"point {p['matrix']} did not resolve")
     cuda = p["resolved"]["versions"]["cuda"]
@@ -40,7 +42,9 @@ cat "$TMP/points"
 
 check "build writes both points into one layout"
 start=$(date +%s.%N)
-sb build "$RECIPE" -o "$TMP/out" --store "$S" >"$TMP/build.out" 2>&1 || fail "build: $(tail -30 "$TMP/build.out")"
+amd64=()  # the recipe's amd64 points where it has a platform key
+grep -q "platform" "$TMP/plan.json" && amd64=(--only platform=linux/amd64)
+sb build "$RECIPE" "${amd64[@]}" -o "$TMP/out" --store "$S" >"$TMP/build.out" 2>&1 || fail "build: $(tail -30 "$TMP/build.out")"
 cold=$(python3 -c "import time; print(round(time.time() - $start, 1))")
 grep -A8 "^summary\|summary (" "$TMP/build.out" || true
 say "build: $cold s"

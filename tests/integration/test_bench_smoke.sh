@@ -17,6 +17,7 @@ require_tool timeout
 # What each bench's table prints (an extended regex); a bench not named here is held
 # to the closing note alone.
 declare -A table=(
+  [bench_arm64]='^bench_arm64: ratio arm64 / amd64 build time +[0-9.]+'
   [bench_apt]='^minimal layer: stackbuild [0-9.]+ s, mmdebstrap --variant=[a-z]+ [0-9.]+ s, ratio'
   [bench_cluster]='^bench_cluster: [0-9]+ points, [0-9]+ slots: one build [0-9.]+ s, fan-out [0-9.]+ s, ratio fan-out/one build [0-9.]+'
   [bench_buildah]='^  warm \(no change\), stackbuild with --locked +[0-9.]+s +[0-9.]+s'
