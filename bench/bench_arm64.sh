@@ -10,7 +10,8 @@
 # ROUNDS rounds (default 3), each building the point (ONLY, default "cuda=13.2") once per
 # platform, the order rotating every round, each from an empty store of its own: what a
 # fresh CI runner does, downloads included (from the machine's apt and pip configuration),
-# --locked where the recipe has a lockfile. Checks that no layer of either ran emulated.
+# --locked where the recipe has a lockfile. Checks that no layer of either ran emulated
+# and that each platform's image is the same in every round.
 # Prints each round, the medians and the ratio arm64 / amd64.
 # Environment: SB, ROUNDS, ONLY, WORK (scratch; about 4 GB per store for the default).
 # Not a test: run it by hand on a quiet machine (--smoke is, in the default test run).
@@ -54,6 +55,19 @@ build() {
     --progress plain >"$W/$1-$2.log" 2>&1 || { tail -20 "$W/$1-$2.log" >&2; die "the linux/$1 build failed"; }
   t1=$(bench_now)
   ! grep -q "emulated" "$W/$1-$2.log" || die "a layer of linux/$1 ran emulated: $(grep -m1 emulated "$W/$1-$2.log")"
+  # The image's digest: the same in every round (each from an empty store).
+  python3 - "$out" "$1" >>"$W/digests-$1" <<'PY'
+import json, os, sys
+d, arch = sys.argv[1:]
+for m in json.load(open(d + "/index.json"))["manifests"]:
+    if m["annotations"]["org.opencontainers.image.ref.name"].endswith("-matrix"):
+        continue
+    if m["mediaType"].endswith("index.v1+json"):
+        ix = json.load(open(os.path.join(d, "blobs", *m["digest"].split(":"))))
+        m = [x for x in ix["manifests"] if x["platform"]["architecture"] == arch][0]
+    print(m["digest"])
+    break
+PY
   rm -rf "$store" "$out"
   python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$t0" "$t1"
 }
@@ -73,4 +87,9 @@ arm = statistics.median(r[1] for r in runs)
 print(f"median: amd64 {amd:.2f} s, arm64 {arm:.2f} s")
 print(f"bench_arm64: ratio arm64 / amd64 build time {arm / max(amd, 0.001):.2f} (goal: <= 1.5)")
 PY
+for a in amd64 arm64; do
+  n=$(sort -u "$W/digests-$a" | wc -l)
+  ((n == 1)) || die "linux/$a: $n different images from $ROUNDS builds from empty stores: $(sort -u "$W/digests-$a" | tr '\n' ' ')"
+  echo "linux/$a: the same image from every empty store, $(head -1 "$W/digests-$a")"
+done
 bench_smoke_note

@@ -12,6 +12,8 @@
 # PyTorch: recipes/pytorch.yaml's own points have no CUDA wheels for aarch64 on the
 # index (lock explains it); a point that has them (torch 2.11.0, CUDA 13.0) builds for
 # arm64, and under emulation imports torch, reports CUDA 13.0 and imports numpy.
+# Maintainer scripts: a trixie os layer with configure: true runs dpkg --configure -a
+# emulated, and minitensor-wheels' build steps compile under QEMU.
 # Build times are printed (arm64 against amd64; bench/bench_arm64.sh measures it).
 # Label e2e: downloads ~8 GB (SB_E2E_STORE=DIR keeps them between runs; the second
 # arm64 build and minitensor's always use an empty store) and needs ~30 GB of scratch space.
@@ -136,6 +138,33 @@ if [[ $emulation == yes ]]; then
   grep -q "^passed *static: CUDA code for every requested arch" "$TMP/mttest.out" || fail "the aarch64 library lacks sm_80/sm_90 code"
   grep -q "^passed *recipe: loads .*(emulated: qemu-aarch64)" "$TMP/mttest.out" || fail "minitensor_test --archs did not pass emulated"
   rm -rf "$TMP/mt" "$TMP/store3"
+fi
+
+if [[ $emulation == yes ]]; then
+  check "maintainer scripts of arm64 packages: a trixie os layer with configure: true runs dpkg --configure -a emulated"
+  mkdir -p "$TMP/cfg"
+  cat >"$TMP/cfg/c.yaml" <<'YAML'
+stack: cfg
+source_date_epoch: 1700000000
+matrix:
+  platform: [linux/arm64]
+layers:
+  - {name: os, use: debian, version: trixie, packages: [ca-certificates], configure: true}
+tags: ["cfg:1"]
+tests:
+  - {name: arch, run: "test -s /etc/ssl/certs/ca-certificates.crt && dpkg --print-architecture", expect: arm64}
+YAML
+  start=$(date +%s.%N)
+  expect_ok cfg sb build "$TMP/cfg/c.yaml" -o "$TMP/cfg/out" --store "$TMP/store4"
+  say "trixie arm64 os layer, its maintainer scripts under QEMU: $(seconds_since "$start") s"
+  grep -q "layer os: steps of linux/arm64 run emulated" "$TMP/cfg.err" || fail "dpkg --configure -a did not run emulated"
+  grep -q "^os | Setting up ca-certificates" "$TMP/cfg.err" || fail "ca-certificates' postinst did not run"
+  expect_ok cfgunpack sb unpack "$TMP/cfg/out:1" "$TMP/cfg/root"
+  ! grep "^Status:" "$TMP/cfg/root/var/lib/dpkg/status" | grep -v "install ok installed" ||
+    fail "packages left unconfigured"
+  expect_ok cfgtest sb test "$TMP/cfg/out:1" --store "$TMP/store4"
+  grep -q "^passed *recipe: arch .*(emulated: qemu-aarch64)" "$TMP/cfgtest.out" || fail "the image's test did not pass emulated"
+  rm -rf "$TMP/cfg" "$TMP/store4"
 fi
 
 check "pytorch.yaml's points for arm64: lock explains that the index's aarch64 torch has no CUDA"
