@@ -12,6 +12,7 @@ build_deps=(g++ cmake make pkg-config
 test_deps=(skopeo umoci python3 python3-jsonschema docker-registry crun pigz zstd qemu-user qemu-user-static tar gzip busybox-static python3-pip python3-venv)
 test_deps+=(apache2-utils openssl curl python3-cryptography)  # registry tests: bcrypt htpasswd, CA, token signing
 test_deps+=(faketime)  # e2e: test_reproducible.sh moves the clock
+test_deps+=(debian-keyring)  # e2e: test_debian_source_real.sh checks the .dsc uploaders' signatures
 # test_bench_smoke.sh runs every bench/*.sh --smoke: buildah and mmdebstrap are the
 # tools they compare against, bc their arithmetic, gpg signs the apt fixture.
 test_deps+=(buildah mmdebstrap bc gpg)

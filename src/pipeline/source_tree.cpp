@@ -293,7 +293,12 @@ source::SourceLock fetch_layer_source(const LayerSpec& spec, const LayerSource& 
     }
   }();
   status.task_end(task, "tree " + got.tree.str() + (got.commit.empty() ? "" : ", commit " + got.commit) +
-                            (got.debian ? ", Debian " + got.debian->name + " " + got.debian->version : "") +
+                            (got.debian ? ", Debian " + got.debian->name + " " + got.debian->version +
+                                              (got.debian->signature.empty()
+                                                   ? " (the .dsc's uploader signature not checked: no Debian keyring "
+                                                     "here; apt-get install debian-keyring)"
+                                                   : " (.dsc " + got.debian->signature + ")")
+                                        : "") +
                             (got.patches.empty() ? "" : ", " + std::to_string(got.patches.size()) + " patches"));
   return got;
 }

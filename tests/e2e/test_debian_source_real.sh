@@ -8,8 +8,9 @@
 # unpacks the same files fetched by `apt-get source --download-only` (through
 # a temp apt configuration with deb-src lines made from this machine's): the
 # same version, contents, modes and links, but for quilt's .pc/ bookkeeping.
-# The lockfile then pins them and a --locked build from an empty store gives
-# the same image. SB_E2E_DEBIAN_SOURCES="NAME NAME" names two others (trixie's
+# With debian-keyring installed, each .dsc's uploader signature is checked
+# and the build names the key. The lockfile then pins them and a --locked
+# build from an empty store gives the same image. SB_E2E_DEBIAN_SOURCES="NAME NAME" names two others (trixie's
 # pytorch-vision, say, with SB_E2E_DEBIAN_SUITE=trixie). A mirror that does
 # not serve a package's files (apt-get source gets a 404) is a skip.
 source "$(dirname "$0")/../integration/lib.sh"
@@ -87,6 +88,17 @@ PY
 ) || fail "$p: the image label does not name version $version"
   say "$p $version: $(listing "rootfs/opt/$at" | wc -l) paths, as dpkg-source -x unpacks them"
 done
+
+if [[ -f /usr/share/keyrings/debian-keyring.gpg ]]; then
+  check "with debian-keyring installed, each .dsc's uploader signature is checked, and the build names the key"
+  for p in "${packages[@]}"; do
+    line=$(grep -o "Debian $p [^ ]* (.dsc [^)]*)" "$TMP/build.err" || true)
+    say "${line:-$p: no uploader line}"
+    [[ $line == *"(.dsc signed by "* ]] || fail "$p: the uploader signature was not checked"
+  done
+else
+  say "no debian-keyring here: the uploader signatures are not checked (apt-get install debian-keyring)"
+fi
 
 check "lock pins them; --locked from an empty store gives the same image"
 expect_ok lock sb lock real.yaml --store "$STORE"

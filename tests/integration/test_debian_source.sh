@@ -19,7 +19,13 @@
 #   - refused, each with a clear error and no image: a tampered orig tarball,
 #     a tampered .dsc, a tampered Sources (against the signed Release), an
 #     InRelease signed by another key, an InRelease altered after signing, a
-#     patch naming a path outside the tree, a patch that does not apply.
+#     patch naming a path outside the tree, a patch that does not apply;
+#   - with Debian's uploader keyring under the machine's root (or
+#     STACKBUILD_DEBIAN_KEYRINGS): an unsigned .dsc and one whose signature
+#     is BAD are refused (Sources lists each honestly); one signed by an
+#     uploader's key is taken and the build names the key; one signed by a key
+#     the keyring lacks is taken on the hash chain, saying so; without a
+#     keyring the build says the signature was not checked.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -33,7 +39,7 @@ cd "$TMP"
 
 export GNUPGHOME="$TMP/gnupg"
 mkdir -p "$GNUPGHOME" && chmod 700 "$GNUPGHOME"
-for who in debian other; do
+for who in debian other uploader; do
   gpg --batch --passphrase '' --quick-gen-key "Fixture $who <$who@example.invalid>" ed25519 sign never 2>/dev/null ||
     fail "gpg could not make key $who"
   gpg --batch --export "$who@example.invalid" >"$TMP/$who.gpg"
@@ -242,6 +248,51 @@ check "an InRelease altered after it was signed is refused"
 sed -i 's/^Origin: Debian$/Origin: Debiam/' "$www/debian/dists/fixture/InRelease"
 refused badsig 'refusing the repository: the signature is BAD'
 publish
+
+# The .dsc's own signature, its uploader's, against Debian's uploader keyrings
+# (debian-keyring's, under the machine's root here): each variant of the .dsc
+# is listed honestly in Sources, so only the uploader check can refuse it.
+# sign_dsc [WHO]: the .dsc dpkg-source made, clearsigned by WHO (none: as made).
+sign_dsc() {
+  if [[ -n ${1:-} ]]; then
+    gpg --batch --yes -u "$1@example.invalid" --clearsign -o "$pool/demo_1.0-2.dsc" pkg/demo_1.0-2.dsc
+  else
+    cp pkg/demo_1.0-2.dsc "$pool/demo_1.0-2.dsc"
+  fi
+  publish
+}
+mkdir -p "$root/usr/share/keyrings"
+cp "$TMP/uploader.gpg" "$root/usr/share/keyrings/debian-keyring.gpg"
+check "with Debian's uploader keyring: an unsigned .dsc is refused"
+refused unsigned "demo_1.0-2.dsc \\(the uploader's signature\\): refusing it: it is not signed"
+check "with Debian's uploader keyring: a .dsc whose signature is BAD (altered after signing) is refused"
+sign_dsc uploader
+sed -i 's/^Maintainer: T </Maintainer: M </' "$pool/demo_1.0-2.dsc"
+publish  # Sources lists the altered .dsc honestly: only its signature tells
+refused badupload "demo_1.0-2.dsc \\(the uploader's signature\\): refusing it: the signature is BAD"
+check "a .dsc signed by a key the keyring lacks is taken on the hash chain, and the build says so"
+sign_dsc other
+other_id=$(gpg --batch --with-colons --list-keys other@example.invalid | awk -F: '/^pub/ {print $5; exit}')
+expect_ok otherkey sb build demo.yaml -o out-otherkey --store "$TMP/store-otherkey"
+grep -q "signed by key $other_id, which is in none of debian-keyring.gpg: the uploader is not checked" "$TMP/otherkey.err" ||
+  { show_output otherkey; fail "the build does not say the signer is unknown"; }
+check "a .dsc signed by an uploader's key is taken, and the build says by which key"
+sign_dsc uploader
+fpr=$(gpg --batch --with-colons --fingerprint uploader@example.invalid | awk -F: '/^fpr/ {print $10; exit}')
+expect_ok signed sb build demo.yaml -o out-signed --store "$TMP/store-signed"
+grep -q "Debian demo 1.0-2 (.dsc signed by $fpr, a key of debian-keyring.gpg)" "$TMP/signed.err" ||
+  { show_output signed; fail "the build does not say who signed the .dsc"; }
+check "STACKBUILD_DEBIAN_KEYRINGS names the keyrings instead (one that does not exist is an error)"
+STACKBUILD_DEBIAN_KEYRINGS="$TMP/other.gpg:$TMP/uploader.gpg" expect_ok envkeys sb build demo.yaml -o out-envkeys --store "$TMP/store-envkeys"
+grep -q "Debian demo 1.0-2 (.dsc signed by $fpr, a key of other.gpg, uploader.gpg)" "$TMP/envkeys.err" ||
+  { show_output envkeys; fail "the variable's keyrings were not used"; }
+STACKBUILD_DEBIAN_KEYRINGS="$TMP/none.gpg" expect_rc 1 nokeys sb build demo.yaml -o out-nokeys --store "$TMP/store-nokeys"
+grep -q "STACKBUILD_DEBIAN_KEYRINGS names $TMP/none.gpg, which is not a file" "$TMP/nokeys.err" || { show_output nokeys; fail "no clear error"; }
+rm "$root/usr/share/keyrings/debian-keyring.gpg"
+check "without an uploader keyring the signed .dsc is taken on its hash chain, and the build says its signature was not checked"
+expect_ok unchecked sb build demo.yaml -o out-unchecked --store "$TMP/store-unchecked"
+grep -q "the .dsc's uploader signature not checked: no Debian keyring here" "$TMP/unchecked.err" || { show_output unchecked; fail "not said"; }
+sign_dsc
 
 # A second version whose debian tarball is made by hand (dpkg-source -b would
 # refuse it): its .dsc and Sources are honest, its patch is not.

@@ -1,5 +1,6 @@
 #include "fetch/apt/repository.hpp"
 
+#include <algorithm>
 #include <ctime>
 
 #include "fetch/apt/control.hpp"
@@ -54,21 +55,28 @@ std::string strip_clearsign(const std::string& text) {
 namespace {
 
 // Runs gpgv on `files` (a clearsigned file, or a detached signature and its
-// data) against `keyring`; throws a clear error naming `url` unless the
-// signature is good and made by a key of the keyring.
-void run_gpgv(const std::vector<std::string>& files, const fs::path& given_keyring, const fs::path& output,
-              const std::string& url) {
+// data) against `keyrings`; throws a clear error naming `url` unless the
+// signature is good and made by a key of one of them ("refusing `refusing`").
+// Returns the signing key's fingerprint (gpgv's VALIDSIG).
+// `lenient`: a good signature by a key that has expired in the keyring, or
+// one by a key in none of them, is returned as such instead of refused.
+Signer run_gpgv(const std::vector<std::string>& files, const std::vector<fs::path>& given, const fs::path& output,
+                const std::string& url, const std::string& refusing = "the repository", bool lenient = false) {
   std::error_code ec;
-  // gpgv reads a keyring named without a '/' inside GNUPGHOME (a fresh,
-  // empty directory here), not the working directory: always give it a path.
-  const fs::path keyring = given_keyring.empty() ? given_keyring : fs::absolute(given_keyring);
-  if (keyring.empty() || !fs::exists(keyring, ec))
-    throw Error(url + ": no keyring to check its signature" +
-                (keyring.empty() ? std::string() : " (" + keyring.string() + " does not exist)") +
+  std::vector<fs::path> keyrings;
+  for (const auto& k : given)
+    // gpgv reads a keyring named without a '/' inside GNUPGHOME (a fresh,
+    // empty directory here), not the working directory: always give it a path.
+    if (!k.empty()) keyrings.push_back(fs::absolute(k));
+  std::string names;
+  for (const auto& k : keyrings) names += (names.empty() ? "" : ", ") + k.string();
+  if (keyrings.empty() || std::any_of(keyrings.begin(), keyrings.end(), [&](const fs::path& k) { return !fs::exists(k, ec); }))
+    throw Error(url + ": no keyring to check its signature" + (names.empty() ? std::string() : " (" + names + " does not exist)") +
                 "; give the repository's signed-by keyring, or mark it trusted");
   TempDir tmp;
   ProcessSpec spec;
-  spec.argv = {"gpgv", "--quiet", "--status-fd", "1", "--keyring", keyring.string()};
+  spec.argv = {"gpgv", "--quiet", "--status-fd", "1"};
+  for (const auto& k : keyrings) spec.argv.insert(spec.argv.end(), {"--keyring", k.string()});
   if (!output.empty()) spec.argv.insert(spec.argv.end(), {"--output", output.string()});
   spec.argv.insert(spec.argv.end(), files.begin(), files.end());
   auto env = current_environment();
@@ -83,13 +91,31 @@ void run_gpgv(const std::vector<std::string>& files, const fs::path& given_keyri
     e.add_trace("while checking the signature of " + url + " (install gpgv)");
     throw;
   }
-  bool good = r.exit_status == 0 && r.output.find("[GNUPG:] VALIDSIG") != std::string::npos &&
+  // The word after a status keyword: VALIDSIG's fingerprint, NO_PUBKEY's key id.
+  auto after = [&](const std::string& keyword) -> std::string {
+    const size_t at = r.output.find("[GNUPG:] " + keyword + " ");
+    if (at == std::string::npos) return "";
+    const size_t from = at + 10 + keyword.size();
+    return r.output.substr(from, r.output.find_first_of(" \n", from) - from);
+  };
+  const bool bad = r.output.find("[GNUPG:] BADSIG") != std::string::npos ||
+                   r.output.find("[GNUPG:] NODATA") != std::string::npos;
+  Signer signer;
+  signer.fingerprint = after("VALIDSIG");
+  bool good = r.exit_status == 0 && !signer.fingerprint.empty() &&
               r.output.find("[GNUPG:] GOODSIG") != std::string::npos;
+  if (!good && lenient && !bad) {
+    if (!signer.fingerprint.empty() && r.output.find("[GNUPG:] EXPKEYSIG") != std::string::npos) {
+      signer.expired = good = true;
+    } else if (signer.fingerprint.empty() && !(signer.key_id = after("NO_PUBKEY")).empty()) {
+      good = true;
+    }
+  }
   if (!good) {
     std::string why = r.output.find("NODATA") != std::string::npos ? "it is not signed"
                       : r.output.find("BADSIG") != std::string::npos ? "the signature is BAD (the file was altered)"
                       : r.output.find("NO_PUBKEY") != std::string::npos
-                          ? "it is signed by a key that is not in " + keyring.string()
+                          ? "it is signed by a key that is not in " + names
                       : r.output.find("EXPKEYSIG") != std::string::npos ? "it is signed by an expired key"
                                                                        : "gpgv refused it";
     std::string detail;
@@ -100,8 +126,9 @@ void run_gpgv(const std::vector<std::string>& files, const fs::path& given_keyri
       if (line.rfind("[GNUPG:]", 0) != 0 && !line.empty()) detail += "\n  gpgv: " + line;
       p = e + 1;
     }
-    throw Error(url + ": refusing the repository: " + why + detail);
+    throw Error(url + ": refusing " + refusing + ": " + why + detail);
   }
+  return signer;
 }
 
 }  // namespace
@@ -109,8 +136,12 @@ void run_gpgv(const std::vector<std::string>& files, const fs::path& given_keyri
 std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url) {
   TempDir tmp;
   fs::path out = tmp.path() / "signed";
-  run_gpgv({file.string()}, keyring, out, url);
+  run_gpgv({file.string()}, {keyring}, out, url);
   return read_file(out);
+}
+
+Signer verify_signer(const fs::path& file, const std::vector<fs::path>& keyrings, const std::string& what) {
+  return run_gpgv({file.string()}, keyrings, {}, what, "it", true);
 }
 
 std::string verify_detached(const fs::path& release, const fs::path& signature, const fs::path& keyring,
@@ -120,7 +151,7 @@ std::string verify_detached(const fs::path& release, const fs::path& signature, 
   TempDir tmp;
   fs::path data = tmp.path() / "Release";
   fs::copy_file(release, data);
-  run_gpgv({signature.string(), data.string()}, keyring, {}, url);
+  run_gpgv({signature.string(), data.string()}, {keyring}, {}, url);
   return read_file(data);
 }
 

@@ -35,6 +35,19 @@ ReleaseFile parse_release(const std::string& text);
 // key not in the keyring.
 std::string verify_inrelease(const fs::path& file, const fs::path& keyring, const std::string& url);
 
+// Who signed a clearsigned file, as gpgv says.
+struct Signer {
+  std::string fingerprint;  // VALIDSIG's: the signature verifies with a key of the keyrings
+  bool expired = false;     // that key has expired in this copy of the keyring (EXPKEYSIG)
+  std::string key_id;       // NO_PUBKEY's: signed by a key in none of them (fingerprint "")
+};
+
+// Checks a clearsigned file (a source package's .dsc) with gpgv against
+// `keyrings` (each must exist). Throws naming `what` when it is not signed
+// or its signature is BAD; a signature by a key that has expired in the
+// keyring, or by a key in none of them, comes back as such (Signer).
+Signer verify_signer(const fs::path& file, const std::vector<fs::path>& keyrings, const std::string& what);
+
 // Checks a Release file against its detached signature (Release.gpg) with
 // gpgv, as verify_inrelease does, and returns the Release text.
 std::string verify_detached(const fs::path& release, const fs::path& signature, const fs::path& keyring,

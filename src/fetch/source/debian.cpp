@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <set>
@@ -433,6 +434,32 @@ void unpack_debian_source(const DebianSource& s, const Store& store, const fs::p
   apply_patches(dest);
 }
 
+std::vector<fs::path> uploader_keyrings(const fs::path& root) {
+  std::vector<fs::path> out;
+  if (const char* env = std::getenv("STACKBUILD_DEBIAN_KEYRINGS"); env && *env) {
+    std::string list = env;
+    for (size_t p = 0; p <= list.size();) {
+      size_t e = list.find(':', p);
+      if (e == std::string::npos) e = list.size();
+      if (e > p) {
+        fs::path k = list.substr(p, e - p);
+        std::error_code ec;
+        if (!fs::is_regular_file(k, ec))
+          throw Error("STACKBUILD_DEBIAN_KEYRINGS names " + k.string() + ", which is not a file");
+        out.push_back(k);
+      }
+      p = e + 1;
+    }
+    return out;
+  }
+  for (const char* name : {"debian-keyring.gpg", "debian-maintainers.gpg"}) {
+    fs::path k = root / "usr/share/keyrings" / name;
+    std::error_code ec;
+    if (fs::is_regular_file(k, ec)) out.push_back(k);
+  }
+  return out;
+}
+
 DebianSource prepare_debian_source(const DebianRequest& req, const fs::path& dest, const Store& store,
                                    fetch::Fetcher& fetcher) {
   const std::string suite = !req.suite.empty() ? req.suite : debian_default_suite(req.root);
@@ -503,6 +530,19 @@ DebianSource prepare_debian_source(const DebianRequest& req, const fs::path& des
     fetcher.fetch_one({uri + "/" + s.directory + "/" + s.dsc.name, s.dsc.sha256, s.dsc.size, s.dsc.name});
   }
   try {
+    // The uploader's signature, where the machine has Debian's keyrings.
+    const std::vector<fs::path> keyrings = uploader_keyrings(req.root);
+    if (!keyrings.empty()) {
+      const apt::Signer who =
+          apt::verify_signer(store.blob_path(s.dsc.sha256), keyrings, s.dsc.name + " (the uploader's signature)");
+      std::string names;
+      for (const auto& k : keyrings) names += (names.empty() ? "" : ", ") + k.filename().string();
+      s.signature = !who.fingerprint.empty()
+                        ? "signed by " + who.fingerprint + ", a key of " + names +
+                              (who.expired ? " (expired in this copy of it)" : "")
+                        : "signed by key " + who.key_id + ", which is in none of " + names +
+                              ": the uploader is not checked, the hash chain from the InRelease is";
+    }
     read_dsc(store.read(s.dsc.sha256), s);
     fetch_files(s, uri, fetcher);
     unpack_debian_source(s, store, dest);

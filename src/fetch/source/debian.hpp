@@ -6,8 +6,13 @@
 // `dpkg-source -x` unpacks formats "3.0 (quilt)" and "3.0 (native)": the
 // orig tarball's top directory stripped, each orig-COMPONENT tarball into
 // COMPONENT/, the debian tarball over debian/, then debian/patches/series
-// applied in order. The .dsc's own (uploader's) signature is not checked:
-// that needs debian-keyring; the hash chain from the signed InRelease is.
+// applied in order. The .dsc's own (uploader's) signature is checked too
+// where the machine has Debian's uploader keyrings (debian-keyring's
+// /usr/share/keyrings/debian-keyring.gpg and debian-maintainers.gpg, or
+// STACKBUILD_DEBIAN_KEYRINGS): an unsigned .dsc, or one whose signature is
+// BAD, is refused. One signed by a key the keyrings lack (a retired uploader,
+// a keyring older than the key) is taken on the hash chain, as without them,
+// and the result says so: the chain from the signed InRelease always holds.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +44,10 @@ struct DebianSource {
   std::string directory;  // "pool/main/p/pytorch-vision", relative to the repository
   DebianFile dsc;
   std::vector<DebianFile> files;  // every file the .dsc lists, in its order
+  // Not in a lockfile (checked again each time the .dsc is read): what the
+  // uploader check found, for people ("signed by FPR, a key of
+  // debian-keyring.gpg"); "" when no uploader keyring was there to check it.
+  std::string signature;
 };
 void to_json(nlohmann::json& j, const DebianSource& s);
 // Throws sb::Error when `j` is not one (a hash that is no sha256, a name with a '/').
@@ -52,6 +61,12 @@ struct DebianRequest {
   // A lockfile's pins: no index is read; the files are fetched by these hashes.
   std::optional<DebianSource> locked;
 };
+
+// The keyrings a .dsc's uploader signature is checked against: those of
+// STACKBUILD_DEBIAN_KEYRINGS (':'-separated; every one must exist), else
+// whichever of debian-keyring's debian-keyring.gpg and debian-maintainers.gpg
+// are under `root`/usr/share/keyrings. Empty: none, not checked.
+std::vector<fs::path> uploader_keyrings(const fs::path& root);
 
 // The machine's release codename under `root` (the default suite).
 std::string debian_default_suite(const fs::path& root);
