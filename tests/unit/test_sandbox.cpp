@@ -46,6 +46,26 @@ Digest layer_digest(const EntryMap& m, const fs::path& store) {
   return write_layer(m, Store(store), LayerOptions{}).digest;
 }
 
+// An overlay sandbox over one empty lower directory in `tmp`, running `true`.
+sandbox::SandboxSpec overlay_spec(const TempDir& tmp) {
+  fs::path lower = tmp.path() / "lower";
+  fs::create_directories(lower);
+  sandbox::SandboxSpec s;
+  s.lower = {lower};
+  s.upper = tmp.path() / "rw/upper";
+  s.work = tmp.path() / "rw/work";
+  s.scratch = tmp.path() / "scratch";
+  s.argv = {"true"};
+  return s;
+}
+
+// The index of the plan's first op of `kind` on `b`, -1 when there is none.
+long op_at(const sandbox::detail::SetupPlan& plan, sandbox::detail::Op::Kind kind, const std::string& b) {
+  for (size_t i = 0; i < plan.ops.size(); ++i)
+    if (plan.ops[i].kind == kind && plan.ops[i].b == b) return static_cast<long>(i);
+  return -1L;
+}
+
 }  // namespace
 
 TEST_CASE("copy-and-compare: changed and new paths stay - touched ones go - deletions are listed",
@@ -209,14 +229,7 @@ TEST_CASE("sandbox setup: stubs mirror the lower directories - mounts through sy
 TEST_CASE("sandbox setup: device nodes in directories of /dev (a CDI spec's /dev/dri/card1)",
           "[sandbox][setup]") {
   TempDir tmp;
-  fs::path lower = tmp.path() / "lower";
-  fs::create_directories(lower);
-  sandbox::SandboxSpec s;
-  s.lower = {lower};
-  s.upper = tmp.path() / "upper";
-  s.work = tmp.path() / "work";
-  s.scratch = tmp.path() / "scratch";
-  s.argv = {"true"};
+  sandbox::SandboxSpec s = overlay_spec(tmp);
   // Before, any name with a '/' was refused, so a GPU test under an
   // nvidia-ctk spec failed with "sandbox: bad device name 'dri/card1'".
   s.devices = {"nvidia0", "dri/card1", "dri/renderD128"};
@@ -289,11 +302,7 @@ TEST_CASE("sandbox setup as root: a user namespace over idmapped mounts, /proc m
   s.mounts = {{tmp.path() / "cache", "/root/.cache", false},
               {tmp.path() / "drivers", "/usr/lib/drivers", true}};
   auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::RootRange);
-  auto at = [&](Op::Kind k, const std::string& b) {
-    for (size_t i = 0; i < plan.ops.size(); ++i)
-      if (plan.ops[i].kind == k && plan.ops[i].b == b) return static_cast<long>(i);
-    return -1L;
-  };
+  auto at = [&](Op::Kind k, const std::string& b) { return op_at(plan, k, b); };
   // Every path is relative to the scratch directory, entered first.
   REQUIRE(plan.ops.size() > 2);
   CHECK(plan.ops[0].kind == Op::Chdir);
@@ -353,21 +362,10 @@ TEST_CASE("sandbox setup: an emulator registered in the sandbox's own binfmt_mis
           "[sandbox][setup][emulation]") {
   using sandbox::detail::Op;
   TempDir tmp;
-  fs::path lower = tmp.path() / "lower";
-  fs::create_directories(lower);
-  sandbox::SandboxSpec s;
-  s.lower = {lower};
-  s.upper = tmp.path() / "rw/upper";
-  s.work = tmp.path() / "rw/work";
-  s.scratch = tmp.path() / "scratch";
-  s.argv = {"true"};
+  sandbox::SandboxSpec s = overlay_spec(tmp);
   const std::string line = ":qemu-aarch64:M::magic:mask:/usr/bin/qemu-aarch64-static:F";
   auto plan = sandbox::detail::make_setup_plan(s, sandbox::detail::Identity::RootRange, line);
-  auto at = [&](Op::Kind k, const std::string& b) {
-    for (size_t i = 0; i < plan.ops.size(); ++i)
-      if (plan.ops[i].kind == k && plan.ops[i].b == b) return static_cast<long>(i);
-    return -1L;
-  };
+  auto at = [&](Op::Kind k, const std::string& b) { return op_at(plan, k, b); };
   const std::string dir = "root/proc/sys/fs/binfmt_misc";
   const long proc = at(Op::Mount, "root/proc"), mount = at(Op::Mount, dir);
   const long reg = at(Op::Write, dir + "/register"), ro = at(Op::BindRemount, dir);

@@ -732,9 +732,12 @@ TEST_CASE("static check: a library without a path of its own uses its loaders' D
   CHECK(
       r.details ==
       std::vector<std::string>{
-          "/runpath/pkg.libs/libgfortran-3c.so.5: needs libquadmath-2b.so.0, which is not in the "
-          "image",
-          "/runpath/pkg.libs/libquadmath-2b.so.0: needs libz-1a.so.1, which is not in the image"});
+          "/runpath/pkg.libs/libgfortran-3c.so.5: needs libquadmath-2b.so.0, which the image has at "
+          "/rpath/pkg.libs/libquadmath-2b.so.0, outside this file's search path (its RUNPATH, LD_LIBRARY_PATH, "
+          "the linker cache)",
+          "/runpath/pkg.libs/libquadmath-2b.so.0: needs libz-1a.so.1, which the image has at "
+          "/rpath/pkg.libs/libz-1a.so.1, outside this file's search path (its RUNPATH, LD_LIBRARY_PATH, the "
+          "linker cache)"});
   fs::remove_all(root / "runpath");
   CHECK(check_libraries(ImageRoot(root), {}).outcome == Outcome::Passed);
 }
