@@ -288,16 +288,11 @@ TEST_CASE("sandbox setup as root: a user namespace over idmapped mounts, /proc m
           "[sandbox][setup]") {
   using sandbox::detail::Op;
   TempDir tmp;
-  fs::path lower = tmp.path() / "lower";
+  sandbox::SandboxSpec s = overlay_spec(tmp);
+  const fs::path lower = s.lower.front();
   fs::create_directories(lower / "etc");
   fs::create_directories(tmp.path() / "cache");
   fs::create_directories(tmp.path() / "drivers");
-  sandbox::SandboxSpec s;
-  s.lower = {lower};
-  s.upper = tmp.path() / "rw/upper";
-  s.work = tmp.path() / "rw/work";
-  s.scratch = tmp.path() / "scratch";
-  s.argv = {"true"};
   s.devices = {"null", "nvidia0"};
   s.mounts = {{tmp.path() / "cache", "/root/.cache", false},
               {tmp.path() / "drivers", "/usr/lib/drivers", true}};
