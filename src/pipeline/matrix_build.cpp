@@ -2,6 +2,7 @@
 
 #include "pipeline/labels.hpp"
 #include "pipeline/point_inputs.hpp"
+#include "sandbox/emulation.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -85,6 +86,25 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
     st.message(Level::Info, "layers: " + std::to_string(report.layers_built + report.layers_reused) + " (" +
                                 std::to_string(report.layers_built) + " built, " +
                                 std::to_string(report.layers_reused) + " from the cache)");
+    // A point of another platform: which of its built layers ran its code
+    // (build steps, maintainer scripts) under QEMU; the others ran none.
+    const std::string arch = point.recipe.architecture, host = sandbox::host_architecture();
+    if (!arch.empty() && arch != host) {
+      size_t built = 0;
+      std::string emulated;
+      for (const auto& l : report.built->layers) {
+        if (l.cached) continue;
+        ++built;
+        for (const auto& spec : point.recipe.layers)
+          if (spec.name == l.name && (!spec.build.empty() || spec.configure))
+            emulated += (emulated.empty() ? "" : ", ") + l.name;
+      }
+      st.message(Level::Info, "linux/" + arch + " on this linux/" + host + " machine: " +
+                                  (emulated.empty() ? "no layer ran linux/" + arch + " code (" + std::to_string(built) +
+                                                          " built, none under QEMU)"
+                                                    : "layers " + emulated + " ran linux/" + arch +
+                                                          " code under QEMU; the other built layers ran none"));
+    }
     st.event("point_end", {{"point", point.id},
                            {"tags", report.tags},
                            {"manifest", report.built->images.empty()

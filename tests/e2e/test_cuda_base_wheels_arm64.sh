@@ -43,6 +43,8 @@ sb build "$RECIPE" --only cuda="$CUDA" --only platform=linux/arm64 --locked -o "
 arm_s=$(seconds_since "$start")
 grep -A4 "summary (" "$TMP/arm.out" || true
 ! grep -q "emulated" "$TMP/arm.out" || fail "a layer ran emulated: $(grep emulated "$TMP/arm.out")"
+grep -q "linux/arm64 on this linux/amd64 machine: no layer ran linux/arm64 code" "$TMP/arm.out" ||
+  grep -q "0 built, 4 reused" "$TMP/arm.out" || fail "the build log does not say no arm64 code ran"
 ref=$(json "$TMP/out/index.json" '[m["annotations"]["org.opencontainers.image.ref.name"] for m in j["manifests"] if not m["annotations"]["org.opencontainers.image.ref.name"].endswith("-matrix")][0]')
 say "ref $ref, $arm_s s"
 arm_digest() {  # the arm64 manifest under the tag: itself, or the index's arm64 entry

@@ -56,6 +56,8 @@ grep -q "layer step: steps of linux/arm64 run emulated (qemu-aarch64" "$TMP/b1.e
 if [[ $host_entry == no ]]; then
   grep -q "registered in the sandbox's own binfmt_misc, $QEMU" "$TMP/b1.err" || { show_output b1; fail "not the sandbox's own entry"; }
 fi
+grep -q "linux/arm64 on this linux/amd64 machine: layers step ran linux/arm64 code under QEMU; the other built layers ran none" "$TMP/b1.err" ||
+  { show_output b1; fail "the build log does not say which layers ran emulated"; }
 [[ "$(host_state)" == "$before" ]] || fail "the host's binfmt_misc changed: before [$before] after [$(host_state)]"
 
 check "stackbuild test runs the arm64 image's tests emulated, and says so"

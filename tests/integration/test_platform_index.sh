@@ -52,6 +52,8 @@ check "both platforms build into one layout: the shared tag, a tag per platform,
 expect_ok b1 sb build "$R/mp.yaml" -o "$TMP/out" --store "$STORE"
 [[ "$(refs "$TMP/out")" == "1.0 1.0-amd64 1.0-arm64 mp-matrix" ]] || fail "refs: $(refs "$TMP/out")"
 grep -q "emulat" "$TMP/b1.err" && { show_output b1; fail "a build of copy and apt layers used emulation"; }
+grep -Eq "linux/arm64 on this linux/amd64 machine: no layer ran linux/arm64 code \(2 built, none under QEMU\)" "$TMP/b1.err" ||
+  { show_output b1; fail "the build log does not say no arm64 code ran"; }
 
 check "the shared tag is an image index: one descriptor per platform, the per-platform manifests"
 amd=$(manifest_digest "$TMP/out" 1.0-amd64)
