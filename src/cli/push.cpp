@@ -30,6 +30,8 @@ const char* const kPushHelp =
     "  LAYOUT REG/REPO           every image of the layout, each tagged with its ref name\n"
     "  LAYOUT REG/REPO:TAG       with several images: all of them, and an image index over\n"
     "                            them (one entry per platform) tagged TAG\n"
+    "  A REF that names an index over platforms pushes the index and every platform's image;\n"
+    "  with --platform, only that platform's image, tagged TAG (default: REF).\n"
     "\n"
     "options:\n"
     "  --creds USER:PASSWORD     credentials (default: $STACKBUILD_REGISTRY_USER and\n"
@@ -40,6 +42,8 @@ const char* const kPushHelp =
     "                            localhost and 127.0.0.1 may always use plain HTTP)\n"
     "  -j, --jobs N              blobs sent at once (default 3, at most 256; fewer when the\n"
     "                            limit on open files allows fewer)\n"
+    "  --platform OS/ARCH        with LAYOUT:REF naming an index over platforms: push only the\n"
+    "                            image of that platform (linux/arm64)\n"
     "  --chunk-size BYTES        bytes per PATCH of a chunked upload (default 64 MiB); blobs up\n"
     "                            to 16 MiB (or the chunk size, if smaller) go in one PUT\n"
     "Also takes the options of every command (stackbuild --help).\n";
@@ -85,7 +89,7 @@ registry::PushOptions push_options(const Args& args) {
 
 int cmd_push(const std::vector<std::string>& argv) {
   std::vector<std::string> options = kCommonOptions;
-  options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--chunk-size"});
+  options.insert(options.end(), {"--creds", "--ca-cert", "-j", "--jobs", "--chunk-size", "--platform"});
   Args args(argv, kCommonFlags, options, {"--insecure-registry"});
   if (maybe_help(args, kPushHelp)) return kExitOk;
   if (args.positional().size() != 2) throw Error("push wants LAYOUT[:REF] and REGISTRY/REPO[:TAG]", ErrorKind::Usage);
@@ -107,6 +111,13 @@ int cmd_push(const std::vector<std::string>& argv) {
     if (entries.empty()) throw Error(layout.string() + " has no image named '" + ref + "'", ErrorKind::Usage);
   }
   if (entries.empty()) throw Error(layout.string() + " holds no image", ErrorKind::Usage);
+  if (auto platform = args.get("--platform")) {
+    // One platform's image of REF (an index over platforms): that image alone, under TAG.
+    if (ref.empty()) throw Error("--platform wants LAYOUT:REF, the tag of an index over platforms", ErrorKind::Usage);
+    LayoutImage image = open_layout_image(layout, ref, nullptr, *platform, LayerDigests::LeftToCaller);
+    const std::string type = nlohmann::json::parse(image.manifest_json).value("mediaType", kMediaTypeManifest);
+    entries = {{ref, type, image.manifest_digest}};
+  }
   std::vector<registry::TaggedManifest> images;
   for (const auto& e : entries) {
     std::string tag = e.ref.empty() ? "latest" : e.ref;

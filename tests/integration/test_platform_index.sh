@@ -258,6 +258,12 @@ if command -v docker-registry >/dev/null 2>&1 && command -v skopeo >/dev/null 2>
   cmp "$TMP/pushed.json" "$(blob "$TMP/out" "$(manifest_digest "$TMP/out" 1.0)")" || fail "the pushed index differs from the layout's"
   [[ "$(skopeo inspect --tls-verify=false --override-arch arm64 --format '{{.Architecture}} {{.Layers}}' "docker://$REG/team/mp:1.0")" == "arm64 $(layers_of "$arm")" ]] ||
     fail "the registry's arm64 image"
+  check "push --platform linux/arm64 of the shared tag pushes the arm64 image alone"
+  expect_ok pp sb push "$TMP/out:1.0" "$REG/single/mp:arm" --platform linux/arm64 --store "$STORE"
+  skopeo inspect --tls-verify=false --raw "docker://$REG/single/mp:arm" >"$TMP/single.json" || fail "nothing under :arm"
+  cmp "$TMP/single.json" "$(blob "$TMP/out" "$arm")" || fail "push --platform did not push the layout's arm64 manifest"
+  expect_rc 1 ppbad sb push "$TMP/out:1.0" "$REG/single/mp:x" --platform linux/ppc64le --store "$STORE"
+  grep -q "ppc64le" "$TMP/ppbad.err" || { show_output ppbad; fail "no clear error for a platform the index lacks"; }
   check "pull --platform linux/arm64 takes the arm64 image from the registry's index"
   expect_ok pl sb pull --platform linux/arm64 "$REG/team/mp:1.0" "$TMP/pulled" --store "$STORE" --insecure-registry "$REG"
   expect_ok u4 sb unpack "$TMP/pulled" "$TMP/pulled-root"
