@@ -25,7 +25,10 @@
 #     is BAD are refused (Sources lists each honestly); one signed by an
 #     uploader's key is taken and the build names the key; one signed by a key
 #     the keyring lacks is taken on the hash chain, saying so; without a
-#     keyring the build says the signature was not checked.
+#     keyring the build says the signature was not checked;
+#   - format 1.0 (an orig tarball and a .diff.gz): the tree equals
+#     `dpkg-source -x`'s, debian/rules executable; a .diff.gz naming a path
+#     outside the tree is refused.
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -343,5 +346,61 @@ refused rename "refusing the patch: it names '../../renamed', which is outside t
 check "a Debian patch that does not apply fails the build, naming it"
 hostile_version 1.0-4 $'--- a/README\n+++ b/README\n@@ -1 +1 @@\n-not what the file says\n+x\n'
 refused noapply "the Debian patch debian/patches/evil.patch does not apply"
+
+# Format 1.0, as older packages are: an orig tarball and a .diff.gz that dpkg-source
+# -x applies with -p1, then makes debian/rules executable.
+# publish_legacy FILE...: Sources with legacy VERSION (from the .dsc) made of FILEs.
+publish_legacy() {
+  local d="$www/debian/dists/fixture" f ver
+  ver=$(awk '/^Version:/ {print $2}' "$pool/$1")
+  {
+    printf 'Package: legacy\nVersion: %s\nFormat: 1.0\nDirectory: pool/main/d/demo\nChecksums-Sha256:\n' "$ver"
+    for f in "$@"; do printf ' %s %s %s\n' "$(sha256sum "$pool/$f" | cut -d' ' -f1)" "$(stat -c %s "$pool/$f")" "$f"; done
+  } >"$d/main/source/Sources"
+  xz -kf "$d/main/source/Sources"
+  {
+    printf 'Origin: Debian\nSuite: fixture\nCodename: fixture\nComponents: main\nSHA256:\n'
+    for f in main/source/Sources main/source/Sources.xz; do
+      printf ' %s %s %s\n' "$(sha256sum "$d/$f" | cut -d' ' -f1)" "$(stat -c %s "$d/$f")" "$f"
+    done
+  } >"$d/Release"
+  rm -f "$d/InRelease"
+  gpg --batch -u debian@example.invalid --clearsign -o "$d/InRelease" "$d/Release"
+}
+(
+  mkdir -p legacy/legacy-2.0/src && cd legacy
+  printf 'int x;\n' >legacy-2.0/src/a.c && printf 'readme\n' >legacy-2.0/README
+  tar czf legacy_2.0.orig.tar.gz legacy-2.0
+  mkdir legacy-2.0/debian && printf 'readme\npatched in the diff\n' >legacy-2.0/README
+  printf 'Source: legacy\nSection: misc\nPriority: optional\nMaintainer: T <t@example.invalid>\n\nPackage: legacy\nArchitecture: all\nDescription: fixture\n fixture\n' >legacy-2.0/debian/control
+  printf 'legacy (2.0-1) unstable; urgency=medium\n\n  * Fixture.\n\n -- T <t@example.invalid>  Mon, 01 Jan 2024 00:00:00 +0000\n' >legacy-2.0/debian/changelog
+  printf '#!/usr/bin/make -f\n%%:\n\tdh $@\n' >legacy-2.0/debian/rules
+  dpkg-source --format=1.0 -b legacy-2.0 >/dev/null 2>&1
+) || fail "dpkg-source --format=1.0 -b failed"
+[[ -f legacy/legacy_2.0-1.diff.gz ]] || fail "dpkg-source made no .diff.gz"
+cp legacy/legacy_2.0-1.dsc legacy/legacy_2.0.orig.tar.gz legacy/legacy_2.0-1.diff.gz "$pool/"
+publish_legacy legacy_2.0-1.dsc legacy_2.0.orig.tar.gz legacy_2.0-1.diff.gz
+sed -e 's/name: demo/name: legacy/' -e 's/{debian: demo}/{debian: legacy}/' -e 's|/opt/demo|/opt/legacy|' demo.yaml >legacy.yaml
+
+check "a format 1.0 package (orig tarball and .diff.gz) is unpacked as dpkg-source -x unpacks it"
+expect_ok legacy sb build legacy.yaml -o out-legacy --store "$TMP/store-legacy"
+expect_ok legacyunpack sb unpack out-legacy:1 rootfs-legacy --store "$TMP/store-legacy"
+(mkdir ref-legacy && cd ref-legacy && dpkg-source --no-check -x "$pool/legacy_2.0-1.dsc" legacy >/dev/null 2>&1) ||
+  fail "dpkg-source -x of the 1.0 package failed"
+diff -r --no-dereference ref-legacy/legacy rootfs-legacy/opt/legacy || fail "the 1.0 trees differ (< dpkg-source -x, > stackbuild)"
+diff <(listing ref-legacy/legacy) <(listing rootfs-legacy/opt/legacy) || fail "1.0: modes or links differ (< dpkg-source -x, > stackbuild)"
+grep -q "patched in the diff" rootfs-legacy/opt/legacy/README || fail "the .diff.gz is not applied"
+[[ -x rootfs-legacy/opt/legacy/debian/rules ]] || fail "debian/rules is not executable"
+
+check "a 1.0 .diff.gz that names a path outside the tree is refused before patch runs"
+printf -- '--- legacy-2.0.orig/../../escaped\n+++ legacy-2.0/../../escaped\n@@ -0,0 +1 @@\n+owned\n' | gzip -n >"$pool/legacy_2.0-2.diff.gz"
+printf 'Format: 1.0\nSource: legacy\nVersion: 2.0-2\nChecksums-Sha256:\n %s %s legacy_2.0.orig.tar.gz\n %s %s legacy_2.0-2.diff.gz\n' \
+  "$(sha256sum "$pool/legacy_2.0.orig.tar.gz" | cut -d' ' -f1)" "$(stat -c %s "$pool/legacy_2.0.orig.tar.gz")" \
+  "$(sha256sum "$pool/legacy_2.0-2.diff.gz" | cut -d' ' -f1)" "$(stat -c %s "$pool/legacy_2.0-2.diff.gz")" >"$pool/legacy_2.0-2.dsc"
+publish_legacy legacy_2.0-2.dsc legacy_2.0.orig.tar.gz legacy_2.0-2.diff.gz
+expect_rc 1 legacyesc sb build legacy.yaml -o out-legacyesc --store "$TMP/store-legacyesc"
+grep -q "refusing the patch: it names 'legacy-2.0.orig/../../escaped', which is outside the tree" "$TMP/legacyesc.err" ||
+  { show_output legacyesc; fail "the escaping .diff.gz is not refused"; }
+[[ ! -e $TMP/escaped && ! -e out-legacyesc/index.json ]] || fail "the diff wrote outside the tree, or an image was written"
 
 pass

@@ -284,27 +284,32 @@ std::vector<std::pair<std::string, int>> read_series(const fs::path& tree) {
   return out;
 }
 
+// Applies `patch` (checked first: check_patch_paths) to `tree` as dpkg-source
+// does: no fuzz, forward only, files left empty removed, no backups or
+// reject files. `what` names it in the error.
+void run_patch(const fs::path& tree, const fs::path& patch, int strip, const std::string& name, const std::string& what) {
+  check_patch_paths(patch, strip, tree, name);
+  ProcessSpec spec;
+  spec.argv = {"patch", "-s", "-t", "-F", "0", "-N", "-p" + std::to_string(strip), "-u", "-V", "never", "-E",
+               "--no-backup-if-mismatch", "--reject-file=-", "-i", fs::absolute(patch).string()};
+  spec.env = {{"PATH", env_or("PATH", "/usr/bin:/bin")}, {"LC_ALL", "C"}};
+  spec.cwd = tree;
+  spec.capture_stdout = true;
+  spec.merge_stderr = true;
+  ProcessResult r = run_process(spec);
+  if (r.exit_status != 0) {
+    std::string out = r.output.size() > 2000 ? "..." + r.output.substr(r.output.size() - 2000) : r.output;
+    throw Error(what + " does not apply (patch -p" + std::to_string(strip) + ", exit status " +
+                std::to_string(r.exit_status) + "):\n" + out);
+  }
+}
+
 void apply_patches(const fs::path& tree) {
   for (const auto& [name, strip] : read_series(tree)) {
     const std::string rel = "debian/patches/" + name;
     if (through_link(tree, rel) || !fs::is_regular_file(tree / rel))
       throw Error("patch " + rel + " (debian/patches/series) is not a regular file of the tree");
-    check_patch_paths(tree / rel, strip, tree, name);
-    // As dpkg-source applies a quilt series: no fuzz, forward only, files
-    // left empty removed, no backups or reject files.
-    ProcessSpec spec;
-    spec.argv = {"patch", "-s", "-t", "-F", "0", "-N", "-p" + std::to_string(strip), "-u", "-V", "never", "-E",
-                 "--no-backup-if-mismatch", "--reject-file=-", "-i", fs::absolute(tree / rel).string()};
-    spec.env = {{"PATH", env_or("PATH", "/usr/bin:/bin")}, {"LC_ALL", "C"}};
-    spec.cwd = tree;
-    spec.capture_stdout = true;
-    spec.merge_stderr = true;
-    ProcessResult r = run_process(spec);
-    if (r.exit_status != 0) {
-      std::string out = r.output.size() > 2000 ? "..." + r.output.substr(r.output.size() - 2000) : r.output;
-      throw Error("the Debian patch " + rel + " does not apply (patch -p" + std::to_string(strip) + ", exit status " +
-                  std::to_string(r.exit_status) + "):\n" + out);
-    }
+    run_patch(tree, tree / rel, strip, name, "the Debian patch " + rel);
   }
 }
 
@@ -383,7 +388,7 @@ void read_dsc(const std::string& text, DebianSource& s) {
 
 void unpack_debian_source(const DebianSource& s, const Store& store, const fs::path& dest) {
   const std::string stem = s.name + "_" + upstream_of(s.version);
-  std::optional<DebianFile> orig, debian, native;
+  std::optional<DebianFile> orig, debian, native, diff;
   std::map<std::string, DebianFile> components;
   for (const auto& f : s.files) {
     if (f.name.ends_with(".asc")) continue;  // an upstream signature: not unpacked
@@ -400,11 +405,31 @@ void unpack_debian_source(const DebianSource& s, const Store& store, const fs::p
       debian = f;
     } else if (is_tarball(f.name, s.name + "_" + without_epoch(s.version) + ".tar")) {
       native = f;
+    } else if (f.name == s.name + "_" + without_epoch(s.version) + ".diff.gz") {
+      diff = f;
     } else {
       throw Error(s.dsc.name + " lists '" + f.name + "', which stackbuild does not know how to unpack");
     }
   }
   fs::create_directories(dest);
+  if (s.format == "1.0") {
+    // One tarball (native), or the orig tarball and the Debian diff, applied
+    // with -p1 (its paths are NAME-UPSTREAM.orig/... and NAME-UPSTREAM/...).
+    if (debian || !components.empty() || (native && (orig || diff)) || (!native && !orig))
+      throw Error(s.dsc.name + ": a 1.0 package is one tarball " + s.name + "_" + without_epoch(s.version) +
+                  ".tar.gz, or an orig tarball and (optionally) a .diff.gz");
+    extract_into(store, native ? *native : *orig, dest, true);
+    if (diff) {
+      TempDir tmp;
+      const fs::path patch = tmp.path() / "diff";
+      write_file_atomic(patch, apt::decompress(store.read(diff->sha256), diff->name));
+      run_patch(dest, patch, 1, diff->name, "the Debian diff " + diff->name);
+    }
+    // As dpkg-source -x leaves a 1.0 tree: debian/rules executable.
+    if (!through_link(dest, "debian/rules") && fs::is_regular_file(dest / "debian/rules"))
+      fs::permissions(dest / "debian/rules", fs::perms(0755));
+    return;
+  }
   if (s.format == "3.0 (native)") {
     if (!native || orig || debian || !components.empty())
       throw Error(s.dsc.name + ": a 3.0 (native) package is one tarball " + s.name + "_" +
@@ -414,7 +439,7 @@ void unpack_debian_source(const DebianSource& s, const Store& store, const fs::p
   }
   if (s.format != "3.0 (quilt)")
     throw Error(s.dsc.name + " is of Format '" + s.format +
-                "'; stackbuild unpacks \"3.0 (quilt)\" and \"3.0 (native)\" source packages");
+                "'; stackbuild unpacks \"3.0 (quilt)\", \"3.0 (native)\" and \"1.0\" source packages");
   if (!orig || !debian || native)
     throw Error(s.dsc.name + ": a 3.0 (quilt) package is an orig tarball and a debian tarball");
   extract_into(store, *orig, dest, true);

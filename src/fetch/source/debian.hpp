@@ -6,7 +6,8 @@
 // `dpkg-source -x` unpacks formats "3.0 (quilt)" and "3.0 (native)": the
 // orig tarball's top directory stripped, each orig-COMPONENT tarball into
 // COMPONENT/, the debian tarball over debian/, then debian/patches/series
-// applied in order. The .dsc's own (uploader's) signature is checked too
+// applied in order; and "1.0": the orig tarball and its .diff.gz (-p1),
+// debian/rules made executable, or one native tarball. The .dsc's own (uploader's) signature is checked too
 // where the machine has Debian's uploader keyrings (debian-keyring's
 // /usr/share/keyrings/debian-keyring.gpg and debian-maintainers.gpg, or
 // STACKBUILD_DEBIAN_KEYRINGS): an unsigned .dsc, or one whose signature is
@@ -40,7 +41,7 @@ struct DebianFile {
 // (or a lockfile pins).
 struct DebianSource {
   std::string name, version, suite;
-  std::string format;     // "3.0 (quilt)", "3.0 (native)"
+  std::string format;     // "3.0 (quilt)", "3.0 (native)", "1.0"
   std::string directory;  // "pool/main/p/pytorch-vision", relative to the repository
   DebianFile dsc;
   std::vector<DebianFile> files;  // every file the .dsc lists, in its order
@@ -75,7 +76,7 @@ std::string debian_default_suite(const fs::path& root);
 // files into the store, and unpacks and patches the tree into `dest`.
 // Returns what was used. Throws sb::Error: a bad signature, a hash that does
 // not match (nothing enters the store), a package or version the suite does
-// not have, a format other than 3.0 (quilt) or 3.0 (native), a patch that
+// not have, a format other than 3.0 (quilt), 3.0 (native) or 1.0, a patch that
 // does not apply (naming it).
 DebianSource prepare_debian_source(const DebianRequest& request, const fs::path& dest, const Store& store,
                                    fetch::Fetcher& fetcher);
