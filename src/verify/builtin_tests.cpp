@@ -258,6 +258,11 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
   std::string arch_key = gencode_flags(o.arch, gencode);
   auto image_nvcc = root.resolve("/usr/local/cuda/bin/nvcc");
   bool in_image = image_nvcc && (root.resolve("/usr/bin/g++") || root.resolve("/usr/bin/c++")) && o.sandbox;
+  if (!in_image && !o.architecture.empty()) {
+    c.error = "no nvcc in the linux/" + o.architecture + " image (with a C++ compiler) to build the program for it: "
+              "this machine's nvcc builds for this machine";
+    return c;
+  }
   fs::path host_nvcc = in_image ? fs::path() : find_host_nvcc(o.host_nvcc);
   if (!in_image && host_nvcc.empty()) {
     c.error = "no nvcc: the image has none (with a C++ compiler) and neither has this host (give --nvcc)";
@@ -290,6 +295,7 @@ CompiledProgram compile_builtin(const ImageRoot& root, const std::string& compon
     int status = 0;
     if (in_image) {
       RunOptions run;
+      run.architecture = o.architecture;
       run.mounts = {{src, "/.stackbuild-build/src", true},
                     {out, "/.stackbuild-build/out", false},
                     {links, "/.stackbuild-build/lib", true}};

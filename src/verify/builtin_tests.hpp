@@ -38,6 +38,9 @@ struct BuiltinOptions {
   fs::path cache_dir;                           // where compiled programs are kept
   fs::path host_nvcc;                           // empty: looked up
   sandbox::Sandbox* sandbox = nullptr;          // for the image's nvcc
+  // The image's architecture when it is not this machine's: its nvcc runs
+  // under QEMU (the host's would build for the host), "" otherwise.
+  std::string architecture;
 };
 
 // What compiling one program did.

@@ -184,7 +184,8 @@ VerifyReport verify_image(const Store& store, const LayoutImage& image, const st
     bo.versions = expected;
     bo.arch = arch;
     bo.ld_library_path = ld_path;
-    bo.compile = o.compile_builtins || env.gpu;
+    bo.compile = (o.compile_builtins || env.gpu) && env.cannot_run.empty();
+    bo.architecture = env.architecture;  // another platform's image: its nvcc runs emulated
     bo.cache_dir = store.private_dir("builtin-tests");
     bo.host_nvcc = o.nvcc;
     bo.sandbox = &sb;

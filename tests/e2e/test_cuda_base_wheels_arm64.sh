@@ -81,7 +81,9 @@ rm -rf "$TMP/root"
 check "stackbuild test: static checks pass on the aarch64 files; nvcc runs and compiles emulated; GPU tests skipped"
 rc=0
 start=$(date +%s.%N)
-sb test "$TMP/out:$ref" --platform linux/arm64 --store "$S" --report "$TMP/report.json" >"$TMP/test.out" 2>&1 || rc=$?
+compile=()
+[[ $emulation == yes ]] && compile=(--compile-builtins)  # the GPU test programs, built by the image's nvcc under QEMU
+sb test "$TMP/out:$ref" --platform linux/arm64 "${compile[@]}" --store "$S" --report "$TMP/report.json" >"$TMP/test.out" 2>&1 || rc=$?
 cat "$TMP/test.out"
 say "test: $(seconds_since "$start") s"
 grep -q "^passed *static: libraries resolve" "$TMP/test.out" || fail "the library check did not pass"
@@ -90,6 +92,9 @@ grep -q "^skipped *recipe: driver" "$TMP/test.out" || fail "the GPU test was not
 if [[ $emulation == yes ]]; then
   grep -q "^passed *recipe: nvcc .*(emulated: qemu-aarch64)" "$TMP/test.out" || fail "nvcc --version did not pass emulated"
   grep -q "^passed *recipe: compile .*(emulated: qemu-aarch64)" "$TMP/test.out" || fail "the nvcc compile did not pass emulated"
+  for c in cuda cublas cudnn nccl; do
+    grep -q "^passed *builtin: compile $c .*image nvcc" "$TMP/test.out" || fail "the built-in $c program did not compile with the image's nvcc"
+  done
 else
   grep -q "^skipped *recipe: nvcc .*qemu-user-static" "$TMP/test.out" || fail "without QEMU the nvcc test is not skipped naming it"
 fi
