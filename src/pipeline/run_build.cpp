@@ -373,6 +373,40 @@ void attach_prefetch_orders(Job& j) {
   }
 }
 
+// A task of a fan-out (--no-index) that builds one platform of a tag that
+// points of other platforms share pushes its image under TAG-ARCH (release.hpp),
+// and `stackbuild merge` the index over them under TAG.
+void push_shared_tags_apart(Job& j) {
+  for (size_t i = 0; i < j.points.size() && i < j.push_of.size(); ++i) {
+    const MatrixPoint& p = j.points[i];
+    const std::set<std::string> shared = shared_platform_tags(*j.planned, p);
+    if (shared.empty()) continue;
+    std::vector<std::string> named;
+    auto add = [&](const std::string& t) {
+      if (std::find(named.begin(), named.end(), t) == named.end()) named.push_back(t);
+    };
+    for (const auto& t : j.push_of[i]) {
+      auto ref = registry::Reference::parse(t);
+      if (!ref.tag.empty()) {  // REPO:TAG given: that tag
+        add(t);
+        continue;
+      }
+      for (const auto& tag : p.recipe.tags) {
+        const std::string r = layout_ref_name(tag);
+        if (!shared.count(r)) {
+          add(ref.name() + ":" + r);
+          continue;
+        }
+        const std::string apart = platform_task_tag(r, p.recipe.architecture);
+        add(ref.name() + ":" + apart);
+        j.status.message(Level::Info, "point " + p.id + ": shared tag " + r + ": pushed as " + apart +
+                                          " ('stackbuild merge' pushes the index over its platforms under " + r + ")");
+      }
+    }
+    j.push_of[i] = named;
+  }
+}
+
 // --push, --push-to: the images to the registry, then their reports, SBOMs
 // and provenance as artifacts referring to them; --sign: then their
 // signatures (and the provenance's).
@@ -393,38 +427,7 @@ void push_all(Job& j) {
       }
     }
     for (auto& p : j.push_of) p = targets;
-    // A task of a fan-out (--no-index) builds one platform of a tag that
-    // points of other platforms share: it pushes its image under TAG-ARCH,
-    // and `stackbuild merge` the index over them under TAG.
-    if (rq.no_index && j.planned)
-      for (size_t i = 0; i < j.points.size() && i < j.push_of.size(); ++i) {
-        const MatrixPoint& p = j.points[i];
-        const std::set<std::string> shared = shared_platform_tags(*j.planned, p);
-        if (shared.empty()) continue;
-        std::vector<std::string> named;
-        auto add = [&](const std::string& t) {
-          if (std::find(named.begin(), named.end(), t) == named.end()) named.push_back(t);
-        };
-        for (const auto& t : j.push_of[i]) {
-          auto ref = registry::Reference::parse(t);
-          if (!ref.tag.empty()) {
-            add(t);
-            continue;
-          }
-          for (const auto& tag : p.recipe.tags) {
-            const std::string r = layout_ref_name(tag);
-            if (!shared.count(r)) {
-              add(ref.name() + ":" + r);
-              continue;
-            }
-            add(ref.name() + ":" + platform_task_tag(r, p.recipe.architecture));
-            j.status.message(Level::Info, "point " + p.id + ": shared tag " + r + ": pushed as " +
-                                              platform_task_tag(r, p.recipe.architecture) +
-                                              " ('stackbuild merge' pushes the index over its platforms under " + r + ")");
-          }
-        }
-        j.push_of[i] = named;
-      }
+    if (rq.no_index && j.planned) push_shared_tags_apart(j);
   }
   bool any = false;
   for (const auto& p : j.push_of) any = any || !p.empty();
