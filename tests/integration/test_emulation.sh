@@ -6,7 +6,8 @@
 # runs its build steps, its tests and `stackbuild run` emulated; hostile steps cannot
 # register, disable or clear an emulator (the sandbox's binfmt_misc is read-only);
 # the host's binfmt_misc is unchanged; the image is the same from an empty store; no
-# interpreter, or no user namespace, is a clear error with nothing written.
+# interpreter, or no user namespace, is a clear error with nothing written; without
+# root (user 65534) the same build gives the same image and `run` works.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 require_tool busybox unshare
@@ -93,6 +94,21 @@ if [[ $host_entry == no ]]; then
     grep -q "the sandbox cannot register $QEMU itself (the sandbox has no user namespace" "$TMP/n3.err" || { show_output n3; fail "no clear error"; }
     [[ ! -e "$TMP/out4/index.json" ]] || fail "a refused build wrote an image"
   fi
+fi
+check "without root (user 65534): the sandbox registers QEMU in its own binfmt_misc too"
+if [[ $(id -u) != 0 ]] || ! command -v setpriv >/dev/null ||
+  ! setpriv --reuid=65534 --regid=65534 --clear-groups unshare --user --map-root-user true 2>/dev/null; then
+  say "skipped: not root, no setpriv, or the kernel refuses unprivileged user namespaces"
+else
+  chmod 0755 "$TMP"
+  mkdir -p "$TMP/rl" && cp -a "$R/." "$TMP/rl/" && chown -R 65534:65534 "$TMP/rl"
+  as_nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups env HOME="$TMP/rl" "$@"; }
+  expect_ok rl_build as_nobody "$SB" build "$TMP/rl/emu.yaml" -o "$TMP/rl/out" --store "$TMP/rl/store" --progress plain
+  grep -q "registered in the sandbox's own binfmt_misc" "$TMP/rl_build.err" || [[ $host_entry == yes ]] ||
+    { show_output rl_build; fail "rootless: not the sandbox's own entry"; }
+  [[ "$(manifest_digest "$TMP/rl/out" 1)" == "$(manifest_digest "$TMP/out" 1)" ]] || fail "rootless: another image"
+  expect_ok rl_run as_nobody "$SB" run "$TMP/rl/out:1" --store "$TMP/rl/store" --progress plain -- /usr/bin/hello
+  grep -qx "hello from aarch64" "$TMP/rl_run.out" || { show_output rl_run; fail "rootless: run printed no greeting"; }
 fi
 [[ "$(host_state)" == "$before" ]] || fail "the host's binfmt_misc changed"
 pass
