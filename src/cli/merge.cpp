@@ -105,14 +105,9 @@ void push_platform_indexes(const registry::Reference& repo, const Release& relea
                                      ", and nothing is pushed under " + r);
       continue;
     }
-    std::vector<Descriptor> ds;
-    for (size_t i : members) {
-      const Descriptor& m = entries[i]->manifest;
-      Descriptor d{m.media_type, m.digest, m.size, {}, std::nullopt};
-      d.platform = std::make_pair(std::string("linux"), release.points[i].point.recipe.architecture);
-      ds.push_back(d);
-    }
-    const std::string json = make_index_json(ds);
+    std::vector<std::pair<Descriptor, std::string>> ds;
+    for (size_t i : members) ds.push_back({entries[i]->manifest, release.points[i].point.recipe.architecture});
+    const std::string json = platform_index_json(ds);
     indexes.push_back({r, registry::ManifestRef{kMediaTypeIndex, json, Digest::of_bytes(json), {}, {}, "", "", ""}});
   }
   if (indexes.empty()) return;

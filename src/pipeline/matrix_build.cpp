@@ -335,7 +335,7 @@ std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& repo
   for (const auto& tag : order) {
     const auto& o = owners[tag];
     if (o.size() < 2) continue;
-    std::vector<Descriptor> ds;
+    std::vector<std::pair<Descriptor, std::string>> ds;
     std::vector<Image> children;
     std::set<std::string> platforms;
     for (size_t i : o) {
@@ -346,16 +346,24 @@ std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& repo
       const Image* img = nullptr;
       for (const auto& ti : r.built->images)
         if (ti.tag == tag) img = &ti.image;
-      // As registry::make_index lists a pushed manifest: type, digest, size, platform.
-      Descriptor d{img->manifest.media_type, img->manifest.digest, img->manifest.size, {}, std::nullopt};
-      d.platform = std::make_pair(std::string("linux"), r.platform.substr(r.platform.find('/') + 1));
-      ds.push_back(d);
+      ds.push_back({img->manifest, r.platform.substr(r.platform.find('/') + 1)});
       children.push_back(*img);
     }
-    std::string json = make_index_json(ds);
+    std::string json = platform_index_json(ds);
     out.push_back({tag, o, TaggedIndex{layout_ref_name(tag), json, Digest::of_bytes(json), children}});
   }
   return out;
+}
+
+std::string platform_index_json(const std::vector<std::pair<Descriptor, std::string>>& manifests) {
+  std::vector<Descriptor> ds;
+  for (const auto& [m, arch] : manifests) {
+    // As registry::make_index lists a pushed manifest: type, digest, size, platform.
+    Descriptor d{m.media_type, m.digest, m.size, {}, std::nullopt};
+    d.platform = std::make_pair(std::string("linux"), arch);
+    ds.push_back(d);
+  }
+  return make_index_json(ds);
 }
 
 nlohmann::json summary_json(const MatrixResult& result) {

@@ -143,6 +143,11 @@ TaggedIndex matrix_index(const std::vector<MatrixPoint>& points, const std::vect
 // Its bytes are registry::make_index's over the same manifests, so a push
 // gives the digest the layout has.
 std::vector<PlatformIndex> platform_indexes(const std::vector<PointReport>& reports);
+// The bytes of such an index over `manifests` (type, digest, size), each
+// with its architecture (linux/ARCH), in order: what registry::make_index
+// gives for the same manifests. `stackbuild merge` makes it from a registry's
+// descriptors, for a tag its fan-out's tasks pushed apart.
+std::string platform_index_json(const std::vector<std::pair<Descriptor, std::string>>& manifests);
 
 // The final table: point, tag, manifest digest, size, layers built/reused,
 // seconds, tests ("-" when not run).

@@ -129,13 +129,24 @@ pip::Target pip_target(const Recipe& recipe, const std::map<std::string, std::st
   return t;
 }
 
+namespace {
+
+// The version of `component` a `from: wheel` layer installs: the point's, else the layer's.
+std::string wheel_version(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
+                          const std::string& component) {
+  auto it = vars.find(component);
+  return it != vars.end() ? it->second : spec.version.value;
+}
+
+}  // namespace
+
 std::vector<std::string> pip_requirements(const LayerSpec& spec, const std::map<std::string, std::string>& vars,
                                           const PointInputs& point) {
   std::vector<std::string> reqs;
   if (spec.from == "wheel") {
     if (!point.catalog) throw Error("layer '" + spec.name + "': from: wheel needs the catalog");
     for (const auto& u : spec.use) {
-      std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
+      const std::string v = wheel_version(spec, vars, u);
       const catalog::Record* r = chosen_record(point, u, v);
       if (!r || r->sources.pip.empty())
         throw Error("layer '" + spec.name + "': the catalog names no wheel for " + (r ? r->label() : u + " " + v) +
@@ -157,8 +168,7 @@ void check_cuda_wheels(const LayerSpec& spec, const std::map<std::string, std::s
   });
   if (has_runtime) return;
   for (const auto& u : spec.use) {
-    std::string v = vars.count(u) ? vars.at(u) : spec.version.value;
-    const catalog::Record* r = chosen_record(point, u, v);
+    const catalog::Record* r = chosen_record(point, u, wheel_version(spec, vars, u));
     if (!r || std::none_of(r->requirements.begin(), r->requirements.end(),
                            [](const catalog::Requirement& q) { return q.component == "cuda"; }))
       continue;

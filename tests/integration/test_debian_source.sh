@@ -104,6 +104,12 @@ publish() {
       "$(printf a | sha256sum | cut -d' ' -f1)" "$(printf b | sha256sum | cut -d' ' -f1)"
     paragraph demo 1.0-2 "${files[@]}"
   } >"$d/main/source/Sources"
+  release_suite "${1:-debian}"
+}
+# release_suite [SIGNER]: dists/fixture's Sources.xz from its Sources, the Release
+# over both, and InRelease signed by SIGNER (default debian).
+release_suite() {
+  local d="$www/debian/dists/fixture" f
   xz -kf "$d/main/source/Sources"
   {
     printf 'Origin: Debian\nLabel: Debian\nSuite: fixture\nCodename: fixture\nComponents: main\nArchitectures: amd64 source\nSHA256:\n'
@@ -316,17 +322,8 @@ hostile_version() {
   publish_version "$ver"
 }
 publish_version() {  # Sources with only VERSION of demo
-  local d="$www/debian/dists/fixture" f
-  paragraph demo "$1" "${files[@]}" >"$d/main/source/Sources"
-  xz -kf "$d/main/source/Sources"
-  {
-    printf 'Origin: Debian\nSuite: fixture\nCodename: fixture\nComponents: main\nSHA256:\n'
-    for f in main/source/Sources main/source/Sources.xz; do
-      printf ' %s %s %s\n' "$(sha256sum "$d/$f" | cut -d' ' -f1)" "$(stat -c %s "$d/$f")" "$f"
-    done
-  } >"$d/Release"
-  rm -f "$d/InRelease"
-  gpg --batch -u debian@example.invalid --clearsign -o "$d/InRelease" "$d/Release"
+  paragraph demo "$1" "${files[@]}" >"$www/debian/dists/fixture/main/source/Sources"
+  release_suite
 }
 
 check "a Debian patch that names a path outside the tree is refused before patch runs"
@@ -351,21 +348,13 @@ refused noapply "the Debian patch debian/patches/evil.patch does not apply"
 # -x applies with -p1, then makes debian/rules executable.
 # publish_legacy FILE...: Sources with legacy VERSION (from the .dsc) made of FILEs.
 publish_legacy() {
-  local d="$www/debian/dists/fixture" f ver
+  local f ver
   ver=$(awk '/^Version:/ {print $2}' "$pool/$1")
   {
     printf 'Package: legacy\nVersion: %s\nFormat: 1.0\nDirectory: pool/main/d/demo\nChecksums-Sha256:\n' "$ver"
     for f in "$@"; do printf ' %s %s %s\n' "$(sha256sum "$pool/$f" | cut -d' ' -f1)" "$(stat -c %s "$pool/$f")" "$f"; done
-  } >"$d/main/source/Sources"
-  xz -kf "$d/main/source/Sources"
-  {
-    printf 'Origin: Debian\nSuite: fixture\nCodename: fixture\nComponents: main\nSHA256:\n'
-    for f in main/source/Sources main/source/Sources.xz; do
-      printf ' %s %s %s\n' "$(sha256sum "$d/$f" | cut -d' ' -f1)" "$(stat -c %s "$d/$f")" "$f"
-    done
-  } >"$d/Release"
-  rm -f "$d/InRelease"
-  gpg --batch -u debian@example.invalid --clearsign -o "$d/InRelease" "$d/Release"
+  } >"$www/debian/dists/fixture/main/source/Sources"
+  release_suite
 }
 (
   mkdir -p legacy/legacy-2.0/src && cd legacy
