@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <set>
 #include <vector>
@@ -570,11 +572,12 @@ bool estargz_metadata(struct archive_entry* e) {
 
 }  // namespace
 
-void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options,
-                   ExtractStats& stats) {
+namespace {
+
+void apply_layer(LayerReader& a, const fs::path& blob, const fs::path& target,
+                 const ExtractOptions& options, ExtractStats& stats) {
   Utf8Locale locale;
   Root root(target, "refusing layer entry", true);
-  LayerReader a(blob);
   FileWriters writers(file_writer_threads());
   LayerApplier applier(root, options, stats, nullptr, &writers);
   const bool estargz = has_estargz_footer(blob);
@@ -588,6 +591,60 @@ void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOp
   } catch (Error& err) {
     err.add_trace("while extracting layer " + blob.string());
     throw;
+  }
+}
+
+// What the layers after the one being extracted may hold inflated in
+// memory, all together: an eighth of the memory left, at most 1 GiB.
+size_t read_ahead_budget() {
+  uint64_t avail = available_memory().value_or(0);
+  return static_cast<size_t>(std::min<uint64_t>(avail / 8, 1ull << 30));
+}
+
+}  // namespace
+
+void extract_layer(const fs::path& blob, const fs::path& target, const ExtractOptions& options,
+                   ExtractStats& stats) {
+  LayerReader a(blob);
+  apply_layer(a, blob, target, options, stats);
+}
+
+void extract_layers(const std::vector<fs::path>& blobs, const fs::path& target,
+                    const ExtractOptions& options, ExtractStats& stats,
+                    const std::function<void(size_t)>& on_error) {
+  // Readers of the next layers, opened (their inflating started) while an
+  // earlier one is extracted; one that fails to open fails at its turn.
+  struct Ahead {
+    std::unique_ptr<LayerReader> reader;
+    std::exception_ptr error;
+  };
+  const size_t layers_ahead = options.layers_ahead >= 0
+                                  ? static_cast<size_t>(options.layers_ahead)
+                                  : std::min<size_t>(std::max(usable_cores(), 2u) - 2, 4);
+  const size_t bytes_ahead = layers_ahead ? read_ahead_budget() / layers_ahead : 0;
+  std::deque<Ahead> ahead;
+  size_t opened = 0;
+  for (size_t i = 0; i < blobs.size(); ++i) {
+    try {
+      while (opened < blobs.size() && opened <= i + layers_ahead) {
+        Ahead next;
+        try {
+          next.reader = std::make_unique<LayerReader>(blobs[opened], false, opened == i ? 0 : bytes_ahead);
+        } catch (const Error&) {
+          next.error = std::current_exception();
+        }
+        ahead.push_back(std::move(next));
+        ++opened;
+      }
+      Ahead current = std::move(ahead.front());
+      ahead.pop_front();
+      if (current.error) std::rethrow_exception(current.error);
+      current.reader->set_ahead(0);  // now read: the usual few chunks
+      apply_layer(*current.reader, blobs[i], target, options, stats);
+    } catch (const Error&) {
+      if (on_error) on_error(i);
+      throw;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include <isa-l/igzip_lib.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "util/error.hpp"
@@ -14,7 +15,9 @@ namespace sb {
 
 namespace {
 constexpr size_t kChunk = 1 << 20;
-constexpr size_t kAhead = 4;  // chunks inflated ahead of the reader
+constexpr size_t kAhead = 4;  // chunks inflated ahead of the reader, at least
+
+size_t ahead_chunks(size_t bytes) { return std::max(kAhead, bytes / kChunk); }
 }  // namespace
 
 bool GzipStream::is_gzip(const std::filesystem::path& file) {
@@ -24,8 +27,12 @@ bool GzipStream::is_gzip(const std::filesystem::path& file) {
          magic[1] == 0x8b;
 }
 
-GzipStream::GzipStream(const std::filesystem::path& file, std::string label, bool own_thread)
-    : label_(std::move(label)), state_(std::make_unique<inflate_state>()), in_(kChunk) {
+GzipStream::GzipStream(const std::filesystem::path& file, std::string label, bool own_thread,
+                       size_t ahead)
+    : label_(std::move(label)),
+      state_(std::make_unique<inflate_state>()),
+      in_(kChunk),
+      ahead_chunks_(ahead_chunks(ahead)) {
   fd_ = UniqueFd(open_waiting(file.c_str(), O_RDONLY | O_CLOEXEC, 0));
   if (fd_.get() < 0) throw_errno("open " + file.string());
   ::posix_fadvise(fd_.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -34,6 +41,14 @@ GzipStream::GzipStream(const std::filesystem::path& file, std::string label, boo
   if (!own_thread) return;
   auto threads = start_threads(1, [this] { run(); });
   if (!threads.empty()) thread_ = std::move(threads.front());
+}
+
+void GzipStream::set_ahead(size_t bytes) {
+  {
+    std::lock_guard lk(mu_);
+    ahead_chunks_ = ahead_chunks(bytes);
+  }
+  cv_.notify_all();
 }
 
 GzipStream::~GzipStream() {
@@ -104,7 +119,7 @@ void GzipStream::run() {
     std::string chunk;
     {
       std::unique_lock lk(mu_);
-      cv_.wait(lk, [&] { return stop_ || ready_.size() < kAhead; });
+      cv_.wait(lk, [&] { return stop_ || ready_.size() < ahead_chunks_; });
       if (stop_) return;
       if (!spare_.empty()) chunk = std::move(spare_.back()), spare_.pop_back();
     }

@@ -27,7 +27,10 @@ class GzipStream {
  public:
   // `own_thread` false: inflate on the reader's thread (what happens when
   // the system refuses a thread; the tests ask for it).
-  GzipStream(const std::filesystem::path& file, std::string label, bool own_thread = true);
+  // `ahead`: how many bytes its thread inflates ahead of the reader (at
+  // least a few 1 MiB chunks); set_ahead() changes it later.
+  GzipStream(const std::filesystem::path& file, std::string label, bool own_thread = true,
+             size_t ahead = 0);
   ~GzipStream();
   GzipStream(const GzipStream&) = delete;
   GzipStream& operator=(const GzipStream&) = delete;
@@ -37,6 +40,10 @@ class GzipStream {
   std::string_view next();
 
   static bool is_gzip(const std::filesystem::path& file);
+
+  // A layer inflated ahead while the one before it is extracted gets a large
+  // bound; once it is read, the usual one (0: a few chunks).
+  void set_ahead(size_t bytes);
 
  private:
   // Inflates into one chunk; false at the end of the data.
@@ -57,6 +64,7 @@ class GzipStream {
   std::vector<std::string> spare_;
   std::string current_;
   std::string error_;
+  size_t ahead_chunks_;
   bool end_ = false, stop_ = false;
   std::thread thread_;
 };

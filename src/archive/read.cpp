@@ -131,11 +131,12 @@ void ArchiveReader::read_blocks(const std::string& what,
   }
 }
 
-LayerReader::LayerReader(const std::filesystem::path& blob, bool raw)
+LayerReader::LayerReader(const std::filesystem::path& blob, bool raw, size_t ahead)
     : ArchiveReader("cannot read layer " + blob.string()) {
   const unsigned format = raw ? kRaw : kTar;
   if (GzipStream::is_gzip(blob)) {
-    auto gzip = std::make_shared<GzipStream>(blob, "layer " + blob.string());
+    auto gzip = std::make_shared<GzipStream>(blob, "layer " + blob.string(), true, ahead);
+    gzip_ = gzip;
     open_read(
         [gzip](const void** out) -> ssize_t {
           std::string_view chunk = gzip->next();
@@ -146,6 +147,10 @@ LayerReader::LayerReader(const std::filesystem::path& blob, bool raw)
   } else {
     open_file(blob, format, Filters::Zstd, 1 << 20);
   }
+}
+
+void LayerReader::set_ahead(size_t bytes) {
+  if (gzip_) gzip_->set_ahead(bytes);
 }
 
 }  // namespace sb

@@ -23,6 +23,8 @@ struct archive_entry;
 
 namespace sb {
 
+class GzipStream;
+
 class ArchiveReader {
  public:
   // kRaw: the bytes as one entry; kEmpty: no bytes at all (after the filters) as no entry.
@@ -91,8 +93,14 @@ class ArchiveReader {
 class LayerReader final : public ArchiveReader {
  public:
   // `raw`: the decompressed bytes as one entry instead of tar entries.
-  // Throws sb::Error naming the blob.
-  explicit LayerReader(const std::filesystem::path& blob, bool raw = false);
+  // `ahead`: bytes a gzip blob's thread may inflate ahead of the reader
+  // (0: a few MiB). Throws sb::Error naming the blob.
+  explicit LayerReader(const std::filesystem::path& blob, bool raw = false, size_t ahead = 0);
+  // Changes that bound (a gzip blob's; nothing for others).
+  void set_ahead(size_t bytes);
+
+ private:
+  std::shared_ptr<GzipStream> gzip_;
 };
 
 }  // namespace sb

@@ -87,7 +87,8 @@ int cmd_extract(const std::vector<std::string>& argv) {
   fs::create_directories(dir);
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
-  for (size_t i = 1; i < args.positional().size(); ++i) extract_layer(args.positional()[i], dir, o, stats);
+  std::vector<fs::path> blobs(args.positional().begin() + 1, args.positional().end());
+  extract_layers(blobs, dir, o, stats);
   report(args, "extracted", stats, dir);
   return kExitOk;
 }
@@ -172,14 +173,8 @@ int cmd_unpack(const std::vector<std::string>& argv) {
   fs::create_directory(root);
   ExtractOptions o = extract_options(args);
   ExtractStats stats;
-  for (size_t i = 0; i < image.layer_blobs.size(); ++i) {
-    try {
-      extract_layer(image.layer_blobs[i], root, o, stats);
-    } catch (const Error&) {
-      hashes.check(i);  // a blob that is not what its descriptor says: that is the error
-      throw;
-    }
-  }
+  // A blob that is not what its descriptor says: that is the error.
+  extract_layers(image.layer_blobs, root, o, stats, [&](size_t i) { hashes.check(i); });
   for (size_t i = 0; i < image.layer_blobs.size(); ++i) hashes.check(i);
   fs::rename(root, dest);
   report(args, "unpacked", stats, dest);

@@ -129,8 +129,9 @@ CachedRoot cached_root(const Store& store, const std::vector<Layer>& layers, Sta
   o.skip_devices = true;
   o.preserve_owner = true;
   ExtractStats stats;
-  for (size_t i = from; i < layers.size(); ++i)
-    extract_layer(store.blob_path(layers[i].digest), tree, o, stats);
+  std::vector<fs::path> blobs;
+  for (size_t i = from; i < layers.size(); ++i) blobs.push_back(store.blob_path(layers[i].digest));
+  extract_layers(blobs, tree, o, stats);
   // And no setuid-root program or capability on the host's disk: recorded instead.
   const PrivilegedFiles privileged = take_privileged(tree, inherited, inherited_tree);
   write_file_atomic(made / "privileged.json", privileged_to_json(privileged), 0600);

@@ -43,7 +43,7 @@ UnpackedRoot unpacked_root(const Store& store, const LayoutImage& image, size_t 
     fs::create_directory(root);
     ExtractOptions o;
     ExtractStats stats;
-    for (const auto& blob : image.layer_blobs) extract_layer(blob, root, o, stats);
+    extract_layers(image.layer_blobs, root, o, stats);
     write_file_atomic(size_file(store, hex), std::to_string(stats.bytes));
     fs::rename(root, dest);
   }

@@ -43,23 +43,27 @@ struct Sandbox {
   void apply(const std::vector<std::vector<RawEntry>>& layers, ExtractOptions o = {}, bool gzip = false,
              bool gnu = false) {
     ExtractStats stats;
-    int i = 0;
-    TempDir blobs;  // away from base, which must stay as it was
+    TempDir dir;  // away from base, which must stay as it was
+    std::vector<fs::path> blobs;
     for (const auto& l : layers) {
-      fs::path blob = blobs.path() / ("layer" + std::to_string(i++) + ".tar");
-      test::make_tar(blob, l, gzip, gnu);
-      extract_layer(blob, target, o, stats);
-      fs::remove(blob);
+      blobs.push_back(dir.path() / ("layer" + std::to_string(blobs.size()) + ".tar"));
+      test::make_tar(blobs.back(), l, gzip, gnu);
     }
+    extract_layers(blobs, target, o, stats);
   }
 };
 
+// Refused as extract_layer() refuses, and as extract_layers() does with
+// later layers inflated ahead (gzip) or opened ahead (plain tar).
 void expect_refused(const std::vector<std::vector<RawEntry>>& layers, const std::string& why,
                     ExtractOptions o = {}, bool gzip = false) {
-  Sandbox sb;
-  auto before = sb.snapshot();
-  CHECK_THROWS_WITH(sb.apply(layers, o, gzip), Catch::Contains(why));
-  CHECK(sb.snapshot() == before);
+  for (int ahead : {0, 3}) {
+    Sandbox sb;
+    auto before = sb.snapshot();
+    o.layers_ahead = ahead;
+    CHECK_THROWS_WITH(sb.apply(layers, o, gzip), Catch::Contains(why));
+    CHECK(sb.snapshot() == before);
+  }
 }
 
 }  // namespace
@@ -181,4 +185,108 @@ TEST_CASE("files - modes - symlinks and hardlinks come out as archived", "[extra
   ::stat((sb.target / "secret").c_str(), &a);
   CHECK((a.st_mode & 07777) == 0600);
   CHECK(a.st_mtime == 1000);
+}
+
+namespace {
+
+// Every path below `root` with its type, mode, link target and contents,
+// and a file's time (a directory's is the time it was last changed when no
+// layer names it).
+std::map<std::string, std::string> tree_of(const fs::path& root) {
+  std::map<std::string, std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    struct stat st;
+    ::lstat(it->path().c_str(), &st);
+    std::string v = std::to_string(st.st_mode);
+    if (!S_ISDIR(st.st_mode)) v += " " + std::to_string(st.st_mtime);
+    if (S_ISREG(st.st_mode)) v += ":" + read_file(it->path());
+    if (S_ISLNK(st.st_mode)) v += "->" + fs::read_symlink(it->path()).string();
+    out[fs::relative(it->path(), root).string()] = v;
+  }
+  return out;
+}
+
+// Four gzip layers: files, many small files, a large one, then whiteouts
+// and replacements of what the layers below put there.
+std::vector<fs::path> layered_image(const fs::path& dir) {
+  std::vector<std::vector<RawEntry>> layers(4);
+  layers[0] = {{"etc", 'd'}, {"etc/a", 'f', "a"}, {"lib", 'd'}, {"lib/x", 'f', "x0"}, {"opt", 'd'}};
+  layers[1] = {{"opt/many", 'd'}};
+  for (int i = 0; i < 300; ++i) layers[1].push_back({"opt/many/f" + std::to_string(i), 'f', std::to_string(i)});
+  std::string big;
+  for (int i = 0; big.size() < (6u << 20); ++i) big += std::to_string(i * 2654435761u) + "\n";
+  layers[2] = {{"lib/x", 'f', "x2"}, {"lib/big", 'f', big}, {"lib/link", 'l', "big"}};
+  layers[3] = {{"opt/many/.wh.f7", 'f', ""}, {"etc/.wh..wh..opq", 'f', ""}, {"etc/b", 'f', "b"},
+               {"lib/big", 'f', "small now"}};
+  std::vector<fs::path> blobs;
+  for (const auto& l : layers) {
+    blobs.push_back(dir / ("layer" + std::to_string(blobs.size()) + ".tar.gz"));
+    test::make_tar(blobs.back(), l, true);
+  }
+  return blobs;
+}
+
+}  // namespace
+
+TEST_CASE("extract_layers with layers inflated ahead gives the tree of one layer at a time", "[extract]") {
+  TempDir dir;
+  std::vector<fs::path> blobs = layered_image(dir.path());
+  fs::path one = dir.path() / "one", ahead = dir.path() / "ahead";
+  fs::create_directories(one);
+  fs::create_directories(ahead);
+  ExtractStats s1, s2;
+  for (const auto& b : blobs) extract_layer(b, one, {}, s1);
+  ExtractOptions o;
+  o.layers_ahead = 3;
+  extract_layers(blobs, ahead, o, s2);
+  CHECK(tree_of(one) == tree_of(ahead));
+  CHECK(s1.entries == s2.entries);
+  CHECK(s1.bytes == s2.bytes);
+  CHECK(read_file(ahead / "lib" / "x") == "x2");
+  CHECK_FALSE(fs::exists(ahead / "opt" / "many" / "f7"));
+  CHECK_FALSE(fs::exists(ahead / "etc" / "a"));
+}
+
+TEST_CASE("extract_layers names the layer at fault when a later one read ahead is broken", "[extract]") {
+  // Layer 2's gzip data cut short (its reader opens and starts inflating
+  // while layers 0 and 1 are extracted, and fails later), or its blob gone
+  // (its reader fails to open, then): either way layers 0 and 1 are applied
+  // whole, layer 2 is the one named, and layer 3 is never applied.
+  for (bool gone : {false, true}) {
+    TempDir dir;
+    std::vector<fs::path> blobs = layered_image(dir.path());
+    if (gone)
+      fs::remove(blobs[2]);
+    else
+      fs::resize_file(blobs[2], fs::file_size(blobs[2]) / 2);
+    for (int ahead : {0, 1, 3}) {
+      CAPTURE(gone, ahead);
+      fs::path target = dir.path() / ("t" + std::to_string(ahead));
+      fs::create_directories(target);
+      ExtractOptions o;
+      o.layers_ahead = ahead;
+      ExtractStats stats;
+      std::vector<size_t> failed;
+      CHECK_THROWS_WITH(extract_layers(blobs, target, o, stats, [&](size_t i) { failed.push_back(i); }),
+                        Catch::Contains(blobs[2].string()));
+      CHECK(failed == std::vector<size_t>{2});
+      CHECK(fs::exists(target / "opt" / "many" / "f299"));
+      CHECK_FALSE(fs::exists(target / "etc" / "b"));
+    }
+  }
+}
+
+TEST_CASE("extract_layers lets the caller's check of the failed layer throw instead", "[extract]") {
+  TempDir dir;
+  std::vector<fs::path> blobs = layered_image(dir.path());
+  fs::resize_file(blobs[1], fs::file_size(blobs[1]) / 2);
+  fs::path target = dir.path() / "t";
+  fs::create_directories(target);
+  ExtractOptions o;
+  o.layers_ahead = 2;
+  ExtractStats stats;
+  CHECK_THROWS_WITH(
+      extract_layers(blobs, target, o, stats,
+                     [&](size_t i) { throw Error("layer " + std::to_string(i) + " is not its digest"); }),
+      "layer 1 is not its digest");
 }
