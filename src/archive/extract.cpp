@@ -288,22 +288,22 @@ class LayerApplier {
     }
     if (!seen_.insert(path).second && !archive_) refuse(raw, "appears twice in the layer");
 
-    UniqueFd dir = root_.open_dir(parent, true, raw);
     const char* hardlink = archived_name(archive_entry_hardlink_utf8(e), archive_entry_hardlink(e));
     mode_t type = archive_entry_filetype(e);
+    const int dir = parent_dir(parent, raw);
     uint32_t mode = archive_entry_perm(e);
     if (archive_) {
       if (archive_->normalize_modes) mode = (type == AE_IFDIR || (mode & 0111)) ? 0755 : 0644;
       mode &= 0777;  // no setuid, setgid or sticky bits from an archive
     }
     if (hardlink) {
-      link(raw, dir.get(), name, hardlink);
+      link(raw, dir, name, hardlink);
       return done(path);
     }
 
     if (type == AE_IFDIR) {
       struct stat st;
-      if (::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 &&
           !S_ISDIR(st.st_mode)) {
         // A layer's directory replaces what a lower layer had there; an
         // archive's over its own link or file is refused.
@@ -311,19 +311,19 @@ class LayerApplier {
           refuse(raw, "a directory over the " +
                           std::string(S_ISLNK(st.st_mode) ? "symlink" : "file") +
                           " made there before");
-        remove_at(dir.get(), name);
+        remove_at(dir, name);
       }
-      if (::mkdirat(dir.get(), name.c_str(), 0700) != 0 && errno != EEXIST)
+      if (::mkdirat(dir, name.c_str(), 0700) != 0 && errno != EEXIST)
         throw_errno("mkdir " + raw);
       dirs_.push_back({comps, mode, archive_entry_mtime(e)});
       return done(path);
     }
     if (archive_ && type != AE_IFREG && type != AE_IFLNK)
       refuse(raw, "not a file, directory or link");
-    remove_at(dir.get(), name);
+    remove_at(dir, name);
     switch (type) {
       case AE_IFREG:
-        file(a, e, raw, dir.get(), name, mode);
+        file(a, e, raw, dir, name, mode);
         return done(path);
       case AE_IFLNK: {
         const char* target = archived_name(archive_entry_symlink_utf8(e), archive_entry_symlink(e));
@@ -331,7 +331,7 @@ class LayerApplier {
         if (archive_ && archive_->links_inside.size() &&
             (t.empty() || t[0] == '/' || !root_.resolves_below(parent, t, links_inside_)))
           refuse(raw, "symlink to '" + printable_utf8(t) + "' leaves the archive");
-        if (::symlinkat(t.c_str(), dir.get(), name.c_str()) != 0) throw_errno("symlink " + raw);
+        if (::symlinkat(t.c_str(), dir, name.c_str()) != 0) throw_errno("symlink " + raw);
         break;
       }
       case AE_IFCHR:
@@ -339,18 +339,18 @@ class LayerApplier {
         if (o_.skip_devices)
           return;  // what the layers below had there is gone, as a whiteout would leave it
         if (!o_.allow_devices) refuse(raw, "device nodes are not allowed here");
-        if (::mknodat(dir.get(), name.c_str(), type | mode, archive_entry_rdev(e)) != 0)
+        if (::mknodat(dir, name.c_str(), type | mode, archive_entry_rdev(e)) != 0)
           throw_errno("mknod " + raw);
         break;
       case AE_IFIFO:
-        if (::mkfifoat(dir.get(), name.c_str(), mode) != 0) throw_errno("mkfifo " + raw);
+        if (::mkfifoat(dir, name.c_str(), mode) != 0) throw_errno("mkfifo " + raw);
         break;
       default:
         refuse(raw, "unsupported entry type");
     }
     if (!archive_) {
-      set_times(dir.get(), name, archive_entry_mtime(e));
-      chown(dir.get(), name, e);
+      set_times(dir, name, archive_entry_mtime(e));
+      chown(dir, name, e);
     }
     done(path);
   }
@@ -377,8 +377,23 @@ class LayerApplier {
     if (archive_) applied.push_back(path);
   }
 
+  // The directory `parent` names, resolved by the root's walk. Entries of
+  // one directory in a row (a layer's usual order) share one walk: an entry
+  // changes only what is at its own name, below that directory, never what
+  // the directory's path leads to. A whiteout can (it removes a name, which
+  // may be a directory on that path, or a link on it), so it ends the sharing.
+  int parent_dir(const std::vector<std::string>& parent, const std::string& raw) {
+    if (!parent_shared_ || parent_comps_ != parent) {
+      parent_fd_ = root_.open_dir(parent, true, raw);
+      parent_comps_ = parent;
+      parent_shared_ = true;
+    }
+    return parent_fd_.get();
+  }
+
   void whiteout(const std::string& raw, const std::vector<std::string>& parent,
                 const std::string& target) {
+    parent_shared_ = false;  // what it removes may be on the shared directory's path
     if (target == ".wh..opq") {
       UniqueFd dir = root_.open_dir(parent, true, raw);
       std::string prefix = join(parent, parent.size());
@@ -538,6 +553,9 @@ class LayerApplier {
   std::vector<std::string> links_inside_;
   std::set<std::string> seen_;
   std::vector<PendingDir> dirs_;
+  UniqueFd parent_fd_;
+  std::vector<std::string> parent_comps_;
+  bool parent_shared_ = false;
 };
 
 // Threads that write a layer's files: the page cache takes a copy of every

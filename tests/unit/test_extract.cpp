@@ -124,6 +124,39 @@ TEST_CASE("extractor resolves symlinks inside the image root", "[extract]") {
   CHECK(sb.snapshot() == before);
 }
 
+TEST_CASE("a path resolves anew after an entry of the layer changed a directory on it", "[extract]") {
+  // Files of one directory in a row share its resolution; an entry that
+  // replaces the directory (or a link to one) in between must end that.
+  SECTION("a symlink replaces the directory: the next file goes where the link leads") {
+    Sandbox sb;
+    sb.apply({{{"a", 'd'}, {"b", 'd'}},
+              {{"a/f1", 'f', "1"}, {"a", 'l', "b"}, {"a/f2", 'f', "2"}, {"a/f3", 'f', "3"}}});
+    CHECK(fs::is_symlink(sb.target / "a"));
+    CHECK(read_file(sb.target / "b" / "f2") == "2");
+    CHECK(read_file(sb.target / "b" / "f3") == "3");
+    CHECK_FALSE(fs::exists(sb.target / "b" / "f1"));  // it went with the directory
+  }
+  SECTION("a directory replaces the symlink: the next file goes into it and not where the link led") {
+    Sandbox sb;
+    sb.apply({{{"b", 'd'}, {"a", 'l', "b"}},
+              {{"a/f1", 'f', "1"}, {"a", 'd'}, {"a/f2", 'f', "2"}}});
+    CHECK(fs::is_directory(fs::symlink_status(sb.target / "a")));
+    CHECK(read_file(sb.target / "a" / "f2") == "2");
+    CHECK_FALSE(fs::exists(sb.target / "b" / "f2"));
+    CHECK(read_file(sb.target / "b" / "f1") == "1");
+  }
+  SECTION("a whiteout removes the directory: the next file makes it anew") {
+    Sandbox sb;
+    sb.apply({{{"a", 'd'}, {"b", 'l', "a"}}, {{"b/f1", 'f', "1"}, {".wh.a", 'f', ""}, {"b/f2", 'f', "2"}}});
+    CHECK(read_file(sb.target / "a" / "f2") == "2");
+    CHECK_FALSE(fs::exists(sb.target / "a" / "f1"));
+  }
+  SECTION("a link that leaves the root replaces the directory: the next file is refused") {
+    expect_refused({{{"a", 'd'}}, {{"a/f1", 'f', "1"}, {"a", 'l', "../outside"}, {"a/f2", 'f', "2"}}},
+                   "leads out of the root");
+  }
+}
+
 TEST_CASE("a directory entry replaces a symlink instead of chmod-ing through it", "[extract]") {
   Sandbox sb;
   auto before = sb.snapshot();
