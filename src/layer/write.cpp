@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "util/resources.hpp"
+
 namespace sb {
 
 Layer write_layer(const EntryMap& entries, const Store& store, const LayerOptions& options,
@@ -43,6 +45,13 @@ uint64_t content_bytes(const EntryMap& entries) {
 }
 
 void hash_entries(const EntryMap& entries, KeyHasher& key) {
+  // The files' contents first, on every core (a copy layer of a 2.4 GiB tree:
+  // 1.3 s of sha256 on one), then the key in entry order as before.
+  std::vector<fs::path> files;
+  for (const auto& [path, e] : entries)
+    if (e.type == TarEntry::Type::File && !e.source.empty()) files.push_back(e.source);
+  const std::vector<Digest> contents = Digest::of_files(files, usable_cores());
+  size_t next = 0;
   key.field("entries", static_cast<int64_t>(entries.size()));
   for (const auto& [path, e] : entries) {
     key.field("path", path)
@@ -56,7 +65,7 @@ void hash_entries(const EntryMap& entries, KeyHasher& key) {
         .field("dev", static_cast<int64_t>(e.dev_major) << 32 | e.dev_minor);
     for (const auto& [name, value] : e.xattrs) key.field("xattr", name).field("value", value);
     // Whiteouts and other empty entries have no host file behind them.
-    if (e.type == TarEntry::Type::File && !e.source.empty()) key.field("content", Digest::of_file(e.source).str());
+    if (e.type == TarEntry::Type::File && !e.source.empty()) key.field("content", contents[next++].str());
   }
 }
 

@@ -3,11 +3,16 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <exception>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 
 #include "util/error.hpp"
 #include "util/file.hpp"
+#include "util/threads.hpp"
 
 namespace sb {
 
@@ -55,6 +60,28 @@ Digest Digest::of_file(const std::filesystem::path& path) {
     h.update(buf.data(), n);
   }
   return h.finish();
+}
+
+std::vector<Digest> Digest::of_files(const std::vector<std::filesystem::path>& paths, size_t threads) {
+  std::vector<std::optional<Digest>> found(paths.size());
+  std::vector<std::exception_ptr> errors(paths.size());
+  std::atomic<size_t> next{0};
+  run_on_threads(std::min(threads, paths.size()), [&] {
+    for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
+      try {
+        found[i] = of_file(paths[i]);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  });
+  std::vector<Digest> out;
+  out.reserve(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (errors[i]) std::rethrow_exception(errors[i]);
+    out.push_back(std::move(*found[i]));
+  }
+  return out;
 }
 
 void to_json(nlohmann::json& j, const Digest& d) { j = d.str(); }

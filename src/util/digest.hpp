@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
@@ -20,6 +21,10 @@ class Digest {
   static Digest from_raw_sha256(const unsigned char* bytes32);
   static Digest of_bytes(std::string_view data);
   static Digest of_file(const std::filesystem::path& path);
+  // Each file's, in the order given, read by up to `threads` threads at once
+  // (a cache key over a tree of gigabytes: one core hashes 1.8 GB/s). Throws
+  // the error of the first file in that order that failed.
+  static std::vector<Digest> of_files(const std::vector<std::filesystem::path>& paths, size_t threads);
 
   const std::string& hex() const { return hex_; }
   std::string str() const { return "sha256:" + hex_; }

@@ -37,6 +37,27 @@ TEST_CASE("Sha256 matches the FIPS 180-2 test vectors - in one piece or streamed
   CHECK(h.finish() == Digest::of_bytes("abc"));
 }
 
+TEST_CASE("Digest::of_files gives each file's digest in order on any number of threads", "[util]") {
+  TempDir dir;
+  std::vector<fs::path> files;
+  for (int i = 0; i < 40; ++i) {
+    files.push_back(dir.path() / ("f" + std::to_string(i)));
+    test::write(files.back(), std::string(static_cast<size_t>(i) * 1000, static_cast<char>('a' + i % 26)));
+  }
+  std::vector<Digest> one;
+  for (const auto& f : files) one.push_back(Digest::of_file(f));
+  for (size_t threads : {1, 2, 7, 64}) {
+    CAPTURE(threads);
+    CHECK(Digest::of_files(files, threads) == one);
+  }
+  CHECK(Digest::of_files({}, 4).empty());
+  SECTION("the first failing file in the given order is the error") {
+    files.insert(files.begin() + 30, dir.path() / "later-missing");
+    files.insert(files.begin() + 5, dir.path() / "missing");
+    CHECK_THROWS_WITH(Digest::of_files(files, 4), Catch::Contains("missing") && !Catch::Contains("later-missing"));
+  }
+}
+
 TEST_CASE("globs of paths: star within a component - double star across - classes", "[util][glob]") {
   const char* lib = "/usr/local/lib/python3.11/dist-packages/nvidia/cufft/lib/libcufftw.so.11";
   CHECK(glob_match(lib, lib));

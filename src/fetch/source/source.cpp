@@ -16,6 +16,7 @@
 #include "util/error.hpp"
 #include "util/file.hpp"
 #include "util/process.hpp"
+#include "util/resources.hpp"
 
 namespace sb::source {
 
@@ -111,15 +112,22 @@ Digest tree_digest(const fs::path& dir) {
     paths.push_back(it->path().lexically_relative(dir));
   }
   std::sort(paths.begin(), paths.end(), [](const fs::path& a, const fs::path& b) { return a.string() < b.string(); });
+  std::vector<struct stat> stats(paths.size());
+  std::vector<fs::path> files;  // the regular files' contents, hashed on every core
+  for (size_t i = 0; i < paths.size(); ++i) {
+    fs::path p = dir / paths[i];
+    if (::lstat(p.c_str(), &stats[i]) != 0) throw_errno("stat " + p.string());
+    if (!S_ISLNK(stats[i].st_mode) && !S_ISDIR(stats[i].st_mode)) files.push_back(p);
+  }
+  const std::vector<Digest> contents = Digest::of_files(files, usable_cores());
+  size_t next = 0;
   KeyHasher k;
-  for (const auto& rel : paths) {
-    fs::path p = dir / rel;
-    struct stat st;
-    if (::lstat(p.c_str(), &st) != 0) throw_errno("stat " + p.string());
-    k.field("path", rel.string());
-    if (S_ISLNK(st.st_mode)) k.field("symlink", fs::read_symlink(p).string());
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const struct stat& st = stats[i];
+    k.field("path", paths[i].string());
+    if (S_ISLNK(st.st_mode)) k.field("symlink", fs::read_symlink(dir / paths[i]).string());
     else if (S_ISDIR(st.st_mode)) k.field("dir", "");
-    else k.field("file", (st.st_mode & 0111) ? "x" : "-").field("sha256", Digest::of_file(p).hex());
+    else k.field("file", (st.st_mode & 0111) ? "x" : "-").field("sha256", contents[next++].hex());
   }
   return k.finish();
 }
