@@ -639,7 +639,9 @@ void extract_layers(const std::vector<fs::path>& blobs, const fs::path& target,
   const size_t layers_ahead = options.layers_ahead >= 0
                                   ? static_cast<size_t>(options.layers_ahead)
                                   : std::min<size_t>(std::max(usable_cores(), 2u) - 2, 4);
-  const size_t bytes_ahead = layers_ahead ? read_ahead_budget() / layers_ahead : 0;
+  // The layer being read keeps what it had inflated ahead until it is read:
+  // with it, layers_ahead + 1 hold a share each.
+  const size_t bytes_ahead = layers_ahead ? read_ahead_budget() / (layers_ahead + 1) : 0;
   std::deque<Ahead> ahead;
   size_t opened = 0;
   for (size_t i = 0; i < blobs.size(); ++i) {
