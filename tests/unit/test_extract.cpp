@@ -157,6 +157,73 @@ TEST_CASE("a path resolves anew after an entry of the layer changed a directory 
   }
 }
 
+namespace {
+// Files queued ahead of the ones a test is about, so that the writer threads
+// are still busy with these when the extractor reaches the entries after
+// them (a file's bytes, or its creation were that moved to them, may lag).
+std::vector<RawEntry> backlog(std::vector<RawEntry> entries) {
+  std::vector<RawEntry> out{{"backlog", 'd'}};
+  for (int i = 0; i < 24; ++i) out.push_back({"backlog/f" + std::to_string(i), 'f', std::string(1 << 20, 'b')});
+  out.insert(out.end(), entries.begin(), entries.end());
+  return out;
+}
+}  // namespace
+
+TEST_CASE("entries of one layer that reach a file of the same layer see it written", "[extract]") {
+  // Whatever a later entry of the layer does at a file of the layer (by its
+  // own path, or through a link to its directory) happens as if the file had
+  // been written whole at its turn, whatever the writer threads still hold.
+  SECTION("a second file at the same place through a link to its directory wins") {
+    Sandbox sb;
+    sb.apply({{{"x", 'd'}, {"l", 'l', "x"}}, backlog({{"x/d", 'f', "first"}, {"l/d", 'f', "second"}})});
+    CHECK(read_file(sb.target / "x" / "d") == "second");
+  }
+  SECTION("a directory at the place of a file made before it replaces the file") {
+    Sandbox sb;
+    sb.apply({{{"x", 'd'}, {"l", 'l', "x"}}, backlog({{"x/d", 'f', "file"}, {"l/d", 'd'}, {"l/d/in", 'f', "in"}})});
+    CHECK(read_file(sb.target / "x" / "d" / "in") == "in");
+  }
+  SECTION("a symlink at the place of a file made before it replaces the file") {
+    Sandbox sb;
+    sb.apply({{{"x", 'd'}, {"l", 'l', "x"}}, backlog({{"x/d", 'f', "file"}, {"l/d", 'l', "elsewhere"}})});
+    CHECK(fs::read_symlink(sb.target / "x" / "d") == "elsewhere");
+  }
+  SECTION("a hardlink to a file of the layer made just before it") {
+    Sandbox sb;
+    std::vector<RawEntry> layer = backlog({{"x", 'd'}});
+    for (int i = 0; i < 50; ++i) layer.push_back({"x/f" + std::to_string(i), 'f', std::string(70000, 'a' + i % 26)});
+    layer.push_back({"x/hard", 'h', "x/f49"});
+    layer.push_back({"l", 'l', "x"});
+    layer.push_back({"x/hard2", 'h', "l/f48"});
+    sb.apply({layer});
+    CHECK(read_file(sb.target / "x" / "hard") == std::string(70000, 'a' + 49 % 26));
+    CHECK(read_file(sb.target / "x" / "hard2") == std::string(70000, 'a' + 48 % 26));
+  }
+  SECTION("an opaque marker reached through a link removes the file made before it there") {
+    Sandbox sb;
+    sb.apply({{{"x", 'd'}, {"l", 'l', "x"}, {"x/old", 'f', "old"}},
+              backlog({{"x/new", 'f', "new"}, {"l/.wh..wh..opq", 'f', ""}, {"l/after", 'f', "after"}})});
+    CHECK_FALSE(fs::exists(sb.target / "x" / "old"));
+    CHECK_FALSE(fs::exists(sb.target / "x" / "new"));
+    CHECK(read_file(sb.target / "x" / "after") == "after");
+  }
+  SECTION("a whiteout reached through a link removes the file made before it there") {
+    Sandbox sb;
+    sb.apply({{{"x", 'd'}, {"l", 'l', "x"}}, backlog({{"x/f", 'f', "f"}, {"l/.wh.f", 'f', ""}})});
+    CHECK_FALSE(fs::exists(sb.target / "x" / "f"));
+  }
+  SECTION("a file under a file of the layer is refused as under any file") {
+    expect_refused({backlog({{"f", 'f', "file"}, {"f/under", 'f', "x"}})}, "is not a directory");
+    expect_refused({{{"x", 'd'}, {"l", 'l', "x"}}, backlog({{"x/f", 'f', "file"}, {"l/f/under", 'f', "x"}})},
+                   "is not a directory");
+  }
+  SECTION("a file under a directory that replaced earlier files of the layer") {
+    Sandbox sb;
+    sb.apply({{{"d", 'd'}, {"d/sub", 'd'}}, backlog({{"d/sub/a", 'f', "a"}, {"d", 'f', "now a file"}})});
+    CHECK(read_file(sb.target / "d") == "now a file");
+  }
+}
+
 TEST_CASE("a directory entry replaces a symlink instead of chmod-ing through it", "[extract]") {
   Sandbox sb;
   auto before = sb.snapshot();
