@@ -20,6 +20,7 @@ declare -A table=(
   [bench_arm64]='^bench_arm64: ratio arm64 / amd64 build time +[0-9.]+'
   [bench_apt]='^minimal layer: stackbuild [0-9.]+ s, mmdebstrap --variant=[a-z]+ [0-9.]+ s, ratio'
   [bench_cluster]='^bench_cluster: [0-9]+ points, [0-9]+ slots: one build [0-9.]+ s, fan-out [0-9.]+ s, ratio fan-out/one build [0-9.]+'
+  [bench_cores]='^bench_cores: unpack of the [0-9]+-layer image: [0-9.]+ s, [0-9]+ MB/s'
   [bench_buildah]='^  warm \(no change\), stackbuild with --locked +[0-9.]+s +[0-9.]+s'
   [bench_partial_pull]='^bench_partial_pull: (zstd:chunked|estargz) +pull B after A: +[0-9]+ bytes served'
   [bench_layer]='^stackbuild zstd:chunked / zstd throughput +[0-9.]+'
@@ -32,7 +33,7 @@ declare -A table=(
 )
 # The settings the full runs read: none may reach a smoke run from the environment.
 # No proxy either: every request goes to 127.0.0.1.
-clean_env=(-u WORK -u ROUNDS -u N -u SIZE_MB -u SLOTS -u STRICT -u STORE -u KEEP -u JOBS -u STORAGE_DRIVER
+clean_env=(-u WORK -u ROUNDS -u N -u JOBS_LIST -u OUT_DIR -u SRC -u SIZE_MB -u SLOTS -u STRICT -u STORE -u KEEP -u JOBS -u STORAGE_DRIVER
   -u COMPRESSION -u CHANGE -u MOUNT_PROGRAM -u SKIP_UMOCI -u SKIP_GZIP6 -u SKIP_UMOCI_BUNDLE -u STACKBUILD_APT_SOURCES
   -u http_proxy -u https_proxy -u all_proxy -u HTTP_PROXY -u HTTPS_PROXY -u ALL_PROXY)
 
