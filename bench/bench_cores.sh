@@ -48,6 +48,7 @@ if [[ -z ${SB:-} && ! -x "$here/../build/stackbuild" ]]; then
     exit 1
   fi
   bundle=$(cd "$bundle" && pwd)
+  # shellcheck disable=SC2016  # the wrapper expands them when it runs
   printf '#!/bin/sh\nLD_LIBRARY_PATH=%s/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} exec %s/bin/stackbuild "$@"\n' \
     "$bundle" "$bundle" >"$bundle_tmp/stackbuild"
   chmod +x "$bundle_tmp/stackbuild"
