@@ -605,6 +605,7 @@ void apply_layer(LayerReader& a, const fs::path& blob, const fs::path& target,
       if (estargz && archive_entry_filetype(e) == AE_IFREG && estargz_metadata(e)) continue;
       applier.apply(a.get(), e);
     }
+    a.read_to_end();
     applier.finish();
   } catch (Error& err) {
     err.add_trace("while extracting layer " + blob.string());

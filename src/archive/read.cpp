@@ -153,4 +153,10 @@ void LayerReader::set_ahead(size_t bytes) {
   if (gzip_) gzip_->set_ahead(bytes);
 }
 
+void LayerReader::read_to_end() {
+  if (gzip_)
+    while (!gzip_->next().empty()) {
+    }
+}
+
 }  // namespace sb

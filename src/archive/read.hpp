@@ -98,6 +98,10 @@ class LayerReader final : public ArchiveReader {
   explicit LayerReader(const std::filesystem::path& blob, bool raw = false, size_t ahead = 0);
   // Changes that bound (a gzip blob's; nothing for others).
   void set_ahead(size_t bytes);
+  // After the tar's end: reads a gzip blob to its end, so that its last
+  // member's CRC-32 and length are checked too (libarchive stops at the
+  // end-of-archive blocks, before them). Throws sb::Error naming the blob.
+  void read_to_end();
 
  private:
   std::shared_ptr<GzipStream> gzip_;

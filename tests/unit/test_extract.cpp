@@ -390,3 +390,34 @@ TEST_CASE("extract_layers lets the caller's check of the failed layer throw inst
                      [&](size_t i) { throw Error("layer " + std::to_string(i) + " is not its digest"); }),
       "layer 1 is not its digest");
 }
+
+TEST_CASE("a gzip layer whose damage lies past the tar's end is still refused", "[extract]") {
+  // libarchive stops at the tar's end-of-archive blocks; the gzip trailer
+  // after them (CRC-32 and length) is checked all the same.
+  TempDir dir;
+  fs::path blob = dir.path() / "layer.tar.gz";
+  test::make_tar(blob, {{"a", 'f', "content"}, {"b", 'f', std::string(100000, 'x')}}, true);
+  std::string bytes = read_file(blob);
+  SECTION("its trailer cut off") {
+    test::write(blob, bytes.substr(0, bytes.size() - 6));
+    fs::path target = dir.path() / "t";
+    fs::create_directories(target);
+    ExtractStats stats;
+    CHECK_THROWS_WITH(extract_layer(blob, target, {}, stats), Catch::Contains(blob.string()));
+  }
+  SECTION("its CRC-32 wrong") {
+    bytes[bytes.size() - 8] ^= 0x5a;
+    test::write(blob, bytes);
+    fs::path target = dir.path() / "t";
+    fs::create_directories(target);
+    ExtractStats stats;
+    CHECK_THROWS_WITH(extract_layer(blob, target, {}, stats), Catch::Contains("CRC"));
+  }
+  SECTION("whole, it extracts") {
+    fs::path target = dir.path() / "t";
+    fs::create_directories(target);
+    ExtractStats stats;
+    extract_layer(blob, target, {}, stats);
+    CHECK(read_file(target / "a") == "content");
+  }
+}
