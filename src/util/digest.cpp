@@ -1,6 +1,7 @@
 #include "util/digest.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -46,8 +47,14 @@ Digest Digest::of_bytes(std::string_view data) {
 }
 
 Digest Digest::of_file(const std::filesystem::path& path) {
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) throw_errno("open " + path.string());
+  // O_NONBLOCK: a fifo opens at once instead of waiting for a writer, and
+  // is refused below with anything else that is not a regular file (a
+  // device would be read forever; a socket does not open: ENXIO).
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  if (fd.get() < 0 && errno != ENXIO) throw_errno("open " + path.string());
+  struct stat st;
+  if (fd.get() < 0 || (::fstat(fd.get(), &st) == 0 && !S_ISREG(st.st_mode)))
+    throw Error(path.string() + ": not a regular file (a fifo, socket or device), so it has no contents to hash");
   Sha256 h;
   std::string buf(1 << 20, '\0');
   for (;;) {

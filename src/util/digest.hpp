@@ -20,7 +20,7 @@ class Digest {
   static Digest parse(std::string_view text);         // throws sb::Error on bad input
   static Digest from_raw_sha256(const unsigned char* bytes32);
   static Digest of_bytes(std::string_view data);
-  static Digest of_file(const std::filesystem::path& path);
+  static Digest of_file(const std::filesystem::path& path);  // a regular file's; anything else is refused
   // Each file's, in the order given, read by up to `threads` threads at once
   // (a cache key over a tree of gigabytes: one core hashes 1.8 GB/s). Throws
   // the error of the first file in that order that failed.

@@ -1,3 +1,4 @@
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -6,6 +7,7 @@
 #include <functional>
 #include <thread>
 
+#include "fetch/source/source.hpp"
 #include "helpers.hpp"
 #include "store/store.hpp"
 #include "util/digest.hpp"
@@ -56,6 +58,20 @@ TEST_CASE("Digest::of_files gives each file's digest in order on any number of t
     files.insert(files.begin() + 5, dir.path() / "missing");
     CHECK_THROWS_WITH(Digest::of_files(files, 4), Catch::Contains("missing") && !Catch::Contains("later-missing"));
   }
+}
+
+TEST_CASE("a source tree holding a fifo or a socket is refused by name - never read", "[util][trust]") {
+  // A local `source: {path: DIR}` is the recipe's input: a fifo there would
+  // block the digest's open() forever (no writer), a device would read forever.
+  TempDir dir;
+  test::write(dir.path() / "ok.c", "int main() {}");
+  const fs::path fifo = dir.path() / "pipe";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(Digest::of_file(fifo), Catch::Contains(fifo.string()) && Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(Digest::of_files({dir.path() / "ok.c", fifo}, 2), Catch::Contains("not a regular file"));
+  CHECK_THROWS_WITH(source::tree_digest(dir.path()), Catch::Contains("pipe") && Catch::Contains("not a regular file"));
+  fs::remove(fifo);
+  CHECK_NOTHROW(source::tree_digest(dir.path()));
 }
 
 TEST_CASE("globs of paths: star within a component - double star across - classes", "[util][glob]") {
