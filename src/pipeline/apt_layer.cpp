@@ -209,7 +209,7 @@ std::string request_changes(const nlohmann::json& locked, const nlohmann::json& 
   // Repositories: those removed and added, each in one line.
   auto repo_str = [](const nlohmann::json& r) {
     if (r.is_string()) return r.get<std::string>();
-    std::string s = r.value("url", "");
+    std::string s = r.contains("default") ? "default" : r.value("url", "");
     for (const char* k : {"suites", "components"})
       if (r.contains(k))
         for (const auto& w : r[k]) s += " " + w.get<std::string>();

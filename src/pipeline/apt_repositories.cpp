@@ -149,6 +149,8 @@ std::vector<apt::Repository> layer_repositories_with_logins(const Recipe& recipe
   for (const auto& s : specs) {
     if (s.is_default) {
       auto def = default_repositories(d, spec.name, status);
+      if (!s.components.empty())
+        for (auto& r : def) r.components = s.components;
       out.insert(out.end(), def.begin(), def.end());
       continue;
     }

@@ -101,7 +101,7 @@ struct AptRepositorySpec {
   bool is_default = false;
   std::string url;                      // http://, https:// or file://, no trailing '/'
   std::vector<std::string> suites;      // empty: the layer's release (its codename)
-  std::vector<std::string> components;  // default: main
+  std::vector<std::string> components;  // default: main; with is_default, "" = the defaults' own
   std::string keyring;                  // as written; "" = the distribution's keyring
   fs::path keyring_file;                // `keyring` relative to the recipe that names it
   bool trusted = false;                 // no signature check (e.g. a local repository)

@@ -31,6 +31,18 @@ AptRepositorySpec parse_repository(const yaml::Reader& r, const YAML::Node& n, c
     s.is_default = true;
     return s;
   }
+  if (n.IsMap() && n["default"]) {
+    // {default: true, components: [main, contrib, non-free]}: the default
+    // repositories with other components (the machine's sources name only
+    // main, say, and the layer needs non-free).
+    r.check_keys(n, "a default repository", {"default", "components"}, {"default", "components"});
+    if (!r.boolean(n["default"], "repository default"))
+      r.fail(n["default"], "'default: false' names no repository",
+             "write the word 'default', or {default: true, components: [...]}, or a map with a url");
+    s.is_default = true;
+    s.components = words(r, n["components"], "repository components");
+    return s;
+  }
   r.check_keys(n, "a repository", {"url", "suites", "components", "keyring", "trusted", "check_valid_until", "priority"},
                {"url"});
   s.url = r.string(n["url"], "repository url");

@@ -71,6 +71,7 @@ static nlohmann::json env_json(const std::vector<std::pair<std::string, Text>>& 
 void to_json(nlohmann::json& j, const AptRepositorySpec& r) {
   if (r.is_default) {
     j = "default";
+    if (!r.components.empty()) j = {{"default", true}, {"components", r.components}};
     return;
   }
   j = {{"url", r.url}, {"components", r.components}};

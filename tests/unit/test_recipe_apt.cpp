@@ -28,7 +28,10 @@ TEST_CASE("recipe apt keys: repositories pins and layer options parse", "[recipe
               "    recommends: true\n"
               "    base: true\n"
               "    repositories: [{url: \"file:///srv/repo\", trusted: true, check_valid_until: false}]\n"
-              "    pins: [{origin: Local, priority: 1001}]\n");
+              "    pins: [{origin: Local, priority: 1001}]\n"
+              "  - name: cuda\n"
+              "    apt: [nvidia-cuda-toolkit]\n"
+              "    repositories: [{default: true, components: [main, contrib, non-free]}]\n");
   Recipe r = load_recipe(tmp.path() / "recipe.yaml");
   REQUIRE(r.repositories.size() == 2);
   CHECK(r.repositories[0].is_default);
@@ -52,8 +55,15 @@ TEST_CASE("recipe apt keys: repositories pins and layer options parse", "[recipe
   CHECK(t.repositories[0].components == std::vector<std::string>{"main"});  // the default
   CHECK(t.repositories[0].suites.empty());                                  // the layer's release
   CHECK(t.pins[0].priority == 1001);
+  // The defaults with other components: still the defaults, the components replaced.
+  const AptRepositorySpec& d = r.layers[2].repositories.at(0);
+  CHECK(d.is_default);
+  CHECK(d.components == std::vector<std::string>{"main", "contrib", "non-free"});
+  CHECK(r.repositories[0].components.empty());  // the word: the defaults' own components
   nlohmann::json j = r;
   CHECK(j["repositories"][0] == "default");
+  CHECK(j["layers"][2]["repositories"][0] ==
+        nlohmann::json{{"default", true}, {"components", {"main", "contrib", "non-free"}}});
   CHECK(j["layers"][1]["recommends"] == true);
   // A child recipe replaces what it gives.
   test::write(tmp.path() / "child.yaml",
@@ -89,6 +99,14 @@ TEST_CASE("recipe apt keys: every mistake names its place", "[recipe][apt][error
       {"a missing keyring", head + "repositories: [{url: \"http://x/y\", keyring: none.gpg}]\n" + layer, 2, 16,
        "keyring 'none.gpg' not found"},
       {"default twice", head + "repositories: [default, default]\n" + layer, 2, 25, "'default' is listed twice"},
+      {"default false", head + "repositories: [{default: false, components: [main]}]\n" + layer, 2, 26,
+       "'default: false' names no repository"},
+      {"default with a url", head + "repositories: [{default: true, url: \"http://x/y\"}]\n" + layer, 2, 32,
+       "unknown key 'url' in a default repository"},
+      {"default without components", head + "repositories: [{default: true}]\n" + layer, 2, 16,
+       "missing key 'components'"},
+      {"default with a bad component", head + "repositories: [{default: true, components: [\"non free\"]}]\n" + layer,
+       2, 44, "holds words such as trixie or main"},
       {"an empty list", head + "repositories: []\n" + layer, 2, 15, "'repositories' is an empty list"},
       {"a pin without priority", head + "pins: [{origin: X}]\n" + layer, 2, 8, "missing key 'priority'"},
       {"a pin twice", head + "pins: [{origin: X, priority: 1}, {origin: X, priority: 2}]\n" + layer, 2, 43,

@@ -8,8 +8,11 @@
 #include <cstdlib>
 #include <set>
 
+#include "fakes.hpp"
 #include "helpers.hpp"
+#include "fetch/apt/config.hpp"
 #include "pipeline/apt_layer.hpp"
+#include "pipeline/apt_repositories.hpp"
 #include "pipeline/layer_kind.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/pip_layer.hpp"
@@ -450,4 +453,34 @@ TEST_CASE("sources: a wheel's cuBLAS dependency resolves to the point's CUDA min
                                Catch::Contains("asked by pinned 1.0") &&
                                Catch::Contains("'nvidia-cublas-cu12==12.4.*' required by the point's cublas 12.4"));
   }
+}
+
+TEST_CASE("sources: {default: true, components} takes the default repositories with those components",
+          "[apt][sources]") {
+  TempDir tmp;
+  test::write(tmp.path() / "debian.sources",
+              "Types: deb\nURIs: http://127.0.0.1:9/debian\nSuites: trixie trixie-updates\nComponents: main\n");
+  ::setenv("STACKBUILD_APT_SOURCES", (tmp.path() / "debian.sources").c_str(), 1);
+  struct Unset {
+    ~Unset() { ::unsetenv("STACKBUILD_APT_SOURCES"); }
+  } unset;
+  test::write(tmp.path() / "r.yaml",
+              "stack: t\nlayers:\n  - {name: os, use: debian, version: trixie}\n"
+              "  - name: cuda\n    apt: [nvidia-cuda-toolkit]\n"
+              "    repositories: [{default: true, components: [main, contrib, non-free]}]\n"
+              "  - {name: plain, apt: [git], repositories: [default]}\n");
+  Recipe r = load_recipe(tmp.path() / "r.yaml");
+  test::RecordingStatus status;
+  apt::AptNetwork net(apt::AptConfig{}, {});
+  Distro d{"debian", "trixie"};
+  auto cuda = layer_repositories(r, layer(r, "cuda"), d, status, net);
+  REQUIRE(cuda.size() == 2);
+  for (const auto& repo : cuda) {
+    CHECK(repo.uri == "http://127.0.0.1:9/debian");
+    CHECK(repo.components == std::vector<std::string>{"main", "contrib", "non-free"});
+  }
+  CHECK(cuda[1].suite == "trixie-updates");
+  auto plain = layer_repositories(r, layer(r, "plain"), d, status, net);
+  REQUIRE(plain.size() == 2);
+  CHECK(plain[0].components == std::vector<std::string>{"main"});
 }
