@@ -33,7 +33,7 @@ void validate_recipe(const Recipe& recipe);
 std::vector<AptRepositorySpec> parse_apt_repositories(const yaml::Reader& r, const YAML::Node& n, const fs::path& base);
 std::vector<AptPin> parse_apt_pins(const yaml::Reader& r, const YAML::Node& n);
 std::string parse_apt_priority(const yaml::Reader& r, const YAML::Node& n);
-// Whether a layer installs Debian packages (apt:, or use: os/debian/ubuntu).
+// Whether a layer installs Debian packages (apt:, use: X + from: apt, or use: os/debian/ubuntu).
 bool is_apt_spec(const LayerSpec& l);
 // The apt keys only apt layers may have; keyrings that must exist.
 void validate_apt_keys(const Recipe& r);

@@ -122,7 +122,8 @@ std::string parse_apt_priority(const yaml::Reader& r, const YAML::Node& n) {
 }
 
 bool is_apt_spec(const LayerSpec& l) {
-  return !l.apt.empty() || std::any_of(l.use.begin(), l.use.end(), is_os_component);
+  return !l.apt.empty() || (l.from == "apt" && !l.use.empty()) ||
+         std::any_of(l.use.begin(), l.use.end(), is_os_component);
 }
 
 void validate_apt_keys(const Recipe& r) {

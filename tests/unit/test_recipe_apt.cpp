@@ -31,7 +31,8 @@ TEST_CASE("recipe apt keys: repositories pins and layer options parse", "[recipe
               "    pins: [{origin: Local, priority: 1001}]\n"
               "  - name: cuda\n"
               "    apt: [nvidia-cuda-toolkit]\n"
-              "    repositories: [{default: true, components: [main, contrib, non-free]}]\n");
+              "    repositories: [{default: true, components: [main, contrib, non-free]}]\n"
+              "  - {name: dl, use: nccl, from: apt, repositories: [default], recommends: true}\n");
   Recipe r = load_recipe(tmp.path() / "recipe.yaml");
   REQUIRE(r.repositories.size() == 2);
   CHECK(r.repositories[0].is_default);
@@ -60,6 +61,7 @@ TEST_CASE("recipe apt keys: repositories pins and layer options parse", "[recipe
   CHECK(d.is_default);
   CHECK(d.components == std::vector<std::string>{"main", "contrib", "non-free"});
   CHECK(r.repositories[0].components.empty());  // the word: the defaults' own components
+  CHECK(r.layers[3].recommends);                 // a from: apt layer takes the apt keys too
   nlohmann::json j = r;
   CHECK(j["repositories"][0] == "default");
   CHECK(j["layers"][2]["repositories"][0] ==
