@@ -87,6 +87,7 @@ void to_json(nlohmann::json& j, const Record& r) {
   j["sources"] = r.sources;
   if (!r.info.empty()) j["info"] = r.info;
   if (!r.notes.empty()) j["notes"] = r.notes;
+  if (r.explicit_only) j["explicit"] = true;
   if (!r.cite.empty()) j["cite"] = r.cite;
 }
 

@@ -79,6 +79,10 @@ struct Record {
   Sources sources;
   std::map<std::string, std::string> info;  // facts kept for people and templates (glibc, ...)
   std::string notes;
+  // `explicit: true`: never chosen as the newest of a range, only where the
+  // recipe or a chosen record asks for exactly its version (Debian's own
+  // build of a release, whose packages exist only in Debian's archive).
+  bool explicit_only = false;
   std::vector<std::string> cite;  // where each fact was read
   SourceLocation where;           // the record's first line
 

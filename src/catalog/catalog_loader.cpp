@@ -146,7 +146,7 @@ class FileLoader {
   Record record(const YAML::Node& item, const std::string& component) {
     r_.check_keys(item, "a version record",
                   {"version", "build", "aliases", "requires", "prefers", "driver_min",
-                   "driver_branches", "compute_capability", "sources", "info", "notes", "cite"},
+                   "driver_branches", "compute_capability", "sources", "info", "notes", "cite", "explicit"},
                   {"version"});
     Record rec;
     rec.component = component;
@@ -196,6 +196,7 @@ class FileLoader {
         rec.info[r_.string(it->first, "a key")] = r_.string(it->second, "an info value");
     }
     if (auto n = item["notes"]) rec.notes = r_.string(n, "'notes'");
+    if (auto n = item["explicit"]) rec.explicit_only = r_.boolean(n, "'explicit'");
     rec.cite = cite(item);
     return rec;
   }

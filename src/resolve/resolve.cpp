@@ -127,12 +127,24 @@ const VersionRange* Solver::preference(int c) const {
   return nullptr;
 }
 
+bool Solver::named(int c, const Record& x, const VersionRange* extra) const {
+  if (!x.explicit_only) return true;
+  const std::string v = x.version.str();
+  if (extra && extra->str() == v) return true;
+  for (const Want* w : slots[c].wants)
+    if (w->version == v) return true;
+  for (int d : chosen_order)
+    for (const auto& req : slots[d].chosen->requirements)
+      if (req.target == c && req.range.str() == v) return true;
+  return false;
+}
+
 // Whether some record of `target` in `range` fits the choices so far and
 // the candidate `r` for component `c`.
 bool Solver::supported(int target, const VersionRange& range, int c, const Record& r,
                        bool check_arch) const {
   for (const Record* x : slots[target].domain) {
-    if (!range.contains(x->version) || (check_arch && !arch_ok(*x))) continue;
+    if (!range.contains(x->version) || (check_arch && !arch_ok(*x)) || !named(target, *x, &range)) continue;
     bool fits = true;
     for (int d : chosen_order)
       for (const auto& req : slots[d].chosen->requirements)
@@ -148,6 +160,7 @@ bool Solver::supported(int target, const VersionRange& range, int c, const Recor
 }
 
 bool Solver::accepts(int c, const Record& r, Why* why) const {
+  if (!named(c, r)) return false;  // not a candidate at all: no reason to give
   bool ok = true;
   if (!arch_ok(r)) {
     if (!why) return false;

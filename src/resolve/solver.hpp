@@ -41,6 +41,10 @@ class Solver {
   // Whether `r` can be chosen for component `c` given the choices so far;
   // when `why` is set, records every reason it cannot.
   bool accepts(int c, const catalog::Record& r, Why* why) const;
+  // Whether an `explicit` record `x` of component `c` is asked for by its
+  // exact version: by a want, a chosen record's requirement, or `extra` (the
+  // candidate's requirement under test). Any other record: true.
+  bool named(int c, const catalog::Record& x, const catalog::VersionRange* extra = nullptr) const;
 
   const catalog::Catalog& catalog;
   const Request& request;

@@ -113,6 +113,35 @@ TEST_CASE("valid points resolve to the expected stacks", "[resolve]") {
   }
 }
 
+TEST_CASE("an explicit record is chosen only where its exact version is asked for", "[resolve]") {
+  // Debian's NCCL 2.22.3 (build debian) is newer than 2.21.5 for CUDA 12.4,
+  // but its packages exist only in Debian's archive: a range never takes it.
+  Result any = resolve_point(cat(), request({{"cuda", "12.4"}, {"nccl", ""}}));
+  REQUIRE(any.stack);
+  CHECK(any.stack->versions["nccl"] != "2.22.3");
+  Result prefix = resolve_point(cat(), request({{"cuda", "12.4"}, {"nccl", "2.22"}}));
+  CHECK_FALSE(prefix.stack);  // 2.22 names no version exactly, and no other 2.22 fits CUDA 12.4
+  Result exact = resolve_point(cat(), request({{"cuda", "12.4"}, {"nccl", "2.22.3"}}));
+  REQUIRE(exact.stack);
+  CHECK(exact.stack->builds.at("nccl") == "debian");
+  // PyTorch 2.6.0 with CUDA 12.4 is the Python index's cu124 build, unless the
+  // point asks for Debian's NCCL: then Debian's build, whose requirement
+  // names NCCL 2.22.3 exactly.
+  Result wheel = resolve_point(cat(), request({{"cuda", "12.4"}, {"pytorch", "2.6.0"}}));
+  REQUIRE(wheel.stack);
+  CHECK(wheel.stack->builds.at("pytorch") == "cu124");
+  CHECK_THAT(wheel.stack->versions.at("nccl"), Catch::StartsWith("2.21.5"));
+  Result debian = resolve_point(cat(), request({{"cuda", "12.4"}, {"pytorch", "2.6.0"}, {"nccl", "2.22.3"}}));
+  REQUIRE(debian.stack);
+  CHECK(debian.stack->builds.at("pytorch") == "debian");
+  CHECK(debian.stack->builds.at("nccl") == "debian");
+  CHECK(debian.stack->versions.at("python") == "3.13");
+  // Asked for without NCCL's pin, by version alone: the first build that fits.
+  Result prefix_torch = resolve_point(cat(), request({{"cuda", "12.4"}, {"pytorch", "2.6"}}));
+  REQUIRE(prefix_torch.stack);
+  CHECK(prefix_torch.stack->builds.at("pytorch") == "cu124");
+}
+
 TEST_CASE("only wanted and required components are chosen", "[resolve]") {
   Result r = resolve_point(cat(), request({{"cuda", "12.6"}, {"pytorch", "2.6"}}));
   REQUIRE(r.stack);
