@@ -172,6 +172,13 @@ void check_cuda_wheels(const LayerSpec& spec, const std::map<std::string, std::s
     if (!r || std::none_of(r->requirements.begin(), r->requirements.end(),
                            [](const catalog::Requirement& q) { return q.component == "cuda"; }))
       continue;
+    // NVIDIA's own library wheels (nvidia-cudnn-cu12, nvidia-nccl-cu12) are
+    // CUDA code whatever they depend on: cuDNN's needs cuBLAS's wheel alone,
+    // and a layer of it may sit on a CUDA installed otherwise.
+    if (std::all_of(r->sources.pip.begin(), r->sources.pip.end(), [](const std::string& req) {
+          return pip::Requirement::parse(req).key.rfind("nvidia-", 0) == 0;
+        }))
+      continue;
     std::string files;
     for (const auto& w : wheels)
       for (const auto& req : r->sources.pip)

@@ -32,6 +32,8 @@ for m in ("x86_64", "aarch64"):
           ['nvidia-cuda-runtime==13.0.96; platform_system == "Linux" and platform_machine == "x86_64"'])
     # 3.0: CUDA on every Linux machine
     wheel("torchy", "3.0", f"cp311-cp311-manylinux_2_28_{m}", ['nvidia-cuda-runtime==13.0.96; platform_system == "Linux"'])
+    # an NVIDIA library wheel is CUDA itself, and needs no runtime wheel (cuDNN's needs only cuBLAS's)
+    wheel("nvidia-dnn-cu13", "1.0", f"py3-none-manylinux_2_17_{m}")
 for name, ls in links.items():
     os.makedirs(f"{out}/simple/{name}", exist_ok=True)
     open(f"{out}/simple/{name}/index.html", "w").write("".join(ls))
@@ -51,6 +53,11 @@ component: torchy
 versions:
   - {version: "2.0", requires: {cuda: "13.0"}, sources: {pip: ["torchy==2.0"]}}
   - {version: "3.0", requires: {cuda: "13.0"}, sources: {pip: ["torchy==3.0"]}}
+YAML
+cat >"$R/layers/dnn.yaml" <<'YAML'
+component: dnn
+versions:
+  - {version: "1.0", requires: {cuda: "13.0"}, sources: {pip: ["nvidia-dnn-cu13==1.0"]}}
 YAML
 cat >"$R/w.yaml" <<'YAML'
 stack: w
@@ -82,4 +89,9 @@ for m in x86_64 aarch64; do
   grep -q "nvidia_cuda_runtime-13.0.96-py3-none-manylinux_2_17_$m.whl" "$R/w.yaml.lock" || fail "no $m runtime in the lock"
   grep -q "torchy-3.0-cp311-cp311-manylinux_2_28_$m.whl" "$R/w.yaml.lock" || fail "no $m torchy in the lock"
 done
+
+check "a layer of an NVIDIA library wheel alone (cuDNN's, beside a CUDA from elsewhere) locks without a runtime wheel"
+sed 's/^layers:$/layers:\n  - {name: dnn, use: dnn, from: wheel}/' "$R/w.yaml" >"$R/d.yaml"
+expect_ok lock4 sb lock "$R/d.yaml" --set torchy=3.0 --store "$STORE"
+grep -q "nvidia_dnn_cu13-1.0-py3-none-manylinux_2_17_aarch64.whl" "$R/d.yaml.lock" || fail "no dnn wheel in the lock"
 pass
