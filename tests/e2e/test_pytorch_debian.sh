@@ -7,12 +7,13 @@
 #   NCCL (explicit records), with cuDNN 9.1.0.70 and Python 3.13;
 # - the committed lockfile is current, and a --locked build from it of a copy
 #   of the recipe whose pytorch layer stops setup.py after CMake's configure
-#   (`build --cmake-only`) succeeds: every layer below (Debian 13, NCCL from
+#   (`build --cmake-only`) and three of its sources (cuDNN's frontend in
+#   MHA.cpp, a CUDA kernel, flash attention's dispatch) succeeds: every layer below (Debian 13, NCCL from
 #   contrib, ~310 build dependencies from main, contrib and non-free, dpkg
 #   --configure, the cuDNN wheel) and the source tree, fetched from the
 #   archive with every hash and signature checked; CMake finds nvcc 12.4 at
 #   /usr/bin, the wheel's cuDNN 9.1.0, Debian's NCCL, BLAS and the point's
-#   archs only;
+#   archs only, and nvcc 12.4 with cuda-g++ 13 compiles for sm_80, sm_86, sm_90;
 # - the image keeps Debian's tree at /opt/pytorch, version 2.6.0+dfsg-7;
 # - the tree equals `dpkg-source -x`'s of the same files
 #   (test_debian_source_real.sh with SB_E2E_DEBIAN_SOURCES="pytorch bzip2"
@@ -44,7 +45,7 @@ PY
 check "the committed lockfile is current"
 STACKBUILD_OFFLINE=1 expect_ok check sb lock "$recipe" --check
 
-check "a --locked build up to CMake's configure: every layer below and the source, then CMake finds CUDA, cuDNN and NCCL"
+check "a --locked build up to CMake's configure and three sources: every layer below and the source; CMake finds CUDA, cuDNN and NCCL; nvcc compiles"
 R=$TMP/r
 mkdir -p "$R"
 cp "$recipe.lock" "$R/pytorch-debian.yaml.lock"
@@ -55,10 +56,15 @@ steps = ('        - python3 setup.py bdist_wheel\n'
          '        - python3 -m pip install --no-deps --no-index dist/*.whl\n'
          '        - rm -rf build dist torch.egg-info\n')
 assert steps in text, "the recipe's last steps changed: update this test"
+# CMake's configure, then three of PyTorch's own sources: cuDNN's frontend
+# (MHA.cpp), a CUDA kernel and flash attention's dispatch (.cu, for each arch).
+objs = r"(native/cudnn/MHA\.cpp|native/cuda/ActivationGeluKernel\.cu|native/transformers/cuda/attention\.cu)\.o:"
 configure = ('        - python3 setup.py build --cmake-only\n'
              '        - grep -E "^(CUDNN_LIBRARY_PATH|CUDNN_INCLUDE_PATH|NCCL_INCLUDE_DIR|NCCL_LIBRARIES|BLAS_LIBRARIES'
              '|CMAKE_CUDA_COMPILER|TORCH_CUDA_ARCH_LIST|USE_CUDNN|USE_SYSTEM_NCCL):" build/CMakeCache.txt\n'
-             '        - rm -rf build torch.egg-info\n')
+             "        - 'ninja -C build -t targets all | grep -E \"%s\" | cut -d: -f1 > build/objs.txt; cat build/objs.txt'\n"
+             '        - test "$(wc -l < build/objs.txt)" = 3 && ninja -C build -j"$(nproc)" $(cat build/objs.txt)\n'
+             '        - rm -rf build torch.egg-info\n') % objs
 env = '        PIP_BREAK_SYSTEM_PACKAGES: "1"\n'
 assert env in text, "the recipe's build env changed: update this test"
 # A value of this run's in the layer's env: its cache key is new, so the steps run (and print) each time.
@@ -68,7 +74,7 @@ PY
 start=$SECONDS
 sb build "$R/pytorch-debian.yaml" --locked -o "$TMP/out" --store "$S" >"$TMP/build.out" 2>&1 ||
   fail "the configure build failed: $(grep -v '^warning' "$TMP/build.out" | tail -40)"
-say "built the layers and configured in $((SECONDS - start)) s"
+say "built the layers, configured and compiled three sources in $((SECONDS - start)) s"
 want=(
   "pytorch | --     CUDA version        : 12.4"
   "pytorch | --     cuDNN version       : 9.1.0"
@@ -77,6 +83,9 @@ want=(
   "pytorch | CUDNN_LIBRARY_PATH:FILEPATH=/usr/local/lib/python3.13/dist-packages/nvidia/cudnn/lib/libcudnn.so"
   "pytorch | NCCL_INCLUDE_DIR:PATH=/usr/include"
   "pytorch | TORCH_CUDA_ARCH_LIST:UNINITIALIZED=8.0;8.6;9.0"
+  "Building CXX object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cudnn/MHA.cpp.o"
+  "Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/cuda/ActivationGeluKernel.cu.o"
+  "Building CUDA object caffe2/CMakeFiles/torch_cuda.dir/__/aten/src/ATen/native/transformers/cuda/attention.cu.o"
 )
 for line in "${want[@]}"; do
   grep -qF -- "$line" "$TMP/build.out" || fail "the configure output lacks '$line': $(grep -E 'CMake (Error|Warning)' -A5 "$TMP/build.out" | head -20)"
