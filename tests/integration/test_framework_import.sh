@@ -106,6 +106,12 @@ expect_rc 1 badnccl sb test "$TMP/L:badnccl" --store "$STORE"
 grep -q "nccl 2.21.5, the image was resolved with 2.26.2" "$TMP/badnccl.out" ||
   { show_output badnccl; fail "the failure does not name the NCCL versions"; }
 
+check "a resolved version with a packaging revision (NVIDIA's apt NCCL 2.26.2-1) is the library's 2.26.2"
+expect_ok revision sb test "$TMP/L:good" --store "$STORE" --expect nccl=2.26.2-1
+expect_rc 1 revision2 sb test "$TMP/L:good" --store "$STORE" --expect nccl=2.26.3-1
+grep -q "nccl 2.26.2, the image was resolved with 2.26.3-1" "$TMP/revision2.out" ||
+  { show_output revision2; fail "another NCCL with a revision passed"; }
+
 check "--expect overrides a label: the good image against another CUDA fails"
 expect_rc 1 expect sb test "$TMP/L:good" --store "$STORE" --expect cuda=12.8
 grep -q "cuda 12.6, the image was resolved with 12.8" "$TMP/expect.out" ||
