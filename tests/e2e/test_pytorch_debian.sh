@@ -23,11 +23,7 @@
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=../integration/lib.sh
 source "$(dirname "$0")/../integration/lib.sh"
-[[ $(id -u) == 0 ]] || skip "the build sandbox needs root here"
-[[ -f /etc/apt/sources.list.d/debian.sources ]] || skip "no deb822 Debian sources on this machine"
-S=${SB_E2E_STORE:-$STORE}
-avail=$(df -Pk "$TMP" | awk 'NR==2 {print $4}')
-(( avail > ${SB_E2E_NEED_GB:-25} * 1024 * 1024 )) || skip "needs ${SB_E2E_NEED_GB:-25} GB free in $TMP (SB_E2E_NEED_GB)"
+e2e_archive_build 25
 recipe=$SB_SOURCE_DIR/recipes/pytorch-debian.yaml
 
 check "plan: Debian's builds of PyTorch 2.6.0 and NCCL 2.22.3, CUDA 12.4.1, cuDNN 9.1.0.70, Python 3.13"

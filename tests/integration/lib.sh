@@ -240,6 +240,19 @@ net_server() {
 }
 make_tree() { python3 "$HERE/make_tree.py" "$@"; }
 
+# e2e_archive_build GB: what an e2e test that builds from this machine's Debian
+# archive in the sandbox needs: root, deb822 Debian sources and GB free in $TMP
+# (SB_E2E_NEED_GB overrides); else it is skipped. Sets S, the store
+# (SB_E2E_STORE=DIR keeps the downloads between runs).
+e2e_archive_build() {
+  [[ $(id -u) == 0 ]] || skip "the build sandbox needs root here"
+  [[ -f /etc/apt/sources.list.d/debian.sources ]] || skip "no deb822 Debian sources on this machine"
+  S=${SB_E2E_STORE:-$STORE}
+  local need=${SB_E2E_NEED_GB:-$1} avail
+  avail=$(df -Pk "$TMP" | awk 'NR==2 {print $4}')
+  (( avail > need * 1024 * 1024 )) || skip "needs $need GB free in $TMP (SB_E2E_NEED_GB)"
+}
+
 # expected_copy SRC DST: copies SRC's contents to DST the way a copy layer normalises
 # them: directories and files with any x bit 0755, other files 0644 (symlinks as is),
 # hardlinks kept.

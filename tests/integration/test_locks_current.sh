@@ -12,7 +12,8 @@ source "$(dirname "$0")/lib.sh"
 src=${SB_SOURCE_DIR:?}
 
 check "the recipes these machines build have their lockfile"
-for r in recipes/pytorch.yaml recipes/cuda-base-wheels.yaml recipes/jax.yaml recipes/tensorflow.yaml; do
+for r in recipes/pytorch.yaml recipes/cuda-base-wheels.yaml recipes/jax.yaml recipes/tensorflow.yaml \
+  recipes/pytorch-debian.yaml recipes/torch-cuda-ops.yaml; do
   [[ -f "$src/$r.lock" ]] || fail "$r ships without $r.lock: run 'stackbuild lock $r' and commit it"
 done
 
