@@ -46,11 +46,13 @@ Digest Digest::of_bytes(std::string_view data) {
   return h.finish();
 }
 
-Digest Digest::of_file(const std::filesystem::path& path) {
+Digest Digest::of_file(const std::filesystem::path& path, bool follow_links) {
   // O_NONBLOCK: a fifo opens at once instead of waiting for a writer, and
   // is refused below with anything else that is not a regular file (a
   // device would be read forever; a socket does not open: ENXIO).
-  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_links ? 0 : O_NOFOLLOW)));
+  if (fd.get() < 0 && errno == ELOOP && !follow_links)
+    throw Error(path.string() + ": a symbolic link where a regular file was (changed while it was read?); not followed");
   if (fd.get() < 0 && errno != ENXIO) throw_errno("open " + path.string());
   struct stat st;
   if (fd.get() < 0 || (::fstat(fd.get(), &st) == 0 && !S_ISREG(st.st_mode)))
@@ -69,14 +71,15 @@ Digest Digest::of_file(const std::filesystem::path& path) {
   return h.finish();
 }
 
-std::vector<Digest> Digest::of_files(const std::vector<std::filesystem::path>& paths, size_t threads) {
+std::vector<Digest> Digest::of_files(const std::vector<std::filesystem::path>& paths, size_t threads,
+                                     bool follow_links) {
   std::vector<std::optional<Digest>> found(paths.size());
   std::vector<std::exception_ptr> errors(paths.size());
   std::atomic<size_t> next{0};
   run_on_threads(std::min(threads, paths.size()), [&] {
     for (size_t i; (i = next.fetch_add(1)) < paths.size();) {
       try {
-        found[i] = of_file(paths[i]);
+        found[i] = of_file(paths[i], follow_links);
       } catch (...) {
         errors[i] = std::current_exception();
       }

@@ -20,11 +20,15 @@ class Digest {
   static Digest parse(std::string_view text);         // throws sb::Error on bad input
   static Digest from_raw_sha256(const unsigned char* bytes32);
   static Digest of_bytes(std::string_view data);
-  static Digest of_file(const std::filesystem::path& path);  // a regular file's; anything else is refused
+  // A regular file's; anything else is refused. With follow_links false a
+  // symlink is refused too (a walk that saw a file there, which was swapped
+  // for a link to a host file since, must not hash that file).
+  static Digest of_file(const std::filesystem::path& path, bool follow_links = true);
   // Each file's, in the order given, read by up to `threads` threads at once
   // (a cache key over a tree of gigabytes: one core hashes 1.8 GB/s). Throws
   // the error of the first file in that order that failed.
-  static std::vector<Digest> of_files(const std::vector<std::filesystem::path>& paths, size_t threads);
+  static std::vector<Digest> of_files(const std::vector<std::filesystem::path>& paths, size_t threads,
+                                      bool follow_links = true);
 
   const std::string& hex() const { return hex_; }
   std::string str() const { return "sha256:" + hex_; }

@@ -74,6 +74,23 @@ TEST_CASE("a source tree holding a fifo or a socket is refused by name - never r
   CHECK_NOTHROW(source::tree_digest(dir.path()));
 }
 
+TEST_CASE("a tree's files are hashed without following links - a link swapped in is refused", "[util][trust]") {
+  // tree_digest lstat()s the whole tree, then hashes its regular files on
+  // every core: a file replaced meanwhile by a link to a host file (a
+  // secret, a device) must not be read through the link.
+  TempDir dir, outside;
+  test::write(outside.path() / "secret", "host secret");
+  test::write(dir.path() / "a.c", "int a;");
+  fs::create_symlink(outside.path() / "secret", dir.path() / "swapped");
+  CHECK_THROWS_WITH(Digest::of_files({dir.path() / "a.c", dir.path() / "swapped"}, 2, /*follow_links=*/false),
+                    Catch::Contains("swapped") && Catch::Contains("symbolic link"));
+  CHECK(Digest::of_file(dir.path() / "swapped") == Digest::of_bytes("host secret"));  // callers that follow: as before
+  // The tree's own link is keyed by its text, not the file it names.
+  Digest before = source::tree_digest(dir.path());
+  test::write(outside.path() / "secret", "changed");
+  CHECK(source::tree_digest(dir.path()) == before);
+}
+
 TEST_CASE("globs of paths: star within a component - double star across - classes", "[util][glob]") {
   const char* lib = "/usr/local/lib/python3.11/dist-packages/nvidia/cufft/lib/libcufftw.so.11";
   CHECK(glob_match(lib, lib));

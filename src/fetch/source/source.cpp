@@ -119,7 +119,9 @@ Digest tree_digest(const fs::path& dir) {
     if (::lstat(p.c_str(), &stats[i]) != 0) throw_errno("stat " + p.string());
     if (!S_ISLNK(stats[i].st_mode) && !S_ISDIR(stats[i].st_mode)) files.push_back(p);
   }
-  const std::vector<Digest> contents = Digest::of_files(files, usable_cores());
+  // Not following links: each was a regular file when lstat() saw it, and a
+  // link swapped in since must not make the key hash a file outside the tree.
+  const std::vector<Digest> contents = Digest::of_files(files, usable_cores(), /*follow_links=*/false);
   size_t next = 0;
   KeyHasher k;
   for (size_t i = 0; i < paths.size(); ++i) {
