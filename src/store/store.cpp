@@ -84,15 +84,16 @@ bool Store::has(const Digest& d) const { return ::access(blob_path(d).c_str(), F
 uint64_t Store::size(const Digest& d) const { return fs::file_size(blob_path(d)); }
 
 Store::Writer::Writer(const Store& store, fs::path temp_name)
-    : store_(store), file_(std::move(temp_name), 0644) {}
+    : store_(store), file_(std::move(temp_name), 0644), out_(file_.fd(), file_.temp_path().string()) {}
 
 void Store::Writer::write(const void* data, size_t size) {
   sha_.update(data, size);
-  file_.write(data, size);
+  out_.write(data, size);
   size_ += size;
 }
 
 Digest Store::Writer::commit(const std::optional<Digest>& expected) {
+  out_.flush();
   Digest got = sha_.finish();
   if (expected && *expected != got)
     throw Error("digest mismatch: expected " + expected->str() + ", got " + got.str() + " (" +

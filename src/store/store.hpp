@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "util/digest.hpp"
+#include "util/direct_write.hpp"
 #include "util/file.hpp"
 
 namespace sb {
@@ -53,18 +54,22 @@ class Store {
 
   // Streams a new blob in. commit() checks `expected` (when given), then moves
   // the blob into place and returns its digest. Dropped uncommitted: no trace.
+  // Large blobs go to the disk with direct I/O where the filesystem does it
+  // well (util/direct_write.hpp).
   class Writer {
    public:
     void write(const void* data, size_t size);
     void write(std::string_view s) { write(s.data(), s.size()); }
     uint64_t bytes_written() const { return size_; }
     Digest commit(const std::optional<Digest>& expected = std::nullopt);
+    bool wrote_direct() const { return out_.wrote_direct(); }
 
    private:
     friend class Store;
     Writer(const Store& store, fs::path temp_name);
     const Store& store_;
     AtomicFile file_;
+    DirectWriter out_;  // writes to file_
     Sha256 sha_;
     uint64_t size_ = 0;
   };
