@@ -57,9 +57,11 @@ class TarOut {
   explicit TarOut(ByteSink& sink) : ctx_{&sink, nullptr}, a_(archive_write_new()) {
     if (!a_) throw Error("libarchive: out of memory");
     archive_write_set_format_pax_restricted(a_.get());
-    // A sink that frames entries must have every byte before an entry
-    // boundary when it is told of it: no blocking then (the bytes are the same).
-    archive_write_set_bytes_per_block(a_.get(), sink.framer() ? 0 : 64 * 1024);
+    // No blocking (the bytes are the same): a sink that frames entries must
+    // have every byte before an entry boundary when it is told of it, and
+    // every sink gathers blocks of its own, so libarchive's 64 KiB blocks
+    // were one more copy of the whole stream on the tar thread.
+    archive_write_set_bytes_per_block(a_.get(), 0);
     archive_write_set_bytes_in_last_block(a_.get(), 1);  // no padding past the end-of-archive blocks
     if (archive_write_open2(a_.get(), &ctx_, nullptr, on_write, nullptr, nullptr) != ARCHIVE_OK) fail("open");
   }
