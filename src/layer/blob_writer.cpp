@@ -131,8 +131,9 @@ void compress_chunk(GzipJob& job, int level) {
 
 class GzipCompressor final : public Compressor {
  public:
-  GzipCompressor(Emit emit, int level, int threads, size_t chunk_size)
-      : emit_(std::move(emit)), level_(level), chunk_size_(chunk_size) {
+  // `emit_shared`, when given, takes each chunk's output without a copy.
+  GzipCompressor(Emit emit, EmitShared emit_shared, int level, int threads, size_t chunk_size)
+      : emit_(std::move(emit)), emit_shared_(std::move(emit_shared)), level_(level), chunk_size_(chunk_size) {
     if (level_ < 0) level_ = 2;
     if (level_ > 3) throw Error("gzip level " + std::to_string(level_) + " is not supported (ISA-L levels 0-3)");
 #if defined(__x86_64__)
@@ -201,10 +202,14 @@ class GzipCompressor final : public Compressor {
     std::shared_ptr<GzipJob> job;
     {
       std::lock_guard lk(mu_);
-      if (!free_.empty()) {
-        job = std::move(free_.back());
-        free_.pop_back();
-      }
+      // A finished job whose output the receiver of emit_shared_ still holds
+      // is not reused yet.
+      for (auto it = free_.begin(); it != free_.end(); ++it)
+        if (it->use_count() == 1) {
+          job = std::move(*it);
+          free_.erase(it);
+          break;
+        }
     }
     if (!job) job = std::make_shared<GzipJob>();
     job->done = false;
@@ -251,7 +256,10 @@ class GzipCompressor final : public Compressor {
     }
     queue_.pop_front();
     if (!job->error.empty()) throw Error(job->error);
-    emit_(job->output.data.get(), job->output.size);
+    if (emit_shared_)
+      emit_shared_(std::shared_ptr<const void>(job, job->output.data.get()), job->output.data.get(), job->output.size);
+    else
+      emit_(job->output.data.get(), job->output.size);
     const size_t in_size = job->in().size();
     crc_ = static_cast<uint32_t>(crc32_combine(crc_, job->crc, static_cast<z_off_t>(in_size)));
     total_in_ += in_size;
@@ -291,6 +299,7 @@ class GzipCompressor final : public Compressor {
   }
 
   Emit emit_;
+  EmitShared emit_shared_;
   int level_;
   size_t chunk_size_;
   size_t max_in_flight_;
@@ -385,10 +394,11 @@ class ZstdCompressor final : public Compressor {
   bool started_ = false;  // input went in: a retry would no longer be the same stream
 };
 
-std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit) {
+std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit, EmitShared emit_shared = {}) {
   switch (o.compression) {
     case Compression::Gzip:
-      return std::make_unique<GzipCompressor>(std::move(emit), o.level, thread_count(o.threads), o.chunk_size);
+      return std::make_unique<GzipCompressor>(std::move(emit), std::move(emit_shared), o.level,
+                                              thread_count(o.threads), o.chunk_size);
     case Compression::Zstd: return std::make_unique<ZstdCompressor>(std::move(emit), o.level, o.threads);
     case Compression::Estargz: return make_estargz_compressor(o, std::move(emit));
     case Compression::ZstdChunked: return make_zstd_chunked_compressor(o, std::move(emit));
@@ -408,7 +418,11 @@ LayerBlobWriter::LayerBlobWriter(const Store& store, const LayerOptions& options
       blob_stage_([this](const char* d, size_t n) { out_.write(d, n); }, 128 << 10, 64),
       cpu_start_(cpu_seconds(CLOCK_THREAD_CPUTIME_ID)), process_cpu_start_(cpu_seconds(CLOCK_PROCESS_CPUTIME_ID)),
       start_(std::chrono::steady_clock::now()) {
-  compressor_ = make_compressor(options_, [this](const void* d, size_t n) { blob_stage_.push(d, n); });
+  compressor_ = make_compressor(
+      options_, [this](const void* d, size_t n) { blob_stage_.push(d, n); },
+      [this](std::shared_ptr<const void> owner, const char* d, size_t n) {
+        blob_stage_.push_shared(std::move(owner), d, n);
+      });
   framing_ = compressor_->framer() != nullptr;
 }
 

@@ -14,6 +14,9 @@
 namespace sb {
 
 using Emit = std::function<void(const void*, size_t)>;
+// Emits `size` bytes at `data`, which `owner` keeps unchanged until the
+// receiver lets go of it: output handed on without a copy.
+using EmitShared = std::function<void(std::shared_ptr<const void> owner, const char* data, size_t size)>;
 using Tick = std::function<void()>;
 
 class Compressor {

@@ -24,9 +24,9 @@ int64_t thread_cpu_ns() {
 
 }  // namespace
 
-ByteStage::ByteStage(Consume consume, size_t block_size, size_t max_blocks)
+ByteStage::ByteStage(Consume consume, size_t block_size, size_t max_blocks, size_t max_bytes)
     : consume_(std::move(consume)), block_size_(std::max<size_t>(1, block_size)),
-      max_blocks_(std::max<size_t>(1, max_blocks)) {
+      max_blocks_(std::max<size_t>(1, max_blocks)), max_bytes_(std::max<size_t>(1, max_bytes)) {
   current_.reserve(block_size_);
   try {
     thread_ = std::thread([this] {
@@ -46,6 +46,7 @@ ByteStage::~ByteStage() {
     closing_ = true;
     failed_ = true;  // the consumer stops at the next block
     queue_.clear();
+    queued_bytes_ = 0;
   }
   cv_work_.notify_all();
   thread_.join();
@@ -100,9 +101,11 @@ void ByteStage::enqueue_current() {
 
 void ByteStage::enqueue(Block block) {
   std::unique_lock lk(mu_);
-  if (queue_.size() >= max_blocks_ && !failed_) {
+  // A block larger than max_bytes_ still goes in, once the queue is empty.
+  auto room = [&] { return queue_.empty() || (queue_.size() < max_blocks_ && queued_bytes_ < max_bytes_); };
+  if (!room() && !failed_) {
     auto t0 = Clock::now();
-    cv_room_.wait(lk, [&] { return queue_.size() < max_blocks_ || failed_; });
+    cv_room_.wait(lk, [&] { return room() || failed_; });
     blocked_seconds_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
   if (failed_) {
@@ -110,6 +113,7 @@ void ByteStage::enqueue(Block block) {
     rethrow_if_failed();
     return;
   }
+  queued_bytes_ += block.owner ? block.size : block.bytes.size();
   queue_.push_back(std::move(block));
   lk.unlock();
   cv_work_.notify_one();
@@ -125,6 +129,7 @@ void ByteStage::run() {
       block = std::move(queue_.front());
       queue_.pop_front();
     }
+    const size_t block_bytes = block.owner ? block.size : block.bytes.size();
     try {
       if (block.owner)
         consume_(block.data, block.size);
@@ -135,12 +140,14 @@ void ByteStage::run() {
       error_ = std::current_exception();
       failed_ = true;
       queue_.clear();
+      queued_bytes_ = 0;
       cv_room_.notify_all();
       return;
     }
     block.owner.reset();  // its owner may reuse it now
     {
       std::lock_guard lk(mu_);
+      queued_bytes_ -= std::min(queued_bytes_, block_bytes);  // cleared by a failure meanwhile
       if (!block.owner && block.bytes.capacity() && free_.size() < max_blocks_) {
         block.bytes.clear();
         free_.push_back(std::move(block.bytes));

@@ -27,9 +27,11 @@ class ByteStage {
  public:
   using Consume = std::function<void(const char* data, size_t size)>;
 
-  // At most `max_blocks` full blocks of `block_size` wait in the queue; a
-  // push past that waits for the consumer.
-  explicit ByteStage(Consume consume, size_t block_size = 1 << 20, size_t max_blocks = 8);
+  // At most `max_blocks` blocks, and at most `max_bytes` (shared blocks may
+  // be larger than `block_size`), wait in the queue; a push past either
+  // waits for the consumer.
+  explicit ByteStage(Consume consume, size_t block_size = 1 << 20, size_t max_blocks = 8,
+                     size_t max_bytes = size_t{32} << 20);
   ByteStage(const ByteStage&) = delete;
   ByteStage& operator=(const ByteStage&) = delete;
   // Stops the thread; what is still queued is dropped (finish() was not
@@ -68,6 +70,8 @@ class ByteStage {
   Consume consume_;
   size_t block_size_;
   size_t max_blocks_;
+  size_t max_bytes_;
+  size_t queued_bytes_ = 0;  // under mu_
   std::string current_;
   std::vector<std::string> free_;
   std::deque<Block> queue_;

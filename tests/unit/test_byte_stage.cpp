@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -47,6 +48,33 @@ TEST_CASE("a byte stage's bounded queue holds the producer back", "[byte_stage]"
   CHECK(stage.blocked_seconds() > 0.05);
   stage.finish();
   CHECK(consumed == 8);
+}
+
+// Shared blocks may be far larger than the stage's block size (a gzip
+// chunk's output, whole): the queue is bounded by bytes too, so a slow
+// consumer cannot make it hold dozens of them.
+TEST_CASE("a byte stage's queue is bounded by bytes as well as blocks", "[byte_stage]") {
+  std::atomic<size_t> most{0};
+  std::atomic<int> consumed{0};
+  ByteStage stage(
+      [&](const char*, size_t) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        ++consumed;
+      },
+      10, 64, 3000);
+  auto big = std::make_shared<std::string>(1000, 'x');
+  for (int i = 0; i < 20; ++i) {
+    // The owner's use count less ours and `big`'s: the blocks queued or being consumed.
+    most = std::max<size_t>(most, static_cast<size_t>(big.use_count()) - 1);
+    stage.push_shared(big, big->data(), big->size());
+  }
+  // 20 blocks of 1000 bytes with room for 3000: at most 3 queued and one
+  // being consumed, and the producer waited.
+  CHECK(most <= 4);
+  CHECK(stage.blocked_seconds() > 0.02);
+  stage.finish();
+  CHECK(consumed == 20);
+  CHECK(big.use_count() == 1);
 }
 
 TEST_CASE("a byte stage's failure reaches the producer and stops it", "[byte_stage]") {
