@@ -504,7 +504,7 @@ class LayerApplier {
   // the writers' threads.
   void file_by_writers(struct archive* a, struct archive_entry* e, const std::string& raw, UniqueFd fd,
                        uint64_t size, uint32_t mode) {
-    auto f = writers_->open(std::move(fd), raw);
+    auto f = writers_->open(std::move(fd), raw, size);
     for_each_block(a, raw, size,
                    [&](const void* buf, size_t len, uint64_t offset) { writers_->write(f, buf, len, offset); });
     stats_.bytes += size;

@@ -1,12 +1,16 @@
 #include "archive/file_writers.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 
+#include "util/direct_write.hpp"
 #include "util/error.hpp"
 #include "util/threads.hpp"
 
@@ -25,9 +29,18 @@ size_t max_tasks() {
   return std::clamp<size_t>(static_cast<size_t>(r.rlim_cur) / 16, 2, 64);
 }
 
+// Direct I/O wants addresses, offsets and lengths in whole pages of 4 KiB.
+constexpr size_t kPage = 4096;
+
 struct FileWriters::File {
   UniqueFd fd;
   std::string label;
+  std::atomic<bool> direct{false};  // O_DIRECT is set on fd
+  struct Edge {
+    uint64_t offset;
+    std::string bytes;
+  };
+  std::vector<Edge> edges;  // unaligned bytes, written at the end (under mu_)
   std::string gathered;  // the producer's, not yet a task
   uint64_t gathered_at = 0;
   size_t pending = 0;    // data tasks not yet written (under mu_)
@@ -50,10 +63,13 @@ FileWriters::~FileWriters() {
   for (auto& t : threads_) t.join();
 }
 
-std::shared_ptr<FileWriters::File> FileWriters::open(UniqueFd fd, std::string label) {
+std::shared_ptr<FileWriters::File> FileWriters::open(UniqueFd fd, std::string label, uint64_t size) {
   auto f = std::make_shared<File>();
   f->fd = std::move(fd);
   f->label = std::move(label);
+  if (size >= kDirectFrom && DirectWriter::supported(f->fd.get()) &&
+      ::fcntl(f->fd.get(), F_SETFL, ::fcntl(f->fd.get(), F_GETFL) | O_DIRECT) == 0)
+    f->direct = true;
   return f;
 }
 
@@ -67,8 +83,22 @@ void FileWriters::write(const std::shared_ptr<File>& f, const void* data, size_t
       spare_.pop_back();
     }
   }
-  f->gathered.append(static_cast<const char*>(data), len);
-  if (f->gathered.size() >= kGather) flush(f);
+  // Tasks end at multiples of kGather in the file, so that each of a large
+  // file's is whole pages but for the file's last.
+  const char* p = static_cast<const char*>(data);
+  while (len > 0) {
+    const size_t room = kGather - static_cast<size_t>((f->gathered_at + f->gathered.size()) % kGather);
+    const size_t take = std::min(len, room);
+    f->gathered.append(p, take);
+    p += take;
+    len -= take;
+    if (take == room) {
+      const uint64_t next = f->gathered_at + f->gathered.size();
+      flush(f);
+      if (len > 0) write(f, p, len, next);
+      return;
+    }
+  }
 }
 
 void FileWriters::flush(const std::shared_ptr<File>& f) {
@@ -142,23 +172,21 @@ void FileWriters::perform(Task& task) {
   try {
     bool finish_now = task.close;
     if (!task.close) {
-      const char* p = task.data.data();
-      size_t left = task.data.size();
-      uint64_t at = task.offset;
-      while (left > 0) {
-        ssize_t n = ::pwrite(f.fd.get(), p, left, static_cast<off_t>(at));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) throw_errno("write " + f.label);
-        p += n;
-        left -= static_cast<size_t>(n);
-        at += static_cast<uint64_t>(n);
-      }
+      write_task(f, task);
       std::lock_guard lk(mu_);
       task.data.clear();
       if (spare_.size() < 16) spare_.push_back(std::move(task.data));
       finish_now = --f.pending == 0 && f.closing;
     }
     if (finish_now) {
+      // Every other write of the file is done: the edges go through the page cache.
+      if (f.direct) {
+        f.direct = false;
+        if (::fcntl(f.fd.get(), F_SETFL, ::fcntl(f.fd.get(), F_GETFL) & ~O_DIRECT) != 0)
+          throw_errno("fcntl " + f.label);
+      }
+      for (const auto& edge : f.edges) pwrite_all(f, edge.bytes.data(), edge.bytes.size(), edge.offset);
+      f.edges.clear();
       if (f.finish) f.finish(f.fd.get());
       f.fd.reset();
     }
@@ -169,6 +197,65 @@ void FileWriters::perform(Task& task) {
     queued_bytes_ = 0;
     cv_room_.notify_all();
   }
+}
+
+void FileWriters::pwrite_all(File& f, const char* p, size_t left, uint64_t at) {
+  while (left > 0) {
+    ssize_t n = ::pwrite(f.fd.get(), p, left, static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) throw_errno("write " + f.label);
+    p += n;
+    left -= static_cast<size_t>(n);
+    at += static_cast<uint64_t>(n);
+  }
+}
+
+// A task of a file written directly: its whole pages from an aligned copy,
+// its edges kept for the end. A refusal (EINVAL: an alignment the
+// filesystem wants beyond 4 KiB) turns the file's direct I/O off; clearing
+// the flag is safe while other threads write it, setting it would not be.
+void FileWriters::write_task(File& f, const Task& task) {
+  const char* data = task.data.data();
+  const uint64_t end = task.offset + task.data.size();
+  const uint64_t from = (task.offset + kPage - 1) / kPage * kPage;
+  const uint64_t to = end / kPage * kPage;
+  if (!f.direct || from >= to) {
+    if (f.direct) {  // no whole page in it
+      std::lock_guard lk(mu_);
+      f.edges.push_back({task.offset, task.data});
+      return;
+    }
+    return pwrite_all(f, data, task.data.size(), task.offset);
+  }
+  struct Aligned {
+    char* p = nullptr;
+    ~Aligned() { std::free(p); }
+  };
+  thread_local Aligned buf;  // kGather bytes: tasks are no larger
+  if (!buf.p && ::posix_memalign(reinterpret_cast<void**>(&buf.p), kPage, kGather) != 0) {
+    buf.p = nullptr;
+    throw Error("out of memory for a write buffer");
+  }
+  const size_t len = static_cast<size_t>(to - from);
+  std::memcpy(buf.p, data + (from - task.offset), len);
+  for (size_t done = 0; done < len;) {
+    ssize_t n = ::pwrite(f.fd.get(), buf.p + done, len - done, static_cast<off_t>(from + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EINVAL && f.direct.exchange(false)) {
+      ::fcntl(f.fd.get(), F_SETFL, ::fcntl(f.fd.get(), F_GETFL) & ~O_DIRECT);
+      continue;
+    }
+    if (n < 0 && errno == EINVAL && !f.direct) {  // another thread turned it off meanwhile
+      pwrite_all(f, buf.p + done, len - done, from + done);
+      break;
+    }
+    if (n <= 0) throw_errno("write " + f.label);
+    done += static_cast<size_t>(n);
+    if (f.direct) direct_bytes_ += static_cast<uint64_t>(n);
+  }
+  std::lock_guard lk(mu_);
+  if (task.offset < from) f.edges.push_back({task.offset, task.data.substr(0, from - task.offset)});
+  if (to < end) f.edges.push_back({to, task.data.substr(to - task.offset)});
 }
 
 void FileWriters::wait() {
