@@ -14,9 +14,9 @@
 # and, once, the size of `tar --sort=name | gzip -6` (the size bar; slow: SKIP_GZIP6=1
 # skips it). Prints a table (seconds, MB/s of uncompressed tar bytes, output size) and the
 # ratios with their bars:
-#   stackbuild-gzip MB/s / umoci MB/s            >= 3
+#   stackbuild-gzip MB/s / umoci MB/s            >= 5   (issue 39, on 2 cores)
 #   stackbuild-gzip size / gzip -6 size          <= 1.05
-#   stackbuild-zstd MB/s / zstd pipeline MB/s    >= 2
+#   stackbuild-zstd MB/s / zstd pipeline MB/s    >= 3   (issue 39, on 2 cores)
 #   stackbuild-estargz MB/s / stackbuild-zstd MB/s       >= 0.8
 #   stackbuild-zstd:chunked MB/s / stackbuild-zstd MB/s  >= 0.8
 #
@@ -184,9 +184,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 ratio3() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", a / b }'; }
 g="stackbuild layer (gzip)"; z="stackbuild layer (zstd)"
 # Throughput ratios are time ratios turned over: the same bytes in each run.
-[[ -n "${SECS[umoci repack]:-}" ]] && bar "stackbuild-gzip throughput / umoci" "$(ratio "${SECS[umoci repack]}" "${SECS[$g]}")" ">=" 3
+[[ -n "${SECS[umoci repack]:-}" ]] && bar "stackbuild-gzip throughput / umoci" "$(ratio "${SECS[umoci repack]}" "${SECS[$g]}")" ">=" 5
 [[ -n "${SIZE[tar | gzip -6 (once)]:-}" ]] && bar "stackbuild-gzip size / gzip -6 size" "$(ratio3 "${SIZE[$g]}" "${SIZE[tar | gzip -6 (once)]}")" "<=" 1.05
-bar "stackbuild-zstd throughput / zstd -3 -T2 pipeline" "$(ratio "${SECS[tar | zstd -3 -T2]}" "${SECS[$z]}")" ">=" 2
+bar "stackbuild-zstd throughput / zstd -3 -T2 pipeline" "$(ratio "${SECS[tar | zstd -3 -T2]}" "${SECS[$z]}")" ">=" 3
 e="stackbuild layer (estargz)"; c="stackbuild layer (zstd:chunked)"
 bar "stackbuild estargz / zstd throughput" "$(ratio "${SECS[$z]}" "${SECS[$e]}")" ">=" 0.8
 bar "stackbuild zstd:chunked / zstd throughput" "$(ratio "${SECS[$z]}" "${SECS[$c]}")" ">=" 0.8

@@ -14,7 +14,7 @@
 #   pigz -dc BLOB | tar -x, layer by layer (no digest check, no whiteouts: a lower bound
 #                                            of what the disk and gzip allow)
 # Prints each round, the medians (MB/s of unpacked bytes) and the ratios
-# (umoci raw / stackbuild; bar: >= 1).
+# (umoci raw / stackbuild; bar: >= 4 on 2 cores, issue 39).
 # Environment: SB, ROUNDS, WORK (scratch, default a new folder under /tmp, removed at the
 # end; it needs about 3.5 x SRC's size), SKIP_UMOCI_BUNDLE=1 (skip `umoci unpack`).
 # Not a test: run it by hand on a quiet machine (--smoke is, in the default test run).
@@ -93,7 +93,7 @@ for k in ["stackbuild", "umoci_raw", "umoci", "pigz_tar"]:
     if k in med:
         print(f"bench_unpack: {names[k]:<24} {med[k]:7.2f} s  {unpacked/med[k]/1e6:7.1f} MB/s")
 sb = med["stackbuild"]
-print(f"bench_unpack: ratio umoci raw unpack / stackbuild  {med['umoci_raw']/sb:.2f}  (bar: >= 1)")
+print(f"bench_unpack: ratio umoci raw unpack / stackbuild  {med['umoci_raw']/sb:.2f}  (bar: >= 4)")
 if "umoci" in med:
     print(f"bench_unpack: ratio umoci unpack / stackbuild      {med['umoci']/sb:.2f}")
 print(f"bench_unpack: ratio pigz|tar / stackbuild          {med['pigz_tar']/sb:.2f}")
