@@ -322,7 +322,10 @@ class GzipCompressor final : public Compressor {
 
 class ZstdCompressor final : public Compressor {
  public:
-  ZstdCompressor(Emit emit, int level, int threads) : emit_(std::move(emit)), out_(ZSTD_CStreamOutSize(), '\0') {
+  // `emit_shared`, when given, takes the output in blocks of up to 1 MiB
+  // without a copy: libzstd writes into a buffer that is handed on whole.
+  ZstdCompressor(Emit emit, EmitShared emit_shared, int level, int threads)
+      : emit_(std::move(emit)), emit_shared_(std::move(emit_shared)), out_(ZSTD_CStreamOutSize(), '\0') {
     cctx_ = ZSTD_createCCtx();
     if (!cctx_) throw Error("zstd: out of memory");
     check(ZSTD_CCtx_setParameter(cctx_, ZSTD_c_compressionLevel, level < 0 ? 3 : level));
@@ -349,6 +352,7 @@ class ZstdCompressor final : public Compressor {
       check_interrupted();
       if (tick) tick();
     }
+    pass_shared();
   }
 
   // With workers, libzstd takes in up to a few jobs' worth of input (tens
@@ -358,8 +362,37 @@ class ZstdCompressor final : public Compressor {
   int worker_count() const override { return workers_; }
 
  private:
+  // The buffer libzstd writes into next: the shared one's free end, or out_.
+  ZSTD_outBuffer next_out() {
+    if (!emit_shared_) return {out_.data(), out_.size(), 0};
+    if (!shared_) {
+      for (auto& b : shared_pool_)
+        if (b.use_count() == 1) shared_ = b;  // the receiver has let go of it
+      if (!shared_) shared_ = shared_pool_.emplace_back(std::make_shared<std::string>(kSharedOut, '\0'));
+      shared_fill_ = 0;
+    }
+    // No more room per call than out_ has: libzstd returns as often as
+    // before, so progress ticks as often while it finishes.
+    return {shared_->data() + shared_fill_, std::min(shared_->size() - shared_fill_, out_.size()), 0};
+  }
+  // Hands on what the shared buffer holds, which the receiver keeps until written.
+  void pass_shared() {
+    if (!shared_ || shared_fill_ == 0) return;
+    emit_shared_(std::shared_ptr<const void>(shared_, shared_->data()), shared_->data(), shared_fill_);
+    shared_.reset();
+  }
+  void emit(const ZSTD_outBuffer& out) {
+    if (!emit_shared_) {
+      if (out.pos) emit_(out_.data(), out.pos);
+      return;
+    }
+    shared_fill_ += out.pos;
+    // Handed on once less than libzstd's usual output block is left.
+    if (kSharedOut - shared_fill_ < ZSTD_CStreamOutSize()) pass_shared();
+  }
+
   size_t run(ZSTD_inBuffer* in, ZSTD_EndDirective mode) {
-    ZSTD_outBuffer out{out_.data(), out_.size(), 0};
+    ZSTD_outBuffer out = next_out();
     const size_t in_from = in->pos;
     size_t remaining = ZSTD_compressStream2(cctx_, &out, in, mode);
     // libzstd starts its workers on the first call; when the system refuses
@@ -380,16 +413,21 @@ class ZstdCompressor final : public Compressor {
                   "same bytes everywhere; gzip layers can be written without");
     check(remaining);
     started_ = true;
-    if (out.pos) emit_(out_.data(), out.pos);
+    emit(out);
     return remaining;
   }
   static void check(size_t rc) {
     if (ZSTD_isError(rc)) throw Error(std::string("zstd: ") + ZSTD_getErrorName(rc));
   }
 
+  static constexpr size_t kSharedOut = size_t{1} << 20;
   Emit emit_;
+  EmitShared emit_shared_;
   ZSTD_CCtx* cctx_ = nullptr;
   std::string out_;
+  std::shared_ptr<std::string> shared_;  // being filled (emit_shared_ only)
+  size_t shared_fill_ = 0;
+  std::vector<std::shared_ptr<std::string>> shared_pool_;
   int workers_ = 1;
   bool started_ = false;  // input went in: a retry would no longer be the same stream
 };
@@ -399,7 +437,8 @@ std::unique_ptr<Compressor> make_compressor(const LayerOptions& o, Emit emit, Em
     case Compression::Gzip:
       return std::make_unique<GzipCompressor>(std::move(emit), std::move(emit_shared), o.level,
                                               thread_count(o.threads), o.chunk_size);
-    case Compression::Zstd: return std::make_unique<ZstdCompressor>(std::move(emit), o.level, o.threads);
+    case Compression::Zstd:
+      return std::make_unique<ZstdCompressor>(std::move(emit), std::move(emit_shared), o.level, o.threads);
     case Compression::Estargz: return make_estargz_compressor(o, std::move(emit));
     case Compression::ZstdChunked: return make_zstd_chunked_compressor(o, std::move(emit));
     case Compression::None: break;
