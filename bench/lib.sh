@@ -51,11 +51,14 @@ log() { printf '%s: %s\n' "${BENCH_NAME:-bench}" "$*" >&2; }
 # bench_skip MSG: a missing prerequisite. With SMOKE=1 it exits 77, which ctest counts
 # as skipped; otherwise it is the error it always was (die).
 bench_skip() {
+  local msg="$*"
+  # The compared tools come with the test command's dependencies, not the build's.
+  [[ $msg == *"is not installed"* ]] && msg+=" (bash scripts/install-deps.sh --with-tests installs the benchmarks' tools)"
   if [[ ${SMOKE:-0} == 1 ]]; then
-    printf '%s: SKIP: %s\n' "${BENCH_NAME:-bench}" "$*" >&2
+    printf '%s: SKIP: %s\n' "${BENCH_NAME:-bench}" "$msg" >&2
     exit 77
   fi
-  die "$*"
+  die "$msg"
 }
 
 # bench_smoke_note: with SMOKE=1, says under the table that its figures and bars mean
