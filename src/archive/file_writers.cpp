@@ -1,6 +1,5 @@
 #include "archive/file_writers.hpp"
 
-#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -28,9 +27,6 @@ size_t max_tasks() {
   if (getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return 64;
   return std::clamp<size_t>(static_cast<size_t>(r.rlim_cur) / 16, 2, 64);
 }
-
-// Direct I/O wants addresses, offsets and lengths in whole pages of 4 KiB.
-constexpr size_t kPage = 4096;
 
 struct FileWriters::File {
   UniqueFd fd;
@@ -67,37 +63,30 @@ std::shared_ptr<FileWriters::File> FileWriters::open(UniqueFd fd, std::string la
   auto f = std::make_shared<File>();
   f->fd = std::move(fd);
   f->label = std::move(label);
-  if (size >= kDirectFrom && DirectWriter::supported(f->fd.get()) &&
-      ::fcntl(f->fd.get(), F_SETFL, ::fcntl(f->fd.get(), F_GETFL) | O_DIRECT) == 0)
-    f->direct = true;
+  f->direct = size >= kDirectFrom && DirectWriter::supported(f->fd.get()) && set_direct_io(f->fd.get(), true);
   return f;
 }
 
+// A file's writes end at multiples of kGather in the file, so that each of
+// a large file's is whole pages but for the file's last.
 void FileWriters::write(const std::shared_ptr<File>& f, const void* data, size_t len, uint64_t offset) {
-  if (!f->gathered.empty() && offset != f->gathered_at + f->gathered.size()) flush(f);  // a hole: sparse
-  if (f->gathered.empty()) {
-    f->gathered_at = offset;
-    std::lock_guard lk(mu_);
-    if (!spare_.empty()) {
-      f->gathered = std::move(spare_.back());
-      spare_.pop_back();
-    }
-  }
-  // Tasks end at multiples of kGather in the file, so that each of a large
-  // file's is whole pages but for the file's last.
   const char* p = static_cast<const char*>(data);
   while (len > 0) {
-    const size_t room = kGather - static_cast<size_t>((f->gathered_at + f->gathered.size()) % kGather);
-    const size_t take = std::min(len, room);
+    if (!f->gathered.empty() && offset != f->gathered_at + f->gathered.size()) flush(f);  // a hole: sparse
+    if (f->gathered.empty()) {
+      f->gathered_at = offset;
+      std::lock_guard lk(mu_);
+      if (!spare_.empty()) {
+        f->gathered = std::move(spare_.back());
+        spare_.pop_back();
+      }
+    }
+    const size_t take = std::min<uint64_t>(len, kGather - offset % kGather);
     f->gathered.append(p, take);
     p += take;
     len -= take;
-    if (take == room) {
-      const uint64_t next = f->gathered_at + f->gathered.size();
-      flush(f);
-      if (len > 0) write(f, p, len, next);
-      return;
-    }
+    offset += take;
+    if (offset % kGather == 0) flush(f);
   }
 }
 
@@ -180,11 +169,7 @@ void FileWriters::perform(Task& task) {
     }
     if (finish_now) {
       // Every other write of the file is done: the edges go through the page cache.
-      if (f.direct) {
-        f.direct = false;
-        if (::fcntl(f.fd.get(), F_SETFL, ::fcntl(f.fd.get(), F_GETFL) & ~O_DIRECT) != 0)
-          throw_errno("fcntl " + f.label);
-      }
+      if (f.direct.exchange(false) && !set_direct_io(f.fd.get(), false)) throw_errno("fcntl " + f.label);
       for (const auto& edge : f.edges) pwrite_all(f, edge.bytes.data(), edge.bytes.size(), edge.offset);
       f.edges.clear();
       if (f.finish) f.finish(f.fd.get());
@@ -210,29 +195,22 @@ void FileWriters::pwrite_all(File& f, const char* p, size_t left, uint64_t at) {
   }
 }
 
-// A task of a file written directly: its whole pages from an aligned copy,
-// its edges kept for the end. A refusal (EINVAL: an alignment the
-// filesystem wants beyond 4 KiB) turns the file's direct I/O off; clearing
-// the flag is safe while other threads write it, setting it would not be.
+// A task's bytes; for a file written directly, its whole pages from an
+// aligned copy and its edges kept for the end. A refusal (EINVAL: an
+// alignment the filesystem wants beyond 4 KiB) turns the file's direct I/O
+// off, for every thread writing it (set_direct_io: clearing is safe).
 void FileWriters::write_task(File& f, const Task& task) {
   const char* data = task.data.data();
+  if (!f.direct) return pwrite_all(f, data, task.data.size(), task.offset);
   const uint64_t end = task.offset + task.data.size();
-  const uint64_t from = (task.offset + kPage - 1) / kPage * kPage;
-  const uint64_t to = end / kPage * kPage;
-  if (!f.direct || from >= to) {
-    if (f.direct) {  // no whole page in it
-      std::lock_guard lk(mu_);
-      f.edges.push_back({task.offset, task.data});
-      return;
-    }
-    return pwrite_all(f, data, task.data.size(), task.offset);
-  }
+  const uint64_t from = (task.offset + kDirectAlign - 1) / kDirectAlign * kDirectAlign;
+  const uint64_t to = std::max(from, end / kDirectAlign * kDirectAlign);
   struct Aligned {
     char* p = nullptr;
     ~Aligned() { std::free(p); }
   };
   thread_local Aligned buf;  // kGather bytes: tasks are no larger
-  if (!buf.p && ::posix_memalign(reinterpret_cast<void**>(&buf.p), kPage, kGather) != 0) {
+  if (!buf.p && ::posix_memalign(reinterpret_cast<void**>(&buf.p), kDirectAlign, kGather) != 0) {
     buf.p = nullptr;
     throw Error("out of memory for a write buffer");
   }
@@ -241,17 +219,16 @@ void FileWriters::write_task(File& f, const Task& task) {
   for (size_t done = 0; done < len;) {
     ssize_t n = ::pwrite(f.fd.get(), buf.p + done, len - done, static_cast<off_t>(from + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EINVAL && f.direct.exchange(false)) {
-      ::fcntl(f.fd.get(), F_SETFL, ::fcntl(f.fd.get(), F_GETFL) & ~O_DIRECT);
-      continue;
-    }
-    if (n < 0 && errno == EINVAL && !f.direct) {  // another thread turned it off meanwhile
+    if (n < 0 && errno == EINVAL) {  // the rest, and the file's, through the page cache
+      // The flag first: a thread that sees `direct` false may write unaligned.
+      set_direct_io(f.fd.get(), false);
+      f.direct = false;
       pwrite_all(f, buf.p + done, len - done, from + done);
       break;
     }
     if (n <= 0) throw_errno("write " + f.label);
     done += static_cast<size_t>(n);
-    if (f.direct) direct_bytes_ += static_cast<uint64_t>(n);
+    direct_bytes_ += static_cast<uint64_t>(n);
   }
   std::lock_guard lk(mu_);
   if (task.offset < from) f.edges.push_back({task.offset, task.data.substr(0, from - task.offset)});

@@ -367,7 +367,10 @@ class ZstdCompressor final : public Compressor {
     if (!emit_shared_) return {out_.data(), out_.size(), 0};
     if (!shared_) {
       for (auto& b : shared_pool_)
-        if (b.use_count() == 1) shared_ = b;  // the receiver has let go of it
+        if (b.use_count() == 1) {  // the receiver has let go of it
+          shared_ = b;
+          break;
+        }
       if (!shared_) shared_ = shared_pool_.emplace_back(std::make_shared<std::string>(kSharedOut, '\0'));
       shared_fill_ = 0;
     }

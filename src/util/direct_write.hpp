@@ -22,6 +22,15 @@
 
 namespace sb {
 
+// The alignment of address, offset and length that direct I/O gets here:
+// every block device this may meet accepts it (logical blocks of 512 B or 4 KiB).
+constexpr size_t kDirectAlign = 4096;
+
+// Sets or clears O_DIRECT on `fd`; false when the kernel refuses. Clearing
+// is safe while other threads write through `fd`; setting is not (their
+// unaligned writes would fail).
+bool set_direct_io(int fd, bool on);
+
 class DirectWriter {
  public:
   // Chunks of 4 MiB: large enough that each direct write keeps the disk busy,
@@ -35,6 +44,7 @@ class DirectWriter {
   DirectWriter& operator=(const DirectWriter&) = delete;
   ~DirectWriter();
 
+  // On a filesystem that does not take the direct path, writes at once.
   void write(const void* data, size_t size);
   // Writes what is buffered (the unaligned tail, through the page cache) and
   // leaves the descriptor as it was given. Call before fsync.
@@ -51,7 +61,7 @@ class DirectWriter {
   void stop_direct();
   int fd_;
   std::string what_;
-  bool direct_;        // still trying O_DIRECT
+  bool direct_;  // still trying O_DIRECT
   bool flag_set_ = false;
   struct FreeDeleter {
     void operator()(char* p) const;
