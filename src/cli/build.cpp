@@ -29,6 +29,11 @@ const char* const kBuildHelp =
     "  --memory-per-point SIZE  memory one point may take (default 4GiB; 0: no bound)\n"
     "  --threads N              compression threads of a layer (default: one per core, shared\n"
     "                           by the points built at once)\n"
+    "  --write-ahead N          layers of an image written (tarred, compressed, hashed) at once\n"
+    "                           while the build goes on to fetch and stage the layers above\n"
+    "                           (default: one per 4 cores, at least 1; 0: each layer is written\n"
+    "                           before the next begins). A layer that reads the ones below (apt,\n"
+    "                           pip, build steps) waits for them; the bytes never change\n"
     "  --source-date-epoch N    the timestamp of the build (mtimes are clamped to it, `created` is\n"
     "                           it); default: the recipe's source_date_epoch, else $SOURCE_DATE_EPOCH,\n"
     "                           else 0\n"
@@ -146,6 +151,7 @@ MatrixOptions matrix_options(const Args& args, const Recipe& recipe) {
     throw Error(to_string(o.layer.compression) + " levels are 0-3 (ISA-L), not " + std::to_string(o.layer.level),
                 ErrorKind::Usage);
   if (auto threads = args.integer("--threads", 1, 256)) o.layer.threads = static_cast<int>(*threads);
+  if (auto ahead = args.integer("--write-ahead", 0, 64)) o.write_ahead = static_cast<size_t>(*ahead);
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
   mo.jobs = static_cast<int>(jobs.value_or(1));
@@ -208,7 +214,7 @@ int cmd_build(const std::vector<std::string>& argv) {
   flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--memory-per-point",
-                                 "--threads", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget",
+                                 "--threads", "--write-ahead", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget",
                                  "--platform"});
   flags.push_back("--push");  // build --push (registry/)
   flags.push_back("--insecure-policy");  // from: a base image

@@ -493,13 +493,21 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
                             human_bytes(static_cast<double>(content_bytes(inst.entries))));
   std::unique_ptr<TempDir> configured;  // holds what dpkg --configure -a changed until it is written
   if (c.spec.configure) configured = configure_packages(c.recipe, c.spec, c.below, inst, c.store, c.options, c.epoch, c.status, key);
-  check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, inst.entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by package, dpkg's status in the last part (fetch/apt/install.hpp: package_groups).
-  std::vector<Layer> parts = store_layers(inst.entries, c.store, c.options.layer, key, budget, apt::package_groups(inst),
-                                          c.status, what, "by package");
-  c.store.put_record("apt-state", apt_state_key(parts.back().diff_id), inst.state.str());
+  // The duplicate check (pipeline/duplicate_libraries.hpp), the write and
+  // the records: now, or beside the build (pipeline/layer_writes.hpp) with
+  // the staging trees kept until then. The next apt layer reads the state
+  // recorded for the last part: the kind reads_below(), so it is built after
+  // this layer is settled.
+  LayerTail tail{budget, apt::package_groups(inst), what, "by package"};
+  tail.after = [&store = c.store, state = inst.state.str()](const std::vector<Layer>& parts) {
+    store.put_record("apt-state", apt_state_key(parts.back().diff_id), state);
+  };
+  tail.hold = std::make_shared<std::pair<std::unique_ptr<TempDir>, std::unique_ptr<TempDir>>>(std::move(staging),
+                                                                                             std::move(configured));
+  LayerParts parts = finish_layer(c, std::move(inst.entries), key, std::move(found), std::move(tail));
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return report(layer_report(c.spec.name, parts, false, secs));
+  return report(layer_report(c.spec.name, parts, secs));
 }
 
 namespace {

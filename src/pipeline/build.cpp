@@ -14,6 +14,7 @@
 #include "pipeline/labels.hpp"
 #include "pipeline/layer_cache.hpp"
 #include "pipeline/layer_kind.hpp"
+#include "pipeline/layer_writes.hpp"
 #include "pipeline/recipe_paths.hpp"
 #include "pipeline/source_tree.hpp"
 #include "util/error.hpp"
@@ -109,70 +110,126 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
   // The source trees layers were compiled from or keep, as labels for the SBOM.
   std::map<std::string, std::string> source_labels;
 
-  // 3. Layers, bottom to top, each keyed by its parent, spec and inputs.
-  for (const auto& spec : recipe.layers) {
-    if (spec.from_source() && spec.build.run.empty())
-      throw InputError(spec.at("from"), "layer '" + spec.name + "' is built from source and has no 'build:' steps",
-                       "give it 'build: {run: [...]}': the commands that compile the tree");
-    if (spec.configure && &layer_kind_of(spec) != &apt_layer_kind())
-      throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
-                                             "after the packages of an apt layer, and this layer installs none");
-    // The host files the layer names: the recipe's own unless --allow-host-paths
-    // (copy: sources are checked as the copy kind reads them).
-    if (!options.allow_host_paths) {
-      if (!spec.source.path.empty())
-        check_recipe_path(spec.source.base,
-                          fs::path(spec.source.path).is_absolute() ? fs::path(spec.source.path)
-                                                                   : spec.source.base / spec.source.path,
-                          spec.source.path, spec.source.where, "source.path", "builds from");
-      for (const auto& p : spec.patches)  // relative to the recipe that names it (p.where's file)
-        check_recipe_path(fs::path(p.where.file).parent_path(), p.file, p.path, p.where, "patch", "applies");
-    }
-    // The layer's kind builds it (pipeline/layer_kind.hpp); with `keep_source:`
-    // the kept-source kind builds the source's layer above it, its check made
-    // before the packages are fetched.
-    std::vector<const LayerKind*> kinds{&layer_kind_of(spec)};
-    if (kept_source_layer_kind().handles(spec)) {
+  // 3. Layers, bottom to top, each keyed by its parent, spec and inputs. A
+  //    layer may still be being written when the next is built (`writes`,
+  //    pipeline/layer_writes.hpp); it is placed in the image, in order, once
+  //    settled: before a kind that reads the layers below, and at the end.
+  const size_t ahead = options.write_ahead.value_or(default_write_ahead());
+  std::optional<LayerWrites> writes;
+  if (ahead > 0) writes.emplace(ahead);
+  struct Unplaced {
+    size_t report;  // in result.layers
+    const LayerKind* kind;
+    const LayerSpec* spec;
+    Digest key;  // the chain key after it
+  };
+  std::vector<Unplaced> unplaced;
+  auto place = [&](const Unplaced& u) {
+    LayerReport& done = result.layers[u.report];
+    const LayerSpec& spec = *u.spec;
+    if (done.pending) {
       try {
-        (void)kept_source(spec, options.variables, options.point);
+        std::vector<Layer> parts = done.pending->settle(layers, names);
+        done.seconds += done.pending->waited();
+        done.layer = parts.front();
+        done.more.assign(parts.begin() + 1, parts.end());
       } catch (Error& e) {
         e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
         throw;
       }
-      kinds.push_back(&kept_source_layer_kind());
+      done.pending.reset();
     }
-    // A layer's own `compression:` overrides the build's (docs/recipes.md).
-    std::optional<BuildOptions> own;
-    if (!spec.compression.empty()) own = with_compression(options, spec);
-    const BuildOptions& layer_options = own ? *own : options;
-    for (const LayerKind* kind : kinds) {
+    if (!done.key) done.key = u.key;  // its records' key: the chain key, unless the kind keys them itself
+    // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
+    if (!done.source.empty()) source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] = done.source;
+    const size_t n = 1 + done.more.size();
+    // Libraries a lower layer has too, as found when the layer was written (again when it is cached).
+    for (auto& d : duplicates_of(store, u.key)) {
+      status.message(Level::Warning, "layer " + spec.name + ": " + describe(d) + "; " + duplicate_outcome(d));
+      duplicates.push_back(std::move(d));
+    }
+    const std::string what = done.history.empty() ? u.kind->name() : done.history;
+    for (size_t i = 1; i <= n; ++i) {
+      const std::string part = n == 1 ? "" : "part " + std::to_string(i) + " of " + std::to_string(n);
+      layers.push_back(i == 1 ? done.layer : done.more[i - 2]);
+      names.push_back(part.empty() ? done.name : done.name + " (" + part + ")");
+      history.push_back({"stackbuild: layer '" + spec.name + "' (" + what + (part.empty() ? "" : ", " + part) + ")",
+                         spec.comment, false});
+    }
+  };
+  auto settle = [&] {  // every layer built so far, placed in order
+    while (!unplaced.empty()) {
+      Unplaced u = unplaced.front();
+      unplaced.erase(unplaced.begin());
       try {
-        result.layers.push_back(
-            kind->build({recipe, spec, key, layers, names, store, layer_options, epoch, status}, key));
-      } catch (Error& e) {
-        e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+        place(u);
+      } catch (...) {
+        unplaced.clear();  // the layers above it are not placed on an image without it
         throw;
       }
-      LayerReport& done = result.layers.back();
-      if (!done.key) done.key = key;  // its records' key: the chain key, unless the kind keys them itself
-      // Every kind splits over the budget (pipeline/layer_cache.hpp: store_layers).
-      if (!done.source.empty()) source_labels[std::string(sbom::kSourceLabelPrefix) + spec.name] = done.source;
-      const size_t n = 1 + done.more.size();
-      // Libraries a lower layer has too, as found when the layer was written (again when it is cached).
-      for (auto& d : duplicates_of(store, key)) {
-        status.message(Level::Warning, "layer " + spec.name + ": " + describe(d) + "; " + duplicate_outcome(d));
-        duplicates.push_back(std::move(d));
+    }
+  };
+  try {
+    for (const auto& spec : recipe.layers) {
+      if (spec.from_source() && spec.build.run.empty())
+        throw InputError(spec.at("from"), "layer '" + spec.name + "' is built from source and has no 'build:' steps",
+                         "give it 'build: {run: [...]}': the commands that compile the tree");
+      if (spec.configure && &layer_kind_of(spec) != &apt_layer_kind())
+        throw InputError(spec.at("configure"), "layer '" + spec.name + "': 'configure' runs dpkg --configure -a "
+                                               "after the packages of an apt layer, and this layer installs none");
+      // The host files the layer names: the recipe's own unless --allow-host-paths
+      // (copy: sources are checked as the copy kind reads them).
+      if (!options.allow_host_paths) {
+        if (!spec.source.path.empty())
+          check_recipe_path(spec.source.base,
+                            fs::path(spec.source.path).is_absolute() ? fs::path(spec.source.path)
+                                                                     : spec.source.base / spec.source.path,
+                            spec.source.path, spec.source.where, "source.path", "builds from");
+        for (const auto& p : spec.patches)  // relative to the recipe that names it (p.where's file)
+          check_recipe_path(fs::path(p.where.file).parent_path(), p.file, p.path, p.where, "patch", "applies");
       }
-      const std::string what = done.history.empty() ? kind->name() : done.history;
-      for (size_t i = 1; i <= n; ++i) {
-        const std::string part = n == 1 ? "" : "part " + std::to_string(i) + " of " + std::to_string(n);
-        layers.push_back(i == 1 ? done.layer : done.more[i - 2]);
-        names.push_back(part.empty() ? done.name : done.name + " (" + part + ")");
-        history.push_back({"stackbuild: layer '" + spec.name + "' (" + what + (part.empty() ? "" : ", " + part) + ")",
-                           spec.comment, false});
+      // The layer's kind builds it (pipeline/layer_kind.hpp); with `keep_source:`
+      // the kept-source kind builds the source's layer above it, its check made
+      // before the packages are fetched.
+      std::vector<const LayerKind*> kinds{&layer_kind_of(spec)};
+      if (kept_source_layer_kind().handles(spec)) {
+        try {
+          (void)kept_source(spec, options.variables, options.point);
+        } catch (Error& e) {
+          e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+          throw;
+        }
+        kinds.push_back(&kept_source_layer_kind());
+      }
+      // A layer's own `compression:` overrides the build's (docs/recipes.md).
+      std::optional<BuildOptions> own;
+      if (!spec.compression.empty()) own = with_compression(options, spec);
+      const BuildOptions& layer_options = own ? *own : options;
+      for (const LayerKind* kind : kinds) {
+        // What reads the layers below sees them all: every layer the kind
+        // reads, and, unless the layer's write may go ahead (finish_layer()),
+        // the duplicate check's.
+        if (!writes || kind->reads_below() || duplicates_rewrite(spec)) settle();
+        try {
+          result.layers.push_back(kind->build(
+              {recipe, spec, key, layers, names, store, layer_options, epoch, status, writes ? &*writes : nullptr}, key));
+        } catch (Error& e) {
+          e.add_trace("while building layer '" + spec.name + "' (" + spec.where.str() + ")");
+          throw;
+        }
+        unplaced.push_back({result.layers.size() - 1, kind, &spec, key});
       }
     }
+  } catch (...) {
+    // The layers written below the one that failed are still recorded, as
+    // they are when each is written before the next begins.
+    try {
+      settle();
+    } catch (...) {
+    }
+    throw;
   }
+  settle();
 
   if (!duplicates.empty()) status.message(Level::Warning, duplicate_summary(duplicates));
 

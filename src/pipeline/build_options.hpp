@@ -27,6 +27,7 @@
 namespace sb {
 
 class RegistryCache;
+class PendingLayer;
 
 enum class OutputFormat { OciLayout, DockerArchive };
 
@@ -70,6 +71,10 @@ struct BuildOptions {
   // --allow-host-paths: `copy:` may read any host path, not only the
   // recipe's directory (or its git repository).
   bool allow_host_paths = false;
+  // --write-ahead: layers of the image written at once beside the build,
+  // which goes on to fetch and stage the layers above (pipeline/layer_writes.hpp);
+  // 0: each layer is written before the next begins; none: default_write_ahead().
+  std::optional<size_t> write_ahead;
 };
 
 // 8 GiB: under the 10 GB layer cap common registries set.
@@ -95,6 +100,9 @@ struct LayerReport {
   // tree is in `source`; a copy layer's files and what build steps fetch are
   // not listed.
   std::vector<provenance::Resource> inputs;
+  // Being written beside the build (pipeline/layer_writes.hpp): `layer` and
+  // `more` are filled in when build_image settles it, in recipe order.
+  std::shared_ptr<PendingLayer> pending;
 };
 
 struct BuildResult {

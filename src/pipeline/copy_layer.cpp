@@ -67,9 +67,7 @@ Digest layer_key(const Digest& parent, const LayerSpec& spec, const LayerOptions
 
 // A copy layer over the budget, as several layers split by top-level path
 // (layer/split.hpp). Its key adds the budget to the whole layer's key.
-LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, const Digest& whole_key,
-                                   const std::vector<Layer>& below, const std::vector<std::string>& below_names,
-                                   uint64_t budget, const Store& store, const BuildOptions& options, Status& status,
+LayerReport build_split_copy_layer(const LayerContext& c, EntryMap entries, const Digest& whole_key, uint64_t budget,
                                    std::chrono::steady_clock::time_point start, Digest& key_out) {
   const Digest key = KeyHasher()
                          .field("stackbuild-split-layer", "1")
@@ -77,16 +75,16 @@ LayerReport build_split_copy_layer(const LayerSpec& spec, EntryMap entries, cons
                          .field("budget", static_cast<int64_t>(budget))
                          .finish();
   key_out = key;
-  auto found = find_layers(store, key, spec.name, status, options.cache_from);
-  if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
-  check_duplicate_libraries(spec, below, below_names, store, entries, key);  // pipeline/duplicate_libraries.hpp
-  auto parts = store_layers(entries, store, options.layer, key, budget, top_level_group, status,
-                            "layer " + spec.name, "by top-level path");
-  return layer_report(spec.name, parts, false, seconds_since(start));
+  auto found = find_layers(c.store, key, c.spec.name, c.status, c.options.cache_from);
+  if (found.hit) return layer_report(c.spec.name, *found.hit, true, seconds_since(start));
+  LayerTail tail{budget, top_level_group, "layer " + c.spec.name, "by top-level path"};
+  return layer_report(c.spec.name, finish_layer(c, std::move(entries), key, std::move(found), std::move(tail)),
+                      seconds_since(start));
 }
 
-// One copy layer: from the cache when its key is there, else written now.
-// The key covers the parent's key, so a changed lower layer rebuilds the rest.
+// One copy layer: from the cache when its key is there, else written now
+// (or beside the build, pipeline/layer_writes.hpp). The key covers the
+// parent's key, so a changed lower layer rebuilds the rest.
 LayerReport build_copy_layer(const LayerContext& c, Digest& key_out) {
   auto start = std::chrono::steady_clock::now();
   const LayerSpec& spec = c.spec;
@@ -95,13 +93,12 @@ LayerReport build_copy_layer(const LayerContext& c, Digest& key_out) {
   key_out = key;
   const uint64_t budget = layer_budget(c.recipe, c.options);
   if (budget > 0 && content_bytes(entries) > budget)
-    return build_split_copy_layer(spec, std::move(entries), key, c.below, c.below_names, budget, c.store, c.options,
-                                  c.status, start, key_out);
+    return build_split_copy_layer(c, std::move(entries), key, budget, start, key_out);
   auto found = find_layers(c.store, key, spec.name, c.status, c.options.cache_from);
   if (found.hit) return layer_report(spec.name, *found.hit, true, seconds_since(start));
-  check_duplicate_libraries(spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
-  Layer l = store_layer(entries, c.store, c.options.layer, key, c.status, "layer " + spec.name);
-  return LayerReport{spec.name, l, false, seconds_since(start), {}, {}};
+  LayerTail tail{0, top_level_group, "layer " + spec.name, ""};  // within the budget: one layer
+  return layer_report(spec.name, finish_layer(c, std::move(entries), key, std::move(found), std::move(tail)),
+                      seconds_since(start));
 }
 
 class CopyKind final : public LayerKind {
@@ -109,6 +106,7 @@ class CopyKind final : public LayerKind {
   const char* name() const override { return "copy"; }
   bool handles(const LayerSpec&) const override { return true; }
   LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_copy_layer(c, key_out); }
+  bool reads_below() const override { return false; }  // only for the duplicate check, in finish_layer()
 };
 
 }  // namespace

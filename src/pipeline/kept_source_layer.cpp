@@ -25,10 +25,14 @@ namespace {
 // same source share the layer, and it is the report's `key` (the layer's
 // records, a registry cache's entry). `key_out` receives the key the layers
 // above chain on (the packages' key `key_parent` and this layer's).
-LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& source,
-                                    const Digest& key_parent, const Store& store,
-                                    const BuildOptions& options, uint64_t budget, int64_t epoch,
-                                    Status& status, Digest& key_out) {
+LayerReport build_kept_source_layer(const LayerContext& c, const LayerSource& source, Digest& key_out) {
+  const LayerSpec& spec = c.spec;
+  const Digest& key_parent = c.parent_key;
+  const Store& store = c.store;
+  const BuildOptions& options = c.options;
+  const uint64_t budget = layer_budget(c.recipe, c.options);
+  const int64_t epoch = c.epoch;
+  Status& status = c.status;
   auto start = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -73,17 +77,20 @@ LayerReport build_kept_source_layer(const LayerSpec& spec, const LayerSource& so
   add_parent_dirs(so, entries);
   link_hardlinks(entries);
   // Over the budget: split by the tree's top-level directories (third_party/, aten/, ...).
-  auto by_top = [&root](const std::string& path) {
+  auto by_top = [root](const std::string& path) {
     if (path.size() <= root.size() + 1 || path.compare(0, root.size() + 1, root + "/") != 0)
       return std::string();
     std::string rest = path.substr(root.size() + 1);
     return rest.substr(0, rest.find('/'));
   };
-  std::vector<Layer> parts =
-      store_layers(entries, store, options.layer, key, budget, by_top, status,
-                   "layer " + name + " at " + source.image_path, "by top-level directory");
-  record_source_commit(store, key, fetched);
-  return report(layer_report(name, parts, false, seconds()));
+  // Written now, or beside the build (pipeline/layer_writes.hpp), the tree
+  // kept until then. A kept tree is not a library's copy: no duplicate check.
+  LayerTail tail{budget, by_top, "layer " + name + " at " + source.image_path, "by top-level directory"};
+  tail.check_duplicates = false;
+  record_source_commit(store, key, fetched);  // for the label, which report() reads now
+  tail.hold = std::shared_ptr<TempDir>(std::move(scratch));
+  LayerParts parts = finish_layer(c, std::move(entries), key, std::move(found), std::move(tail));
+  return report(layer_report(name, parts, seconds()));
 }
 
 class KeptSourceKind final : public LayerKind {
@@ -93,9 +100,9 @@ class KeptSourceKind final : public LayerKind {
   LayerReport build(const LayerContext& c, Digest& key_out) const override {
     auto source = kept_source(c.spec, c.options.variables, c.options.point);
     if (!source) throw Error("layer '" + c.spec.name + "' keeps no source");
-    return build_kept_source_layer(c.spec, *source, c.parent_key, c.store, c.options, layer_budget(c.recipe, c.options),
-                                   c.epoch, c.status, key_out);
+    return build_kept_source_layer(c, *source, key_out);
   }
+  bool reads_below() const override { return false; }
   std::vector<RecordKind> record_kinds() const override {
     return {{kSourceCommitRecord,  // the commit its git source was fetched at, for the label
              [](const Digest& key, const std::vector<Layer>&) -> std::optional<Digest> {

@@ -12,6 +12,7 @@
 #include "layer/split.hpp"
 #include "layer/write.hpp"
 #include "pipeline/build_options.hpp"
+#include "pipeline/layer_writes.hpp"
 
 namespace sb {
 
@@ -52,8 +53,22 @@ LayerLookup find_layers(const Store& store, const Digest& key, const std::string
 std::vector<Layer> store_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
                                 const Digest& key, uint64_t budget, const GroupFn& group_of, Status& status,
                                 const std::string& label, const std::string& split_by);
+// store_layers() in two steps: the blobs written (nothing recorded), then
+// the parts recorded under `key` (as one layer, or as a split layer's parts).
+std::vector<Layer> write_layers(const EntryMap& entries, const Store& store, const LayerOptions& options,
+                                uint64_t budget, const GroupFn& group_of, Status& status, const std::string& label,
+                                const std::string& split_by);
+void record_layers(const Store& store, const Digest& key, const std::vector<Layer>& parts);
 
 // The report of a layer built (or found) as `parts`.
 LayerReport layer_report(const std::string& name, const std::vector<Layer>& parts, bool cached, double seconds);
+
+// A layer written, as its parts, or being written (pipeline/layer_writes.hpp).
+struct LayerParts {
+  std::vector<Layer> parts;
+  std::shared_ptr<PendingLayer> pending;
+};
+// Its report: with `pending`, its layers are filled in when build_image settles it.
+LayerReport layer_report(const std::string& name, const LayerParts& written, double seconds);
 
 }  // namespace sb

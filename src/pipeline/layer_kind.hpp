@@ -14,7 +14,9 @@
 // (docs/layers.md, "Adding a layer kind").
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "pipeline/build_options.hpp"
+#include "pipeline/layer_cache.hpp"
 
 namespace sb {
 
@@ -36,6 +39,10 @@ struct LayerContext {
   const BuildOptions& options;               // with the point's inputs (options.point)
   int64_t epoch;                             // SOURCE_DATE_EPOCH
   Status& status;
+  // Where the layer may be written beside the build (pipeline/layer_writes.hpp);
+  // nullptr: written before build() returns. `below` may lack the layers
+  // still being written unless the kind reads_below().
+  LayerWrites* writes = nullptr;
 };
 
 // A point's layers as the lockfile sees them: what `stackbuild lock` pins
@@ -71,6 +78,11 @@ class LayerKind {
   virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
   // The records its layers may leave in the store besides their blobs.
   virtual std::vector<RecordKind> record_kinds() const { return {}; }
+  // Whether build() reads the layers below before it writes (apt's dpkg
+  // state, pip's installed projects, build steps' root): build_image then
+  // settles every layer still being written first. A kind that answers
+  // false reads `below` only through finish_layer().
+  virtual bool reads_below() const { return true; }
 
   // The lockfile. A kind that resolves what it fetches (packages, wheels,
   // archives) pins it in one section of each point's entry, named here
@@ -115,8 +127,10 @@ class BuilderKind final : public LayerKind {
   using Handles = bool (*)(const LayerSpec&);
   using Build = LayerReport (*)(const LayerContext&, Digest&);
   BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
-              std::vector<RecordKind> records = {})
-      : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)) {}
+              std::vector<RecordKind> records = {}, bool reads_below = true)
+      : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)),
+        reads_below_(reads_below) {}
+  bool reads_below() const override { return reads_below_; }
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
   LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_(c, key_out); }
@@ -135,7 +149,32 @@ class BuilderKind final : public LayerKind {
   Build build_;
   KindLock lock_;
   std::vector<RecordKind> records_;
+  bool reads_below_;
 };
+
+// What every kind does last with a layer its key did not find in the cache
+// (`found` holds the key's lock): `entries` checked for libraries the layers
+// below have too (pipeline/duplicate_libraries.hpp, unless check_duplicates
+// is false), written as one layer or as parts over `budget` grouped by
+// `group_of`, recorded under `key`, then `after(parts)` (the kind's own
+// records). With c.writes, and unless the layer's `duplicates:` policy
+// rewrites the entries (lower, upper), the write runs
+// there and the rest when build_image settles the layer, against the layers
+// below as they are by then; `hold` (the staging directory the entries'
+// files are in) and the lock are kept until then.
+struct LayerTail {
+  uint64_t budget = 0;
+  GroupFn group_of;
+  std::string label, split_by;  // "layer app (3 wheels)", "by distribution"
+  bool check_duplicates = true;
+  std::function<void(const std::vector<Layer>& parts)> after;
+  std::shared_ptr<void> hold;
+};
+LayerParts finish_layer(const LayerContext& c, EntryMap entries, const Digest& key, LayerLookup found,
+                        LayerTail tail);
+// Whether the layer's `duplicates:` policy changes its entries (lower,
+// upper): its duplicate check, and so its write, needs the layers below.
+bool duplicates_rewrite(const LayerSpec& spec);
 
 // The registered kinds, in the order they are asked (layer_kinds.cpp); the
 // copy kind last, taking any layer the others do not.

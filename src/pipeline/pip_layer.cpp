@@ -365,8 +365,6 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    // The same library twice in the image (a CUDA layer's and a wheel's): pipeline/duplicate_libraries.hpp.
-    check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);
     // Over the layer budget: split by distribution (a path two wheels write is the later one's).
     std::map<std::string, std::string> dist_of;
     for (const auto& w : inst.wheels) {
@@ -376,15 +374,18 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
                                                 : w.dist_info.find_first_not_of('/'));
       if (!info.empty()) dist_of[info] = w.name;
     }
-    auto by_distribution = [&](const std::string& path) {
+    auto by_distribution = [dist_of = std::move(dist_of)](const std::string& path) {
       auto it = dist_of.find(path);
       return it != dist_of.end() ? it->second : "~" + top_level_group(path);  // not a wheel's: after them
     };
-    std::vector<Layer> parts =
-        store_layers(entries, c.store, c.options.layer, key, layer_budget(c.recipe, c.options), by_distribution, c.status,
-                     what, "by distribution");
+    // The same library twice in the image (a CUDA layer's and a wheel's,
+    // pipeline/duplicate_libraries.hpp) is checked as the layer is written:
+    // now, or beside the build (pipeline/layer_writes.hpp), the staging tree kept until then.
+    LayerTail tail{layer_budget(c.recipe, c.options), by_distribution, what, "by distribution"};
+    tail.hold = std::shared_ptr<TempDir>(std::move(staging));
+    LayerParts parts = finish_layer(c, std::move(entries), key, std::move(found), std::move(tail));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return report(layer_report(c.spec.name, parts, false, secs));
+    return report(layer_report(c.spec.name, parts, secs));
   } catch (Error& e) {
     e.add_trace("while building the pip layer '" + c.spec.name + "'");
     throw;

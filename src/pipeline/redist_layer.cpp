@@ -240,16 +240,16 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
     EntryMap entries;
     scan_tree(staging->path(), "", so, entries);
     add_parent_dirs(so, entries);
-    check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
     // Over the budget: split by component (cuda_cudart, libcublas, cudnn, nccl); the
     // usr/local/cuda link and the ld.so.conf.d entry, which no archive holds, in the last part.
+    // Written now, or beside the build (pipeline/layer_writes.hpp) with the staging tree kept until then.
     auto shared = [](const std::string&) { return std::string("~shared"); };
-    std::vector<Layer> parts =
-        store_layers(entries, c.store, c.options.layer, key, layer_budget(c.recipe, c.options),
-                     group_by_owner(std::move(component_of), shared), c.status,
-                     "layer " + c.spec.name + " (" + std::to_string(items.size()) + " archives)", "by component");
+    LayerTail tail{layer_budget(c.recipe, c.options), group_by_owner(std::move(component_of), shared),
+                   "layer " + c.spec.name + " (" + std::to_string(items.size()) + " archives)", "by component"};
+    tail.hold = std::shared_ptr<TempDir>(std::move(staging));
+    LayerParts parts = finish_layer(c, std::move(entries), key, std::move(found), std::move(tail));
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return report(layer_report(c.spec.name, parts, false, secs));
+    return report(layer_report(c.spec.name, parts, secs));
   } catch (Error& e) {
     e.add_trace("while building the redist layer '" + c.spec.name + "'");
     throw;
@@ -305,6 +305,7 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
 }  // namespace
 
 const LayerKind& redist_layer_kind() {
+  // It reads the layers below only for the duplicate check (finish_layer()).
   static const BuilderKind kind("redist", is_redist_layer, build_redist_layer,
                                 {"redist",
                                  [](const LockContext& c, const Store& store, Status& status) {
@@ -312,7 +313,8 @@ const LayerKind& redist_layer_kind() {
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return redist_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
-                                 }});
+                                 }},
+                                {}, /*reads_below=*/false);
   return kind;
 }
 

@@ -118,13 +118,16 @@ LayerReport build_step_layer(const LayerContext& c, Digest& key_out) {
   EntryMap entries = entries_from_changeset(cs, o);
   c.status.task_end(task, std::to_string(entries.size()) + " entries, " + std::to_string(cs.deleted.size()) +
                             " deleted, " + human_bytes(static_cast<double>(content_bytes(entries))));
-  check_duplicate_libraries(c.spec, c.below, c.below_names, c.store, entries, key);  // pipeline/duplicate_libraries.hpp
   // Over the budget: split by top-level path, as a copy layer is; whiteouts
-  // stay with what they hide (layer/split.hpp).
-  std::vector<Layer> parts = store_layers(entries, c.store, c.options.layer, key, budget, top_level_group, c.status,
-                                          "layer " + c.spec.name, "by top-level path");
-  record_source_commit(c.store, key, fetched);
-  return report(layer_report(c.spec.name, parts, false, seconds()));
+  // stay with what they hide (layer/split.hpp). The duplicate check
+  // (pipeline/duplicate_libraries.hpp), the write and the records: now, or
+  // beside the build (pipeline/layer_writes.hpp), the scratch directory the
+  // changeset's files are in kept until then.
+  record_source_commit(c.store, key, fetched);  // for the label, which report() reads now
+  LayerTail tail{budget, top_level_group, "layer " + c.spec.name, "by top-level path"};
+  tail.hold = std::make_shared<StepsSetup>(std::move(setup));
+  LayerParts parts = finish_layer(c, std::move(entries), key, std::move(found), std::move(tail));
+  return report(layer_report(c.spec.name, parts, seconds()));
 }
 
 
