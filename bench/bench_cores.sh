@@ -15,7 +15,9 @@
 #      (default 3, each into a fresh directory, the previous one removed and synced
 #      untimed): the median, MB/s of unpacked bytes.
 #   3. `stackbuild build` of that image's recipe from an empty store, ROUNDS rounds: the
-#      median.
+#      median, with layers written ahead (the default) and with `--write-ahead 0` (each
+#      layer written before the next begins) in the same rounds, and their ratio. The two
+#      must give the same image: a different digest fails the run.
 # Prints the table and the bars of issue 39 for a 16-core machine (gzip layer >= 1.2 GB/s at
 # the largest -j, unpack >= 1 GB/s); STRICT=1 exits 1 when one is missed (not with
 # --smoke).
@@ -108,32 +110,40 @@ rm -rf "$W/store"
 log "building the image of $SRC ..."
 bench_tree_image "$SB" "$SRC" "$W" || die "the image did not build"
 cat "$W"/layout/blobs/sha256/* >/dev/null
-unpack_times=() build_times=()
+unpack_times=() build_times=() serial_times=() build_digests=()
 for ((r = 0; r < ROUNDS; r++)); do
   rm -rf "$W/t"; sync
   t0=$(bench_now)
   "$SB" unpack "$W/layout:1" "$W/t" >/dev/null || die "stackbuild unpack failed"
   t1=$(bench_now)
   unpack_times+=("$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")")
-  rm -rf "$W/store" "$W/out"
-  t0=$(bench_now)
-  "$SB" build "$W/recipe/r.yaml" -o "$W/out" --store "$W/store" --progress plain --allow-host-paths \
-    >"$W/build.log" 2>&1 || { cat "$W/build.log" >&2; die "stackbuild build failed"; }
-  t1=$(bench_now)
-  build_times+=("$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")")
+  for ahead in default 0; do
+    extra=(); [[ $ahead == 0 ]] && extra=(--write-ahead 0)
+    rm -rf "$W/store" "$W/out"; sync
+    t0=$(bench_now)
+    "$SB" build "$W/recipe/r.yaml" -o "$W/out" --store "$W/store" --progress plain --allow-host-paths \
+      "${extra[@]}" >"$W/build.log" 2>&1 || { cat "$W/build.log" >&2; die "stackbuild build failed"; }
+    t1=$(bench_now)
+    s=$(python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$t1")
+    if [[ $ahead == 0 ]]; then serial_times+=("$s"); else build_times+=("$s"); fi
+    build_digests+=("$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["manifests"][0]["digest"])' \
+      "$W/out/index.json")")
+  done
 done
 unpacked=$(du -sb "$W/t" | cut -f1)
 layers=$(grep -c '^  - ' "$W/recipe/r.yaml" || true)
 rm -rf "$W/t" "$W/store" "$W/out"
 
 report=$(python3 - "$cores" "$tar_bytes" "$unpacked" "$layers" "${STRICT:-0}" "$SMOKE" "${unpack_times[*]}" \
-  "${build_times[*]}" "${results[@]}" <<'PY'
+  "${build_times[*]}" "${serial_times[*]}" "${build_digests[*]}" "${results[@]}" <<'PY'
 import statistics, sys
 cores, tar_bytes, unpacked, layers = (int(a) for a in sys.argv[1:5])
 strict, smoke = sys.argv[5] == "1", sys.argv[6] == "1"
 unpack = [float(x) for x in sys.argv[7].split()]
 build = [float(x) for x in sys.argv[8].split()]
-rows = [r.split() for r in sys.argv[9:]]
+serial = [float(x) for x in sys.argv[9].split()]
+build_digests = set(sys.argv[10].split())
+rows = [r.split() for r in sys.argv[11:]]
 jobs = list(dict.fromkeys(r[1] for r in rows))
 out = [f"bench_cores: {cores} cores; stackbuild layer of a {tar_bytes/1e9:.2f} GB tree (seconds, MB/s)",
        "| | " + " | ".join(f"-j {j}" for j in jobs) + " |", "|---|" + "---|" * len(jobs)]
@@ -149,7 +159,11 @@ for comp in dict.fromkeys(r[0] for r in rows):
         bad.append(f"{comp}: the digest differs between -j values: {sorted(digests)}")
 u, b = statistics.median(unpack), statistics.median(build)
 out.append(f"bench_cores: unpack of the {layers}-layer image: {u:.2f} s, {unpacked/u/1e6:.0f} MB/s (median of {len(unpack)})")
-out.append(f"bench_cores: build of that {layers}-layer recipe from an empty store: {b:.2f} s (median of {len(build)})")
+bs = statistics.median(serial)
+out.append(f"bench_cores: build of that {layers}-layer recipe from an empty store: {b:.2f} s with layers written "
+           f"ahead, {bs:.2f} s with --write-ahead 0: {bs/b:.2f}x (medians of {len(build)})")
+if len(build_digests) != 1:
+    bad.append(f"build: the image differs between --write-ahead values: {sorted(build_digests)}")
 gz = min(float(r[2]) for r in rows if r[0] == "gzip" and r[1] == jobs[-1])
 bars = [(f"gzip layer at -j {jobs[-1]}", tar_bytes / gz / 1e6, 1200), ("unpack", unpacked / u / 1e6, 1000)]
 missed = False
