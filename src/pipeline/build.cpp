@@ -209,7 +209,7 @@ BuildResult build_image(const Recipe& recipe, const Store& store, const BuildOpt
         // What reads the layers below sees them all: every layer the kind
         // reads, and, unless the layer's write may go ahead (finish_layer()),
         // the duplicate check's.
-        if (!writes || kind->reads_below() || duplicates_rewrite(spec)) settle();
+        if (!writes || kind->reads_below(spec, layer_options) || duplicates_rewrite(spec)) settle();
         try {
           result.layers.push_back(kind->build(
               {recipe, spec, key, layers, names, store, layer_options, epoch, status, writes ? &*writes : nullptr}, key));

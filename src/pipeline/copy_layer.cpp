@@ -106,7 +106,8 @@ class CopyKind final : public LayerKind {
   const char* name() const override { return "copy"; }
   bool handles(const LayerSpec&) const override { return true; }
   LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_copy_layer(c, key_out); }
-  bool reads_below() const override { return false; }  // only for the duplicate check, in finish_layer()
+  // It reads the layers below only for the duplicate check, in finish_layer().
+  bool reads_below(const LayerSpec&, const BuildOptions&) const override { return false; }
 };
 
 }  // namespace

@@ -102,7 +102,7 @@ class KeptSourceKind final : public LayerKind {
     if (!source) throw Error("layer '" + c.spec.name + "' keeps no source");
     return build_kept_source_layer(c, *source, key_out);
   }
-  bool reads_below() const override { return false; }
+  bool reads_below(const LayerSpec&, const BuildOptions&) const override { return false; }
   std::vector<RecordKind> record_kinds() const override {
     return {{kSourceCommitRecord,  // the commit its git source was fetched at, for the label
              [](const Digest& key, const std::vector<Layer>&) -> std::optional<Digest> {

@@ -41,7 +41,7 @@ struct LayerContext {
   Status& status;
   // Where the layer may be written beside the build (pipeline/layer_writes.hpp);
   // nullptr: written before build() returns. `below` may lack the layers
-  // still being written unless the kind reads_below().
+  // still being written unless the kind reads_below(spec, options).
   LayerWrites* writes = nullptr;
 };
 
@@ -78,11 +78,11 @@ class LayerKind {
   virtual LayerReport build(const LayerContext& context, Digest& key_out) const = 0;
   // The records its layers may leave in the store besides their blobs.
   virtual std::vector<RecordKind> record_kinds() const { return {}; }
-  // Whether build() reads the layers below before it writes (apt's dpkg
-  // state, pip's installed projects, build steps' root): build_image then
-  // settles every layer still being written first. A kind that answers
-  // false reads `below` only through finish_layer().
-  virtual bool reads_below() const { return true; }
+  // Whether build() of `spec` reads the layers below before it writes (apt's
+  // dpkg state, pip's installed projects when it resolves, build steps'
+  // root): build_image then settles every layer still being written first.
+  // A kind that answers false reads `below` only through finish_layer().
+  virtual bool reads_below(const LayerSpec& spec, const BuildOptions& options) const { return true; }
 
   // The lockfile. A kind that resolves what it fetches (packages, wheels,
   // archives) pins it in one section of each point's entry, named here
@@ -126,11 +126,15 @@ class BuilderKind final : public LayerKind {
  public:
   using Handles = bool (*)(const LayerSpec&);
   using Build = LayerReport (*)(const LayerContext&, Digest&);
+  // Whether it reads the layers below (LayerKind::reads_below); none: always.
+  using ReadsBelow = bool (*)(const LayerSpec&, const BuildOptions&);
   BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
-              std::vector<RecordKind> records = {}, bool reads_below = true)
+              std::vector<RecordKind> records = {}, ReadsBelow reads_below = nullptr)
       : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)),
         reads_below_(reads_below) {}
-  bool reads_below() const override { return reads_below_; }
+  bool reads_below(const LayerSpec& spec, const BuildOptions& options) const override {
+    return !reads_below_ || reads_below_(spec, options);
+  }
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
   LayerReport build(const LayerContext& c, Digest& key_out) const override { return build_(c, key_out); }
@@ -149,7 +153,7 @@ class BuilderKind final : public LayerKind {
   Build build_;
   KindLock lock_;
   std::vector<RecordKind> records_;
-  bool reads_below_;
+  ReadsBelow reads_below_;
 };
 
 // What every kind does last with a layer its key did not find in the cache

@@ -523,6 +523,19 @@ const LayerKind& pip_constraint_layer_kind() {
   return kind;
 }
 
+namespace {
+
+// Whether building `spec` reads the layers below: to resolve its
+// requirements (what they installed is kept, their musl picks the wheels),
+// unless --locked pins its wheels; then only its duplicate check does.
+bool pip_reads_below(const LayerSpec& spec, const BuildOptions& options) {
+  if (options.point.lock.empty()) return true;
+  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
+  return !(lock.contains("pip") && lock["pip"].contains(spec.name));
+}
+
+}  // namespace
+
 const LayerKind& pip_layer_kind() {
   static const BuilderKind kind("pip", is_pip_layer, build_pip_layer,
                                 {"pip",
@@ -531,7 +544,8 @@ const LayerKind& pip_layer_kind() {
                                  },
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return pip_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
-                                 }});
+                                 }},
+                                {}, pip_reads_below);
   return kind;
 }
 

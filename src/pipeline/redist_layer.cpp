@@ -314,7 +314,7 @@ const LayerKind& redist_layer_kind() {
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return redist_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
                                  }},
-                                {}, /*reads_below=*/false);
+                                {}, [](const LayerSpec&, const BuildOptions&) { return false; });
   return kind;
 }
 

@@ -18,6 +18,7 @@
 #include "offline_fixture.hpp"
 #include "pip_fixture.hpp"
 #include "archive/extract.hpp"
+#include "pipeline/layer_kind.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/matrix_build.hpp"
 #include "fetch/pip/resolver.hpp"
@@ -50,10 +51,12 @@ struct Run {
   std::vector<std::string> manifests;
 };
 
-void build_in(const fs::path& dir, Served& served, Run& run, bool locked = false) {
+void build_in(const fs::path& dir, Served& served, Run& run, bool locked = false,
+              std::optional<size_t> write_ahead = std::nullopt) {
   Store store(dir / "store");
   MatrixOptions o;
   o.build.output = dir / "out";
+  o.build.write_ahead = write_ahead;
   o.build.services.make_fetcher = run.fetcher.factory();
   o.build.services.index = std::make_shared<test::IndexTransport>(served.wheels);
   o.build.services.now = ticking_clock();
@@ -195,4 +198,33 @@ TEST_CASE("lock: what a new lock changes, --only for some points, --check offlin
   CHECK_THROWS_WITH(lock_recipe(plan(), store, {{"flavor=1.0"}, {}}, run.status, services),
                     Catch::Contains("lock every point first"));
   ::unsetenv("STACKBUILD_INDEX_MAX_AGE");
+}
+
+TEST_CASE("build --locked: a pip layer whose wheels are pinned is built while the layers below are written",
+          "[matrix][services][write-ahead]") {
+  // Resolving reads the layers below (what they installed, their musl);
+  // pinned wheels need only the duplicate check, which waits for them.
+  const LayerKind& pip = pip_layer_kind();
+  LayerSpec spec;
+  spec.name = "wheels";
+  BuildOptions o;
+  CHECK(pip.reads_below(spec, o));
+  o.point.lock = R"({"pip": {"other": {}}})";
+  CHECK(pip.reads_below(spec, o));
+  o.point.lock = R"({"pip": {"wheels": {"wheels": []}}})";
+  CHECK_FALSE(pip.reads_below(spec, o));
+  CHECK(apt_layer_kind().reads_below(spec, o));  // the dpkg state below, locked or not
+
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served, again;
+  TempDir a, b;
+  Run one_by_one(served), ahead(again);
+  build_in(a.path(), served, one_by_one, true, 0);
+  build_in(b.path(), again, ahead, true, 4);
+  CHECK(ahead.manifests == one_by_one.manifests);
+  CHECK(ahead.manifests.size() == 2);
 }
