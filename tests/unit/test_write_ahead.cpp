@@ -122,7 +122,7 @@ TEST_CASE("a settled layer finishes with the complete layers below it", "[write-
 TEST_CASE("an image built with layers written ahead is the image built one layer after another",
           "[write-ahead]") {
   TempDir tmp;
-  test::write(tmp.path() / "big" / "blob.bin", noise(24 << 20, 1));
+  test::write(tmp.path() / "big" / "blob.bin", noise(48 << 20, 1));
   test::write(tmp.path() / "small" / "a.txt", "a\n");
   test::write(tmp.path() / "more" / "b.txt", std::string(5000, 'b'));
   test::write(tmp.path() / "r.yaml",
@@ -151,7 +151,7 @@ TEST_CASE("an image built with layers written ahead is the image built one layer
   CHECK(b.images.front().image.manifest.digest == a.images.front().image.manifest.digest);
 
   // One after another, `small` begins after `big` ends; ahead, `small` is
-  // staged and written while `big` is still being compressed (24 MiB of
+  // staged and written while `big` is still being compressed (48 MiB of
   // noise against one small file).
   auto order = [](const test::RecordingStatus& s) {
     auto lines = s.lines();
