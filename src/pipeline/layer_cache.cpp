@@ -125,10 +125,6 @@ LayerReport layer_report(const std::string& name, const std::vector<Layer>& part
   return r;
 }
 
-}  // namespace sb
-
-namespace sb {
-
 bool duplicates_rewrite(const LayerSpec& spec) {
   const DuplicatePolicy policy = duplicate_policy(spec);
   return policy == DuplicatePolicy::Lower || policy == DuplicatePolicy::Upper;
