@@ -58,6 +58,11 @@ const char* const kBuildHelp =
     "  --gpus SEL, --report FILE, --junit FILE, --nvcc PATH  for the tests, as for 'stackbuild test'\n"
     "  --locked                 refuse to build unless RECIPE.lock exists and matches what the\n"
     "                           recipe resolves to now (see 'stackbuild lock'); says what changed\n"
+    "  --fetch-ahead            with --locked, download the pinned wheels and redist archives of\n"
+    "                           every point, in build order, while the layers before them are\n"
+    "                           built (default: each layer's when it is built). For a network\n"
+    "                           slower than the build's CPU work; on a 2-core machine with a fast\n"
+    "                           mirror it made the main job slower (docs/layers.md)\n"
     "  --set KEY=VALUE          replace matrix.KEY with one value (repeatable)\n"
     "  --platform OS/ARCH       build only the points of this platform (linux/amd64, linux/arm64;\n"
     "                           --only platform=OS/ARCH); --format docker-archive takes one\n"
@@ -155,6 +160,7 @@ MatrixOptions matrix_options(const Args& args, const Recipe& recipe) {
   auto jobs = args.integer("-j", 1, 256);
   if (!jobs) jobs = args.integer("--jobs", 1, 256);
   mo.jobs = static_cast<int>(jobs.value_or(1));
+  mo.fetch_ahead = args.has("--fetch-ahead");
   if (auto m = args.get("--memory-per-point")) {
     auto bytes = parse_bytes(*m);
     if (!bytes)
@@ -211,7 +217,8 @@ GateOptions gate_options(const Args& args) {
 int cmd_build(const std::vector<std::string>& argv) {
   std::vector<std::string> flags = kCommonFlags;
   std::vector<std::string> options = kCommonOptions;
-  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index"});
+  flags.insert(flags.end(), {"--locked", "--strict", "--allow-host-paths", "--record-inputs", "--no-index",
+                             "--fetch-ahead"});
   options.insert(options.end(), {"-o", "--output", "--format", "--compression", "--level", "-j", "--jobs",
                                  "--memory-per-point",
                                  "--threads", "--write-ahead", "--source-date-epoch", "--catalog", "--index-tag", "--layer-budget",

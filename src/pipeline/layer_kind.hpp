@@ -66,6 +66,12 @@ struct RecordKind {
   void (*check)(const std::string& value);
 };
 
+// What a layer will download, known ahead (LayerKind::fetch_ahead).
+struct AheadFetch {
+  fetch::FetchOptions options;  // as the kind's own fetches of them are made
+  std::vector<fetch::FetchItem> items;
+};
+
 class LayerKind {
  public:
   virtual ~LayerKind() = default;
@@ -83,6 +89,16 @@ class LayerKind {
   // root): build_image then settles every layer still being written first.
   // A kind that answers false reads `below` only through finish_layer().
   virtual bool reads_below(const LayerSpec& spec, const BuildOptions& options) const { return true; }
+  // What building `spec` will download, known before it is built: the files
+  // options.point.lock pins for it that `store` lacks, with their URLs and
+  // sha256, and the options its own fetches use. build_points fetches them
+  // ahead (pipeline/fetch_ahead.hpp) while earlier layers and points are
+  // built. No items: the kind pins nothing, or nothing for this layer. May
+  // read index pages (a pinned wheel names a file, not a URL).
+  virtual AheadFetch fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store,
+                                 Status& status) const {
+    return {};
+  }
 
   // The lockfile. A kind that resolves what it fetches (packages, wheels,
   // archives) pins it in one section of each point's entry, named here
@@ -128,12 +144,19 @@ class BuilderKind final : public LayerKind {
   using Build = LayerReport (*)(const LayerContext&, Digest&);
   // Whether it reads the layers below (LayerKind::reads_below); none: always.
   using ReadsBelow = bool (*)(const LayerSpec&, const BuildOptions&);
+  // What it will download (LayerKind::fetch_ahead); none: nothing known ahead.
+  using FetchAhead = AheadFetch (*)(const LayerSpec&, const BuildOptions&, const Store&, Status&);
   BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
-              std::vector<RecordKind> records = {}, ReadsBelow reads_below = nullptr)
+              std::vector<RecordKind> records = {}, ReadsBelow reads_below = nullptr,
+              FetchAhead fetch_ahead = nullptr)
       : name_(name), handles_(handles), build_(build), lock_(lock), records_(std::move(records)),
-        reads_below_(reads_below) {}
+        reads_below_(reads_below), fetch_ahead_(fetch_ahead) {}
   bool reads_below(const LayerSpec& spec, const BuildOptions& options) const override {
     return !reads_below_ || reads_below_(spec, options);
+  }
+  AheadFetch fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store,
+                         Status& status) const override {
+    return fetch_ahead_ ? fetch_ahead_(spec, options, store, status) : AheadFetch{};
   }
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }
@@ -154,6 +177,7 @@ class BuilderKind final : public LayerKind {
   KindLock lock_;
   std::vector<RecordKind> records_;
   ReadsBelow reads_below_;
+  FetchAhead fetch_ahead_;
 };
 
 // What every kind does last with a layer its key did not find in the cache

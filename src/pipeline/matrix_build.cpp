@@ -1,12 +1,16 @@
 #include "pipeline/matrix_build.hpp"
 
+#include "pipeline/fetch_ahead.hpp"
+
 #include "pipeline/labels.hpp"
 #include "pipeline/point_inputs.hpp"
 #include "sandbox/emulation.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -45,12 +49,7 @@ void build_point(const MatrixPoint& point, const Store& store, const MatrixOptio
   auto start = options.build.services.now();
   std::unique_ptr<Status> own = scoped ? scoped_status(status, point_label(point)) : nullptr;
   Status& st = own ? *own : status;
-  BuildOptions o = options.build;
-  o.variables = point.variables;
-  o.point = point.inputs;
-  o.layer.prefetch = point.prefetch;
-  o.labels = point.labels;
-  o.base.locked = point.base_lock;
+  BuildOptions o = point_build_options(point, options.build);
   st.event("point_begin", {{"point", point.id}, {"tags", point.recipe.tags}});
   try {
     check_interrupted();
@@ -166,6 +165,14 @@ MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& s
   MatrixOptions shared = options;
   if (shared.build.layer.threads == 0 && jobs > 1)
     shared.build.layer.threads = static_cast<int>(std::max<size_t>(1, (usable_cores() + jobs - 1) / jobs));
+  // A --locked build's downloads, fetched ahead of the layers that need them
+  // (pipeline/fetch_ahead.hpp); stopped, after the files it is fetching, when
+  // the points are done.
+  std::optional<FetchAhead> ahead;
+  if (options.fetch_ahead && std::any_of(points.begin(), points.end(), [](const MatrixPoint& p) {
+        return !p.inputs.lock.empty();
+      }))
+    ahead.emplace(points, store, shared.build, status);
   auto worker = [&] {
     for (;;) {
       size_t i = next.fetch_add(1);
@@ -175,6 +182,7 @@ MatrixResult build_points(const std::vector<MatrixPoint>& points, const Store& s
     }
   };
   run_on_threads(jobs, worker);
+  ahead.reset();
   for (size_t i = 0; i < points.size(); ++i)
     if (failures[i] && !result.failure) result.failure = failures[i];  // the first in matrix order
   if (!result.failure && interrupted()) {

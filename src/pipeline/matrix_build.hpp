@@ -64,6 +64,9 @@ struct MatrixOptions {
   // limit, if lower) does not hold that many. 0: no bound.
   uint64_t memory_per_point = uint64_t{4} << 30;
   std::string index_ref;   // the matrix index's ref name in an OCI layout; "" = write no index
+  // A --locked build's pinned wheels and archives fetched ahead of the layers
+  // that need them (pipeline/fetch_ahead.hpp): --fetch-ahead.
+  bool fetch_ahead = false;
 };
 
 // A tag that points differing only in platform share: one image index under

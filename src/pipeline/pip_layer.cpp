@@ -253,16 +253,17 @@ std::vector<pip::PinnedWheel> pip_resolve(const std::vector<std::string>& requir
 // found on the index this machine is configured for, by file name (and
 // sha256, when the index gives one), one project page each. Those in the
 // store need no URL: the fetcher takes them from there.
-static void locate_wheels(std::vector<pip::PinnedWheel>& wheels, const LayerContext& c) {
+static void locate_wheels(std::vector<pip::PinnedWheel>& wheels, const Store& store, const BuildOptions& options,
+                          Status& status) {
   std::map<std::string, std::vector<pip::PinnedWheel*>> missing;  // project -> its wheels without a URL
   for (auto& w : wheels)
-    if (w.url.empty() && !(w.sha256 && c.store.has(*w.sha256)))
+    if (w.url.empty() && !(w.sha256 && store.has(*w.sha256)))
       missing[w.key.empty() ? pip::normalize_name(w.name) : w.key].push_back(&w);
   if (missing.empty()) return;
-  pip::IndexConfig cfg = index_config(c.store, "");
-  cfg.transport = c.options.services.index;
-  auto fetcher = c.options.services.make_fetcher(c.store, pip_fetch_options(cfg), c.status);
-  auto index = pip::make_http_index(cfg, c.store, *fetcher, page_cache());
+  pip::IndexConfig cfg = index_config(store, "");
+  cfg.transport = options.services.index;
+  auto fetcher = options.services.make_fetcher(store, pip_fetch_options(cfg), status);
+  auto index = pip::make_http_index(cfg, store, *fetcher, page_cache());
   std::vector<std::string> projects;
   for (const auto& [project, ws] : missing) projects.push_back(project);
   index->prefetch(projects);
@@ -313,7 +314,7 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
     nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
     if (lock.contains("pip") && lock["pip"].contains(c.spec.name)) {  // --locked: exactly the pinned wheels
       wheels = pinned_list<pip::PinnedWheel>(lock["pip"][c.spec.name], "wheels");
-      locate_wheels(wheels, c);
+      locate_wheels(wheels, c.store, c.options, c.status);
     } else {
       list_lower();
       // A musl base (Alpine): musllinux wheels, for the musl the layers below have.
@@ -534,6 +535,20 @@ bool pip_reads_below(const LayerSpec& spec, const BuildOptions& options) {
   return !(lock.contains("pip") && lock["pip"].contains(spec.name));
 }
 
+// The wheels --locked pins for `spec` that the store lacks, located on the
+// index (by file name) as the build will locate them.
+AheadFetch pip_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status& status) {
+  if (options.point.lock.empty()) return {};
+  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
+  if (!lock.contains("pip") || !lock["pip"].contains(spec.name)) return {};
+  auto wheels = pinned_list<pip::PinnedWheel>(lock["pip"][spec.name], "wheels");
+  locate_wheels(wheels, store, options, status);
+  AheadFetch out{wheel_fetch_options(), {}};
+  for (const auto& w : wheels)
+    if (w.sha256 && !w.url.empty() && !store.has(*w.sha256)) out.items.push_back({w.url, w.sha256, w.size, w.filename});
+  return out;
+}
+
 }  // namespace
 
 const LayerKind& pip_layer_kind() {
@@ -545,7 +560,7 @@ const LayerKind& pip_layer_kind() {
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return pip_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
                                  }},
-                                {}, pip_reads_below);
+                                {}, pip_reads_below, pip_fetch_ahead);
   return kind;
 }
 

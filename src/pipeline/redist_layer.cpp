@@ -304,6 +304,21 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
 
 }  // namespace
 
+namespace {
+
+// The archives --locked pins for `spec` that the store lacks.
+AheadFetch redist_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status&) {
+  if (options.point.lock.empty()) return {};
+  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
+  if (!lock.contains("redist") || !lock["redist"].contains(spec.name)) return {};
+  AheadFetch out{fetch::fetch_options_from_env(), {}};
+  for (const auto& a : from_lock(lock["redist"][spec.name]).archives)
+    if (a.sha256 && !store.has(*a.sha256)) out.items.push_back({a.url, a.sha256, a.size, label_of(a)});
+  return out;
+}
+
+}  // namespace
+
 const LayerKind& redist_layer_kind() {
   // It reads the layers below only for the duplicate check (finish_layer()).
   static const BuilderKind kind("redist", is_redist_layer, build_redist_layer,
@@ -314,7 +329,7 @@ const LayerKind& redist_layer_kind() {
                                  [](const LockContext& c, const LayerSpec& spec, const nlohmann::json& entry) {
                                    return redist_lock_mismatch(c.recipe, spec, c.variables, c.point, entry);
                                  }},
-                                {}, [](const LayerSpec&, const BuildOptions&) { return false; });
+                                {}, [](const LayerSpec&, const BuildOptions&) { return false; }, redist_fetch_ahead);
   return kind;
 }
 

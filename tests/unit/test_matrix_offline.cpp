@@ -18,6 +18,7 @@
 #include "offline_fixture.hpp"
 #include "pip_fixture.hpp"
 #include "archive/extract.hpp"
+#include "pipeline/fetch_ahead.hpp"
 #include "pipeline/layer_kind.hpp"
 #include "pipeline/lock.hpp"
 #include "pipeline/matrix_build.hpp"
@@ -52,11 +53,12 @@ struct Run {
 };
 
 void build_in(const fs::path& dir, Served& served, Run& run, bool locked = false,
-              std::optional<size_t> write_ahead = std::nullopt) {
+              std::optional<size_t> write_ahead = std::nullopt, bool fetch_ahead = false) {
   Store store(dir / "store");
   MatrixOptions o;
   o.build.output = dir / "out";
   o.build.write_ahead = write_ahead;
+  o.fetch_ahead = fetch_ahead;
   o.build.services.make_fetcher = run.fetcher.factory();
   o.build.services.index = std::make_shared<test::IndexTransport>(served.wheels);
   o.build.services.now = ticking_clock();
@@ -221,4 +223,62 @@ TEST_CASE("build --locked: a pip layer whose wheels are pinned does not wait for
   o.point.lock = R"({"pip": {"wheels": {"wheels": []}}})";
   CHECK_FALSE(pip.reads_below(spec, o));
   CHECK(apt_layer_kind().reads_below(spec, o));  // the dpkg state below, locked or not
+}
+
+TEST_CASE("build --locked: the pinned wheels are fetched ahead, and the image is the same", "[matrix][fetch-ahead]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served;
+  TempDir a, b, c;
+  // Ahead of the build: every point's pinned wheel, and nothing unpinned
+  // (the apt layer resolves when it is built).
+  {
+    Store store(a.path() / "store");
+    test::RecordingFetcher fetcher(served.files);
+    BuildOptions o;
+    o.services.make_fetcher = fetcher.factory();
+    o.services.index = std::make_shared<test::IndexTransport>(served.wheels);
+    auto points = points_in(a.path(), served, true);
+    test::RecordingStatus status;
+    FetchAhead ahead(points, store, o, status);
+    ahead.wait();
+    for (const char* v : {"1.0", "2.0"}) CHECK(store.has(served.wheels.sha(Served::wheel(v))));
+    CHECK(fetcher.served().size() == 2);
+    for (const auto& url : fetcher.asked()) CHECK_THAT(url, Catch::EndsWith(".whl"));
+  }
+  // The same image with and without, each wheel served once.
+  Served again, third;
+  Run ahead(again), own(third);
+  build_in(b.path(), again, ahead, true, std::nullopt, true);
+  build_in(c.path(), third, own, true, std::nullopt, false);
+  CHECK(ahead.manifests == own.manifests);
+  for (const char* v : {"1.0", "2.0"}) {
+    CHECK(ahead.fetcher.served().count(kFiles + Served::wheel(v)));
+    CHECK(own.fetcher.served().count(kFiles + Served::wheel(v)));
+  }
+}
+
+TEST_CASE("build --locked: a wheel that fails ahead fails its layer with the layer's own error",
+          "[matrix][fetch-ahead]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served;
+  served.files.erase(kFiles + Served::wheel("1.0"));  // the index names it, the server has it no longer
+  TempDir a;
+  Run run(served);
+  try {
+    build_in(a.path(), served, run, true, std::nullopt, true);
+    FAIL("a missing pinned wheel built");
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains("greet-1.0-py3-none-any.whl: HTTP 404"));
+    std::string traces;
+    for (const auto& t : e.traces()) traces += t + "\n";
+    CHECK_THAT(traces, Catch::Contains("while building the pip layer 'wheels'"));
+  }
 }

@@ -1,0 +1,65 @@
+#include "pipeline/fetch_ahead.hpp"
+
+#include <set>
+
+#include "pipeline/layer_kind.hpp"
+#include "pipeline/matrix_build.hpp"
+#include "util/interrupt.hpp"
+
+namespace sb {
+
+BuildOptions point_build_options(const MatrixPoint& point, const BuildOptions& build) {
+  BuildOptions o = build;
+  o.variables = point.variables;
+  o.point = point.inputs;
+  o.layer.prefetch = point.prefetch;
+  o.labels = point.labels;
+  o.base.locked = point.base_lock;
+  return o;
+}
+
+FetchAhead::FetchAhead(const std::vector<MatrixPoint>& points, const Store& store, const BuildOptions& options,
+                       Status& status)
+    : status_(scoped_status(status, "ahead")) {
+  try {
+    thread_ = std::thread([this, &points, &store, options] { run(points, store, options); });
+  } catch (const std::system_error&) {  // no thread: the layers fetch for themselves
+  }
+}
+
+FetchAhead::~FetchAhead() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+}
+
+void FetchAhead::wait() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void FetchAhead::run(const std::vector<MatrixPoint>& points, const Store& store, const BuildOptions& build) {
+  std::set<std::string> seen;  // sha256: a file two points pin is fetched once
+  for (const auto& point : points) {
+    if (point.inputs.lock.empty()) continue;
+    const BuildOptions options = point_build_options(point, build);
+    for (const auto& spec : point.recipe.layers) {
+      if (stop_ || interrupted()) return;
+      try {
+        AheadFetch ahead = layer_kind_of(spec).fetch_ahead(spec, options, store, *status_);
+        std::vector<fetch::FetchItem> todo;
+        for (auto& item : ahead.items)
+          if (item.sha256 && seen.insert(item.sha256->str()).second) todo.push_back(std::move(item));
+        if (todo.empty()) continue;
+        auto fetcher = options.services.make_fetcher(store, ahead.options, *status_);
+        // A few files at a time, so that a build that stops waits for those only.
+        const size_t batch = static_cast<size_t>(std::max(1, ahead.options.jobs));
+        for (size_t i = 0; i < todo.size() && !stop_ && !interrupted(); i += batch)
+          fetcher->fetch(std::vector<fetch::FetchItem>(todo.begin() + i,
+                                                       todo.begin() + std::min(todo.size(), i + batch)));
+      } catch (const std::exception& e) {  // the layer fetches it again, and reports its own error
+        status_->message(Level::Debug, "layer " + spec.name + ": " + e.what() + " (the layer fetches it itself)");
+      }
+    }
+  }
+}
+
+}  // namespace sb
