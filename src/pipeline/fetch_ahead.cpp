@@ -8,16 +8,6 @@
 
 namespace sb {
 
-BuildOptions point_build_options(const MatrixPoint& point, const BuildOptions& build) {
-  BuildOptions o = build;
-  o.variables = point.variables;
-  o.point = point.inputs;
-  o.layer.prefetch = point.prefetch;
-  o.labels = point.labels;
-  o.base.locked = point.base_lock;
-  return o;
-}
-
 FetchAhead::FetchAhead(const std::vector<MatrixPoint>& points, const Store& store, const BuildOptions& options,
                        Status& status)
     : status_(scoped_status(status, "ahead")) {

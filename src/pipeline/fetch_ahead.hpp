@@ -45,8 +45,4 @@ class FetchAhead {
   std::thread thread_;
 };
 
-// The build options of `point`: the build's, with the point's variables,
-// inputs (its lockfile pins), labels, base image pin and eStargz order.
-BuildOptions point_build_options(const MatrixPoint& point, const BuildOptions& build);
-
 }  // namespace sb

@@ -17,13 +17,7 @@ std::optional<Layer> cached_layer(const Store& store, const Digest& key) {
 
 Layer store_layer(const EntryMap& entries, const Store& store, const LayerOptions& options, const Digest& key,
                   Status& status, const std::string& label) {
-  // The phase, as the progress display names it: fetch, install, build, compress (or cached).
-  int task = status.task_begin("compress " + label, content_bytes(entries));
-  LayerStages stages;
-  Layer l = write_layer(entries, store, options, [&](uint64_t done) { status.task_progress(task, done); }, &stages);
-  store.put_record("layer", key, nlohmann::json(l).dump());
-  status.task_end(task, l.digest.str() + ", " + human_bytes(static_cast<double>(l.size)) + "; " + stages.summary());
-  return l;
+  return store_layers(entries, store, options, key, 0, {}, status, label, "").front();  // budget 0: never split
 }
 
 std::optional<std::vector<Layer>> cached_layers(const Store& store, const Digest& key) {

@@ -66,6 +66,10 @@ struct RecordKind {
   void (*check)(const std::string& value);
 };
 
+// The entry --locked pins for `layer` in the lock section `section` ("pip")
+// of the point (PointInputs::lock), or none.
+std::optional<nlohmann::json> locked_entry(const PointInputs& point, const char* section, const std::string& layer);
+
 // What a layer will download, known ahead (LayerKind::fetch_ahead).
 struct AheadFetch {
   fetch::FetchOptions options;  // as the kind's own fetches of them are made

@@ -216,4 +216,11 @@ PointInputs locked_point_inputs(const Planned& planned, const resolve::PlanPoint
   return in;
 }
 
+std::optional<nlohmann::json> locked_entry(const PointInputs& point, const char* section, const std::string& layer) {
+  if (point.lock.empty()) return std::nullopt;
+  nlohmann::json lock = nlohmann::json::parse(point.lock);
+  if (!lock.contains(section) || !lock[section].contains(layer)) return std::nullopt;
+  return lock[section][layer];
+}
+
 }  // namespace sb

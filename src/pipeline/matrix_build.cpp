@@ -23,6 +23,16 @@
 
 namespace sb {
 
+BuildOptions point_build_options(const MatrixPoint& point, const BuildOptions& build) {
+  BuildOptions o = build;
+  o.variables = point.variables;
+  o.point = point.inputs;
+  o.layer.prefetch = point.prefetch;
+  o.labels = point.labels;
+  o.base.locked = point.base_lock;
+  return o;
+}
+
 namespace {
 
 std::string seconds_text(double s) {

@@ -35,6 +35,10 @@ struct MatrixPoint {
   std::vector<std::string> prefetch;
 };
 
+// The build options of `point`: the build's, with the point's variables,
+// inputs (its lockfile pins), labels, base image pin and eStargz order.
+BuildOptions point_build_options(const MatrixPoint& point, const BuildOptions& build);
+
 // The point's matrix values but its platform: equal for points that differ
 // only in platform, which may share a tag (one image index over them).
 std::string platform_siblings(const MatrixPoint& p);

@@ -311,9 +311,8 @@ LayerReport build_pip_layer(const LayerContext& c, Digest& key_out) {
                                        c.below[i].digest));
     };
     std::vector<pip::PinnedWheel> wheels;
-    nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
-    if (lock.contains("pip") && lock["pip"].contains(c.spec.name)) {  // --locked: exactly the pinned wheels
-      wheels = pinned_list<pip::PinnedWheel>(lock["pip"][c.spec.name], "wheels");
+    if (auto pinned = locked_entry(c.options.point, "pip", c.spec.name)) {  // --locked: exactly the pinned wheels
+      wheels = pinned_list<pip::PinnedWheel>(*pinned, "wheels");
       locate_wheels(wheels, c.store, c.options, c.status);
     } else {
       list_lower();
@@ -530,18 +529,15 @@ namespace {
 // requirements (what they installed is kept, their musl picks the wheels),
 // unless --locked pins its wheels; then only its duplicate check does.
 bool pip_reads_below(const LayerSpec& spec, const BuildOptions& options) {
-  if (options.point.lock.empty()) return true;
-  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
-  return !(lock.contains("pip") && lock["pip"].contains(spec.name));
+  return !locked_entry(options.point, "pip", spec.name);
 }
 
 // The wheels --locked pins for `spec` that the store lacks, located on the
 // index (by file name) as the build will locate them.
 AheadFetch pip_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status& status) {
-  if (options.point.lock.empty()) return {};
-  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
-  if (!lock.contains("pip") || !lock["pip"].contains(spec.name)) return {};
-  auto wheels = pinned_list<pip::PinnedWheel>(lock["pip"][spec.name], "wheels");
+  auto pinned = locked_entry(options.point, "pip", spec.name);
+  if (!pinned) return {};
+  auto wheels = pinned_list<pip::PinnedWheel>(*pinned, "wheels");
   locate_wheels(wheels, store, options, status);
   AheadFetch out{wheel_fetch_options(), {}};
   for (const auto& w : wheels)

@@ -176,10 +176,9 @@ LayerReport build_redist_layer(const LayerContext& c, Digest& key_out) {
   try {
     fetch::FetchOptions fo = fetch::fetch_options_from_env();
     auto fetcher = c.options.services.make_fetcher(c.store, fo, c.status);
-    nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock);
-    LayerInputs in = lock.contains("redist") && lock["redist"].contains(c.spec.name)
-                         ? from_lock(lock["redist"][c.spec.name])  // --locked: exactly the pinned archives
-                         : resolve_layer(c.recipe, c.spec, c.options.variables, c.options.point, c.store, *fetcher);
+    const auto pinned = locked_entry(c.options.point, "redist", c.spec.name);
+    LayerInputs in = pinned ? from_lock(*pinned)  // --locked: exactly the pinned archives
+                            : resolve_layer(c.recipe, c.spec, c.options.variables, c.options.point, c.store, *fetcher);
     KeyHasher k;
     // Version 4: the cuda product's layers hold version.json. Version 5: an
     // archive with a known sha256 is keyed by it and not by its URL, which
@@ -308,11 +307,10 @@ namespace {
 
 // The archives --locked pins for `spec` that the store lacks.
 AheadFetch redist_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status&) {
-  if (options.point.lock.empty()) return {};
-  nlohmann::json lock = nlohmann::json::parse(options.point.lock);
-  if (!lock.contains("redist") || !lock["redist"].contains(spec.name)) return {};
+  auto pinned = locked_entry(options.point, "redist", spec.name);
+  if (!pinned) return {};
   AheadFetch out{fetch::fetch_options_from_env(), {}};
-  for (const auto& a : from_lock(lock["redist"][spec.name]).archives)
+  for (const auto& a : from_lock(*pinned).archives)
     if (a.sha256 && !store.has(*a.sha256)) out.items.push_back({a.url, a.sha256, a.size, label_of(a)});
   return out;
 }
