@@ -340,6 +340,28 @@ void locate_packages(Resolved& r, const std::vector<apt::Repository>& now, const
     if (p.url.empty()) p.url = r.repos.at(static_cast<size_t>(p.repository)).repo.uri + "/" + p.path;
 }
 
+// What the lockfile's `entry` pins for `spec`, each package with its URL: the
+// repositories as this machine has them, the URLs of the machine's
+// repositories the lockfile names by suite, and the logins of every URL
+// (handed to `net`), which the lockfile does not hold. Working them out
+// reads only local files; when it cannot be done now, a lockfile that gives
+// every URL still says what to fetch, and a login that is missing shows as
+// HTTP 401 naming the URL.
+Resolved located_resolution(const Recipe& recipe, const LayerSpec& spec, const BuildOptions& options,
+                            const nlohmann::json& entry, apt::AptNetwork& net) {
+  Resolved r = pinned_resolution(entry, recipe.dir());
+  std::vector<apt::Repository> now;
+  try {
+    now = layer_repositories(recipe, spec, distro_of(spec, options.variables, options.point), null_status(), net);
+  } catch (const Error&) {
+    if (std::any_of(r.repos.begin(), r.repos.end(),
+                    [](const apt::LoadedRepository& lr) { return lr.repo.uri.empty(); }))
+      throw;
+  }
+  locate_packages(r, now, spec.name);
+  return r;
+}
+
 // `configure: true`: the maintainer scripts the installer did not run, run
 // now by `dpkg --configure -a` in the sandbox on the layers below plus this
 // one; what they change joins the layer, and dpkg's status after it is the
@@ -392,24 +414,8 @@ LayerReport build_apt_layer(const LayerContext& c, Digest& key_out) {
     }
   AptFetcher f = apt_fetcher(c.store, c.status, c.options.services.make_fetcher);
   Resolved r;
-  nlohmann::json lock = c.options.point.lock.empty() ? nlohmann::json() : nlohmann::json::parse(c.options.point.lock).value("apt", nlohmann::json());
-  if (lock.contains(c.spec.name)) {  // --locked: exactly what the lockfile pins
-    r = pinned_resolution(lock[c.spec.name], c.recipe.dir());
-    // The repositories as this machine has them: the URLs of the machine's
-    // repositories the lockfile names by suite, and the logins of every
-    // URL, which the lockfile does not hold. Working them out reads only
-    // local files; when it cannot be done now, a lockfile that gives every
-    // URL still says what to fetch, and a login that is missing shows as
-    // HTTP 401 naming the URL.
-    std::vector<apt::Repository> now;
-    try {
-      now = layer_repositories(c.recipe, c.spec, distro_of(c.spec, c.options.variables, c.options.point), null_status(),
-                               *f.net);
-    } catch (const Error&) {
-      if (std::any_of(r.repos.begin(), r.repos.end(), [](const apt::LoadedRepository& lr) { return lr.repo.uri.empty(); }))
-        throw;
-    }
-    locate_packages(r, now, c.spec.name);
+  if (auto entry = locked_entry(c.options.point, "apt", c.spec.name)) {  // --locked: exactly what the lockfile pins
+    r = located_resolution(c.recipe, c.spec, c.options, *entry, *f.net);
     // A lockfile names the distribution's keyring by its usual path
     // (/usr/share/keyrings/ubuntu-archive-keyring.gpg), whichever way it was
     // found: here it is looked up as an unlocked build would, so the image
@@ -611,6 +617,20 @@ std::string apt_lock_mismatch(const Recipe& recipe, const LayerSpec& spec, const
   return malformed_entry([&] { pinned_resolution(entry, recipe.dir()); });
 }
 
+// The packages --locked pins for `spec` that the store lacks, where the
+// build will fetch them from, with the options its fetches use.
+AheadFetch apt_fetch_ahead(const Recipe& recipe, const LayerSpec& spec, const BuildOptions& options,
+                           const Store& store, Status&) {
+  auto entry = locked_entry(options.point, "apt", spec.name);
+  if (!entry) return {};
+  auto net = run_network();
+  Resolved r = located_resolution(recipe, spec, options, *entry, *net);
+  AheadFetch out{apt_fetch_options(net), {}};
+  for (auto& item : apt::package_fetch_items(r.packages))
+    if (!store.has(*item.sha256)) out.items.push_back(std::move(item));
+  return out;
+}
+
 }  // namespace
 
 const LayerKind& apt_layer_kind() {
@@ -627,7 +647,8 @@ const LayerKind& apt_layer_kind() {
                                     if (parts.empty()) return std::nullopt;
                                     return apt_state_key(parts.back().diff_id);
                                   },
-                                  [](const std::string& value) { (void)apt::AptState::parse(value); }}});
+                                  [](const std::string& value) { (void)apt::AptState::parse(value); }}},
+                                nullptr, apt_fetch_ahead);
   return kind;
 }
 

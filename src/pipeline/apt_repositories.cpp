@@ -78,10 +78,8 @@ std::vector<apt::Repository> public_repositories(const Distro& d) {
   return out;
 }
 
-// The machine's apt network settings (proxies, CA files, TLS checks, logins:
-// fetch/apt/config.hpp), read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG
-// once a run: every apt layer of every point shares them, so apt.conf is read
-// and a Proxy-Auto-Detect command asked about a host once, not per layer.
+}  // namespace
+
 std::shared_ptr<apt::AptNetwork> run_network() {
   static std::mutex mu;
   static std::map<std::string, std::shared_ptr<apt::AptNetwork>> networks;
@@ -93,16 +91,18 @@ std::shared_ptr<apt::AptNetwork> run_network() {
   return net;
 }
 
-}  // namespace
+fetch::FetchOptions apt_fetch_options(const std::shared_ptr<apt::AptNetwork>& net) {
+  fetch::FetchOptions o = fetch::fetch_options_from_env();
+  o.client.route = [net](const std::string& url) { return net->route(url); };
+  o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
+  o.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
+  return o;
+}
 
 AptFetcher apt_fetcher(const Store& store, Status& status, const fetch::FetcherFactory& make_fetcher) {
   AptFetcher f;
   f.net = run_network();
-  fetch::FetchOptions o = fetch::fetch_options_from_env();
-  o.client.route = [net = f.net](const std::string& url) { return net->route(url); };
-  o.untrusted_hint = "a private CA is named in apt.conf's Acquire::https::CaInfo, as for apt; see docs/apt.md";
-  o.unauthorized_hint = "a login goes in /etc/apt/auth.conf.d/*.conf, as for apt (apt_auth.conf(5)); see docs/apt.md";
-  f.fetcher = make_fetcher(store, std::move(o), status);
+  f.fetcher = make_fetcher(store, apt_fetch_options(f.net), status);
   return f;
 }
 

@@ -28,6 +28,16 @@ struct Distro {
 // The codename is "" when neither says.
 Distro distro_of(const LayerSpec& spec, const std::map<std::string, std::string>& vars, const PointInputs& point);
 
+// The machine's apt network settings (proxies, CA files, TLS checks, logins:
+// fetch/apt/config.hpp), read from STACKBUILD_APT_ROOT (default /) and APT_CONFIG
+// once a run: every apt layer of every point shares them, so apt.conf is read
+// and a Proxy-Auto-Detect command asked about a host once, not per layer.
+std::shared_ptr<apt::AptNetwork> run_network();
+
+// The options of the apt stage's fetches: the defaults, each URL routed by
+// `net`, and the hints its errors give.
+fetch::FetchOptions apt_fetch_options(const std::shared_ptr<apt::AptNetwork>& net);
+
 // What the apt stage fetches with: the defaults and the run's apt network
 // settings for each URL; `net` also takes the logins of repository URLs as
 // they are read.

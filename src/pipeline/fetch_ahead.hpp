@@ -1,5 +1,5 @@
 // Inputs fetched ahead. A --locked build knows, before any layer is built,
-// every wheel and redist archive each point's layers will download (the
+// every apt package, wheel and redist archive each point's layers will download (the
 // lockfile pins them; LayerKind::fetch_ahead). build_points fetches them on a
 // thread of its own, in build order, while the layers before them are built,
 // so that downloading overlaps unpacking, installing and compressing (the

@@ -98,9 +98,11 @@ class LayerKind {
   // sha256, and the options its own fetches use. build_points fetches them
   // ahead (pipeline/fetch_ahead.hpp) while earlier layers and points are
   // built. No items: the kind pins nothing, or nothing for this layer. May
-  // read index pages (a pinned wheel names a file, not a URL).
-  virtual AheadFetch fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store,
-                                 Status& status) const {
+  // read index pages (a pinned wheel names a file, not a URL) and local
+  // files (apt: the machine's repositories, for a lockfile names those by
+  // suite); `recipe` is the point's.
+  virtual AheadFetch fetch_ahead(const Recipe& recipe, const LayerSpec& spec, const BuildOptions& options,
+                                 const Store& store, Status& status) const {
     return {};
   }
 
@@ -149,7 +151,7 @@ class BuilderKind final : public LayerKind {
   // Whether it reads the layers below (LayerKind::reads_below); none: always.
   using ReadsBelow = bool (*)(const LayerSpec&, const BuildOptions&);
   // What it will download (LayerKind::fetch_ahead); none: nothing known ahead.
-  using FetchAhead = AheadFetch (*)(const LayerSpec&, const BuildOptions&, const Store&, Status&);
+  using FetchAhead = AheadFetch (*)(const Recipe&, const LayerSpec&, const BuildOptions&, const Store&, Status&);
   BuilderKind(const char* name, Handles handles, Build build, KindLock lock = {},
               std::vector<RecordKind> records = {}, ReadsBelow reads_below = nullptr,
               FetchAhead fetch_ahead = nullptr)
@@ -158,9 +160,9 @@ class BuilderKind final : public LayerKind {
   bool reads_below(const LayerSpec& spec, const BuildOptions& options) const override {
     return !reads_below_ || reads_below_(spec, options);
   }
-  AheadFetch fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store,
+  AheadFetch fetch_ahead(const Recipe& recipe, const LayerSpec& spec, const BuildOptions& options, const Store& store,
                          Status& status) const override {
-    return fetch_ahead_ ? fetch_ahead_(spec, options, store, status) : AheadFetch{};
+    return fetch_ahead_ ? fetch_ahead_(recipe, spec, options, store, status) : AheadFetch{};
   }
   const char* name() const override { return name_; }
   bool handles(const LayerSpec& spec) const override { return handles_(spec); }

@@ -534,7 +534,8 @@ bool pip_reads_below(const LayerSpec& spec, const BuildOptions& options) {
 
 // The wheels --locked pins for `spec` that the store lacks, located on the
 // index (by file name) as the build will locate them.
-AheadFetch pip_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status& status) {
+AheadFetch pip_fetch_ahead(const Recipe&, const LayerSpec& spec, const BuildOptions& options, const Store& store,
+                           Status& status) {
   auto pinned = locked_entry(options.point, "pip", spec.name);
   if (!pinned) return {};
   auto wheels = pinned_list<pip::PinnedWheel>(*pinned, "wheels");

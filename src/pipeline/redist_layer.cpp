@@ -306,7 +306,8 @@ std::string redist_lock_mismatch(const Recipe& recipe, const LayerSpec& spec,
 namespace {
 
 // The archives --locked pins for `spec` that the store lacks.
-AheadFetch redist_fetch_ahead(const LayerSpec& spec, const BuildOptions& options, const Store& store, Status&) {
+AheadFetch redist_fetch_ahead(const Recipe&, const LayerSpec& spec, const BuildOptions& options, const Store& store,
+                              Status&) {
   auto pinned = locked_entry(options.point, "redist", spec.name);
   if (!pinned) return {};
   AheadFetch out{fetch::fetch_options_from_env(), {}};

@@ -248,6 +248,10 @@ TEST_CASE("build --locked: the pinned wheels are fetched ahead, and the image is
     for (const char* v : {"1.0", "2.0"}) CHECK(store.has(served.wheels.sha(Served::wheel(v))));
     CHECK(fetcher.served().size() == 2);
     for (const auto& url : fetcher.asked()) CHECK_THAT(url, Catch::EndsWith(".whl"));
+    // What it did, told when it is done.
+    const std::string bytes = human_bytes(static_cast<double>(served.wheels.bytes(Served::wheel("1.0")).size() +
+                                                             served.wheels.bytes(Served::wheel("2.0")).size()));
+    CHECK(status.messages() == std::vector<std::string>{"ahead: 2 files, " + bytes + " fetched ahead of their layers"});
   }
   // The same image with and without, each wheel served once.
   Served again, third;
@@ -255,10 +259,65 @@ TEST_CASE("build --locked: the pinned wheels are fetched ahead, and the image is
   build_in(b.path(), again, ahead, true, std::nullopt, true);
   build_in(c.path(), third, own, true, std::nullopt, false);
   CHECK(ahead.manifests == own.manifests);
+  // build_points fetched ahead with --fetch-ahead only: it tells what it did.
+  auto told = [](const Run& run) {
+    size_t n = 0;
+    for (const auto& m : run.status.messages()) n += m.find("fetched ahead of their layers") != std::string::npos;
+    return n;
+  };
+  CHECK(told(ahead) == 1);
+  CHECK(told(own) == 0);
   for (const char* v : {"1.0", "2.0"}) {
     CHECK(ahead.fetcher.served().count(kFiles + Served::wheel(v)));
     CHECK(own.fetcher.served().count(kFiles + Served::wheel(v)));
   }
+}
+
+TEST_CASE("build --locked: the pinned packages of an apt layer are fetched ahead too", "[matrix][fetch-ahead]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served;
+  TempDir dir;
+  test::write(dir.path() / "r.yaml", kRecipe);
+  Run locking(served);
+  BuildServices services;
+  services.make_fetcher = locking.fetcher.factory();
+  services.index = std::make_shared<test::IndexTransport>(served.wheels);
+  auto plan = [&] {
+    return plan_recipe(load_recipe(dir.path() / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
+  };
+  {
+    Store scratch(dir.path() / "lock-store");
+    lock_recipe(plan(), scratch, {}, locking.status, services);
+  }
+  // Every point as `build --locked` reads it from the lockfile: apt and pip pinned.
+  Planned planned = plan();
+  std::vector<MatrixPoint> points;
+  for (const auto& pp : planned.plan.points) {
+    points.push_back(matrix_point(planned, pp));
+    points.back().inputs = locked_point_inputs(planned, pp);
+  }
+  Store store(dir.path() / "store");
+  test::RecordingFetcher fetcher(served.files);
+  fetcher.serve_dir(served.tmp.path() / "repo", kApt);
+  BuildOptions o;
+  o.services.make_fetcher = fetcher.factory();
+  o.services.index = std::make_shared<test::IndexTransport>(served.wheels);
+  test::RecordingStatus status;
+  FetchAhead ahead(points, store, o, status);
+  ahead.wait();
+  // The package, once for both points, before its layer is built; no index
+  // of the repository is read (the lockfile says where the package is).
+  CHECK(store.has(Digest::of_file(served.tmp.path() / "repo/pool/hello_1.0_amd64.deb")));
+  auto got = fetcher.served();
+  CHECK(got.count(kApt + "/pool/hello_1.0_amd64.deb") == 1);
+  for (const auto& url : fetcher.asked())
+    CHECK((url.ends_with(".deb") || url.ends_with(".whl")));
+  CHECK(got.size() == 3);  // the package and the two wheels
+  CHECK_THAT(status.messages().back(), Catch::StartsWith("ahead: 3 files, "));
 }
 
 TEST_CASE("build --locked: a wheel that fails ahead fails its layer with the layer's own error",

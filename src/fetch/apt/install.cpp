@@ -164,12 +164,17 @@ std::string info_name(const Paragraph& control) {
 
 }  // namespace
 
-Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptState& below, const InstallOptions& o,
-                           const Store& store, fetch::Fetcher& fetcher) {
+std::vector<fetch::FetchItem> package_fetch_items(const std::vector<LockedPackage>& pkgs) {
   std::vector<fetch::FetchItem> items;
   for (const auto& p : pkgs)
     items.push_back({p.url, Digest::parse("sha256:" + p.sha256), p.size ? std::optional<uint64_t>(p.size) : std::nullopt,
                      p.name + "_" + p.version + "_" + p.architecture + ".deb"});
+  return items;
+}
+
+Installed install_packages(const std::vector<LockedPackage>& pkgs, const AptState& below, const InstallOptions& o,
+                           const Store& store, fetch::Fetcher& fetcher) {
+  const std::vector<fetch::FetchItem> items = package_fetch_items(pkgs);
   auto fetched = fetcher.fetch(items);
 
   // Unpack in parallel; merge in name order so the result never depends on timing.

@@ -91,6 +91,10 @@ struct Installed {
 // from base-passwd's master, what maintainer scripts wrote), just before it.
 GroupFn package_groups(const Installed& installed);
 
+// What install_packages() fetches: each package's .deb, by its URL, sha256
+// and size (build --fetch-ahead asks for the same files ahead of it).
+std::vector<fetch::FetchItem> package_fetch_items(const std::vector<LockedPackage>& packages);
+
 // A package already in `below.status` is upgraded: its status record and
 // info files are replaced, and what its old version owned that neither the
 // new version nor another package ships is whited out (dpkg deletes those
