@@ -28,8 +28,12 @@ trap 'rm -rf "$work"' EXIT
 # stackbuild from the bundle (its libraries for stackbuild alone, see below,
 # not for ldd, nvcc or python3): unpacked from build/gpu-bundle.tar.gz, the
 # form the device tool carries within its size limit, else as a directory.
+# SB=PATH, where set, wins over the bundle (the default test run's
+# test_gpu_check gives the binary it built).
 bundle=""
-if [[ -s "$repo/build/gpu-bundle.tar.gz" && ! -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
+if [[ -n "${SB:-}" ]]; then
+  :
+elif [[ -s "$repo/build/gpu-bundle.tar.gz" && ! -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
   tar -xzf "$repo/build/gpu-bundle.tar.gz" -C "$work" && bundle="$work/gpu-bundle"
 elif [[ -x "$repo/build/gpu-bundle/bin/stackbuild" ]]; then
   bundle="$repo/build/gpu-bundle"
