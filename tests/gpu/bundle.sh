@@ -26,3 +26,29 @@ if command -v strip >/dev/null; then strip --strip-debug "$out/bin/stackbuild" "
 # libarchive's libxml2 needs); packed it is about 25.
 tar -czf "$out.tar.gz.tmp" -C build gpu-bundle && mv "$out.tar.gz.tmp" "$out.tar.gz"
 du -sh "$out" "$out.tar.gz" | sed 's/^/gpu-bundle: /'
+
+# The CUDA operators' source (tests/gpu/torch_ops.sh): build/gpu-ops holds
+# tests/gpu/ops-source.yaml with its lockfile, the shell its build step runs
+# in (this host's, with the libraries it loads), and a store of the three
+# files of Debian's source package the lockfile pins (.dsc, orig and debian
+# tarballs, 27 MiB), fetched here through this machine's apt configuration.
+# The device tool carries build/gpu-ops beside the bundle; the GPU host builds
+# the image from them with no network, checking every hash again.
+ops=build/gpu-ops
+rm -rf "$ops" "$ops.tmp" && mkdir -p "$ops.tmp/base/bin" "$ops.tmp/store/blobs/sha256"
+cp tests/gpu/ops-source.yaml tests/gpu/ops-source.yaml.lock "$ops.tmp/"
+shell=$(readlink -f /bin/sh)
+cp "$shell" "$ops.tmp/base/bin/sh"
+for lib in $(ldd "$shell" | awk '/=> \// {print $3} /^\t\/[^ ]*ld-linux/ {print $1}'); do
+  mkdir -p "$ops.tmp/base$(dirname "$lib")" && cp -L "$lib" "$ops.tmp/base$lib"
+done
+"$sb" build "$ops.tmp/ops-source.yaml" --locked --store "$ops.tmp/fetched" -o "$ops.tmp/out" \
+  --compression none --progress plain >"$ops.tmp/fetch.log" 2>&1 ||
+  { tail -20 "$ops.tmp/fetch.log" >&2; echo "bundle: the source of $ops could not be fetched" >&2; exit 1; }
+for h in $(python3 -c 'import json, sys
+e = json.load(open(sys.argv[1]))["points"][0]["source"]["ops"]
+print(" ".join([e["dsc"]["sha256"]] + [f["sha256"] for f in e["files"]]))' "$ops.tmp/ops-source.yaml.lock"); do
+  cp "$ops.tmp/fetched/blobs/sha256/$h" "$ops.tmp/store/blobs/sha256/$h"
+done
+rm -rf "$ops.tmp/fetched" "$ops.tmp/out" "$ops.tmp/fetch.log" && mv "$ops.tmp" "$ops"
+du -sh "$ops" | sed 's/^/gpu-ops: /'

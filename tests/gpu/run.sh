@@ -14,8 +14,11 @@
 # against that image with this host's nvcc and, on a GPU, runs it; every result
 # of that report is in the summary ("stackbuild test ..."). A built-in GPU test
 # that passes without a GPU, or is skipped with one, counts as failed.
-# Last, the same for PyTorch and JAX on an image of this host's python3
-# environment (tests/gpu/python_image.py; step 9).
+# Then the CUDA operators of recipes/torch-cuda-ops.yaml: Debian's pytorch
+# source from the files tests/gpu/bundle.sh carries (build/gpu-ops), compiled
+# against this host's torch, the recipe's GPU test run (tests/gpu/torch_ops.sh;
+# step 10). Last, the same built-in tests for PyTorch and JAX on an image of
+# this host's python3 environment (tests/gpu/python_image.py; step 9).
 # Prints a JSON summary last (and with $OUT set, writes it and the logs there:
 # see finish); exits 0 when every test passed, 1 when one
 # failed, else 77 when this host has no NVIDIA GPU (the GPU tests are then
@@ -427,8 +430,13 @@ print(" ".join(json.loads(json.loads(m.group(1)))["builtin"]))' "$work/framework
   fi
 }
 
+# 10. The CUDA operators of Debian's pytorch source (tests/gpu/torch_ops.sh).
+# shellcheck source=torch_ops.sh
+source "$here/torch_ops.sh"
+
 if [[ "$has_gpu" != 1 ]]; then
   result "GPU tests" skipped "no NVIDIA GPU on this host"
+  torch_ops_tests
   framework_tests
   finish 77
 fi
@@ -493,5 +501,6 @@ out=$("$SB" run "$work/layout-gputests:t" --gpus all --store "$store" --progress
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" passed "" ||
   result "NVIDIA_REQUIRE_CUDA at the driver's CUDA ${host_cuda:-?} runs" failed "$out"
 
+torch_ops_tests
 framework_tests
 finish 0

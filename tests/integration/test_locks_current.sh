@@ -19,7 +19,7 @@ done
 
 check "every committed lockfile is current, offline, and holds no URL"
 n=0
-for lock in "$src"/recipes/*.yaml.lock "$src"/examples/*.yaml.lock; do
+for lock in "$src"/recipes/*.yaml.lock "$src"/examples/*.yaml.lock "$src"/tests/gpu/*.yaml.lock; do
   [[ -f $lock ]] || continue
   n=$((n + 1))
   recipe=${lock%.lock}
@@ -30,6 +30,17 @@ for lock in "$src"/recipes/*.yaml.lock "$src"/examples/*.yaml.lock; do
   fi
 done
 ((n >= 2)) || fail "only $n committed lockfiles"
+
+check "the GPU check's source pins are torch-cuda-ops.yaml's"
+# tests/gpu/ops-source.yaml keeps the tree recipes/torch-cuda-ops.yaml compiles,
+# so that the operators tests/gpu/torch_ops.sh runs on a GPU are those.
+python3 - "$src/tests/gpu/ops-source.yaml.lock" "$src/recipes/torch-cuda-ops.yaml.lock" <<'PY' ||
+import json, sys
+gpu, ops = (json.load(open(f))["points"][0]["source"]["ops"] for f in sys.argv[1:])
+keys = ("debian", "version", "suite", "dsc", "files", "tree")
+assert all(gpu[k] == ops[k] for k in keys), [k for k in keys if gpu[k] != ops[k]]
+PY
+  fail "tests/gpu/ops-source.yaml.lock pins another source than recipes/torch-cuda-ops.yaml.lock"
 
 check "a recipe changed without its lock is caught, naming the layer"
 mkdir -p "$TMP/r"
