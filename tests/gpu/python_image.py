@@ -18,7 +18,8 @@ toolkit) from CUDA_ROOT, which go to /usr/local/cuda in the image, a
 directory XLA searches.
 
 Usage: python_image.py WORKDIR TAG MERGED_ROOT LDCONFIG [CUDA_ROOT] > recipe.yaml
-Prints on stderr what it found; exits 2 when no framework is installed, 64
+Prints on stderr what it found; exits 2 when no framework is installed or
+the environment is under /tmp (the sandbox's /tmp is an empty tmpfs), 64
 on a usage error.
 """
 import importlib.metadata as md
@@ -128,6 +129,13 @@ def main():
         print("no framework installed in " + sys.executable + " (" + ", ".join(FRAMEWORKS.values()) + ")",
               file=sys.stderr)
         return 2
+    # The sandbox gives foreign code an empty /tmp: an environment there would
+    # be in the image and not seen by its tests.
+    for path in (os.path.abspath(sys.executable), sys.prefix):
+        if path == "/tmp" or path.startswith("/tmp/"):
+            print(sys.executable + " is under /tmp, which the sandbox replaces with an empty tmpfs: "
+                  "its image could not run it (put the environment elsewhere)", file=sys.stderr)
+            return 2
     seeds = [(FRAMEWORKS[t], set()) for t in want]
     if "jax" in want:  # its CUDA plugin is an extra (jax[cuda13]); the installed one, with its CUDA wheels
         seeds += [(n, {"with-cuda", "with_cuda"}) for n in dists if re.match(r"jax-cuda\d+-(plugin|pjrt)$", n)]
