@@ -52,3 +52,12 @@ print(" ".join([e["dsc"]["sha256"]] + [f["sha256"] for f in e["files"]]))' "$ops
 done
 rm -rf "$ops.tmp/fetched" "$ops.tmp/out" "$ops.tmp/fetch.log" && mv "$ops.tmp" "$ops"
 du -sh "$ops" | sed 's/^/gpu-ops: /'
+
+# What the device tool carries for `bash tests/gpu/run.sh`: the working tree
+# (tracked files and untracked ones git does not ignore) with the two paths
+# above, at most 64 MiB in all. Said here, before a device run fails on it.
+tree=$( { git ls-files -z; git ls-files -z --others --exclude-standard; } | xargs -0 stat -c %s 2>/dev/null |
+  awk '{s += $1} END {print s + 0}')
+total=$(( tree + $(stat -c %s build/gpu-bundle.tar.gz) + $(du -sb "$ops" | cut -f1) ))
+echo "carry: build/gpu-bundle.tar.gz and $ops with the working tree: $(( total / 1048576 )) MiB of the device tool's 64"
+(( total <= 64 * 1048576 )) || { echo "bundle: that is over the device tool's 64 MiB" >&2; exit 1; }
