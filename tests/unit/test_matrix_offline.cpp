@@ -69,6 +69,30 @@ void build_in(const fs::path& dir, Served& served, Run& run, bool locked = false
   for (const auto& p : run.result.points) run.manifests.push_back(p.built->images.front().image.manifest.digest.str());
 }
 
+// The recipe locked (`stackbuild lock`, through the fakes), and its points
+// as `build --locked` reads them from the lockfile: apt and pip pinned.
+std::vector<MatrixPoint> points_from_lockfile(const fs::path& dir, Served& served) {
+  test::write(dir / "r.yaml", kRecipe);
+  Run locking(served);
+  BuildServices services;
+  services.make_fetcher = locking.fetcher.factory();
+  services.index = std::make_shared<test::IndexTransport>(served.wheels);
+  auto plan = [&] {
+    return plan_recipe(load_recipe(dir / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
+  };
+  {
+    Store scratch(dir / "lock-store");
+    lock_recipe(plan(), scratch, {}, locking.status, services);
+  }
+  Planned planned = plan();
+  std::vector<MatrixPoint> points;
+  for (const auto& pp : planned.plan.points) {
+    points.push_back(matrix_point(planned, pp));
+    points.back().inputs = locked_point_inputs(planned, pp);
+  }
+  return points;
+}
+
 }  // namespace
 
 TEST_CASE("build_matrix: apt and pip layers offline through the recording fetcher", "[matrix][services]") {
@@ -281,25 +305,7 @@ TEST_CASE("build --locked: the pinned packages of an apt layer are fetched ahead
   IndexSetting index;
   Served served;
   TempDir dir;
-  test::write(dir.path() / "r.yaml", kRecipe);
-  Run locking(served);
-  BuildServices services;
-  services.make_fetcher = locking.fetcher.factory();
-  services.index = std::make_shared<test::IndexTransport>(served.wheels);
-  auto plan = [&] {
-    return plan_recipe(load_recipe(dir.path() / "r.yaml"), PlanOptions{fs::path(SB_SOURCE_DIR) / "layers", {}});
-  };
-  {
-    Store scratch(dir.path() / "lock-store");
-    lock_recipe(plan(), scratch, {}, locking.status, services);
-  }
-  // Every point as `build --locked` reads it from the lockfile: apt and pip pinned.
-  Planned planned = plan();
-  std::vector<MatrixPoint> points;
-  for (const auto& pp : planned.plan.points) {
-    points.push_back(matrix_point(planned, pp));
-    points.back().inputs = locked_point_inputs(planned, pp);
-  }
+  std::vector<MatrixPoint> points = points_from_lockfile(dir.path(), served);
   Store store(dir.path() / "store");
   test::RecordingFetcher fetcher(served.files);
   fetcher.serve_dir(served.tmp.path() / "repo", kApt);
@@ -318,6 +324,62 @@ TEST_CASE("build --locked: the pinned packages of an apt layer are fetched ahead
     CHECK((url.ends_with(".deb") || url.ends_with(".whl")));
   CHECK(got.size() == 3);  // the package and the two wheels
   CHECK_THAT(status.messages().back(), Catch::StartsWith("ahead: 3 files, "));
+}
+
+TEST_CASE("build --locked: a package whose bytes are not its pin is refused ahead, and by its layer",
+          "[matrix][fetch-ahead][hostile]") {
+  if (!have_dpkg_deb()) {
+    WARN("SKIPPED: dpkg-deb is not installed");
+    return;
+  }
+  IndexSetting index;
+  Served served;
+  TempDir dir;
+  std::vector<MatrixPoint> points = points_from_lockfile(dir.path(), served);
+  // After the lock, the mirror serves other bytes of the same size for the
+  // package: the lockfile's sha256 is all that stands between them and the image.
+  const std::string url = kApt + "/pool/hello_1.0_amd64.deb";
+  std::string tampered = read_file(served.tmp.path() / "repo/pool/hello_1.0_amd64.deb");
+  tampered[tampered.size() / 2] ^= 0x20;
+  const Digest bad = Digest::of_bytes(tampered);
+  test::RecordingFetcher fetcher(served.files);
+  fetcher.serve_dir(served.tmp.path() / "repo", kApt);
+  fetcher.serve(url, tampered);
+
+  Store store(dir.path() / "store");
+  {
+    BuildOptions o;
+    o.services.make_fetcher = fetcher.factory();
+    o.services.index = std::make_shared<test::IndexTransport>(served.wheels);
+    test::RecordingStatus status;
+    FetchAhead ahead(points, store, o, status);
+    ahead.wait();
+    CHECK_FALSE(store.has(bad));
+    CHECK(fetcher.served().count(url) == 1);
+    CHECK_THAT(status.messages().back(),
+               Catch::StartsWith("ahead: 2 files, ") && Catch::EndsWith("1 failed, left to their layers"));
+  }
+  // The build fetches it again in its layer, and fails there, naming it.
+  MatrixOptions mo;
+  mo.build.output = dir.path() / "out";
+  mo.fetch_ahead = true;
+  mo.build.services.make_fetcher = fetcher.factory();
+  mo.build.services.index = std::make_shared<test::IndexTransport>(served.wheels);
+  mo.build.services.now = ticking_clock();
+  mo.jobs = 1;
+  test::RecordingStatus status;
+  MatrixResult r = build_matrix(points, store, mo, status);
+  REQUIRE(r.failure);
+  try {
+    std::rethrow_exception(r.failure);
+  } catch (const Error& e) {
+    CHECK_THAT(e.what(), Catch::Contains(url) && Catch::Contains("sha256 mismatch"));
+    std::string traces;
+    for (const auto& t : e.traces()) traces += t + "\n";
+    CHECK_THAT(traces, Catch::Contains("layer 'os'"));
+  }
+  CHECK_FALSE(store.has(bad));
+  CHECK_FALSE(fs::exists(dir.path() / "out/index.json"));
 }
 
 TEST_CASE("build --locked: a wheel that fails ahead fails its layer with the layer's own error",
