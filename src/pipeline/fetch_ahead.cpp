@@ -66,7 +66,7 @@ void FetchAhead::run(const std::vector<MatrixPoint>& points, const Store& store,
       try {
         fetch_layer(point, options, spec);
       } catch (const std::exception& e) {  // what it pins could not be worked out: the layer says why
-        status_->message(Level::Debug, "layer " + spec.name + ": " + e.what() + " (the layer fetches for itself)");
+        status_->message(Level::Debug, "layer " + spec.name + ": " + e.what() + " (the layer fetches it itself)");
       }
     }
   }

@@ -15,7 +15,7 @@ std::vector<Layer> PendingLayer::settle(const std::vector<Layer>& below, const s
 }
 
 LayerWrites::LayerWrites(size_t at_once) : slots_(std::make_shared<Slots>()) {
-  slots_->free = std::max<size_t>(1, at_once);
+  slots_->at_once = std::max<size_t>(1, at_once);
 }
 
 std::shared_ptr<PendingLayer> LayerWrites::start(std::function<std::vector<Layer>()> write,
@@ -23,14 +23,12 @@ std::shared_ptr<PendingLayer> LayerWrites::start(std::function<std::vector<Layer
   std::shared_ptr<Slots> slots = slots_;
   {
     std::unique_lock lock(slots->mu);
-    slots->cv.wait(lock, [&] { return slots->free > 0; });
-    --slots->free;
+    slots->cv.wait(lock, [&] { return slots->running < slots->at_once; });
     slots->most = std::max(slots->most, ++slots->running);
   }
   // The slot is given back when the write ends, however it ends.
   auto give_back = [slots] {
     std::lock_guard g(slots->mu);
-    ++slots->free;
     --slots->running;
     slots->cv.notify_one();
   };

@@ -65,7 +65,7 @@ class LayerWrites {
   struct Slots {
     std::mutex mu;
     std::condition_variable cv;
-    size_t free = 0;
+    size_t at_once = 1;
     size_t running = 0, most = 0;
   };
   std::shared_ptr<Slots> slots_;  // shared with the writes, which give their slot back

@@ -1,7 +1,6 @@
 #include "pipeline/matrix_build.hpp"
 
 #include "pipeline/fetch_ahead.hpp"
-
 #include "pipeline/labels.hpp"
 #include "pipeline/point_inputs.hpp"
 #include "sandbox/emulation.hpp"
